@@ -1,0 +1,72 @@
+"""Rule documentation, from one source: each rule's docstring (English) and ``zh`` (Chinese).
+
+Used by ``torchdoctor rule``, editor hovers and the generated documentation pages.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .engine.model import is_chinese
+
+if TYPE_CHECKING:
+    from .rules.base import Rule
+
+DEFAULT_DOCS_URL = "https://torchdoctor.dev/"
+_SECTION = re.compile(r"^## (.+?)\s*$", re.M)
+
+
+@dataclass(frozen=True)
+class RuleDoc:
+    code: str
+    name: str
+    summary: str
+    sections: dict[str, str]  # heading -> markdown body, in order
+    locale: str
+
+    def markdown(self) -> str:
+        parts = [f"# {self.code} ({self.name})", ""]
+        for heading, body in self.sections.items():
+            parts += [f"## {heading}", body.strip(), ""]
+        return "\n".join(parts).rstrip() + "\n"
+
+
+def split_sections(text: str) -> dict[str, str]:
+    text = inspect.cleandoc(text or "")
+    matches = list(_SECTION.finditer(text))
+    out: dict[str, str] = {}
+    for i, m in enumerate(matches):
+        end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
+        out[m.group(1).strip()] = text[m.end() : end].strip("\n")
+    return out
+
+
+def rule_doc(rule: type[Rule], locale: str | None = None) -> RuleDoc:
+    zh = is_chinese(locale) and bool(rule.zh)
+    sections = split_sections(rule.zh if zh else (rule.__doc__ or ""))
+    first = next(iter(sections.values()), "").strip()
+    summary = first.split("\n\n")[0].replace("\n", " ").strip()
+    return RuleDoc(rule.code, rule.name, summary, sections, "zh" if zh else "en")
+
+
+def packaged_docs_dir() -> Path:
+    return Path(__file__).parent / "_docs"
+
+
+def rule_url(code: str, base: str | None = None, locale: str | None = None) -> str:
+    """The page of a rule: under ``base`` when given, else the HTML docs installed with the
+    package (a ``file:`` URL, works offline), else the public site."""
+    page = f"rules/{code}/"
+    lang = "zh/" if is_chinese(locale) else ""
+    base = base or os.environ.get("TORCHDOCTOR_DOCS_URL")
+    if base:
+        return base.rstrip("/") + "/" + lang + page
+    local = packaged_docs_dir() / lang / "rules" / code / "index.html"
+    if local.is_file():
+        return local.resolve().as_uri()
+    return DEFAULT_DOCS_URL + lang + page

@@ -1,0 +1,92 @@
+"""What a rule sees: the source, the semantic facts, and ``report``."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from .model import Finding, Fix, Range, Related, Text
+from .semantic import Kind, Semantic
+from .source import Source
+
+if TYPE_CHECKING:
+    from ..rules.base import Rule
+    from .config import Settings
+    from .notebook import Notebook
+
+
+class Context:
+    def __init__(
+        self,
+        source: Source,
+        sem: Semantic,
+        path: str,
+        settings: Settings,
+        notebook: Notebook | None = None,
+    ) -> None:
+        self.source = source
+        self.sem = sem
+        self.path = path
+        self.settings = settings
+        self.notebook = notebook
+        self.rule: type[Rule] | None = None
+        self.findings: list[Finding] = []
+
+    # -- shortcuts ---------------------------------------------------------------------
+    @property
+    def tree(self) -> ast.Module:
+        return self.sem.tree
+
+    @property
+    def is_notebook(self) -> bool:
+        return self.notebook is not None
+
+    def qualname(self, expr: ast.AST) -> str | None:
+        return self.sem.qualname(expr)
+
+    def kind(self, expr: ast.AST | None) -> Kind | None:
+        return self.sem.kind(expr)
+
+    def segment(self, node: ast.AST) -> str:
+        return self.source.segment(node)
+
+    def range(self, node: ast.AST) -> Range:
+        return self.source.range(node)
+
+    def cell_of(self, node: ast.AST) -> int | None:
+        """The notebook cell (1-based index) a node starts in; None for files."""
+        if self.notebook is None:
+            return None
+        cell = self.notebook.cell_at(getattr(node, "lineno", 0))
+        return cell.index if cell else None
+
+    def related(self, node: ast.AST, message: Text) -> Related:
+        return Related(self.source.range(node), message)
+
+    # -- reporting ---------------------------------------------------------------------
+    def report(
+        self,
+        node: ast.AST | Range,
+        message: Text,
+        fixes: Iterable[Fix | None] = (),
+        related: Iterable[Related] = (),
+        **extra: object,
+    ) -> Finding:
+        rule = self.rule
+        assert rule is not None, "report() called outside a rule"
+        rng = node if isinstance(node, Range) else self.source.range(node)
+        finding = Finding(
+            code=rule.code,
+            name=rule.name,
+            message=message,
+            range=rng,
+            severity=rule.severity,
+            fixes=tuple(f for f in fixes if f is not None),
+            related=tuple(related),
+            tags=rule.tags,
+            noqa_row=rng.start.row,
+            extra=dict(extra),
+        )
+        self.findings.append(finding)
+        return finding

@@ -1,0 +1,185 @@
+"""Helpers that build text edits from ``ast`` nodes. Every fix is plain text edits; the engine
+checks that the result parses and that re-checking finds no fixable report of the same rule."""
+
+from __future__ import annotations
+
+import ast
+
+from .model import Edit, Pos
+from .semantic import Semantic
+from .source import Source
+
+
+def replace(source: Source, node: ast.AST, text: str) -> Edit:
+    return Edit(source.start(node), source.end(node), text)
+
+
+def insert(pos: Pos, text: str) -> Edit:
+    return Edit(pos, pos, text)
+
+
+def delete_range(start: Pos, end: Pos) -> Edit:
+    return Edit(start, end, "")
+
+
+def _arguments_in_order(call: ast.Call) -> list[ast.AST]:
+    items: list[ast.AST] = [*call.args, *call.keywords]
+    return sorted(items, key=lambda n: (n.lineno, n.col_offset))  # type: ignore[attr-defined]
+
+
+def add_keyword(source: Source, call: ast.Call, text: str) -> Edit:
+    """Append ``name=value`` as the call's last argument."""
+    items = _arguments_in_order(call)
+    if items:
+        return insert(source.end(items[-1]), f", {text}")
+    end = source.end(call)
+    return insert(Pos(end.row, end.col - 1), text)
+
+
+def remove_argument(source: Source, call: ast.Call, item: ast.AST) -> Edit:
+    """Remove one argument (positional or keyword) and the comma that joins it to its neighbour."""
+    items = _arguments_in_order(call)
+    index = next(i for i, it in enumerate(items) if it is item)
+    if index > 0:
+        return delete_range(source.end(items[index - 1]), source.end(item))
+    if len(items) > 1:
+        return delete_range(source.start(item), source.start(items[1]))
+    end = source.end(call)
+    return delete_range(source.start(item), Pos(end.row, end.col - 1))
+
+
+def starts_line(source: Source, stmt: ast.stmt) -> bool:
+    """Whether ``stmt`` is the first thing on its line (so lines can be inserted before it)."""
+    start = source.start(stmt)
+    return source.line(start.row)[: start.col].strip() == ""
+
+
+def ends_line(source: Source, stmt: ast.stmt) -> bool:
+    end = source.end(stmt)
+    rest = source.line(end.row)[end.col :].strip()
+    return rest == "" or rest.startswith("#")
+
+
+def insert_statement_before(source: Source, stmt: ast.stmt, code: str) -> Edit | None:
+    """Insert ``code`` (one or more lines, no indentation) before ``stmt`` at its indentation."""
+    if not starts_line(source, stmt):
+        return None
+    indent = source.indent_of(stmt.lineno)
+    nl = source.newline
+    text = "".join(f"{indent}{line}{nl}" if line else nl for line in code.splitlines())
+    return insert(Pos(stmt.lineno, 0), text)
+
+
+def insert_statement_after(source: Source, stmt: ast.stmt, code: str) -> Edit | None:
+    """Insert ``code`` after ``stmt`` (and any comment on its last line) at its indentation."""
+    if not starts_line(source, stmt) or not ends_line(source, stmt):
+        return None
+    indent = source.indent_of(stmt.lineno)
+    nl = source.newline
+    row = stmt.end_lineno or stmt.lineno
+    text = "".join(f"{indent}{line}{nl}" if line else nl for line in code.splitlines())
+    if row >= len(source.lines) or not source.line(row).endswith(("\n", "\r")):
+        return insert(Pos(row, len(source.line(row))), nl + text.rstrip("\r\n"))
+    return insert(Pos(row + 1, 0), text)
+
+
+def reindent_rows(source: Source, first: int, last: int, *, add: str = "", remove: int = 0) -> list[Edit] | None:
+    """Indent (``add``) or dedent (``remove`` columns) rows ``first``..``last``.
+
+    Rows inside multi-line strings and blank rows are left alone; None when a row has less
+    indentation than ``remove``.
+    """
+    edits: list[Edit] = []
+    skip = source.string_continuation_rows
+    for row in range(first, last + 1):
+        if row in skip:
+            continue
+        line = source.line(row)
+        if not line.strip():
+            continue
+        if add:
+            edits.append(insert(Pos(row, 0), add))
+        if remove:
+            lead = len(line) - len(line.lstrip(" \t"))
+            if lead < remove or "\t" in line[:remove]:
+                return None
+            edits.append(delete_range(Pos(row, 0), Pos(row, remove)))
+    return edits
+
+
+def block_rows(stmts: list[ast.stmt]) -> tuple[int, int]:
+    """First and last row covered by a run of statements (decorators included)."""
+    first = stmts[0]
+    start = min([first.lineno, *(d.lineno for d in getattr(first, "decorator_list", []))])
+    return start, stmts[-1].end_lineno or stmts[-1].lineno
+
+
+def wrap_statements(source: Source, stmts: list[ast.stmt], header: str) -> list[Edit] | None:
+    """Wrap a run of statements of one block in ``header:`` (e.g. ``with torch.no_grad()``)."""
+    if not stmts or not starts_line(source, stmts[0]) or not ends_line(source, stmts[-1]):
+        return None
+    first, last = block_rows(stmts)
+    indent = source.indent_of(first)
+    unit = "    " if "\t" not in indent else "\t"
+    body = reindent_rows(source, first, last, add=unit)
+    if body is None:
+        return None
+    return [insert(Pos(first, 0), f"{indent}{header}:{source.newline}"), *body]
+
+
+def module_ref(sem: Semantic, source: Source, module: str = "torch") -> tuple[str, list[Edit]] | None:
+    """How to spell ``module`` in new code: its alias if imported (``T`` after ``import torch as
+    T``), else ``torch`` plus an edit that adds ``import torch``. None when the name is taken."""
+    scope = sem.scopes[sem.tree]
+    for name, bindings in scope.bindings.items():
+        if bindings and all(b.how == "import" and b.qualname == module for b in bindings):
+            return name, []
+    if module in scope.bindings:
+        return None
+    # A name used in any scope without a module binding would also be captured: stay away.
+    if any(module in s.bindings for s in sem.scopes.values()):
+        return None
+    return module, [import_edit(sem, source, f"import {module}")]
+
+
+def import_edit(sem: Semantic, source: Source, line: str) -> Edit:
+    """Insert an import line after the module's last top-level import (or its docstring)."""
+    body = sem.tree.body
+    after: ast.stmt | None = None
+    for stmt in body:
+        if isinstance(stmt, ast.Import | ast.ImportFrom):
+            after = stmt
+        elif (
+            after is None
+            and isinstance(stmt, ast.Expr)
+            and isinstance(stmt.value, ast.Constant)
+            and isinstance(stmt.value.value, str)
+            and stmt is body[0]
+        ):
+            after = stmt
+        elif after is not None:
+            break
+    nl = source.newline
+    if after is None:
+        return insert(Pos(1, 0), line + nl)
+    row = after.end_lineno or after.lineno
+    if row >= len(source.lines) or not source.line(row).endswith(("\n", "\r")):
+        return insert(Pos(row, len(source.line(row))), nl + line)
+    return insert(Pos(row + 1, 0), line + nl)
+
+
+def apply_edits(text: str, edits: list[Edit]) -> str:
+    """Apply non-overlapping edits to ``text`` (positions refer to ``text``)."""
+    source = Source(text)
+    ordered = sorted(edits, key=lambda e: (e.start, e.end))
+    out: list[str] = []
+    cursor = 0
+    for edit in ordered:
+        start, end = source.offset(edit.start), source.offset(edit.end)
+        if start < cursor:
+            raise ValueError("overlapping edits")
+        out.append(text[cursor:start])
+        out.append(edit.content)
+        cursor = end
+    out.append(text[cursor:])
+    return "".join(out)

@@ -1,0 +1,57 @@
+"""``# noqa`` comments: bare ``# noqa`` silences every rule on its line, ``# noqa: TDR105, TDR6``
+silences the listed codes (TorchFix's ``TOR`` codes count as their TDR equivalents)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+NOQA = re.compile(
+    r"#\s*noqa(?P<sep>\s*:\s*(?P<codes>[A-Z]+[0-9]*(?:[\s,]+[A-Z]+[0-9]*)*))?",
+    re.IGNORECASE,
+)
+CODE = re.compile(r"[A-Z]+[0-9]*", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class NoqaComment:
+    row: int
+    start: int  # column of '#'
+    end: int
+    codes: tuple[str, ...] | None  # None: bare noqa
+    code_spans: tuple[tuple[str, int, int], ...] = ()
+
+
+def find_noqa(lines: list[str]) -> dict[int, NoqaComment]:
+    out: dict[int, NoqaComment] = {}
+    for row, line in enumerate(lines, start=1):
+        if "noqa" not in line and "NOQA" not in line.upper():
+            continue
+        match = NOQA.search(line)
+        if match is None:
+            continue
+        codes_text = match.group("codes")
+        if codes_text:
+            base = match.start("codes")
+            spans = tuple(
+                (m.group(0).upper(), base + m.start(), base + m.end())
+                for m in CODE.finditer(codes_text)
+            )
+            out[row] = NoqaComment(
+                row, match.start(), match.end(), tuple(s[0] for s in spans), spans
+            )
+        else:
+            out[row] = NoqaComment(row, match.start(), match.end(), None)
+    return out
+
+
+def suppresses(comment: NoqaComment | None, code: str, aliases: dict[str, str]) -> bool:
+    if comment is None:
+        return False
+    if comment.codes is None:
+        return True
+    for listed in comment.codes:
+        target = aliases.get(listed, listed)
+        if code == target or (len(target) < len(code) and code.startswith(target)):
+            return True
+    return False

@@ -1,0 +1,204 @@
+"""Check one file's text with every enabled rule, and apply fixes."""
+
+from __future__ import annotations
+
+import ast
+import traceback
+import warnings
+from dataclasses import dataclass, field
+
+from .config import Settings
+from .context import Context
+from .fixes import apply_edits
+from .model import Applicability, FileError, Finding, Fix, Pos, Range
+from .noqa import find_noqa, suppresses
+from .notebook import Notebook, NotebookError
+from .semantic import Semantic
+from .source import Source
+
+MAX_FILE_BYTES = 10 * 1024 * 1024
+MAX_FIX_ROUNDS = 10
+
+
+@dataclass
+class FileResult:
+    path: str
+    findings: list[Finding] = field(default_factory=list)
+    errors: list[FileError] = field(default_factory=list)
+    notebook: Notebook | None = None
+    text: str = ""  # the checked text (for notebooks: the raw JSON)
+
+
+def mentions_torch(text: str) -> bool:
+    return "torch" in text
+
+
+def parse(text: str, path: str) -> tuple[ast.Module | None, FileError | None]:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.parse(text, filename=path), None
+    except SyntaxError as exc:
+        return None, FileError(path, f"syntax error: {exc.msg}", exc.lineno)
+    except (RecursionError, MemoryError):
+        return None, FileError(path, "expression nested too deeply to analyse")
+    except ValueError as exc:
+        return None, FileError(path, f"cannot parse: {exc}")
+
+
+def check_text(
+    text: str,
+    path: str = "<stdin>",
+    settings: Settings | None = None,
+    *,
+    notebook: Notebook | None = None,
+    codes: frozenset[str] | None = None,
+) -> FileResult:
+    """Check Python source (for a notebook: its concatenated, masked code cells)."""
+    from ..rules import ALIASES, all_rules
+
+    settings = settings or Settings()
+    result = FileResult(path, notebook=notebook, text=notebook.raw if notebook else text)
+    if not mentions_torch(text):
+        return result
+    tree, error = parse(text, path)
+    if tree is None:
+        assert error is not None
+        if notebook is not None and error.row is not None:
+            index, pos = notebook.to_cell(Pos(error.row, 0))
+            error = FileError(path, error.reason, pos.row, index)
+        result.errors.append(error)
+        return result
+    enabled = codes if codes is not None else settings.enabled(path)
+    source = Source(text)
+    try:
+        sem = Semantic(tree)
+    except RecursionError:
+        result.errors.append(FileError(path, "expression nested too deeply to analyse"))
+        return result
+    ctx = Context(source, sem, path, settings, notebook)
+    for rule in all_rules():
+        if rule.code not in enabled:
+            continue
+        if notebook is not None and not rule.notebooks:
+            continue
+        if notebook is None and not rule.scripts:
+            continue
+        ctx.rule = rule
+        try:
+            rule().check(ctx)
+        except RecursionError:
+            result.errors.append(FileError(path, f"{rule.code}: expression nested too deeply"))
+        except Exception as exc:  # a rule bug must not stop the run
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            result.errors.append(
+                FileError(
+                    path,
+                    f"internal error in {rule.code} ({type(exc).__name__}: {exc} at "
+                    f"{where.name}:{where.lineno}); please report it",
+                )
+            )
+    noqa = find_noqa(source.lines)
+    findings = [
+        f for f in ctx.findings if not suppresses(noqa.get(f.noqa_row), f.code, ALIASES)
+    ]
+    findings.sort(key=lambda f: (f.range.start, f.code))
+    if notebook is not None:
+        for f in findings:
+            index, start = notebook.to_cell(f.range.start)
+            _, end = notebook.to_cell(f.range.end)
+            f.cell = index
+            f.cell_range = Range(start, end)
+    result.findings = findings
+    return result
+
+
+def check_notebook(raw: str, path: str, settings: Settings | None = None, codes: frozenset[str] | None = None) -> FileResult:
+    try:
+        nb = Notebook(raw)
+    except NotebookError as exc:
+        return FileResult(path, errors=[FileError(path, str(exc))], text=raw)
+    if nb.language.lower() != "python" or not nb.cells:
+        return FileResult(path, notebook=nb, text=raw)
+    return check_text(nb.text, path, settings, notebook=nb, codes=codes)
+
+
+def check_any(text: str, path: str, settings: Settings | None = None, codes: frozenset[str] | None = None) -> FileResult:
+    if path.endswith(".ipynb"):
+        return check_notebook(text, path, settings, codes)
+    return check_text(text, path, settings, codes=codes)
+
+
+def select_fixes(findings: list[Finding], unsafe: bool) -> list[tuple[Finding, Fix]]:
+    """Non-overlapping bulk fixes, earliest first."""
+    chosen: list[tuple[Finding, Fix]] = []
+    taken: list[tuple[Pos, Pos]] = []
+    for finding in sorted(findings, key=lambda f: f.range.start):
+        fix = finding.bulk_fix(unsafe)
+        if fix is None or not fix.edits:
+            continue
+        spans = [(e.start, e.end) for e in fix.edits]
+        if any(_overlaps(s, t) for s in spans for t in taken):
+            continue
+        chosen.append((finding, fix))
+        taken.extend(spans)
+    return chosen
+
+
+def _overlaps(a: tuple[Pos, Pos], b: tuple[Pos, Pos]) -> bool:
+    if a[0] == a[1] and b[0] == b[1]:
+        return a[0] == b[0]
+    return a[0] < b[1] and b[0] < a[1] or a[0] == b[0]
+
+
+@dataclass
+class FixOutcome:
+    text: str
+    applied: dict[str, int]
+    result: FileResult
+    error: FileError | None = None
+
+
+def fix_any(
+    text: str,
+    path: str,
+    settings: Settings | None = None,
+    *,
+    unsafe: bool = False,
+    codes: frozenset[str] | None = None,
+) -> FixOutcome:
+    """Apply bulk fixes until none is left (at most ``MAX_FIX_ROUNDS`` rounds)."""
+    applied: dict[str, int] = {}
+    current = text
+    result = check_any(current, path, settings, codes)
+    for _ in range(MAX_FIX_ROUNDS):
+        if result.errors:
+            break
+        chosen = select_fixes(result.findings, unsafe)
+        if not chosen:
+            break
+        edits = [e for _f, fix in chosen for e in fix.edits]
+        try:
+            if result.notebook is not None:
+                new = result.notebook.apply(edits)
+            else:
+                new = apply_edits(current, edits)
+        except ValueError as exc:
+            return FixOutcome(current, applied, result, FileError(path, f"fix not applied: {exc}"))
+        new_result = check_any(new, path, settings, codes)
+        if any(e.reason.startswith(("syntax error", "invalid notebook")) for e in new_result.errors):
+            codes_tried = ", ".join(sorted({f.code for f, _ in chosen}))
+            return FixOutcome(
+                current,
+                applied,
+                result,
+                FileError(path, f"fix of {codes_tried} produced invalid code; file left unchanged"),
+            )
+        for finding, _fix in chosen:
+            applied[finding.code] = applied.get(finding.code, 0) + 1
+        current, result = new, new_result
+    return FixOutcome(current, applied, result)
+
+
+def is_display_only(fix: Fix) -> bool:
+    return fix.applicability is Applicability.SUGGESTION

@@ -1,0 +1,987 @@
+"""One pass over a module's ``ast``: scopes, bindings, import aliases, kinds of names, loops.
+
+Every rule asks the same questions (is this name a DataLoader? which loop is the epoch loop? is
+gradient tracking off here?), so they are answered here once, and rules stay short.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class Kind(str, Enum):
+    MODULE = "module"
+    LOSS = "loss"
+    LOADER = "loader"
+    DATASET = "dataset"
+    SAMPLER = "sampler"
+    OPTIMIZER = "optimizer"
+    SCHEDULER = "scheduler"
+    SCALER = "scaler"
+    DEVICE = "device"
+
+
+# Public spellings that torch re-exports under a shorter name: normalise to the short one.
+_CANONICAL_PREFIXES = {
+    "torch.utils.data.dataloader.": "torch.utils.data.",
+    "torch.utils.data.distributed.": "torch.utils.data.",
+    "torch.utils.data.sampler.": "torch.utils.data.",
+    "torch.utils.data.dataset.": "torch.utils.data.",
+    "torch.nn.parallel.distributed.": "torch.nn.parallel.",
+    "torch.nn.parallel.data_parallel.": "torch.nn.parallel.",
+    "torch.nn.modules.": "torch.nn.",
+    "torch.optim.optimizer.": "torch.optim.",
+    "torch.cuda.amp.grad_scaler.": "torch.cuda.amp.",
+    "torch.cuda.amp.autocast_mode.": "torch.cuda.amp.",
+    "torch.amp.grad_scaler.": "torch.amp.",
+    "torch.amp.autocast_mode.": "torch.amp.",
+    "torch.autograd.grad_mode.": "torch.",
+    "pytorch_lightning.": "lightning.pytorch.",
+}
+_CANONICAL_EXACT = {
+    "torch.nn.parallel.DataParallel": "torch.nn.DataParallel",
+    "torch.nn.parallel.DistributedDataParallel": "torch.nn.parallel.DistributedDataParallel",
+    "torch.autocast": "torch.amp.autocast",
+    "torch.utils.data.DataLoader": "torch.utils.data.DataLoader",
+    "lightning.LightningModule": "lightning.pytorch.LightningModule",
+}
+# Sub-module paths inside torch.nn.modules.* (e.g. torch.nn.modules.linear.Linear).
+_NN_SUBMODULE = re.compile(r"^torch\.nn\.[a-z_]+\.(?=[A-Z])")
+
+
+def canonical(qualname: str) -> str:
+    for prefix, short in _CANONICAL_PREFIXES.items():
+        if qualname.startswith(prefix):
+            qualname = short + qualname[len(prefix) :]
+            break
+    if qualname.startswith("torch.nn.") and not qualname.startswith(
+        ("torch.nn.functional.", "torch.nn.utils.", "torch.nn.init.", "torch.nn.parallel.")
+    ):
+        qualname = _NN_SUBMODULE.sub("torch.nn.", qualname)
+    return _CANONICAL_EXACT.get(qualname, qualname)
+
+
+SAMPLERS = frozenset(
+    "torch.utils.data." + n
+    for n in (
+        "Sampler",
+        "DistributedSampler",
+        "RandomSampler",
+        "SequentialSampler",
+        "SubsetRandomSampler",
+        "WeightedRandomSampler",
+        "BatchSampler",
+    )
+)
+SCALERS = frozenset(
+    {"torch.amp.GradScaler", "torch.cuda.amp.GradScaler", "torch.cpu.amp.GradScaler"}
+)
+MODEL_WRAPPERS = frozenset(
+    {"torch.nn.DataParallel", "torch.nn.parallel.DistributedDataParallel"}
+)
+# Calls whose first argument is a model (evidence that a name holds a module).
+MODEL_TAKERS = frozenset(
+    {
+        "torch.compile",
+        "torch.nn.DataParallel",
+        "torch.nn.parallel.DistributedDataParallel",
+        "torch.export.export",
+        "torch.onnx.export",
+        "torch.jit.trace",
+        "torch.jit.script",
+    }
+)
+# Methods that return the module itself.
+MODULE_SELF_METHODS = frozenset(
+    {"to", "cuda", "cpu", "eval", "train", "half", "float", "double", "bfloat16",
+     "requires_grad_", "to_empty", "xpu", "mps"}
+)
+MODULE_ONLY_METHODS = frozenset({"parameters", "named_parameters", "eval", "train", "modules"})
+_NOT_A_MODULE_NAME = re.compile(r"optim|sched|scaler|^opt$|_opt$|^opt_|dataset|loader", re.I)
+_LOADER_NAME = re.compile(r"loader|(^|_)dl$", re.I)
+_NON_MODEL_NN = frozenset(
+    {"Parameter", "ParameterList", "ParameterDict", "Buffer", "UninitializedParameter"}
+)
+GRAD_OFF_CALLS = frozenset({"torch.no_grad", "torch.inference_mode"})
+AUTOCAST = frozenset(
+    {"torch.amp.autocast", "torch.cuda.amp.autocast", "torch.cpu.amp.autocast"}
+)
+
+SCOPE_NODES = (
+    ast.Module,
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.Lambda,
+    ast.ListComp,
+    ast.SetComp,
+    ast.DictComp,
+    ast.GeneratorExp,
+)
+FUNCTION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef)
+LOOP_NODES = (ast.For, ast.AsyncFor, ast.While)
+Scoped = (
+    ast.Module
+    | ast.FunctionDef
+    | ast.AsyncFunctionDef
+    | ast.ClassDef
+    | ast.Lambda
+    | ast.ListComp
+    | ast.SetComp
+    | ast.DictComp
+    | ast.GeneratorExp
+)
+
+
+@dataclass
+class Binding:
+    """One place where a name gets a value."""
+
+    name: str
+    node: ast.AST
+    how: str  # import | assign | def | class | param | loop | with | other
+    scope: ast.AST
+    value: ast.expr | None = None
+    index: int | None = None  # position inside a tuple target: a, b = value
+    qualname: str | None = None  # for imports
+
+    @property
+    def pos(self) -> tuple[int, int]:
+        return (getattr(self.node, "lineno", 0), getattr(self.node, "col_offset", 0))
+
+
+@dataclass
+class Scope:
+    node: ast.AST
+    parent: Scope | None
+    bindings: dict[str, list[Binding]] = field(default_factory=lambda: defaultdict(list))
+    global_names: set[str] = field(default_factory=set)
+
+    @property
+    def is_class(self) -> bool:
+        return isinstance(self.node, ast.ClassDef)
+
+
+@dataclass
+class LoopInfo:
+    node: ast.For | ast.AsyncFor | ast.While
+    parent: LoopInfo | None
+    function: ast.AST | None
+    loader: ast.expr | None  # the loader this loop iterates, when it is a batch loop
+    children: list[LoopInfo] = field(default_factory=list)
+
+    @property
+    def is_batch_loop(self) -> bool:
+        return self.loader is not None
+
+    @property
+    def target_name(self) -> str | None:
+        node = self.node
+        if isinstance(node, ast.For | ast.AsyncFor):
+            target = node.target
+            if isinstance(target, ast.Tuple) and target.elts:
+                target = target.elts[0]
+            if isinstance(target, ast.Name) and target.id != "_":
+                return target.id
+        return None
+
+
+def _pos(node: ast.AST) -> tuple[int, int]:
+    return (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+
+
+class Semantic:
+    """Facts about one parsed module, computed in one pass and queried by every rule."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.tree = tree
+        self.parents: dict[ast.AST, ast.AST] = {}
+        self.scopes: dict[ast.AST, Scope] = {}
+        self.calls: list[ast.Call] = []
+        self.calls_by_attr: dict[str, list[ast.Call]] = defaultdict(list)
+        self.calls_by_name: dict[str, list[ast.Call]] = defaultdict(list)
+        self.attributes: dict[str, list[ast.Attribute]] = defaultdict(list)
+        self.names: dict[str, list[ast.Name]] = defaultdict(list)
+        self.imports: list[tuple[ast.Import | ast.ImportFrom, ast.alias, str | None]] = []
+        self.loops: dict[ast.AST, LoopInfo] = {}
+        self.withs: list[ast.With | ast.AsyncWith] = []
+        self.functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+        self.classes: list[ast.ClassDef] = []
+        self.self_attr_values: dict[tuple[ast.AST, str], list[ast.expr]] = defaultdict(list)
+        self._qual_cache: dict[ast.AST, str | None] = {}
+        self._kind_cache: dict[int, Kind | None] = {}
+        self._evidence: dict[tuple[ast.AST, str], Kind] | None = None
+        self._visit_module(tree)
+        self._loops_done = False
+
+    # ---------------------------------------------------------------- building ---------
+    def _visit_module(self, tree: ast.Module) -> None:
+        scope = Scope(tree, None)
+        self.scopes[tree] = scope
+        # Iterative walk; each entry: (node, parent, scope)
+        stack: list[tuple[ast.AST, ast.AST | None, Scope]] = [(tree, None, scope)]
+        parents = self.parents
+        while stack:
+            node, parent, scope = stack.pop()
+            if parent is not None:
+                parents[node] = parent
+            inner = scope
+            if isinstance(node, SCOPE_NODES) and node is not scope.node:
+                inner = self._enter_scope(node, scope)
+            self._record(node, scope, inner)
+            children = list(ast.iter_child_nodes(node))
+            for child in reversed(children):
+                child_scope = inner
+                # Decorators, defaults, bases and annotations belong to the enclosing scope.
+                if inner is not scope and self._outside_scope(node, child):
+                    child_scope = scope
+                stack.append((child, node, child_scope))
+
+    @staticmethod
+    def _outside_scope(node: ast.AST, child: ast.AST) -> bool:
+        if isinstance(node, FUNCTION_NODES):
+            return child in node.decorator_list or child is node.returns or (
+                isinstance(child, ast.arguments) and False
+            )
+        if isinstance(node, ast.ClassDef):
+            return child in node.decorator_list or child in node.bases or child in [
+                k for k in node.keywords
+            ]
+        if isinstance(node, ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp):
+            return bool(node.generators) and child is node.generators[0].iter
+        return False
+
+    def _enter_scope(self, node: ast.AST, parent: Scope) -> Scope:
+        scope = Scope(node, parent)
+        self.scopes[node] = scope
+        if isinstance(node, (*FUNCTION_NODES, ast.ClassDef)):
+            parent.bindings[node.name].append(
+                Binding(
+                    node.name,
+                    node,
+                    "class" if isinstance(node, ast.ClassDef) else "def",
+                    parent.node,
+                )
+            )
+        if isinstance(node, (*FUNCTION_NODES, ast.Lambda)):
+            args = node.args
+            for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs]:
+                scope.bindings[arg.arg].append(Binding(arg.arg, arg, "param", node))
+            for arg in (args.vararg, args.kwarg):
+                if arg is not None:
+                    scope.bindings[arg.arg].append(Binding(arg.arg, arg, "param", node))
+        return scope
+
+    def _bind_target(
+        self, target: ast.expr, scope: Scope, how: str, value: ast.expr | None, index: int | None
+    ) -> None:
+        if isinstance(target, ast.Name):
+            dest = self._binding_scope(scope, target.id)
+            dest.bindings[target.id].append(
+                Binding(target.id, target, how, dest.node, value, index)
+            )
+        elif isinstance(target, ast.Tuple | ast.List):
+            for i, elt in enumerate(target.elts):
+                if isinstance(elt, ast.Starred):
+                    self._bind_target(elt.value, scope, how, None, None)
+                else:
+                    self._bind_target(elt, scope, how, value, i if value is not None else None)
+        elif isinstance(target, ast.Starred):
+            self._bind_target(target.value, scope, how, None, None)
+        elif (
+            isinstance(target, ast.Attribute)
+            and isinstance(target.value, ast.Name)
+            and target.value.id == "self"
+            and value is not None
+            and index is None
+        ):
+            cls = self._enclosing_class_of_scope(scope)
+            if cls is not None:
+                self.self_attr_values[(cls, target.attr)].append(value)
+
+    def _enclosing_class_of_scope(self, scope: Scope) -> ast.ClassDef | None:
+        if isinstance(scope.node, FUNCTION_NODES) and scope.parent is not None:
+            if isinstance(scope.parent.node, ast.ClassDef):
+                return scope.parent.node
+        return None
+
+    def _binding_scope(self, scope: Scope, name: str) -> Scope:
+        if name in scope.global_names:
+            while scope.parent is not None:
+                scope = scope.parent
+        return scope
+
+    def _record(self, node: ast.AST, scope: Scope, inner: Scope) -> None:
+        if isinstance(node, ast.Call):
+            self.calls.append(node)
+            func = node.func
+            if isinstance(func, ast.Attribute):
+                self.calls_by_attr[func.attr].append(node)
+            elif isinstance(func, ast.Name):
+                self.calls_by_name[func.id].append(node)
+        elif isinstance(node, ast.Attribute):
+            self.attributes[node.attr].append(node)
+        elif isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Load):
+                self.names[node.id].append(node)
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                self._bind_target(target, scope, "assign", node.value, None)
+        elif isinstance(node, ast.AnnAssign):
+            self._bind_target(node.target, scope, "assign", node.value, None)
+        elif isinstance(node, ast.AugAssign):
+            self._bind_target(node.target, scope, "other", None, None)
+        elif isinstance(node, ast.NamedExpr):
+            self._bind_target(node.target, scope, "assign", node.value, None)
+        elif isinstance(node, ast.For | ast.AsyncFor | ast.comprehension):
+            self._bind_target(node.target, inner, "loop", None, None)
+        elif isinstance(node, ast.withitem):
+            if node.optional_vars is not None:
+                self._bind_target(node.optional_vars, scope, "with", node.context_expr, None)
+        elif isinstance(node, ast.ExceptHandler):
+            if node.name:
+                scope.bindings[node.name].append(Binding(node.name, node, "other", scope.node))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    name, qual = alias.asname, alias.name
+                else:
+                    name = qual = alias.name.split(".")[0]
+                self.imports.append((node, alias, alias.name))
+                dest = self._binding_scope(scope, name)
+                dest.bindings[name].append(
+                    Binding(name, alias, "import", dest.node, qualname=canonical(qual))
+                )
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module if not node.level else None
+            for alias in node.names:
+                if alias.name == "*":
+                    continue
+                name = alias.asname or alias.name
+                qual = f"{base}.{alias.name}" if base else None
+                self.imports.append((node, alias, qual))
+                dest = self._binding_scope(scope, name)
+                dest.bindings[name].append(
+                    Binding(
+                        name, alias, "import", dest.node, qualname=canonical(qual) if qual else None
+                    )
+                )
+        elif isinstance(node, ast.Global | ast.Nonlocal):
+            if isinstance(node, ast.Global):
+                scope.global_names.update(node.names)
+        elif isinstance(node, ast.With | ast.AsyncWith):
+            self.withs.append(node)
+        elif isinstance(node, FUNCTION_NODES):
+            self.functions.append(node)
+        elif isinstance(node, ast.ClassDef):
+            self.classes.append(node)
+        if isinstance(node, LOOP_NODES):
+            self.loops[node] = LoopInfo(node, None, None, None)
+
+    # ---------------------------------------------------------------- structure --------
+    def parent(self, node: ast.AST) -> ast.AST | None:
+        return self.parents.get(node)
+
+    def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:
+        node_: ast.AST | None = self.parents.get(node)
+        while node_ is not None:
+            yield node_
+            node_ = self.parents.get(node_)
+
+    def statement_of(self, node: ast.AST) -> ast.stmt:
+        current: ast.AST = node
+        while not isinstance(current, ast.stmt):
+            parent = self.parents.get(current)
+            if parent is None:
+                raise ValueError("node is not inside a statement")
+            current = parent
+        return current
+
+    def block_of(self, stmt: ast.stmt) -> tuple[list[ast.stmt], int]:
+        """The statement list holding ``stmt`` and its index there."""
+        parent = self.parents.get(stmt)
+        if parent is None:
+            raise ValueError("statement has no parent")
+        for fld in ("body", "orelse", "finalbody", "handlers", "cases"):
+            block = getattr(parent, fld, None)
+            if isinstance(block, list):
+                for i, item in enumerate(block):
+                    if item is stmt:
+                        return block, i
+        raise ValueError("statement not found in its parent")
+
+    def enclosing_function(self, node: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        for anc in self.ancestors(node):
+            if isinstance(anc, FUNCTION_NODES):
+                return anc
+            if isinstance(anc, ast.Lambda):
+                return None
+        return None
+
+    def enclosing_class(self, node: ast.AST) -> ast.ClassDef | None:
+        for anc in self.ancestors(node):
+            if isinstance(anc, ast.ClassDef):
+                return anc
+        return None
+
+    def at_module_level(self, node: ast.AST) -> bool:
+        """True when ``node`` runs when the module runs (not inside a def, lambda or class body)."""
+        return not any(
+            isinstance(anc, (*FUNCTION_NODES, ast.Lambda, ast.ClassDef))
+            for anc in self.ancestors(node)
+        )
+
+    def scope_of(self, node: ast.AST) -> Scope:
+        for anc in self.ancestors(node):
+            scope = self.scopes.get(anc)
+            if scope is not None:
+                if isinstance(anc, (ast.ClassDef, *FUNCTION_NODES)) and self._in_header(anc, node):
+                    continue
+                return scope
+        return self.scopes[self.tree]
+
+    def _in_header(self, scope_node: ast.AST, node: ast.AST) -> bool:
+        """Decorators and base classes are evaluated in the enclosing scope."""
+        decorators = getattr(scope_node, "decorator_list", [])
+        bases = getattr(scope_node, "bases", [])
+        current: ast.AST | None = node
+        while current is not None and current is not scope_node:
+            if current in decorators or current in bases:
+                return True
+            current = self.parents.get(current)
+        return False
+
+    def walk(self, node: ast.AST, *, into_functions: bool = False) -> Iterator[ast.AST]:
+        """Nodes under ``node`` (itself excluded), by default not entering nested defs/classes."""
+        stack = list(ast.iter_child_nodes(node))
+        while stack:
+            child = stack.pop()
+            yield child
+            if not into_functions and isinstance(
+                child, (*FUNCTION_NODES, ast.ClassDef, ast.Lambda)
+            ):
+                continue
+            stack.extend(ast.iter_child_nodes(child))
+
+    def walk_body(self, stmts: Iterable[ast.stmt], *, into_functions: bool = False) -> Iterator[ast.AST]:
+        for stmt in stmts:
+            yield stmt
+            if not into_functions and isinstance(stmt, (*FUNCTION_NODES, ast.ClassDef)):
+                continue
+            yield from self.walk(stmt, into_functions=into_functions)
+
+    def is_inside(self, node: ast.AST, container: ast.AST) -> bool:
+        return any(anc is container for anc in self.ancestors(node))
+
+    # ---------------------------------------------------------------- names ------------
+    def lookup(self, name: str, at: ast.AST) -> Binding | None:
+        """The binding a use of ``name`` at ``at`` most likely refers to (flow-approximate)."""
+        scope: Scope | None = self.scope_of(at)
+        first = True
+        pos = _pos(at)
+        while scope is not None:
+            if scope.is_class and not first:
+                scope = scope.parent
+                continue
+            if name in scope.global_names:
+                scope = self.scopes[self.tree]
+            bindings = scope.bindings.get(name)
+            if bindings:
+                before = [b for b in bindings if b.pos <= pos]
+                return (before or bindings)[-1]
+            first = False
+            scope = scope.parent
+        return None
+
+    def qualname(self, expr: ast.AST, _depth: int = 0) -> str | None:
+        """``torch.utils.data.DataLoader`` for ``DL`` after ``from torch.utils.data import
+        DataLoader as DL``; None when the expression is not an imported name."""
+        if _depth > 8:
+            return None
+        cached = self._qual_cache.get(expr, ...)
+        if cached is not ...:
+            return cached  # type: ignore[return-value]
+        result: str | None = None
+        if isinstance(expr, ast.Name):
+            binding = self.lookup(expr.id, expr)
+            if binding is not None:
+                if binding.how == "import":
+                    result = binding.qualname
+                elif (
+                    binding.how == "assign"
+                    and binding.index is None
+                    and isinstance(binding.value, ast.Name | ast.Attribute)
+                    and binding.scope is self.tree
+                ):
+                    result = self.qualname(binding.value, _depth + 1)
+        elif isinstance(expr, ast.Attribute):
+            base = self.qualname(expr.value, _depth + 1)
+            if base is not None:
+                result = canonical(f"{base}.{expr.attr}")
+        self._qual_cache[expr] = result
+        return result
+
+    def call_qualname(self, call: ast.Call) -> str | None:
+        return self.qualname(call.func)
+
+    def calls_to(self, *qualnames: str) -> Iterator[ast.Call]:
+        """Calls whose callee resolves to one of ``qualnames``."""
+        wanted = set(qualnames)
+        last_parts = {q.rsplit(".", 1)[-1] for q in wanted}
+        for part in last_parts:
+            for call in (*self.calls_by_attr.get(part, ()), *self.calls_by_name.get(part, ())):
+                if self.qualname(call.func) in wanted:
+                    yield call
+        # Calls through an alias whose last part differs (from x import y as z).
+        for _node, alias, qual in self.imports:
+            if alias.asname and qual and canonical(qual) in wanted:
+                for call in self.calls_by_name.get(alias.asname, ()):
+                    if alias.asname not in last_parts and self.qualname(call.func) in wanted:
+                        yield call
+
+    def references_to(self, *qualnames: str) -> Iterator[ast.Name | ast.Attribute]:
+        """Loads of a name or attribute that resolves to one of ``qualnames``."""
+        wanted = set(qualnames)
+        for q in wanted:
+            for attr in self.attributes.get(q.rsplit(".", 1)[-1], ()):
+                if self.qualname(attr) == q:
+                    yield attr
+        for _node, alias, qual in self.imports:
+            if qual and canonical(qual) in wanted:
+                name = alias.asname or alias.name.split(".")[0]
+                for ref in self.names.get(name, ()):
+                    if self.qualname(ref) in wanted:
+                        yield ref
+
+    def torch_imported(self) -> bool:
+        return any(
+            qual and (qual == "torch" or qual.startswith("torch.")) for _n, _a, qual in self.imports
+        )
+
+    # ---------------------------------------------------------------- kinds ------------
+    def kind(self, expr: ast.AST | None, _depth: int = 0) -> Kind | None:
+        """What a name or expression holds: a module, a DataLoader, an optimizer...
+
+        Decided from constructors, aliases, tuple unpacking, local functions' return values and
+        the methods called on a name (``.eval()``, ``.parameters()``).
+        """
+        if expr is None or _depth > 12:
+            return None
+        key = id(expr)
+        if key in self._kind_cache:
+            return self._kind_cache[key]
+        self._kind_cache[key] = None  # recursion guard
+        result = self._kind(expr, _depth)
+        self._kind_cache[key] = result
+        return result
+
+    def _kind(self, expr: ast.AST, depth: int) -> Kind | None:
+        if isinstance(expr, ast.Name):
+            binding = self.lookup(expr.id, expr)
+            if binding is None:
+                return None
+            return self.binding_kind(binding, depth)
+        if isinstance(expr, ast.Attribute):
+            if isinstance(expr.value, ast.Name) and expr.value.id == "self":
+                cls = self.enclosing_class(expr)
+                if cls is not None:
+                    kinds = {
+                        self.kind(v, depth + 1) for v in self.self_attr_values.get((cls, expr.attr), ())
+                    }
+                    if len(kinds) == 1:
+                        return kinds.pop()
+                    if not kinds:
+                        return self._use_evidence().get((cls, "self." + expr.attr))
+            return None
+        if isinstance(expr, ast.Call):
+            return self._call_kind(expr, depth)
+        if isinstance(expr, ast.IfExp):
+            a, b = self.kind(expr.body, depth + 1), self.kind(expr.orelse, depth + 1)
+            return a if a == b else None
+        if isinstance(expr, ast.NamedExpr):
+            return self.kind(expr.value, depth + 1)
+        if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+            return None
+        return None
+
+    def binding_kind(self, binding: Binding, _depth: int = 0) -> Kind | None:
+        """The kind of value a binding holds (from its value, else from how the name is used)."""
+        kind = self._binding_value_kind(binding, _depth)
+        if kind is None:
+            kind = self._use_evidence().get((binding.scope, binding.name))
+        return kind
+
+    def _binding_value_kind(self, binding: Binding, depth: int) -> Kind | None:
+        if binding.how not in ("assign", "with") or binding.value is None:
+            return None
+        value = binding.value
+        if binding.index is not None:
+            return self._element_kind(value, binding.index, depth)
+        if binding.how == "with":
+            return None
+        return self.kind(value, depth + 1)
+
+    def _element_kind(self, value: ast.expr, index: int, depth: int) -> Kind | None:
+        if isinstance(value, ast.Tuple | ast.List):
+            if index < len(value.elts) and not any(
+                isinstance(e, ast.Starred) for e in value.elts
+            ):
+                return self.kind(value.elts[index], depth + 1)
+            return None
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+            func = self._local_function(value.func)
+            if func is not None:
+                kinds = set()
+                for ret in self._returns(func):
+                    if isinstance(ret, ast.Tuple | ast.List):
+                        if index < len(ret.elts):
+                            kinds.add(self.kind(ret.elts[index], depth + 1))
+                    else:
+                        kinds.add(None)
+                if len(kinds) == 1:
+                    return kinds.pop()
+        return None
+
+    def _local_function(self, func: ast.Name) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        binding = self.lookup(func.id, func)
+        if binding is not None and binding.how == "def":
+            node = binding.node
+            if isinstance(node, FUNCTION_NODES):
+                return node
+        return None
+
+    def local_function(self, func: ast.expr) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """The function defined in this file that a call's callee names, if any."""
+        if isinstance(func, ast.Name):
+            return self._local_function(func)
+        return None
+
+    def local_class(self, expr: ast.expr) -> ast.ClassDef | None:
+        if isinstance(expr, ast.Name):
+            binding = self.lookup(expr.id, expr)
+            if binding is not None and binding.how == "class" and isinstance(binding.node, ast.ClassDef):
+                return binding.node
+        return None
+
+    def _returns(self, func: ast.AST) -> list[ast.expr]:
+        out: list[ast.expr] = []
+        for node in self.walk(func):
+            if isinstance(node, ast.Return) and node.value is not None:
+                out.append(node.value)
+        return out
+
+    def class_bases(self, cls: ast.ClassDef, _depth: int = 0) -> set[str]:
+        """Qualified names of a class's bases, following classes defined in this file."""
+        out: set[str] = set()
+        if _depth > 10:
+            return out
+        for base in cls.bases:
+            if isinstance(base, ast.Subscript):
+                base = base.value
+            qual = self.qualname(base)
+            if qual:
+                out.add(qual)
+            local = self.local_class(base) if isinstance(base, ast.Name) else None
+            if local is not None and local is not cls:
+                out |= self.class_bases(local, _depth + 1)
+        return out
+
+    def class_kind(self, cls: ast.ClassDef) -> Kind | None:
+        for qual in self.class_bases(cls):
+            kind = self._constructor_kind(qual)
+            if kind is Kind.LOSS:
+                return Kind.MODULE
+            if kind is not None:
+                return kind
+            if qual in ("torch.utils.data.Dataset", "torch.utils.data.IterableDataset"):
+                return Kind.DATASET
+            if qual.endswith(("LightningModule",)):
+                return Kind.MODULE
+        return None
+
+    def _call_kind(self, call: ast.Call, depth: int) -> Kind | None:
+        func = call.func
+        qual = self.qualname(func)
+        if qual is not None:
+            if qual in MODEL_TAKERS and qual not in MODEL_WRAPPERS:
+                first = call.args[0] if call.args else None
+                return Kind.MODULE if self.kind(first, depth + 1) is Kind.MODULE else None
+            return self._constructor_kind(qual)
+        if isinstance(func, ast.Name):
+            cls = self.local_class(func)
+            if cls is not None:
+                return self.class_kind(cls)
+            local = self._local_function(func)
+            if local is not None:
+                kinds = {self.kind(r, depth + 1) for r in self._returns(local)}
+                return kinds.pop() if len(kinds) == 1 else None
+            return None
+        if isinstance(func, ast.Attribute):
+            if func.attr in MODULE_SELF_METHODS and self.kind(func.value, depth + 1) is Kind.MODULE:
+                return Kind.MODULE
+            if func.attr == "from_pretrained":
+                owner = self.qualname(func.value) or ""
+                last = owner.rsplit(".", 1)[-1]
+                if owner.startswith("transformers.") and last.startswith("AutoModel"):
+                    return Kind.MODULE
+        return None
+
+    @staticmethod
+    def _constructor_kind(qual: str) -> Kind | None:
+        last = qual.rsplit(".", 1)[-1]
+        if qual == "torch.utils.data.DataLoader":
+            return Kind.LOADER
+        if qual in SAMPLERS:
+            return Kind.SAMPLER
+        if qual in SCALERS:
+            return Kind.SCALER
+        if qual == "torch.device":
+            return Kind.DEVICE
+        if qual.startswith("torch.optim.lr_scheduler.") and last[:1].isupper():
+            return Kind.SCHEDULER
+        if qual.startswith("torch.optim.") and qual.count(".") == 2 and last[:1].isupper():
+            return Kind.OPTIMIZER if last != "Optimizer" else None
+        if qual in MODEL_WRAPPERS:
+            return Kind.MODULE
+        if qual.startswith("torch.nn.") and qual.count(".") == 2 and last[:1].isupper():
+            if last in _NON_MODEL_NN:
+                return None
+            return Kind.LOSS if last.endswith("Loss") else Kind.MODULE
+        if qual.startswith("torchvision.models.") and last[:1].islower():
+            if last in ("get_weight", "get_model_weights", "list_models", "get_model_builder"):
+                return None
+            return Kind.MODULE
+        if qual == "timm.create_model":
+            return Kind.MODULE
+        if qual in ("torch.utils.data.Dataset", "torch.utils.data.TensorDataset"):
+            return Kind.DATASET
+        return None
+
+    def _use_evidence(self) -> dict[tuple[ast.AST, str], Kind]:
+        """Kinds learned from how a name is used: ``m.eval()``, ``torch.compile(m)``..."""
+        if self._evidence is not None:
+            return self._evidence
+        evidence: dict[tuple[ast.AST, str], Kind] = {}
+        self._evidence = evidence
+
+        def mark(expr: ast.expr) -> None:
+            if isinstance(expr, ast.Name):
+                if _NOT_A_MODULE_NAME.search(expr.id):
+                    return
+                binding = self.lookup(expr.id, expr)
+                if binding is not None and binding.how in ("assign", "param", "with", "loop"):
+                    evidence[(binding.scope, binding.name)] = Kind.MODULE
+            elif (
+                isinstance(expr, ast.Attribute)
+                and isinstance(expr.value, ast.Name)
+                and expr.value.id == "self"
+                and not _NOT_A_MODULE_NAME.search(expr.attr)
+            ):
+                cls = self.enclosing_class(expr)
+                if cls is not None:
+                    evidence[(cls, "self." + expr.attr)] = Kind.MODULE
+
+        for method in MODULE_ONLY_METHODS:
+            for call in self.calls_by_attr.get(method, ()):
+                if method in ("eval", "train") and (call.args or call.keywords):
+                    if method == "eval" or not (
+                        len(call.args) == 1 and isinstance(call.args[0], ast.Constant)
+                    ):
+                        continue
+                assert isinstance(call.func, ast.Attribute)
+                mark(call.func.value)
+        for call in self.calls_by_attr.get("state_dict", ()):
+            assert isinstance(call.func, ast.Attribute)
+            mark(call.func.value)
+        for call in self.calls_to(*MODEL_TAKERS):
+            if call.args:
+                mark(call.args[0])
+        return evidence
+
+    def is_loader(self, expr: ast.AST) -> bool:
+        """A DataLoader by construction, or (when its kind is unknown) by its name."""
+        kind = self.kind(expr)
+        if kind is not None:
+            return kind is Kind.LOADER
+        name = terminal_name(expr)
+        return bool(name) and bool(_LOADER_NAME.search(name or ""))
+
+    # ---------------------------------------------------------------- loops ------------
+    def _build_loops(self) -> None:
+        if self._loops_done:
+            return
+        self._loops_done = True
+        for node, info in self.loops.items():
+            for anc in self.ancestors(node):
+                if isinstance(anc, (*FUNCTION_NODES, ast.Lambda, ast.ClassDef)):
+                    info.function = anc
+                    break
+                if isinstance(anc, LOOP_NODES) and self._in_loop_body(anc, node):
+                    info.parent = self.loops[anc]
+                    info.parent.children.append(info)
+                    break
+            if isinstance(node, ast.For | ast.AsyncFor):
+                info.loader = self._iterated_loader(node.iter)
+
+    def _in_loop_body(self, loop: ast.AST, node: ast.AST) -> bool:
+        return not (isinstance(loop, ast.For | ast.AsyncFor) and self.is_inside(node, loop.iter)) and not (
+            isinstance(loop, ast.While) and self.is_inside(node, loop.test)
+        )
+
+    def _iterated_loader(self, expr: ast.expr) -> ast.expr | None:
+        seen = 0
+        while isinstance(expr, ast.Call) and seen < 4:
+            seen += 1
+            name = terminal_name(expr.func)
+            if name in ("enumerate", "tqdm", "iter", "zip", "track", "islice") and expr.args:
+                if name == "zip":
+                    for arg in expr.args:
+                        if self.is_loader(arg):
+                            return arg
+                    return None
+                expr = expr.args[0]
+            else:
+                return None
+        return expr if self.is_loader(expr) else None
+
+    def loop_info(self, loop: ast.AST) -> LoopInfo:
+        self._build_loops()
+        return self.loops[loop]
+
+    def all_loops(self) -> list[LoopInfo]:
+        self._build_loops()
+        return list(self.loops.values())
+
+    def enclosing_loops(self, node: ast.AST) -> list[LoopInfo]:
+        """Loops whose body contains ``node``, innermost first, within the same function."""
+        self._build_loops()
+        out = []
+        for anc in self.ancestors(node):
+            if isinstance(anc, (*FUNCTION_NODES, ast.Lambda, ast.ClassDef)):
+                break
+            if isinstance(anc, LOOP_NODES) and self._in_loop_body(anc, node):
+                out.append(self.loops[anc])
+        return out
+
+    def loop_uses_loader(self, loop: LoopInfo, loader: ast.expr) -> bool:
+        """Whether an epoch-level loop iterates ``loader`` (directly, or by passing it to a call)."""
+        want = dotted(loader)
+        if want is None:
+            return False
+        for node in self.walk_body(loop.node.body):
+            if isinstance(node, ast.For | ast.AsyncFor):
+                inner = self.loops[node].loader if node in self.loops else None
+                self._build_loops()
+                inner = self.loops[node].loader
+                if inner is not None and dotted(inner) == want:
+                    return True
+            elif isinstance(node, ast.Call):
+                for arg in [*node.args, *(k.value for k in node.keywords)]:
+                    if dotted(arg) == want:
+                        return True
+        return False
+
+    # ---------------------------------------------------------------- grad mode --------
+    def grad_disabled(self, node: ast.AST) -> bool:
+        """Whether gradient tracking is off where ``node`` runs: under ``torch.no_grad()``,
+        ``torch.inference_mode()``, ``torch.set_grad_enabled(False)`` (as a context manager,
+        a decorator, or an earlier statement in an enclosing block)."""
+        child: ast.AST = node
+        for anc in self.ancestors(node):
+            if isinstance(anc, ast.With | ast.AsyncWith) and child in anc.body:
+                if any(self.is_grad_off(item.context_expr) for item in anc.items):
+                    return True
+            if isinstance(anc, FUNCTION_NODES):
+                return any(self.is_grad_off(d) for d in anc.decorator_list)
+            if isinstance(anc, ast.Lambda | ast.ClassDef):
+                return False
+            if isinstance(child, ast.stmt):
+                try:
+                    block, index = self.block_of(child)
+                except ValueError:
+                    block, index = [], 0
+                for prev in block[:index]:
+                    if (
+                        isinstance(prev, ast.Expr)
+                        and isinstance(prev.value, ast.Call)
+                        and self._is_set_grad_false(prev.value)
+                    ):
+                        return True
+            child = anc
+        return False
+
+    def is_grad_off(self, expr: ast.expr) -> bool:
+        target = expr.func if isinstance(expr, ast.Call) else expr
+        qual = self.qualname(target)
+        if qual in GRAD_OFF_CALLS:
+            if isinstance(expr, ast.Call) and qual == "torch.inference_mode":
+                arg = expr.args[0] if expr.args else next(
+                    (k.value for k in expr.keywords if k.arg == "mode"), None
+                )
+                if isinstance(arg, ast.Constant) and arg.value is False:
+                    return False
+            return True
+        return isinstance(expr, ast.Call) and self._is_set_grad_false(expr)
+
+    def _is_set_grad_false(self, call: ast.Call) -> bool:
+        if self.qualname(call.func) != "torch.set_grad_enabled":
+            return False
+        arg = call.args[0] if call.args else next(
+            (k.value for k in call.keywords if k.arg == "mode"), None
+        )
+        return isinstance(arg, ast.Constant) and arg.value is False
+
+    def is_autocast(self, expr: ast.expr) -> bool:
+        target = expr.func if isinstance(expr, ast.Call) else expr
+        return self.qualname(target) in AUTOCAST
+
+    def enclosing_withs(self, node: ast.AST) -> Iterator[ast.With | ast.AsyncWith]:
+        """``with`` statements whose body contains ``node``, innermost first, same function."""
+        child: ast.AST = node
+        for anc in self.ancestors(node):
+            if isinstance(anc, (*FUNCTION_NODES, ast.Lambda, ast.ClassDef)):
+                return
+            if isinstance(anc, ast.With | ast.AsyncWith) and child in anc.body:
+                yield anc
+            child = anc
+
+
+def terminal_name(expr: ast.AST) -> str | None:
+    """``loader`` for ``loader``, ``self.train_loader`` -> ``train_loader``."""
+    if isinstance(expr, ast.Name):
+        return expr.id
+    if isinstance(expr, ast.Attribute):
+        return expr.attr
+    return None
+
+
+def dotted(expr: ast.AST) -> str | None:
+    """``a.b.c`` for a chain of names and attributes, else None."""
+    parts = []
+    while isinstance(expr, ast.Attribute):
+        parts.append(expr.attr)
+        expr = expr.value
+    if isinstance(expr, ast.Name):
+        parts.append(expr.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def keyword(call: ast.Call, name: str) -> ast.keyword | None:
+    for kw in call.keywords:
+        if kw.arg == name:
+            return kw
+    return None
+
+
+def has_star_kwargs(call: ast.Call) -> bool:
+    return any(kw.arg is None for kw in call.keywords)
+
+
+def is_true(expr: ast.AST | None) -> bool:
+    return isinstance(expr, ast.Constant) and expr.value is True

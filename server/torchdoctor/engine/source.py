@@ -1,0 +1,82 @@
+"""Source text helpers: rows, columns and node ranges (ast columns are UTF-8 byte offsets)."""
+
+from __future__ import annotations
+
+import ast
+import io
+import tokenize
+from functools import cached_property
+
+from .model import Pos, Range
+
+
+class Source:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.lines: list[str] = text.splitlines(keepends=True)
+        if not self.lines or self.lines[-1].endswith(("\n", "\r")):
+            self.lines.append("")
+        self._line_starts: list[int] | None = None
+
+    # -- positions -------------------------------------------------------------------------
+    def line(self, row: int) -> str:
+        return self.lines[row - 1] if 0 < row <= len(self.lines) else ""
+
+    def char_col(self, row: int, byte_col: int) -> int:
+        line = self.line(row)
+        if line.isascii():
+            return byte_col
+        return len(line.encode("utf-8")[:byte_col].decode("utf-8", errors="replace"))
+
+    def start(self, node: ast.AST) -> Pos:
+        row = node.lineno  # type: ignore[attr-defined]
+        return Pos(row, self.char_col(row, node.col_offset))  # type: ignore[attr-defined]
+
+    def end(self, node: ast.AST) -> Pos:
+        row = node.end_lineno  # type: ignore[attr-defined]
+        return Pos(row, self.char_col(row, node.end_col_offset))  # type: ignore[attr-defined]
+
+    def range(self, node: ast.AST) -> Range:
+        return Range(self.start(node), self.end(node))
+
+    def offset(self, pos: Pos) -> int:
+        if self._line_starts is None:
+            starts, total = [], 0
+            for line in self.lines:
+                starts.append(total)
+                total += len(line)
+            self._line_starts = starts
+        row = min(max(pos.row, 1), len(self.lines))
+        return self._line_starts[row - 1] + pos.col
+
+    def segment(self, node: ast.AST) -> str:
+        return self.text[self.offset(self.start(node)) : self.offset(self.end(node))]
+
+    def slice(self, start: Pos, end: Pos) -> str:
+        return self.text[self.offset(start) : self.offset(end)]
+
+    def indent_of(self, row: int) -> str:
+        line = self.line(row)
+        return line[: len(line) - len(line.lstrip(" \t"))]
+
+    @cached_property
+    def newline(self) -> str:
+        first = self.lines[0] if self.lines else ""
+        return "\r\n" if first.endswith("\r\n") else "\n"
+
+    @cached_property
+    def string_continuation_rows(self) -> frozenset[int]:
+        """Rows that lie inside a multi-line string token (after its first row).
+
+        Re-indenting such rows would change the string's value, so fixes leave them alone.
+        """
+        rows: set[int] = set()
+        try:
+            for tok in tokenize.generate_tokens(io.StringIO(self.text).readline):
+                if tok.type == tokenize.STRING and tok.end[0] > tok.start[0]:
+                    rows.update(range(tok.start[0] + 1, tok.end[0] + 1))
+                elif tok.type == getattr(tokenize, "FSTRING_MIDDLE", -1) and tok.end[0] > tok.start[0]:
+                    rows.update(range(tok.start[0] + 1, tok.end[0] + 1))
+        except (tokenize.TokenError, SyntaxError):
+            pass
+        return frozenset(rows)

@@ -1,0 +1,83 @@
+"""The rule framework: a rule is one class in one module, its docstring is its documentation
+(English), ``zh`` holds the same sections in Simplified Chinese, and ``VALID``/``INVALID``
+examples in the class run as tests."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from ..engine.model import Applicability, Severity, Text
+
+if TYPE_CHECKING:
+    from ..engine.context import Context
+
+DOC_SECTIONS = (
+    "What it does",
+    "Why is this bad?",
+    "Example",
+    "Use instead",
+    "Fix safety",
+    "References",
+)
+DOC_SECTIONS_ZH = ("功能", "为什么不好？", "示例", "改为", "修复安全性", "参考")
+
+
+@dataclass(frozen=True)
+class Valid:
+    """Code on which the rule must stay silent."""
+
+    code: str
+    notebook: bool = False  # check the code as a one-cell notebook
+    filename: str = "example.py"
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """Code the rule must report. ``fixed`` is the code after its first fix is applied (unsafe
+    fixes included); ``fixed=None`` states that no fix is offered."""
+
+    code: str
+    fixed: str | None = None
+    notebook: bool = False
+    filename: str = "example.py"
+
+
+class Rule:
+    code: ClassVar[str]
+    name: ClassVar[str]
+    severity: ClassVar[Severity] = Severity.WARNING
+    default: ClassVar[bool] = True
+    fix_safety: ClassVar[Applicability | None] = None
+    tags: ClassVar[tuple[str, ...]] = ()  # "deprecated", "unnecessary"
+    notebooks: ClassVar[bool] = True  # run on notebooks
+    scripts: ClassVar[bool] = True  # run on .py files
+    zh: ClassVar[str] = ""  # the docstring's sections in Simplified Chinese
+    VALID: ClassVar[Sequence[Valid | str]] = ()
+    INVALID: ClassVar[Sequence[Invalid]] = ()
+    # Names of other tools' codes that mean this rule (``TOR102``...), for noqa and --select.
+    aliases: ClassVar[tuple[str, ...]] = ()
+
+    def check(self, ctx: Context) -> None:
+        raise NotImplementedError
+
+    # Convenience for rules.
+    @staticmethod
+    def text(en: str, zh: str) -> Text:
+        return Text(en, zh)
+
+    @classmethod
+    def summary(cls, locale: str | None = None) -> str:
+        from ..docs import rule_doc
+
+        return rule_doc(cls, locale).summary
+
+    @classmethod
+    def valid_examples(cls) -> list[Valid]:
+        return [v if isinstance(v, Valid) else Valid(v) for v in cls.VALID]
+
+
+def dump(node: ast.AST) -> str:  # pragma: no cover - debugging aid
+    return ast.dump(node, indent=2)

@@ -1,0 +1,106 @@
+"""Every rule's VALID and INVALID examples, run through the public checking API.
+
+For each INVALID example: the rule reports it; its first fix gives the stated code (or no fix is
+offered when the example says so); every fix's result parses and re-checking it finds no fixable
+report of that rule.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+
+import pytest
+
+from torchdoctor.engine.fixes import apply_edits
+from torchdoctor.engine.runner import check_any, fix_any
+from torchdoctor.rules import all_rules
+from torchdoctor.rules.base import Invalid, Valid
+
+RULES = all_rules()
+
+
+def _as_notebook(code: str) -> str:
+    return json.dumps(
+        {
+            "cells": [{"cell_type": "code", "metadata": {}, "source": code, "outputs": [],
+                       "execution_count": None}],
+            "metadata": {"language_info": {"name": "python"}},
+            "nbformat": 4,
+            "nbformat_minor": 5,
+        },
+        indent=1,
+    )
+
+
+def _path(example: Valid | Invalid) -> str:
+    return example.filename[:-3] + ".ipynb" if example.notebook else example.filename
+
+
+def _text(example: Valid | Invalid) -> str:
+    return _as_notebook(example.code) if example.notebook else example.code
+
+
+def _cases(kind: str) -> list:
+    out = []
+    for rule in RULES:
+        examples = rule.valid_examples() if kind == "valid" else list(rule.INVALID)
+        for i, example in enumerate(examples):
+            out.append(pytest.param(rule, example, id=f"{rule.code}-{kind}-{i}"))
+    return out
+
+
+@pytest.mark.parametrize(("rule", "example"), _cases("valid"))
+def test_valid(rule, example: Valid) -> None:
+    result = check_any(_text(example), _path(example), codes=frozenset({rule.code}))
+    assert not result.errors, result.errors
+    assert [f for f in result.findings if f.code == rule.code] == []
+
+
+@pytest.mark.parametrize(("rule", "example"), _cases("invalid"))
+def test_invalid(rule, example: Invalid) -> None:
+    codes = frozenset({rule.code})
+    result = check_any(_text(example), _path(example), codes=codes)
+    assert not result.errors, result.errors
+    findings = [f for f in result.findings if f.code == rule.code]
+    assert findings, f"{rule.code} did not report:\n{example.code}"
+    for finding in findings:
+        assert finding.message.en and finding.message.zh
+    first = findings[0]
+    if example.fixed is None:
+        assert first.fix is None, "the example says no fix is offered"
+    else:
+        assert first.fix is not None, "the example states a fixed code but no fix was offered"
+        if example.notebook:
+            new = result.notebook.apply(list(first.fix.edits))  # type: ignore[union-attr]
+            cell = json.loads(new)["cells"][0]["source"]
+            got = "".join(cell) if isinstance(cell, list) else cell
+            assert got == example.fixed
+        else:
+            assert apply_edits(example.code, list(first.fix.edits)) == example.fixed
+    # Every fix offered for every finding must give code that parses.
+    for finding in findings:
+        for fix in finding.fixes:
+            if example.notebook:
+                continue
+            fixed = apply_edits(example.code, list(fix.edits))
+            ast.parse(fixed)
+    # Applying all fixes (unsafe included) leaves no fixable report of this rule.
+    outcome = fix_any(_text(example), _path(example), unsafe=True, codes=codes)
+    assert outcome.error is None, outcome.error
+    if not example.notebook:
+        ast.parse(outcome.text)
+    leftover = [f for f in outcome.result.findings if f.code == rule.code and f.bulk_fix(True)]
+    assert leftover == [], [f.message.en for f in leftover]
+
+
+@pytest.mark.parametrize("rule", RULES, ids=[r.code for r in RULES])
+def test_rule_is_documented(rule) -> None:
+    from torchdoctor.docs import rule_doc
+    from torchdoctor.rules.base import DOC_SECTIONS, DOC_SECTIONS_ZH
+
+    assert list(rule_doc(rule, "en").sections) == list(DOC_SECTIONS)
+    assert list(rule_doc(rule, "zh").sections) == list(DOC_SECTIONS_ZH)
+    assert rule.VALID and rule.INVALID
+    assert rule.name == rule.name.lower() and " " not in rule.name
+    assert rule.__module__.rsplit(".", 1)[-1].startswith(rule.code.lower() + "_")
