@@ -96,6 +96,28 @@ class Notebook:
             row += rows
         self.text = "\n".join(chunks)
 
+    @classmethod
+    def from_cells(cls, sources: list[str], language: str = "python") -> Notebook:
+        """A notebook made of code cell sources as an editor holds them (no JSON).
+
+        Cell ``index`` is the 1-based position in ``sources``. ``raw`` is empty, so ``apply``
+        is unavailable; the concatenated masked text and the row map are the same as for JSON.
+        """
+        nb = cls.__new__(cls)
+        nb.raw = ""
+        nb.language = language
+        nb.cells = []
+        row = 1
+        chunks: list[str] = []
+        for i, text in enumerate(sources):
+            masked = mask_magics(text)
+            rows = masked.count("\n") + 1
+            nb.cells.append(Cell(i + 1, text, masked, row, rows, (-1, -1), False))
+            chunks.append(masked)
+            row += rows
+        nb.text = "\n".join(chunks)
+        return nb
+
     def cell_at(self, row: int) -> Cell | None:
         for cell in self.cells:
             if cell.start_row <= row < cell.start_row + cell.rows:
