@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -191,6 +191,22 @@ class LoopInfo:
         return None
 
 
+# Shared singleton nodes (Load, Add, ...) carry no facts and no position.
+_SINGLETONS = frozenset(
+    cls
+    for base in (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop)
+    for cls in base.__subclasses__()
+)
+_RECORDED = frozenset(
+    {
+        ast.Call, ast.Attribute, ast.Name, ast.Assign, ast.AnnAssign, ast.AugAssign,
+        ast.NamedExpr, ast.For, ast.AsyncFor, ast.comprehension, ast.withitem,
+        ast.ExceptHandler, ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.With,
+        ast.AsyncWith, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.While,
+    }
+)
+
+
 def _pos(node: ast.AST) -> tuple[int, int]:
     return (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
 
@@ -226,6 +242,8 @@ class Semantic:
         # Iterative walk; each entry: (node, parent, scope)
         stack: list[tuple[ast.AST, ast.AST | None, Scope]] = [(tree, None, scope)]
         parents = self.parents
+        record = self._record
+        skip = _SINGLETONS
         while stack:
             node, parent, scope = stack.pop()
             if parent is not None:
@@ -233,14 +251,22 @@ class Semantic:
             inner = scope
             if isinstance(node, SCOPE_NODES) and node is not scope.node:
                 inner = self._enter_scope(node, scope)
-            self._record(node, scope, inner)
-            children = list(ast.iter_child_nodes(node))
+            if type(node) in _RECORDED:
+                record(node, scope, inner)
+            children: list[ast.AST] = []
+            for name in node._fields:
+                value = getattr(node, name, None)
+                if type(value) is list:
+                    children.extend(v for v in value if isinstance(v, ast.AST) and type(v) not in skip)
+                elif isinstance(value, ast.AST) and type(value) not in skip:
+                    children.append(value)
+            header = inner is not scope
             for child in reversed(children):
-                child_scope = inner
                 # Decorators, defaults, bases and annotations belong to the enclosing scope.
-                if inner is not scope and self._outside_scope(node, child):
-                    child_scope = scope
-                stack.append((child, node, child_scope))
+                if header and self._outside_scope(node, child):
+                    stack.append((child, node, scope))
+                else:
+                    stack.append((child, node, inner))
 
     @staticmethod
     def _outside_scope(node: ast.AST, child: ast.AST) -> bool:
@@ -435,6 +461,20 @@ class Semantic:
             isinstance(anc, (*FUNCTION_NODES, ast.Lambda, ast.ClassDef))
             for anc in self.ancestors(node)
         )
+
+    def in_main_guard(self, node: ast.AST) -> bool:
+        """Whether ``node`` lies in the body of an ``if __name__ == "__main__":`` block."""
+        child: ast.AST = node
+        for anc in self.ancestors(node):
+            if isinstance(anc, ast.If) and is_main_guard(anc) and child in anc.body:
+                return True
+            child = anc
+        return False
+
+    def runs_on_import(self, node: ast.AST) -> bool:
+        """Module-level code that runs when the file is imported or re-imported by a spawned
+        worker: not in a def, lambda or class body, nor under ``if __name__ == "__main__":``."""
+        return self.at_module_level(node) and not self.in_main_guard(node)
 
     def scope_of(self, node: ast.AST) -> Scope:
         for anc in self.ancestors(node):
@@ -803,6 +843,47 @@ class Semantic:
                 mark(call.args[0])
         return evidence
 
+    def constructions(
+        self, expr: ast.AST | None, wanted: Callable[[ast.Call], bool], _depth: int = 0
+    ) -> tuple[list[ast.Call], bool]:
+        """The calls matching ``wanted`` whose result ``expr`` may hold (inline, through the
+        assignments of a name or of ``self.attr`` in this file, either branch of ``a if c else
+        b``), and whether ``expr`` may also hold something else (``None``, a parameter...)."""
+        if expr is None or _depth > 6:
+            return [], True
+        if isinstance(expr, ast.Call):
+            return ([expr], False) if wanted(expr) else ([], True)
+        if isinstance(expr, ast.IfExp | ast.NamedExpr):
+            parts = [expr.body, expr.orelse] if isinstance(expr, ast.IfExp) else [expr.value]
+            found: list[ast.Call] = []
+            other = False
+            for part in parts:
+                calls, maybe = self.constructions(part, wanted, _depth + 1)
+                found += calls
+                other = other or maybe
+            return found, other
+        values: list[ast.expr | None] = []
+        if isinstance(expr, ast.Name):
+            binding = self.lookup(expr.id, expr)
+            if binding is None:
+                return [], True
+            scope = self.scopes.get(binding.scope)
+            same = scope.bindings.get(expr.id, []) if scope is not None else [binding]
+            values = [b.value if b.how == "assign" and b.index is None else None for b in same]
+        elif isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+            cls = self.enclosing_class(expr) if expr.value.id == "self" else None
+            if cls is None:
+                return [], True
+            values = list(self.self_attr_values.get((cls, expr.attr), [])) or [None]
+        else:
+            return [], True
+        found, other = [], False
+        for value in values:
+            calls, maybe = self.constructions(value, wanted, _depth + 1)
+            found += calls
+            other = other or maybe
+        return found, other
+
     def is_loader(self, expr: ast.AST) -> bool:
         """A DataLoader by construction, or (when its kind is unknown) by its name."""
         kind = self.kind(expr)
@@ -950,6 +1031,66 @@ class Semantic:
                 yield anc
             child = anc
 
+    def enclosing_autocast(self, node: ast.AST) -> ast.With | ast.AsyncWith | None:
+        """The innermost ``with autocast(...)`` around ``node`` (same function), or None when
+        there is none or the innermost one is literally disabled (``enabled=False``)."""
+        for with_ in self.enclosing_withs(node):
+            for item in with_.items:
+                if self.is_autocast(item.context_expr):
+                    return None if self.autocast_disabled(item.context_expr) else with_
+        return None
+
+    def autocast_disabled(self, expr: ast.expr) -> bool:
+        """``autocast(..., enabled=False)``: positional ``enabled`` is the first argument of
+        ``torch.cuda/cpu.amp.autocast`` and the third of ``torch.amp.autocast``."""
+        if not isinstance(expr, ast.Call):
+            return False
+        index = 2 if self.qualname(expr.func) == "torch.amp.autocast" else 0
+        arg = keyword(expr, "enabled")
+        value = arg.value if arg else (expr.args[index] if len(expr.args) > index else None)
+        return isinstance(value, ast.Constant) and value.value is False
+
+    def is_backward(self, call: ast.Call) -> bool:
+        """``x.backward(...)`` or ``torch.autograd.backward(...)``."""
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr == "backward":
+            return self.qualname(func) in (None, "torch.autograd.backward")
+        return self.qualname(func) == "torch.autograd.backward"
+
+
+def scaled_backward_scaler(call: ast.Call) -> ast.expr | None:
+    """The scaler in ``scaler.scale(loss).backward()``; None for other calls."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr == "backward":
+        inner = func.value
+        if (
+            isinstance(inner, ast.Call)
+            and isinstance(inner.func, ast.Attribute)
+            and inner.func.attr == "scale"
+        ):
+            return inner.func.value
+    return None
+
+
+def is_main_guard(stmt: ast.AST) -> bool:
+    """``if __name__ == "__main__":`` (either operand order, possibly ``and``-ed with more)."""
+    if not isinstance(stmt, ast.If):
+        return False
+    test = stmt.test
+    tests = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+    for item in tests:
+        if (
+            isinstance(item, ast.Compare)
+            and len(item.ops) == 1
+            and isinstance(item.ops[0], ast.Eq)
+        ):
+            sides = [item.left, item.comparators[0]]
+            if any(isinstance(x, ast.Name) and x.id == "__name__" for x in sides) and any(
+                isinstance(x, ast.Constant) and x.value == "__main__" for x in sides
+            ):
+                return True
+    return False
+
 
 def terminal_name(expr: ast.AST) -> str | None:
     """``loader`` for ``loader``, ``self.train_loader`` -> ``train_loader``."""
@@ -976,6 +1117,17 @@ def keyword(call: ast.Call, name: str) -> ast.keyword | None:
     for kw in call.keywords:
         if kw.arg == name:
             return kw
+    return None
+
+
+def argument(call: ast.Call, name: str, position: int | None = None) -> ast.expr | None:
+    """The value passed for parameter ``name`` (by keyword, or at ``position`` when given)."""
+    kw = keyword(call, name)
+    if kw is not None:
+        return kw.value
+    if position is not None and len(call.args) > position:
+        if not any(isinstance(a, ast.Starred) for a in call.args[: position + 1]):
+            return call.args[position]
     return None
 
 

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import ast
 import io
+import re
 import tokenize
 from functools import cached_property
 
 from .model import Pos, Range
 
 
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+
+
 class Source:
     def __init__(self, text: str) -> None:
         self.text = text
-        self.lines: list[str] = text.splitlines(keepends=True)
+        # Only \n, \r\n and \r end a row for Python (str.splitlines also splits on \f etc.).
+        self.lines: list[str] = _LINE.findall(text)
         if not self.lines or self.lines[-1].endswith(("\n", "\r")):
             self.lines.append("")
         self._line_starts: list[int] | None = None

@@ -1,0 +1,388 @@
+"""``torchdoctor check`` / ``fix`` / ``rule``: files in, findings out, exit code."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import hashlib
+import json
+import os
+import pickle
+import sys
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import __version__, output
+from .engine.config import ConfigError, ConfigFinder, Settings, load_file
+from .engine.files import discover
+from .engine.model import FileError, Finding, is_chinese
+from .engine.reading import decode, read_source
+from .engine.runner import check_any, fix_any
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+CACHE_DIR = ".torchdoctor_cache"
+
+
+@dataclass
+class Options:
+    """What a worker needs to check one file (picklable)."""
+
+    overrides: dict[str, object]
+    config_file: str | None
+    fix: bool
+    unsafe: bool | None
+    diff: bool
+    cache: Path | None
+
+
+@dataclass
+class Record:
+    """The outcome for one file, small enough to send back from a worker process."""
+
+    path: str
+    findings: list[Finding] = field(default_factory=list)
+    errors: list[FileError] = field(default_factory=list)
+    cell_rows: dict[int, int] | None = None
+    fixed: int = 0
+    diff: str = ""
+    unsafe: bool = False
+    docs_base: str | None = None
+
+
+_FINDERS: dict[str | None, ConfigFinder] = {}
+
+
+def _settings_for(path: Path, opts: Options) -> Settings:
+    key = opts.config_file
+    finder = _FINDERS.get(key)
+    if finder is None:
+        base = load_file(Path(opts.config_file)) if opts.config_file else Settings()
+        finder = ConfigFinder(base)
+        _FINDERS[key] = finder
+    settings = base_settings = (
+        finder.default if opts.config_file else finder.for_path(path)
+    )
+    settings = base_settings.merged(**opts.overrides)  # type: ignore[arg-type]
+    return settings
+
+
+def check_file(path: Path, opts: Options, stdin_text: str | None = None) -> Record:
+    name = str(path)
+    record = Record(name)
+    try:
+        settings = _settings_for(path, opts)
+    except ConfigError as exc:
+        record.errors.append(FileError(name, str(exc)))
+        return record
+    unsafe = settings.unsafe_fixes if opts.unsafe is None else opts.unsafe
+    record.unsafe = unsafe
+    record.docs_base = settings.docs_base_url
+    if stdin_text is not None:
+        text, error = stdin_text, None
+    else:
+        text, error = read_source(path)
+    if text is None:
+        record.errors.append(error or FileError(name, "cannot read"))
+        return record
+    codes = settings.enabled(name)
+    cache_file = None
+    if opts.cache is not None and not opts.fix and not opts.diff and stdin_text is None:
+        digest = hashlib.sha256(
+            "\0".join([__version__, settings.fingerprint(), ",".join(sorted(codes)), name]).encode()
+            + b"\0"
+            + text.encode("utf-8", "surrogatepass")
+        ).hexdigest()
+        cache_file = opts.cache / digest[:2] / f"{digest}.pickle"
+        try:
+            cached = pickle.loads(cache_file.read_bytes())
+            if isinstance(cached, Record):
+                return cached
+        except (OSError, pickle.PickleError, EOFError, AttributeError, ImportError, TypeError):
+            pass
+    if opts.fix or opts.diff:
+        outcome = fix_any(text, name, settings, unsafe=unsafe, codes=codes)
+        result = outcome.result
+        if outcome.error is not None:
+            record.errors.append(outcome.error)
+        record.fixed = sum(outcome.applied.values())
+        if stdin_text is not None and not opts.diff:
+            record.diff = outcome.text  # the whole (fixed) text goes to stdout, like Ruff
+        elif outcome.text != text:
+            if opts.diff:
+                record.diff = _diff(name, text, outcome.text)
+            elif result.errors:
+                record.errors.append(FileError(name, "not written: the fixed file could not be fully checked"))
+            else:
+                write_error = _write_atomic(path, outcome.text)
+                if write_error:
+                    record.errors.append(write_error)
+                    record.fixed = 0
+    else:
+        result = check_any(text, name, settings, codes)
+    record.findings = result.findings
+    record.errors.extend(result.errors)
+    if result.notebook is not None:
+        record.cell_rows = {c.index: c.start_row for c in result.notebook.cells}
+    if cache_file is not None and not record.errors:
+        try:
+            cache_file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache_file.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_bytes(pickle.dumps(record))
+            os.replace(tmp, cache_file)
+        except OSError:
+            pass
+    return record
+
+
+def _diff(name: str, old: str, new: str) -> str:
+    if name.endswith(".ipynb"):
+        return _notebook_diff(name, old, new)
+    lines = difflib.unified_diff(
+        old.splitlines(keepends=True), new.splitlines(keepends=True), name, name
+    )
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def _notebook_diff(name: str, old: str, new: str) -> str:
+    out = []
+    before, after = json.loads(old)["cells"], json.loads(new)["cells"]
+    for i, (a, b) in enumerate(zip(before, after, strict=False), start=1):
+        src_a = "".join(a.get("source", "")) if isinstance(a.get("source"), list) else a.get("source", "")
+        src_b = "".join(b.get("source", "")) if isinstance(b.get("source"), list) else b.get("source", "")
+        if src_a != src_b:
+            lines = difflib.unified_diff(
+                src_a.splitlines(keepends=True),
+                src_b.splitlines(keepends=True),
+                f"{name}:cell {i}",
+                f"{name}:cell {i}",
+            )
+            out.extend(line if line.endswith("\n") else line + "\n" for line in lines)
+    return "".join(out)
+
+
+def _write_atomic(path: Path, text: str) -> FileError | None:
+    """Write through a temporary file and a rename, so a crash never leaves half a file."""
+    try:
+        mode = path.stat().st_mode
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+                handle.write(text)
+            os.chmod(tmp, mode & 0o7777)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        return FileError(str(path), f"cannot write the fixed file: {exc.strerror or exc}")
+    return None
+
+
+def _worker(args: tuple[list[Path], Options]) -> list[Record]:
+    paths, opts = args
+    return [check_file(p, opts) for p in paths]
+
+
+class _Progress:
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.done = 0
+        self.enabled = sys.stderr.isatty() and total > 20 and not os.environ.get("CI")
+
+    def step(self, n: int) -> None:
+        if not self.enabled:
+            return
+        self.done += n
+        width = 30
+        filled = int(width * self.done / max(self.total, 1))
+        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} files")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\r" + " " * 60 + "\r")
+            sys.stderr.flush()
+
+
+def run_check(args: argparse.Namespace) -> int:
+    locale = args.locale or os.environ.get("TORCHDOCTOR_LOCALE") or "en"
+    zh = is_chinese(locale)
+    overrides: dict[str, object] = {
+        "select": args.select,
+        "extend_select": args.extend_select,
+        "ignore": args.ignore,
+    }
+    from .rules import resolve_selector
+
+    for flag in ("select", "extend_select", "ignore"):
+        for sel in getattr(args, flag) or []:
+            if not resolve_selector(sel):
+                print(f"torchdoctor: error: --{flag.replace('_', '-')} names no rule: `{sel}`", file=sys.stderr)
+                return EXIT_ERROR
+    if args.config:
+        try:
+            load_file(Path(args.config))
+        except ConfigError as exc:
+            print(f"torchdoctor: error: {exc}", file=sys.stderr)
+            return EXIT_ERROR
+    cache = None if args.no_cache else Path.cwd() / CACHE_DIR / __version__
+    opts = Options(overrides, args.config, bool(args.fix), args.unsafe_fixes, bool(args.diff), cache)
+    paths = args.paths or ["."]
+    records: list[Record] = []
+    if paths == ["-"]:
+        text, error = decode(sys.stdin.buffer.read(), args.stdin_filename or "-")
+        name = args.stdin_filename or "-"
+        if text is None:
+            records.append(Record(name, errors=[error or FileError(name, "cannot read")]))
+        else:
+            records.append(check_file(Path(name), opts, stdin_text=text))
+    else:
+        try:
+            finder = ConfigFinder(load_file(Path(args.config)) if args.config else None)
+            files = list(discover(paths, finder))
+        except ConfigError as exc:
+            print(f"torchdoctor: error: {exc}", file=sys.stderr)
+            return EXIT_ERROR
+        if cache is not None:
+            _init_cache(cache.parent)
+        records = _run_all(files, opts, args.jobs)
+    return _report(records, args, locale, zh)
+
+
+def _init_cache(root: Path) -> None:
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        ignore = root / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("# Automatically created by torchdoctor.\n*\n", encoding="utf-8")
+    except OSError:
+        pass
+
+
+def _run_all(files: list[Path], opts: Options, jobs: int | None) -> list[Record]:
+    jobs = jobs or os.cpu_count() or 1
+    progress = _Progress(len(files))
+    records: list[Record] = []
+    try:
+        if jobs <= 1 or len(files) < 8:
+            for path in files:
+                records.append(check_file(path, opts))
+                progress.step(1)
+            return records
+        size = max(1, min(64, len(files) // (jobs * 4) or 1))
+        chunks = [files[i : i + size] for i in range(0, len(files), size)]
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            for batch in pool.map(_worker, [(c, opts) for c in chunks]):
+                records.extend(batch)
+                progress.step(len(batch))
+        return records
+    finally:
+        progress.close()
+
+
+def _report(records: list[Record], args: argparse.Namespace, locale: str, zh: bool) -> int:
+    items = [(r, f) for r in records for f in r.findings]
+    errors = [e for r in records for e in r.errors]
+    fixed = sum(r.fixed for r in records)
+    unsafe_any = any(r.unsafe for r in records)
+    out = sys.stdout
+    if args.paths == ["-"] and args.fix and not args.diff and records:
+        # Fixed code goes to stdout, like Ruff; findings are not printed.
+        out.write(records[0].diff)
+        for e in errors:
+            print(f"error: {e.format()}", file=sys.stderr)
+        return EXIT_ERROR if errors else (EXIT_FINDINGS if items and not args.exit_zero else EXIT_CLEAN)
+    if args.diff:
+        for r in records:
+            if r.diff:
+                out.write(r.diff)
+        for e in errors:
+            print(f"error: {e.format()}", file=sys.stderr)
+        would_fix = sum(r.fixed for r in records)
+        if would_fix:
+            msg = f"将修复 {would_fix} 处。" if zh else f"Would fix {would_fix} {'finding' if would_fix == 1 else 'findings'}."
+            print(msg, file=sys.stderr)
+            return EXIT_CLEAN if args.exit_zero else EXIT_FINDINGS
+        return EXIT_ERROR if errors else EXIT_CLEAN
+    fmt = args.output_format
+    if fmt == "json":
+        data = [
+            output.ruff_json(f, r.path, locale, r.unsafe, r.docs_base, r.cell_rows)
+            for r, f in items
+        ]
+        out.write(output.dumps(data) + "\n")
+    elif fmt == "sarif":
+        docs_base = next((r.docs_base for r in records if r.docs_base), None)
+        out.write(output.dumps(output.sarif([(r.path, f) for r, f in items], errors, locale, docs_base)) + "\n")
+    elif fmt == "github":
+        for r, f in items:
+            out.write(output.github(r.path, f, locale) + "\n")
+        for e in errors:
+            out.write(f"::error title=torchdoctor,file={e.path}" + (f",line={e.row}" if e.row else "") + f"::{e.reason}\n")
+    else:
+        if args.statistics:
+            for line in output.statistics([f for _r, f in items], unsafe_any, locale):
+                out.write(line + "\n")
+        else:
+            for r, f in items:
+                out.write(output.text_line(f, r.path, locale, r.unsafe) + "\n")
+        out.write(output.summary([f for _r, f in items], unsafe_any, fixed, zh) + "\n")
+    if fmt != "github":
+        for e in errors:
+            print(f"error: {e.format()}", file=sys.stderr)
+    if errors and not items and not args.exit_zero:
+        return EXIT_FINDINGS
+    if items and not args.exit_zero:
+        return EXIT_FINDINGS
+    return EXIT_CLEAN
+
+
+def run_rule(args: argparse.Namespace) -> int:
+    from .docs import rule_doc, rule_url
+    from .rules import all_rules, get_rule
+
+    locale = args.locale or os.environ.get("TORCHDOCTOR_LOCALE") or "en"
+    if args.all or not args.code:
+        rules = all_rules()
+        if args.output_format == "json":
+            data = [
+                {
+                    "code": r.code,
+                    "name": r.name,
+                    "summary": rule_doc(r, locale).summary,
+                    "default": r.default,
+                    "severity": r.severity.value,
+                    "fix": r.fix_safety.value if r.fix_safety else None,
+                    "aliases": list(r.aliases),
+                }
+                for r in rules
+            ]
+            print(output.dumps(data))
+            return EXIT_CLEAN
+        for r in rules:
+            on = "on " if r.default else "off"
+            fix = r.fix_safety.value if r.fix_safety else "-"
+            print(f"{r.code}  {on}  {fix:<10}  {r.name:<36} {rule_doc(r, locale).summary}")
+        return EXIT_CLEAN
+    rule = get_rule(args.code)
+    if rule is None:
+        print(f"torchdoctor: error: unknown rule `{args.code}`", file=sys.stderr)
+        return EXIT_ERROR
+    doc = rule_doc(rule, locale)
+    if args.output_format == "json":
+        print(
+            output.dumps(
+                {
+                    "code": rule.code,
+                    "name": rule.name,
+                    "summary": doc.summary,
+                    "sections": doc.sections,
+                    "url": rule_url(rule.code, None, locale),
+                }
+            )
+        )
+        return EXIT_CLEAN
+    print(doc.markdown(), end="")
+    return EXIT_CLEAN

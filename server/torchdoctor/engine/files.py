@@ -1,0 +1,101 @@
+"""Finding the files to check: folders walked with ``.gitignore`` and ``exclude`` honoured."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pathspec
+
+from .config import ConfigFinder
+
+SUFFIXES = (".py", ".ipynb")
+# Folders no user wants linted (as in Ruff's defaults).
+DEFAULT_EXCLUDES = frozenset(
+    {
+        ".bzr", ".direnv", ".eggs", ".git", ".git-rewrite", ".hg", ".ipynb_checkpoints",
+        ".mypy_cache", ".nox", ".pants.d", ".pyenv", ".pytest_cache", ".pytype", ".ruff_cache",
+        ".svn", ".tox", ".venv", ".vscode", "__pypackages__", "_build", "buck-out", "dist",
+        "node_modules", "site-packages", "venv", ".torchdoctor_cache",
+    }
+)
+
+
+def _gitignore(directory: Path) -> pathspec.PathSpec | None:
+    path = directory / ".gitignore"
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    return pathspec.PathSpec.from_lines("gitwildmatch", lines)
+
+
+def discover(paths: list[str], finder: ConfigFinder) -> Iterator[Path]:
+    """Files to check. Files named explicitly are always checked (when of a known type)."""
+    seen: set[Path] = set()
+    for raw in paths:
+        path = Path(raw)
+        if path.is_file():
+            if path not in seen:
+                seen.add(path)
+                yield path
+            continue
+        if not path.is_dir():
+            yield path  # reported as unreadable by the caller
+            continue
+        specs: list[tuple[Path, pathspec.PathSpec]] = []
+        # .gitignore files above the starting folder, up to the repository root.
+        for parent in reversed(path.resolve().parents):
+            spec = _gitignore(parent)
+            if spec is not None:
+                specs.append((parent, spec))
+            if (parent / ".git").exists():
+                specs = [(p, s) for p, s in specs if p == parent or parent in p.parents]
+        if _ignored(path, True, specs):
+            specs = []  # a folder named explicitly is checked even when an outer .gitignore hides it
+        yield from _walk(path, specs, finder, seen)
+
+
+def _ignored(path: Path, is_dir: bool, specs: list[tuple[Path, pathspec.PathSpec]]) -> bool:
+    resolved = path.resolve()
+    for base, spec in specs:
+        try:
+            rel = resolved.relative_to(base).as_posix()
+        except ValueError:
+            continue
+        if spec.match_file(rel + ("/" if is_dir else "")):
+            return True
+    return False
+
+
+def _walk(
+    root: Path,
+    specs: list[tuple[Path, pathspec.PathSpec]],
+    finder: ConfigFinder,
+    seen: set[Path],
+) -> Iterator[Path]:
+    spec = _gitignore(root)
+    local = [*specs, (root.resolve(), spec)] if spec is not None else specs
+    try:
+        entries = sorted(os.scandir(root), key=lambda e: e.name)
+    except OSError:
+        return
+    for entry in entries:
+        path = Path(entry.path)
+        try:
+            is_dir = entry.is_dir()
+        except OSError:
+            continue
+        if is_dir:
+            if entry.name in DEFAULT_EXCLUDES or _ignored(path, True, local):
+                continue
+            if finder.for_path(path).is_excluded(path):
+                continue
+            yield from _walk(path, local, finder, seen)
+        elif entry.name.endswith(SUFFIXES):
+            if _ignored(path, False, local) or finder.for_path(path).is_excluded(path):
+                continue
+            if path not in seen:
+                seen.add(path)
+                yield path

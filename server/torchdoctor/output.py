@@ -1,0 +1,209 @@
+"""Printing findings: text, JSON (Ruff-compatible), SARIF 2.1.0 and GitHub annotations."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from . import __version__
+from .docs import rule_url
+from .engine.model import FileError, Finding, Pos, Range
+from .rules import get_rule
+
+
+def _loc(pos: Pos) -> dict[str, int]:
+    return {"row": pos.row, "column": pos.col + 1}
+
+
+def _local(finding: Finding, notebook_rows: dict[int, int] | None, pos: Pos) -> Pos:
+    """Turn a concatenated-notebook position into a cell-relative one."""
+    if finding.cell is None or notebook_rows is None:
+        return pos
+    start = notebook_rows.get(finding.cell, 1)
+    return Pos(pos.row - start + 1, pos.col)
+
+
+def ruff_json(
+    finding: Finding,
+    filename: str,
+    locale: str,
+    unsafe: bool,
+    docs_base: str | None = None,
+    cell_rows: dict[int, int] | None = None,
+) -> dict[str, Any]:
+    rng = finding.cell_range or finding.range
+    fix = finding.fix
+    fix_json = None
+    if fix is not None:
+        fix_json = {
+            "applicability": fix.applicability.ruff_name,
+            "message": fix.title.get(locale),
+            "edits": [
+                {
+                    "content": e.content,
+                    "location": _loc(_local(finding, cell_rows, e.start)),
+                    "end_location": _loc(_local(finding, cell_rows, e.end)),
+                }
+                for e in fix.edits
+            ],
+        }
+    noqa_row = finding.noqa_row
+    if finding.cell is not None and cell_rows is not None:
+        noqa_row = _local(finding, cell_rows, Pos(noqa_row, 0)).row
+    return {
+        "cell": finding.cell,
+        "code": finding.code,
+        "name": finding.name,
+        "message": finding.message.get(locale),
+        "filename": filename,
+        "location": _loc(rng.start),
+        "end_location": _loc(rng.end),
+        "fix": fix_json,
+        "url": rule_url(finding.code, docs_base, locale),
+        "noqa_row": noqa_row,
+        "severity": finding.severity.value,
+    }
+
+
+def text_line(finding: Finding, filename: str, locale: str, unsafe: bool) -> str:
+    rng: Range = finding.cell_range or finding.range
+    where = filename
+    if finding.cell is not None:
+        where += f":cell {finding.cell}"
+    fixable = finding.bulk_fix(unsafe) is not None
+    mark = " [*]" if fixable else ""
+    return (
+        f"{where}:{rng.start.row}:{rng.start.col + 1}: {finding.code}{mark} "
+        f"{finding.message.get(locale)}"
+    )
+
+
+def summary(findings: Sequence[Finding], unsafe: bool, fixed: int, zh: bool) -> str:
+    total = len(findings)
+    fixable = sum(1 for f in findings if f.bulk_fix(unsafe))
+    hidden = sum(1 for f in findings if not f.bulk_fix(unsafe) and f.bulk_fix(True))
+    parts = []
+    if zh:
+        if fixed:
+            parts.append(f"已修复 {fixed} 处。")
+        parts.append(f"发现 {total} 个问题。" if total else "未发现问题。")
+        if fixable:
+            parts.append(f"[*] 其中 {fixable} 个可用 `--fix` 修复。")
+        if hidden:
+            parts.append(f"另有 {hidden} 个可用 `--unsafe-fixes` 启用的修复。")
+        return " ".join(parts)
+    if fixed:
+        parts.append(f"Fixed {fixed} {'finding' if fixed == 1 else 'findings'}.")
+    if total:
+        parts.append(f"Found {total} {'finding' if total == 1 else 'findings'}.")
+    else:
+        parts.append("All checks passed!")
+    if fixable:
+        parts.append(f"[*] {fixable} fixable with the `--fix` option.")
+    if hidden:
+        parts.append(f"({hidden} hidden fixes can be enabled with the `--unsafe-fixes` option.)")
+    return " ".join(parts)
+
+
+def statistics(findings: Sequence[Finding], unsafe: bool, locale: str) -> list[str]:
+    counts = Counter(f.code for f in findings)
+    fixable = Counter(f.code for f in findings if f.bulk_fix(unsafe))
+    lines = []
+    for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        rule = get_rule(code)
+        name = rule.name if rule else ""
+        mark = "[*]" if fixable[code] == n else ("[-]" if fixable[code] else "   ")
+        lines.append(f"{n:5d}\t{code}\t{mark} {name}")
+    return lines
+
+
+def sarif(
+    items: Sequence[tuple[str, Finding]], errors: Sequence[FileError], locale: str, docs_base: str | None
+) -> dict[str, Any]:
+    used = sorted({f.code for _p, f in items})
+    rules = []
+    for code in used:
+        rule = get_rule(code)
+        if rule is None:
+            continue
+        rules.append(
+            {
+                "id": code,
+                "name": rule.name,
+                "shortDescription": {"text": rule.summary(locale)},
+                "helpUri": rule_url(code, docs_base, locale),
+                "properties": {"fixSafety": rule.fix_safety.value if rule.fix_safety else None},
+            }
+        )
+    level = {"error": "error", "warning": "warning", "info": "note", "hint": "note"}
+    results = []
+    for path, f in items:
+        rng = f.cell_range or f.range
+        region = {
+            "startLine": rng.start.row,
+            "startColumn": rng.start.col + 1,
+            "endLine": rng.end.row,
+            "endColumn": rng.end.col + 1,
+        }
+        result: dict[str, Any] = {
+            "ruleId": f.code,
+            "level": level[f.severity.value],
+            "message": {"text": f.message.get(locale)},
+            "locations": [
+                {
+                    "physicalLocation": {
+                        "artifactLocation": {"uri": path.replace("\\", "/")},
+                        "region": region,
+                    }
+                }
+            ],
+        }
+        if f.cell is not None:
+            result["properties"] = {"cell": f.cell}
+        results.append(result)
+    notifications = [
+        {"level": "error", "message": {"text": e.format()}} for e in errors
+    ]
+    return {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "torchdoctor",
+                        "version": __version__,
+                        "informationUri": "https://torchdoctor.dev/",
+                        "rules": rules,
+                    }
+                },
+                "results": results,
+                "invocations": [
+                    {
+                        "executionSuccessful": not errors,
+                        "toolExecutionNotifications": notifications,
+                    }
+                ],
+            }
+        ],
+    }
+
+
+def github(path: str, f: Finding, locale: str) -> str:
+    rng = f.cell_range or f.range
+    level = {"error": "error", "warning": "warning", "info": "notice", "hint": "notice"}[
+        f.severity.value
+    ]
+    title = f"torchdoctor ({f.code})"
+    where = f" (cell {f.cell})" if f.cell is not None else ""
+    msg = f"{f.code} {f.message.get(locale)}{where}".replace("%", "%25").replace("\n", "%0A")
+    return (
+        f"::{level} title={title},file={path},line={rng.start.row},col={rng.start.col + 1},"
+        f"endLine={rng.end.row},endColumn={rng.end.col + 1}::{msg}"
+    )
+
+
+def dumps(data: object) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False)

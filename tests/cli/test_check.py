@@ -1,0 +1,212 @@
+"""``torchdoctor check``: output formats, exit codes, noqa, selection, config discovery."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+LOAD = 'import torch\nstate = torch.load("ckpt.pt")\n'
+
+
+def test_clean_file_exits_zero(td, tmp_path: Path) -> None:
+    (tmp_path / "ok.py").write_text('import torch\nx = torch.load("a", map_location="cpu")\n')
+    run = td("check", "ok.py")
+    assert run.code == 0, run.err
+    assert "All checks passed!" in run.out
+
+
+def test_finding_text_and_exit_one(td, tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(LOAD)
+    run = td("check", "a.py")
+    assert run.code == 1
+    assert "a.py:2:9: TDR602 [*] `torch.load` without `map_location`" in run.out
+    assert "Found 1 finding. [*] 1 fixable with the `--fix` option." in run.out
+
+
+def test_chinese_messages(td, tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(LOAD)
+    by_flag = td("check", "a.py", "--locale", "zh")
+    by_env = td("check", "a.py", env={"TORCHDOCTOR_LOCALE": "zh_CN"})
+    for run in (by_flag, by_env):
+        assert "未指定 `map_location`" in run.out
+        assert "发现 1 个问题。" in run.out
+
+
+def test_json_is_ruff_compatible(td, tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(LOAD)
+    data = td("check", "a.py", "--output-format", "json").json()
+    assert len(data) == 1
+    item = data[0]
+    assert set(item) >= {
+        "code", "name", "message", "filename", "location", "end_location", "fix", "url",
+        "noqa_row", "cell",
+    }
+    assert item["code"] == "TDR602"
+    assert item["name"] == "load-without-map-location"
+    assert item["location"] == {"row": 2, "column": 9}
+    assert item["end_location"] == {"row": 2, "column": 30}
+    assert item["cell"] is None and item["noqa_row"] == 2
+    assert item["fix"]["applicability"] == "safe"
+    assert item["fix"]["edits"] == [
+        {
+            "content": ', map_location="cpu"',
+            "location": {"row": 2, "column": 29},
+            "end_location": {"row": 2, "column": 29},
+        }
+    ]
+    assert "TDR602" in item["url"]
+
+
+def test_sarif_and_github_formats(td, tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(LOAD)
+    sarif = json.loads(td("check", "a.py", "--output-format", "sarif").out)
+    assert sarif["version"] == "2.1.0"
+    run = sarif["runs"][0]
+    assert run["tool"]["driver"]["name"] == "torchdoctor"
+    assert [r["id"] for r in run["tool"]["driver"]["rules"]] == ["TDR602"]
+    result = run["results"][0]
+    assert result["ruleId"] == "TDR602" and result["level"] == "warning"
+    assert result["locations"][0]["physicalLocation"]["region"]["startLine"] == 2
+    gh = td("check", "a.py", "--output-format", "github").out.strip()
+    assert gh.startswith("::warning title=torchdoctor (TDR602),file=a.py,line=2,col=9,")
+
+
+def test_statistics(td, tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(LOAD + 'other = torch.load("b.pt")\n')
+    run = td("check", "a.py", "--statistics")
+    assert "    2\tTDR602\t[*] load-without-map-location" in run.out
+
+
+def test_noqa(td, tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(
+        "import torch\n"
+        'a = torch.load("a")  # noqa: TDR602\n'
+        'b = torch.load("b")  # noqa\n'
+        'c = torch.load("c")  # noqa: TDR6\n'
+        'd = torch.load("d")  # noqa: TDR105\n'
+    )
+    data = td("check", "a.py", "--output-format", "json").json()
+    assert [d["location"]["row"] for d in data] == [5]
+
+
+def test_select_ignore_and_prefixes(td, tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(LOAD)
+    assert td("check", "a.py", "--ignore", "TDR602").code == 0
+    assert td("check", "a.py", "--ignore", "TDR6").code == 0
+    assert td("check", "a.py", "--select", "TDR1").code == 0
+    assert td("check", "a.py", "--select", "TDR1", "--extend-select", "TDR602").code == 1
+    assert td("check", "a.py", "--select", "ALL").code == 1
+    bad = td("check", "a.py", "--select", "XYZ9")
+    assert bad.code == 2 and "names no rule" in bad.err
+
+
+def test_config_discovery_from_each_file_upwards(td, tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.torchdoctor]\nignore = ['TDR602']\n")
+    sub = tmp_path / "pkg"
+    sub.mkdir()
+    (sub / "pyproject.toml").write_text("[project]\nname = 'x'\n")  # no table: keep looking up
+    (sub / "a.py").write_text(LOAD)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "pyproject.toml").write_text("[tool.torchdoctor]\nselect = ['TDR6']\n")
+    (other / "b.py").write_text(LOAD)
+    data = td("check", ".", "--output-format", "json").json()
+    assert [Path(d["filename"]).name for d in data] == ["b.py"]
+
+
+def test_per_file_ignores_and_exclude(td, tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.torchdoctor]\nexclude = ['generated']\n"
+        "[tool.torchdoctor.per-file-ignores]\n'scripts/*.py' = ['TDR602']\n"
+    )
+    for folder in ("generated", "scripts", "src"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "m.py").write_text(LOAD)
+    data = td("check", "--output-format", "json").json()
+    assert [Path(d["filename"]).parent.name for d in data] == ["src"]
+
+
+def test_explicit_config_file(td, tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(LOAD)
+    (tmp_path / "custom.toml").write_text("[tool.torchdoctor]\nignore = ['TDR602']\n")
+    assert td("check", "a.py", "--config", "custom.toml").code == 0
+
+
+def test_bad_config_is_one_clear_error(td, tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(LOAD)
+    (tmp_path / "pyproject.toml").write_text("[tool.torchdoctor]\nselct = ['TDR6']\n")
+    run = td("check", "a.py")
+    assert "unknown setting `selct`" in run.err
+    assert "Traceback" not in run.err
+    (tmp_path / "pyproject.toml").write_text("[tool.torchdoctor\n")
+    run = td("check", "a.py")
+    assert "invalid TOML" in run.err and "Traceback" not in run.err
+
+
+def test_gitignore_is_honoured(td, tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".gitignore").write_text("build_out/\nskip_me.py\n")
+    (tmp_path / "build_out").mkdir()
+    (tmp_path / "build_out" / "a.py").write_text(LOAD)
+    (tmp_path / "skip_me.py").write_text(LOAD)
+    (tmp_path / "keep.py").write_text(LOAD)
+    (tmp_path / ".venv").mkdir()
+    (tmp_path / ".venv" / "lib.py").write_text(LOAD)
+    data = td("check", "--output-format", "json").json()
+    assert [Path(d["filename"]).name for d in data] == ["keep.py"]
+    # A file named explicitly is checked even when ignored.
+    assert td("check", "skip_me.py").code == 1
+
+
+def test_files_without_torch_are_skipped(td, tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("import numpy as np\nx = np.load('a.npy')\n")
+    assert td("check", "a.py").code == 0
+
+
+def test_stdin(td) -> None:
+    run = td("check", "-", "--stdin-filename", "snippet.py", stdin=LOAD)
+    assert run.code == 1 and "snippet.py:2:9: TDR602" in run.out
+    fixed = td("check", "-", "--fix", stdin=LOAD)
+    assert fixed.out == 'import torch\nstate = torch.load("ckpt.pt", map_location="cpu")\n'
+
+
+def test_cache_gives_the_same_answer(td, tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(LOAD)
+    first = td("check", "a.py", "--output-format", "json")
+    assert (tmp_path / ".torchdoctor_cache").is_dir()
+    second = td("check", "a.py", "--output-format", "json")
+    assert first.out == second.out
+    # A change of content is seen despite the cache.
+    (tmp_path / "a.py").write_text('import torch\nx = torch.load("a", map_location="cpu")\n')
+    assert td("check", "a.py").code == 0
+    no_cache = tmp_path / "nc"
+    no_cache.mkdir()
+    (no_cache / "a.py").write_text(LOAD)
+    assert td("check", "a.py", "--no-cache", cwd=no_cache).code == 1
+    assert not (no_cache / ".torchdoctor_cache").exists()
+
+
+def test_many_files_in_parallel(td, tmp_path: Path) -> None:
+    for i in range(40):
+        (tmp_path / f"m{i:02d}.py").write_text(LOAD if i % 2 else "import torch\n")
+    data = td("check", "-j", "2", "--output-format", "json", "--no-cache").json()
+    assert sorted(Path(d["filename"]).name for d in data) == [f"m{i:02d}.py" for i in range(1, 40, 2)]
+
+
+def test_rule_command(td) -> None:
+    run = td("rule", "TDR602")
+    assert run.code == 0
+    assert run.out.startswith("# TDR602 (load-without-map-location)")
+    assert "## Why is this bad?" in run.out
+    zh = td("rule", "load-without-map-location", "--locale", "zh")
+    assert "## 为什么不好？" in zh.out
+    listing = td("rule", "--all")
+    assert "TDR602" in listing.out
+    assert json.loads(td("rule", "--all", "--output-format", "json").out)[0]["code"].startswith("TDR")
+    unknown = td("rule", "TDR999")
+    assert unknown.code == 2 and "unknown rule" in unknown.err
+
+
+def test_usage_error_exits_two(td) -> None:
+    assert td("check", "--output-format", "xml").code == 2
+    assert td("frobnicate").code == 2

@@ -1,0 +1,81 @@
+"""``--fix``, ``--unsafe-fixes`` and ``--diff`` through the CLI."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+LOAD = 'import torch\nstate = torch.load("ckpt.pt")\n'
+FIXED = 'import torch\nstate = torch.load("ckpt.pt", map_location="cpu")\n'
+
+
+def test_fix_writes_and_exits_clean(td, tmp_path: Path) -> None:
+    path = tmp_path / "a.py"
+    path.write_text(LOAD)
+    os.chmod(path, 0o640)
+    run = td("check", "--fix", "a.py")
+    assert run.code == 0, run.out + run.err
+    assert "Fixed 1 finding." in run.out
+    assert path.read_text() == FIXED
+    assert oct(path.stat().st_mode & 0o777) == oct(0o640)
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_fix_subcommand_and_crlf(td, tmp_path: Path) -> None:
+    path = tmp_path / "a.py"
+    path.write_bytes(LOAD.replace("\n", "\r\n").encode())
+    assert td("fix", "a.py").code == 0
+    assert path.read_bytes() == FIXED.replace("\n", "\r\n").encode()
+
+
+def test_diff_changes_nothing(td, tmp_path: Path) -> None:
+    path = tmp_path / "a.py"
+    path.write_text(LOAD)
+    run = td("check", "--diff", "a.py")
+    assert run.code == 1
+    assert '-state = torch.load("ckpt.pt")\n+state = torch.load("ckpt.pt", map_location="cpu")' in run.out
+    assert path.read_text() == LOAD
+    assert "Would fix 1 finding." in run.err
+
+
+def test_unsafe_fixes_only_when_asked(td, tmp_path: Path) -> None:
+    from torchdoctor.rules import all_rules
+
+    unsafe_rules = [r for r in all_rules() if r.fix_safety and r.fix_safety.value == "unsafe"]
+    if not unsafe_rules:
+        import pytest
+
+        pytest.skip("no rule with an unsafe fix is registered")
+    rule = next(r for r in unsafe_rules for ex in r.INVALID if ex.fixed and not ex.notebook)
+    example = next(ex for ex in rule.INVALID if ex.fixed and not ex.notebook)
+    path = tmp_path / "u.py"
+    path.write_text(example.code)
+    run = td("check", "--fix", "--select", rule.code, "u.py")
+    text_after_safe = path.read_text()
+    run_unsafe = td("check", "--fix", "--unsafe-fixes", "--select", rule.code, "u.py")
+    assert run_unsafe.code in (0, 1)
+    if text_after_safe == example.code:
+        assert "hidden fixes can be enabled with the `--unsafe-fixes` option" in run.out
+        assert path.read_text() != example.code
+    # With the setting in pyproject the unsafe fix applies without the flag.
+    path.write_text(example.code)
+    (tmp_path / "pyproject.toml").write_text("[tool.torchdoctor]\nunsafe-fixes = true\n")
+    td("check", "--fix", "--select", rule.code, "u.py")
+    assert path.read_text() == path.read_text() != example.code
+
+
+def test_fix_keeps_unfixable_findings(td, tmp_path: Path) -> None:
+    path = tmp_path / "a.py"
+    path.write_text(LOAD + "x = torch.load('b')  # noqa\n")
+    run = td("check", "--fix", "a.py")
+    assert run.code == 0
+    assert path.read_text() == FIXED + "x = torch.load('b')  # noqa\n"
+
+
+def test_fix_never_writes_a_broken_file(td, tmp_path: Path) -> None:
+    path = tmp_path / "broken.py"
+    text = "import torch\nx = torch.load('a'\n"
+    path.write_text(text)
+    run = td("check", "--fix", "broken.py")
+    assert path.read_text() == text
+    assert "syntax error" in run.err
