@@ -38,6 +38,8 @@ _CANONICAL_PREFIXES = {
     "torch.optim.optimizer.": "torch.optim.",
     "torch.cuda.amp.grad_scaler.": "torch.cuda.amp.",
     "torch.cuda.amp.autocast_mode.": "torch.cuda.amp.",
+    "torch.cpu.amp.grad_scaler.": "torch.cpu.amp.",
+    "torch.cpu.amp.autocast_mode.": "torch.cpu.amp.",
     "torch.amp.grad_scaler.": "torch.amp.",
     "torch.amp.autocast_mode.": "torch.amp.",
     "torch.autograd.grad_mode.": "torch.",
@@ -1125,9 +1127,12 @@ def argument(call: ast.Call, name: str, position: int | None = None) -> ast.expr
     kw = keyword(call, name)
     if kw is not None:
         return kw.value
-    if position is not None and len(call.args) > position:
-        if not any(isinstance(a, ast.Starred) for a in call.args[: position + 1]):
-            return call.args[position]
+    if (
+        position is not None
+        and len(call.args) > position
+        and not any(isinstance(a, ast.Starred) for a in call.args[: position + 1])
+    ):
+        return call.args[position]
     return None
 
 

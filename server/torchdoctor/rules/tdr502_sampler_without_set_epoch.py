@@ -1,0 +1,661 @@
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from ..engine import fixes
+from ..engine.context import Context
+from ..engine.model import Applicability, Fix, Range, Text
+from ..engine.semantic import Binding, LoopInfo, Semantic, argument, dotted, terminal_name
+from .base import Invalid, Rule, Valid
+
+DISTRIBUTED_SAMPLER = "torch.utils.data.DistributedSampler"
+# Loaders whose order does not matter (evaluation) are left alone.
+_EVAL_LOADER = re.compile(r"val|test|eval", re.I)
+_EPOCH_NAME = re.compile(r"epoch|^ep$|^e$", re.I)
+_COUNTER_WRAPPERS = frozenset({"tqdm", "track", "progress_bar"})
+_HEAD = "import torch\nfrom torch.utils.data import DataLoader, DistributedSampler\n"
+_COUNTERS = frozenset({"tqdm.trange", "tqdm.auto.trange", "itertools.count"})
+
+
+@dataclass
+class _Loader:
+    target: ast.Name | ast.Attribute  # where the loader is bound
+    binding: Binding | None  # for names; None for ``self.attr``
+    cls: ast.ClassDef | None  # for ``self.attr``
+    sampler_ref: ast.expr | None  # the sampler name usable next to the loader, if any
+    sampler_binding: Binding | None
+    creation: ast.Call  # the DistributedSampler(...) call
+    inline_with_loader: ast.AST  # the DataLoader call (a fix must not precede it)
+    guard_none: bool  # the sampler name may hold None (``... if distributed else None``)
+    fixable: bool  # False when the sampler may be something else than a DistributedSampler
+
+
+class SamplerWithoutSetEpoch(Rule):
+    """## What it does
+    Checks for a `DistributedSampler` whose `DataLoader` is iterated in a loop over epochs that
+    never calls `set_epoch` on the sampler (directly, as `loader.sampler.set_epoch(...)`, or
+    inside a function of the file called from the loop).
+
+    ## Why is this bad?
+    A `DistributedSampler` shuffles with a generator seeded by `seed + epoch`, and its epoch
+    only changes when you call `set_epoch`. Without it every epoch visits the samples in the
+    same order on every rank: the training silently loses the reshuffling that single-process
+    training gets from `shuffle=True`, which often costs accuracy. Nothing warns about it. As
+    PyTorch's documentation puts it, calling `set_epoch` "at the beginning of each epoch
+    before creating the DataLoader iterator is necessary to make shuffling work properly".
+
+    Loaders whose name says they are for evaluation (`val`, `test`, `eval`) and samplers created
+    with `shuffle=False` are not reported: their order does not matter.
+
+    ## Example
+    ```python
+    sampler = DistributedSampler(train_set)
+    loader = DataLoader(train_set, batch_size=64, sampler=sampler)
+    for epoch in range(epochs):
+        for images, labels in loader:
+            train_step(images, labels)
+    ```
+
+    ## Use instead
+    ```python
+    sampler = DistributedSampler(train_set)
+    loader = DataLoader(train_set, batch_size=64, sampler=sampler)
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for images, labels in loader:
+            train_step(images, labels)
+    ```
+
+    ## Fix safety
+    The fix inserts `sampler.set_epoch(epoch)` (or `loader.sampler.set_epoch(epoch)` when the
+    sampler has no name there) as the first statement of the epoch loop, guarded by
+    `if sampler is not None:` when the sampler exists only in distributed runs. It is safe: it
+    restores the per-epoch shuffling the sampler was created for. No fix is offered when the
+    loop has no epoch counter to pass (`for _ in ...`, a `while` loop, a loop over something
+    other than `range`/`enumerate`), or when the sampler is created inside the loop.
+
+    ## References
+    - [`DistributedSampler`](https://pytorch.org/docs/stable/data.html#torch.utils.data.distributed.DistributedSampler)
+    - [Getting started with distributed data parallel](https://pytorch.org/tutorials/intermediate/ddp_tutorial.html)
+    """
+
+    zh = """## 功能
+    检查这样的 `DistributedSampler`：它所属的 `DataLoader` 在按 epoch 的循环中被迭代，而该循环从不调用采样器的
+    `set_epoch`（无论是直接调用、通过 `loader.sampler.set_epoch(...)`，还是在循环调用的本文件函数中）。
+
+    ## 为什么不好？
+    `DistributedSampler` 用以 `seed + epoch` 为种子的随机数生成器打乱数据，而它的 epoch 只有在调用
+    `set_epoch` 时才会改变。不调用的话，每个 epoch、每个 rank 上的样本顺序都完全相同：训练悄悄失去了单进程
+    训练中 `shuffle=True` 带来的重新打乱，往往会损失精度，而且没有任何警告。正如 PyTorch 文档所说，必须“在每个
+    epoch 开始、创建 DataLoader 迭代器之前”调用 `set_epoch`，打乱才能正常工作。
+
+    名字表明用于评估的加载器（含 `val`、`test`、`eval`）以及用 `shuffle=False` 创建的采样器不会被报告：它们的
+    顺序无关紧要。
+
+    ## 示例
+    ```python
+    sampler = DistributedSampler(train_set)
+    loader = DataLoader(train_set, batch_size=64, sampler=sampler)
+    for epoch in range(epochs):
+        for images, labels in loader:
+            train_step(images, labels)
+    ```
+
+    ## 改为
+    ```python
+    sampler = DistributedSampler(train_set)
+    loader = DataLoader(train_set, batch_size=64, sampler=sampler)
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for images, labels in loader:
+            train_step(images, labels)
+    ```
+
+    ## 修复安全性
+    修复会在 epoch 循环的第一条语句处插入 `sampler.set_epoch(epoch)`（采样器在那里没有名字时插入
+    `loader.sampler.set_epoch(epoch)`）；当采样器只在分布式运行时存在时，用 `if sampler is not None:` 保护。
+    该修复是安全的：它恢复了创建采样器时本就期望的每个 epoch 重新打乱。循环没有可传入的 epoch 计数
+    （`for _ in ...`、`while` 循环、遍历的不是 `range`/`enumerate`），或采样器在循环内部创建时，不提供修复。
+
+    ## 参考
+    - [`DistributedSampler`](https://pytorch.org/docs/stable/data.html#torch.utils.data.distributed.DistributedSampler)
+    - [分布式数据并行入门](https://pytorch.org/tutorials/intermediate/ddp_tutorial.html)
+    """
+
+    code = "TDR502"
+    name = "sampler-without-set-epoch"
+    fix_safety = Applicability.SAFE
+
+    VALID = (
+        # set_epoch called.
+        _HEAD + "sampler = DistributedSampler(ds)\n"
+        "loader = DataLoader(ds, sampler=sampler)\n"
+        "for epoch in range(10):\n"
+        "    sampler.set_epoch(epoch)\n"
+        "    for batch in loader:\n"
+        "        step(batch)\n",
+        # Through the loader, inside a helper called from the loop.
+        _HEAD + "def train_one_epoch(loader, epoch):\n"
+        "    loader.sampler.set_epoch(epoch)\n"
+        "    for batch in loader:\n"
+        "        step(batch)\n"
+        "def main():\n"
+        "    loader = DataLoader(ds, sampler=DistributedSampler(ds))\n"
+        "    for epoch in range(10):\n"
+        "        train_one_epoch(loader, epoch)\n",
+        # A method of a trainer that sets the epoch.
+        _HEAD + "class Trainer:\n"
+        "    def __init__(self, ds):\n"
+        "        self.sampler = DistributedSampler(ds)\n"
+        "        self.loader = DataLoader(ds, sampler=self.sampler)\n"
+        "    def run_epoch(self, epoch):\n"
+        "        self.sampler.set_epoch(epoch)\n"
+        "        for batch in self.loader:\n"
+        "            step(batch)\n"
+        "    def fit(self, epochs):\n"
+        "        for epoch in range(epochs):\n"
+        "            self.run_epoch(epoch)\n",
+        # No epoch loop: one pass over the loader.
+        _HEAD + "sampler = DistributedSampler(ds)\n"
+        "loader = DataLoader(ds, sampler=sampler)\n"
+        "for batch in loader:\n"
+        "    step(batch)\n",
+        # Not a distributed sampler.
+        "import torch\nfrom torch.utils.data import DataLoader, RandomSampler\n"
+        "loader = DataLoader(ds, sampler=RandomSampler(ds))\n"
+        "for epoch in range(10):\n"
+        "    for batch in loader:\n"
+        "        step(batch)\n",
+        # A sampler that does not shuffle, and an evaluation loader.
+        _HEAD + "sampler = DistributedSampler(ds, shuffle=False)\n"
+        "loader = DataLoader(ds, sampler=sampler)\n"
+        "for epoch in range(10):\n"
+        "    for batch in loader:\n"
+        "        step(batch)\n",
+        _HEAD + "val_loader = DataLoader(val_ds, sampler=DistributedSampler(val_ds))\n"
+        "for epoch in range(10):\n"
+        "    evaluate(model, val_loader)\n",
+        # A local class named DistributedSampler is not torch's.
+        "import torch\nfrom torch.utils.data import DataLoader\n"
+        "class DistributedSampler:\n    pass\n"
+        "loader = DataLoader(ds, sampler=DistributedSampler())\n"
+        "for epoch in range(3):\n"
+        "    for batch in loader:\n"
+        "        step(batch)\n",
+        # Another loader of the same name in another function.
+        _HEAD + "def setup(ds):\n"
+        "    loader = DataLoader(ds, sampler=DistributedSampler(ds))\n"
+        "    return len(loader)\n"
+        "def train(loader):\n"
+        "    for epoch in range(3):\n"
+        "        for batch in loader:\n"
+        "            step(batch)\n",
+        # set_epoch in a notebook cell.
+        Valid(
+            _HEAD + "sampler = DistributedSampler(ds)\n"
+            "loader = DataLoader(ds, sampler=sampler)\n"
+            "for epoch in range(2):\n"
+            "    sampler.set_epoch(epoch)\n"
+            "    for batch in loader:\n"
+            "        pass\n",
+            notebook=True,
+        ),
+    )
+    INVALID = (
+        Invalid(
+            _HEAD + "sampler = DistributedSampler(ds)\n"
+            "loader = DataLoader(ds, batch_size=32, sampler=sampler)\n"
+            "for epoch in range(10):\n"
+            "    for batch in loader:\n"
+            "        step(batch)\n",
+            fixed=_HEAD + "sampler = DistributedSampler(ds)\n"
+            "loader = DataLoader(ds, batch_size=32, sampler=sampler)\n"
+            "for epoch in range(10):\n"
+            "    sampler.set_epoch(epoch)\n"
+            "    for batch in loader:\n"
+            "        step(batch)\n",
+        ),
+        # Inline sampler, loader passed to a helper, aliases.
+        Invalid(
+            "import torch.utils.data as tud\n"
+            "from torch.utils.data.distributed import DistributedSampler as DS\n"
+            "def train_one_epoch(model, loader):\n"
+            "    for x, y in loader:\n"
+            "        model(x)\n"
+            "def main(model, ds, epochs):\n"
+            "    train_loader = tud.DataLoader(ds, batch_size=8, sampler=DS(ds), num_workers=4)\n"
+            "    for epoch in range(1, epochs + 1):\n"
+            "        train_one_epoch(model, train_loader)\n"
+            "        print(epoch)\n",
+            fixed="import torch.utils.data as tud\n"
+            "from torch.utils.data.distributed import DistributedSampler as DS\n"
+            "def train_one_epoch(model, loader):\n"
+            "    for x, y in loader:\n"
+            "        model(x)\n"
+            "def main(model, ds, epochs):\n"
+            "    train_loader = tud.DataLoader(ds, batch_size=8, sampler=DS(ds), num_workers=4)\n"
+            "    for epoch in range(1, epochs + 1):\n"
+            "        train_loader.sampler.set_epoch(epoch)\n"
+            "        train_one_epoch(model, train_loader)\n"
+            "        print(epoch)\n",
+        ),
+        # The documented idiom without the call: guarded by `is not None`.
+        Invalid(
+            _HEAD + "def main(ds, distributed):\n"
+            "    sampler = DistributedSampler(ds) if distributed else None\n"
+            "    loader = DataLoader(ds, sampler=sampler, shuffle=sampler is None)\n"
+            "    for epoch in tqdm(range(5)):\n"
+            "        for step, batch in enumerate(loader):\n"
+            "            run(batch)\n",
+            fixed=_HEAD + "def main(ds, distributed):\n"
+            "    sampler = DistributedSampler(ds) if distributed else None\n"
+            "    loader = DataLoader(ds, sampler=sampler, shuffle=sampler is None)\n"
+            "    for epoch in tqdm(range(5)):\n"
+            "        if sampler is not None:\n"
+            "            sampler.set_epoch(epoch)\n"
+            "        for step, batch in enumerate(loader):\n"
+            "            run(batch)\n",
+        ),
+        # A trainer class.
+        Invalid(
+            _HEAD + "class Trainer:\n"
+            "    def __init__(self, ds):\n"
+            "        self.sampler = DistributedSampler(ds, seed=1)\n"
+            "        self.loader = DataLoader(ds, sampler=self.sampler)\n"
+            "    def fit(self, epochs):\n"
+            "        for epoch in range(epochs):\n"
+            "            for batch in self.loader:\n"
+            "                self.step(batch)\n",
+            fixed=_HEAD + "class Trainer:\n"
+            "    def __init__(self, ds):\n"
+            "        self.sampler = DistributedSampler(ds, seed=1)\n"
+            "        self.loader = DataLoader(ds, sampler=self.sampler)\n"
+            "    def fit(self, epochs):\n"
+            "        for epoch in range(epochs):\n"
+            "            self.sampler.set_epoch(epoch)\n"
+            "            for batch in self.loader:\n"
+            "                self.step(batch)\n",
+        ),
+        # The loader comes from a local builder function.
+        Invalid(
+            _HEAD + "def build_loader(ds):\n"
+            "    sampler = DistributedSampler(ds)\n"
+            "    return DataLoader(ds, batch_size=16, sampler=sampler)\n"
+            "loader = build_loader(ds)\n"
+            "for ep, lr in enumerate(schedule):\n"
+            "    for batch in loader:\n"
+            "        step(batch, lr)\n",
+            fixed=_HEAD + "def build_loader(ds):\n"
+            "    sampler = DistributedSampler(ds)\n"
+            "    return DataLoader(ds, batch_size=16, sampler=sampler)\n"
+            "loader = build_loader(ds)\n"
+            "for ep, lr in enumerate(schedule):\n"
+            "    loader.sampler.set_epoch(ep)\n"
+            "    for batch in loader:\n"
+            "        step(batch, lr)\n",
+        ),
+        # The sampler may be another kind of sampler: reported, no fix.
+        Invalid(
+            "import torch\nfrom torch.utils.data import DataLoader, DistributedSampler, RandomSampler\n"
+            "sampler = DistributedSampler(ds) if distributed else RandomSampler(ds)\n"
+            "loader = DataLoader(ds, sampler=sampler)\n"
+            "for epoch in range(3):\n"
+            "    for batch in loader:\n"
+            "        step(batch)\n",
+            fixed=None,
+        ),
+        # No epoch counter to pass: reported without a fix.
+        Invalid(
+            _HEAD + "sampler = DistributedSampler(ds)\n"
+            "loader = DataLoader(ds, sampler=sampler)\n"
+            "for _ in range(3):\n"
+            "    for batch in loader:\n"
+            "        step(batch)\n",
+            fixed=None,
+        ),
+        Invalid(
+            _HEAD + "sampler = DistributedSampler(ds)\n"
+            "loader = DataLoader(ds, sampler=sampler)\n"
+            "epoch = 0\n"
+            "while epoch < 3:\n"
+            "    for batch in loader:\n"
+            "        step(batch)\n"
+            "    epoch += 1\n",
+            fixed=None,
+        ),
+        # Sampler re-created inside the loop (still seeded with epoch 0): no fix.
+        Invalid(
+            _HEAD + "for epoch in range(3):\n"
+            "    sampler = DistributedSampler(ds)\n"
+            "    loader = DataLoader(ds, sampler=sampler)\n"
+            "    for batch in loader:\n"
+            "        step(batch)\n",
+            fixed=None,
+        ),
+        Invalid(
+            _HEAD + "sampler = DistributedSampler(ds)\n"
+            "loader = DataLoader(ds, sampler=sampler)\n"
+            "for epoch in range(2):\n"
+            "    for batch in loader:\n"
+            "        pass\n",
+            fixed=_HEAD + "sampler = DistributedSampler(ds)\n"
+            "loader = DataLoader(ds, sampler=sampler)\n"
+            "for epoch in range(2):\n"
+            "    sampler.set_epoch(epoch)\n"
+            "    for batch in loader:\n"
+            "        pass\n",
+            notebook=True,
+        ),
+    )
+
+    def check(self, ctx: Context) -> None:
+        setters = _functions_setting_epoch(ctx)
+        for call in ctx.sem.calls_to("torch.utils.data.DataLoader"):
+            for loader in self._loaders(ctx, call):
+                name = terminal_name(loader.target) or ""
+                if _EVAL_LOADER.search(name):
+                    continue
+                for chain in self._epoch_loops(ctx, loader):
+                    top = chain[0]
+                    if _sets_epoch(ctx, top.node.body, setters):
+                        continue
+                    chosen = next(
+                        (c for c in chain if _EPOCH_NAME.search(c.target_name or "")), top
+                    )
+                    self._report(ctx, loader, chosen)
+
+    # -- finding the loaders --------------------------------------------------------------
+    def _loaders(self, ctx: Context, call: ast.Call) -> list[_Loader]:
+        sem = ctx.sem
+        sampler = argument(call, "sampler", 3)
+        if sampler is None:
+            return []
+        created, other = sem.constructions(
+            sampler, lambda c: sem.qualname(c.func) == DISTRIBUTED_SAMPLER
+        )
+        if not created or any(_no_shuffle(c) for c in created):
+            return []
+        # When the sampler may be something else (None, another sampler...), a fix is only
+        # offered for ``name = DistributedSampler(...) if cond else None``, guarded.
+        guard = (
+            isinstance(sampler, ast.Name)
+            and other
+            and _none_or_sampler(sem, sem.lookup(sampler.id, sampler))
+        )
+        fixable = not other or guard
+        ref: ast.expr | None = None
+        sampler_binding = None
+        if isinstance(sampler, ast.Name):
+            ref, sampler_binding = sampler, sem.lookup(sampler.id, sampler)
+        elif isinstance(sampler, ast.Attribute) and dotted(sampler) is not None:
+            ref = sampler
+        out: list[_Loader] = []
+        for target in self._targets(ctx, call):
+            returned = isinstance(target, _Returned)
+            own = target.target if isinstance(target, _Returned) else target
+            binding = sem.lookup(own.id, own) if isinstance(own, ast.Name) else None
+            cls = sem.enclosing_class(own) if isinstance(own, ast.Attribute) else None
+            if isinstance(own, ast.Attribute) and cls is None:
+                continue
+            # A sampler name from inside a builder function is not visible at the caller.
+            usable = None if returned else ref
+            out.append(
+                _Loader(
+                    own,
+                    binding,
+                    cls,
+                    usable,
+                    sampler_binding,
+                    created[0],
+                    call,
+                    guard,
+                    fixable and not (returned and guard),
+                )
+            )
+        return out
+
+    def _targets(self, ctx: Context, call: ast.Call) -> list[ast.Name | ast.Attribute | _Returned]:
+        """Where the DataLoader lands: ``loader = DataLoader(...)``, ``self.loader = ...``,
+        or a name assigned from a local function that returns it."""
+        sem = ctx.sem
+        parent = sem.parent(call)
+        if isinstance(parent, ast.Assign | ast.AnnAssign):
+            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+            if len(targets) != 1:
+                return []
+            target = targets[0]
+            if isinstance(target, ast.Name):
+                function = sem.enclosing_function(call)
+                returned = _returned_name(sem, function, target.id) if function else []
+                return [target, *returned]
+            if (
+                isinstance(target, ast.Attribute)
+                and isinstance(target.value, ast.Name)
+                and target.value.id == "self"
+            ):
+                return [target]
+            return []
+        if isinstance(parent, ast.Return):
+            function = sem.enclosing_function(call)
+            return list(_call_sites(sem, function)) if function else []
+        return []
+
+    # -- finding the epoch loops ----------------------------------------------------------
+    def _epoch_loops(self, ctx: Context, loader: _Loader) -> list[list[LoopInfo]]:
+        sem = ctx.sem
+        want = dotted(loader.target)
+        candidates: list[LoopInfo] = []
+        for info in sem.all_loops():
+            if info.is_batch_loop:
+                continue
+            if loader.binding is not None:
+                assert isinstance(loader.target, ast.Name)
+                if sem.lookup(loader.target.id, info.node) is not loader.binding:
+                    continue
+            elif sem.enclosing_class(info.node) is not loader.cls:
+                continue
+            if sem.loop_uses_loader(info, loader.target) and want:
+                candidates.append(info)
+        chosen = set(map(id, candidates))
+        chains: list[list[LoopInfo]] = []
+        for info in candidates:
+            parent = info.parent
+            nested = False
+            while parent is not None:
+                if id(parent) in chosen:
+                    nested = True
+                    break
+                parent = parent.parent
+            if nested:
+                continue
+            chain = [info] + [
+                c for c in candidates if c is not info and sem.is_inside(c.node, info.node)
+            ]
+            chains.append(chain)
+        return chains
+
+    # -- reporting ------------------------------------------------------------------------
+    def _report(self, ctx: Context, loader: _Loader, loop: LoopInfo) -> None:
+        node = loop.node
+        header_end = node.iter if isinstance(node, ast.For | ast.AsyncFor) else node.test
+        rng = Range(ctx.source.start(node), ctx.source.end(header_end))
+        name = ctx.segment(loader.target)
+        ctx.report(
+            rng,
+            Text(
+                f"This epoch loop never calls `set_epoch` on the `DistributedSampler` of "
+                f"`{name}`: every epoch sees the samples in the same order",
+                f"该 epoch 循环从未调用 `{name}` 的 `DistributedSampler` 的 `set_epoch`："
+                "每个 epoch 的样本顺序都相同",
+            ),
+            fixes=[self._fix(ctx, loader, loop)],
+            related=[
+                ctx.related(
+                    loader.creation,
+                    Text(
+                        "The `DistributedSampler` is created here", "`DistributedSampler` 在此创建"
+                    ),
+                )
+            ],
+        )
+
+    def _fix(self, ctx: Context, loader: _Loader, loop: LoopInfo) -> Fix | None:
+        sem = ctx.sem
+        epoch = _epoch_counter(ctx, loop)
+        if epoch is None or not loader.fixable:
+            return None
+        for made in (loader.creation, loader.inline_with_loader):
+            if sem.is_inside(made, loop.node):
+                return None
+        ref = loader.sampler_ref
+        if isinstance(ref, ast.Name) and (
+            loader.sampler_binding is None
+            or sem.lookup(ref.id, loop.node) is not loader.sampler_binding
+        ):
+            ref = None
+        if ref is not None:
+            owner = ctx.segment(ref)
+        elif loader.guard_none:
+            return None
+        else:
+            owner = f"{ctx.segment(loader.target)}.sampler"
+        code = f"{owner}.set_epoch({epoch})"
+        if loader.guard_none and ref is not None:
+            code = f"if {owner} is not None:\n    {code}"
+        edit = fixes.insert_statement_before(ctx.source, loop.node.body[0], code)
+        if edit is None:
+            return None
+        return Fix(
+            Text(
+                f"Call `{owner}.set_epoch({epoch})` first in the loop",
+                f"在循环开头调用 `{owner}.set_epoch({epoch})`",
+            ),
+            (edit,),
+            Applicability.SAFE,
+        )
+
+
+@dataclass
+class _Returned:
+    """A name bound to the result of a local function that returns the DataLoader."""
+
+    target: ast.Name
+
+
+def _call_sites(
+    sem: Semantic, function: ast.FunctionDef | ast.AsyncFunctionDef, index: int | None = None
+) -> Iterator[_Returned]:
+    """``x = function(...)`` (or ``x, y = ...`` at ``index``) anywhere in the file."""
+    for call in sem.calls_by_name.get(function.name, ()):
+        if sem.local_function(call.func) is not function:
+            continue
+        parent = sem.parent(call)
+        if not isinstance(parent, ast.Assign) or len(parent.targets) != 1:
+            continue
+        target = parent.targets[0]
+        if index is None and isinstance(target, ast.Name):
+            yield _Returned(target)
+        elif (
+            index is not None
+            and isinstance(target, ast.Tuple | ast.List)
+            and index < len(target.elts)
+            and isinstance(target.elts[index], ast.Name)
+        ):
+            elt = target.elts[index]
+            assert isinstance(elt, ast.Name)
+            yield _Returned(elt)
+
+
+def _returned_name(
+    sem: Semantic, function: ast.FunctionDef | ast.AsyncFunctionDef, name: str
+) -> list[_Returned]:
+    """Call sites receiving ``name`` when ``function`` returns it (alone or in a tuple)."""
+    out: list[_Returned] = []
+    for node in sem.walk(function):
+        if not isinstance(node, ast.Return) or node.value is None:
+            continue
+        value = node.value
+        if isinstance(value, ast.Name) and value.id == name:
+            out += _call_sites(sem, function)
+        elif isinstance(value, ast.Tuple):
+            for i, elt in enumerate(value.elts):
+                if isinstance(elt, ast.Name) and elt.id == name:
+                    out += _call_sites(sem, function, i)
+    return out
+
+
+def _no_shuffle(sampler: ast.Call) -> bool:
+    value = argument(sampler, "shuffle", 3)
+    return isinstance(value, ast.Constant) and not value.value
+
+
+def _none_or_sampler(sem: Semantic, binding: Binding | None) -> bool:
+    """``sampler = DistributedSampler(ds) if cond else None`` (its only assignment)."""
+    if binding is None or binding.how != "assign" or not isinstance(binding.value, ast.IfExp):
+        return False
+    scope = sem.scopes.get(binding.scope)
+    if scope is None or len(scope.bindings.get(binding.name, [])) != 1:
+        return False
+    branches = (binding.value.body, binding.value.orelse)
+    nones = [b for b in branches if isinstance(b, ast.Constant) and b.value is None]
+    calls = [
+        b
+        for b in branches
+        if isinstance(b, ast.Call) and sem.qualname(b.func) == DISTRIBUTED_SAMPLER
+    ]
+    return len(nones) == 1 and len(calls) == 1
+
+
+def _epoch_counter(ctx: Context, loop: LoopInfo) -> str | None:
+    """The loop's integer counter (``epoch`` in ``for epoch in range(n)``), if it has one."""
+    node = loop.node
+    name = loop.target_name
+    if name is None or not isinstance(node, ast.For | ast.AsyncFor):
+        return None
+    expr: ast.expr = node.iter
+    tuple_target = isinstance(node.target, ast.Tuple)
+    for _ in range(3):
+        if not isinstance(expr, ast.Call):
+            return None
+        func = expr.func
+        callee = terminal_name(func)
+        builtin = isinstance(func, ast.Name) and ctx.sem.lookup(func.id, func) is None
+        if builtin and callee == "range":
+            return None if tuple_target else name
+        if builtin and callee == "enumerate":
+            return name if tuple_target else None
+        if ctx.qualname(func) in _COUNTERS:
+            return None if tuple_target else name
+        if callee in _COUNTER_WRAPPERS and expr.args:
+            expr = expr.args[0]
+            continue
+        return None
+    return None
+
+
+def _functions_setting_epoch(ctx: Context) -> set[str]:
+    """Names of the file's functions that call ``set_epoch`` (directly or through each other)."""
+    sem = ctx.sem
+    found: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for function in sem.functions:
+            if function.name not in found and _sets_epoch(ctx, function.body, found):
+                found.add(function.name)
+                changed = True
+    return found
+
+
+def _sets_epoch(ctx: Context, body: list[ast.stmt], setters: set[str]) -> bool:
+    for node in ctx.sem.walk_body(body):
+        if isinstance(node, ast.Call):
+            callee = terminal_name(node.func)
+            if callee == "set_epoch" and isinstance(node.func, ast.Attribute):
+                return True
+            if callee in setters:
+                return True
+    return False

@@ -1,0 +1,381 @@
+from __future__ import annotations
+
+import ast
+
+from ..engine import fixes
+from ..engine.context import Context
+from ..engine.model import Applicability, Edit, Fix, Severity, Text
+from ..engine.semantic import Kind, argument, has_star_kwargs, keyword
+from .base import Invalid, Rule
+
+DISTRIBUTED_SAMPLER = "torch.utils.data.DistributedSampler"
+# DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn,
+#            pin_memory, drop_last, ...)
+POSITIONS = {"batch_size": 1, "shuffle": 2, "sampler": 3, "batch_sampler": 4, "drop_last": 8}
+
+
+def _truthy(expr: ast.expr | None) -> bool:
+    return (
+        isinstance(expr, ast.Constant) and isinstance(expr.value, bool | int) and bool(expr.value)
+    )
+
+
+def _not_one(expr: ast.expr | None) -> bool:
+    """A literal ``batch_size`` other than 1 (``None`` included: the check is ``!= 1``)."""
+    if not isinstance(expr, ast.Constant):
+        return False
+    return expr.value is None or (isinstance(expr.value, int) and expr.value != 1)
+
+
+class SamplerWithShuffle(Rule):
+    """## What it does
+    Checks for `DataLoader(..., sampler=..., shuffle=True)`, and for `batch_sampler=` combined
+    with `shuffle=True`, `sampler=`, a `batch_size` other than 1, or `drop_last=True`.
+
+    ## Why is this bad?
+    A sampler decides the order of the samples, so `shuffle` has nothing left to do, and the
+    `DataLoader` refuses the combination when it is created:
+    `ValueError: sampler option is mutually exclusive with shuffle`. A batch sampler decides the
+    batches as well, and fails with `ValueError: batch_sampler option is mutually exclusive
+    with batch_size, shuffle, sampler, and drop_last`.
+
+    In distributed training the mistake is easy to make: `shuffle=True` is moved from the
+    `DataLoader` to the `DistributedSampler` (which shuffles by default), and the old keyword
+    stays behind. The error then appears only when the job starts on the cluster.
+
+    ## Example
+    ```python
+    from torch.utils.data import DataLoader, DistributedSampler
+
+    sampler = DistributedSampler(dataset)
+    loader = DataLoader(dataset, batch_size=64, sampler=sampler, shuffle=True)
+    ```
+
+    ## Use instead
+    ```python
+    from torch.utils.data import DataLoader, DistributedSampler
+
+    sampler = DistributedSampler(dataset, shuffle=True)
+    loader = DataLoader(dataset, batch_size=64, sampler=sampler)
+    ```
+    When the sampler is only used in distributed runs, let the `DataLoader` shuffle otherwise:
+    `DataLoader(dataset, sampler=sampler, shuffle=sampler is None)`.
+
+    ## Fix safety
+    The fix removes the conflicting keywords (the call raised with them), and passes
+    `shuffle=True` to a `DistributedSampler(...)` created in this file without `shuffle=`
+    (its default, written out). When the sampler may be `None`, `shuffle=True` becomes
+    `shuffle=sampler is None`, which keeps both paths as they were. It is safe. No fix is
+    offered when a batch sampler may be `None`, or when the conflicting values are positional.
+
+    ## References
+    - [`torch.utils.data.DataLoader`](https://pytorch.org/docs/stable/data.html#torch.utils.data.DataLoader)
+    - [`DistributedSampler`](https://pytorch.org/docs/stable/data.html#torch.utils.data.distributed.DistributedSampler)
+    """
+
+    zh = """## 功能
+    检查 `DataLoader(..., sampler=..., shuffle=True)`，以及 `batch_sampler=` 与 `shuffle=True`、
+    `sampler=`、不等于 1 的 `batch_size` 或 `drop_last=True` 同时使用的情况。
+
+    ## 为什么不好？
+    采样器（sampler）已经决定了样本的顺序，`shuffle` 无事可做，`DataLoader` 在创建时就会拒绝这种组合：
+    `ValueError: sampler option is mutually exclusive with shuffle`。批采样器（batch sampler）连批次也
+    一并决定，会报 `ValueError: batch_sampler option is mutually exclusive with batch_size, shuffle,
+    sampler, and drop_last`。
+
+    分布式训练中很容易犯这个错：把 `shuffle=True` 从 `DataLoader` 挪到 `DistributedSampler`（它默认就会打乱）
+    时，旧的关键字参数留在了原处。错误要到任务在集群上启动时才出现。
+
+    ## 示例
+    ```python
+    from torch.utils.data import DataLoader, DistributedSampler
+
+    sampler = DistributedSampler(dataset)
+    loader = DataLoader(dataset, batch_size=64, sampler=sampler, shuffle=True)
+    ```
+
+    ## 改为
+    ```python
+    from torch.utils.data import DataLoader, DistributedSampler
+
+    sampler = DistributedSampler(dataset, shuffle=True)
+    loader = DataLoader(dataset, batch_size=64, sampler=sampler)
+    ```
+    如果只在分布式运行时才使用采样器，其余情况让 `DataLoader` 自己打乱：
+    `DataLoader(dataset, sampler=sampler, shuffle=sampler is None)`。
+
+    ## 修复安全性
+    修复会删除冲突的关键字参数（带着它们调用本来就会报错），并给本文件中创建、未写 `shuffle=` 的
+    `DistributedSampler(...)` 加上 `shuffle=True`（即写明它的默认值）。当采样器可能为 `None` 时，
+    `shuffle=True` 会改为 `shuffle=sampler is None`，两条路径的行为都保持不变。该修复是安全的。批采样器可能为
+    `None`，或冲突的值是按位置传入时，不提供修复。
+
+    ## 参考
+    - [`torch.utils.data.DataLoader`](https://pytorch.org/docs/stable/data.html#torch.utils.data.DataLoader)
+    - [`DistributedSampler`](https://pytorch.org/docs/stable/data.html#torch.utils.data.distributed.DistributedSampler)
+    """
+
+    code = "TDR503"
+    name = "sampler-with-shuffle"
+    severity = Severity.ERROR
+    fix_safety = Applicability.SAFE
+
+    VALID = (
+        "import torch\nfrom torch.utils.data import DataLoader, DistributedSampler\n"
+        "sampler = DistributedSampler(ds)\nloader = DataLoader(ds, sampler=sampler, shuffle=False)",
+        "import torch\nfrom torch.utils.data import DataLoader, DistributedSampler\n"
+        "sampler = DistributedSampler(ds)\nloader = DataLoader(ds, batch_size=8, sampler=sampler)",
+        # The documented idiom.
+        "import torch\nfrom torch.utils.data import DataLoader, DistributedSampler\n"
+        "sampler = DistributedSampler(ds) if distributed else None\n"
+        "loader = DataLoader(ds, sampler=sampler, shuffle=(sampler is None))",
+        "import torch\nfrom torch.utils.data import DataLoader\n"
+        "loader = DataLoader(ds, sampler=None, shuffle=True)",
+        "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds, 32, True)",
+        # A parameter may well be None: not reported.
+        "import torch\nfrom torch.utils.data import DataLoader\n"
+        "def make_loader(ds, sampler=None):\n"
+        "    return DataLoader(ds, sampler=sampler, shuffle=True)\n",
+        # A batch sampler alone, or with the default batch_size.
+        "import torch\nfrom torch.utils.data import BatchSampler, DataLoader, RandomSampler\n"
+        "bs = BatchSampler(RandomSampler(ds), batch_size=32, drop_last=False)\n"
+        "loader = DataLoader(ds, batch_sampler=bs, batch_size=1, num_workers=4)",
+        # Other libraries' DataLoader and a local class of the same name.
+        "import torch\nfrom torch_geometric.loader import DataLoader\n"
+        "from torch.utils.data import RandomSampler\n"
+        "loader = DataLoader(ds, sampler=RandomSampler(ds), shuffle=True)",
+        "import torch\nfrom torch.utils.data import RandomSampler\n"
+        "class DataLoader:\n    def __init__(self, ds, sampler=None, shuffle=False):\n        pass\n"
+        "loader = DataLoader(ds, sampler=RandomSampler(ds), shuffle=True)",
+        "import torch\nfrom torch.utils.data import DataLoader, DistributedSampler\n"
+        "sampler = DistributedSampler(ds)\nloader = DataLoader(ds, sampler=sampler, shuffle=False)",
+    )
+    INVALID = (
+        Invalid(
+            "import torch\nfrom torch.utils.data import DataLoader, DistributedSampler\n"
+            "loader = DataLoader(ds, batch_size=32, sampler=DistributedSampler(ds), shuffle=True)",
+            fixed="import torch\nfrom torch.utils.data import DataLoader, DistributedSampler\n"
+            "loader = DataLoader(ds, batch_size=32, sampler=DistributedSampler(ds, shuffle=True))",
+        ),
+        Invalid(
+            "from torch.utils.data import DataLoader\n"
+            "from torch.utils.data.distributed import DistributedSampler\n"
+            "sampler = DistributedSampler(ds, num_replicas=2, rank=0)\n"
+            "loader = DataLoader(ds, shuffle=True, sampler=sampler, num_workers=4)",
+            fixed="from torch.utils.data import DataLoader\n"
+            "from torch.utils.data.distributed import DistributedSampler\n"
+            "sampler = DistributedSampler(ds, num_replicas=2, rank=0, shuffle=True)\n"
+            "loader = DataLoader(ds, sampler=sampler, num_workers=4)",
+        ),
+        # The sampler already says how to shuffle: only the DataLoader's keyword goes.
+        Invalid(
+            "import torch.utils.data as tud\n"
+            "sampler = tud.DistributedSampler(ds, shuffle=False)\n"
+            "loader = tud.DataLoader(ds, sampler=sampler, shuffle=True)",
+            fixed="import torch.utils.data as tud\n"
+            "sampler = tud.DistributedSampler(ds, shuffle=False)\n"
+            "loader = tud.DataLoader(ds, sampler=sampler)",
+        ),
+        Invalid(
+            "from torch.utils.data import DataLoader as DL, WeightedRandomSampler\n"
+            "weights = [1.0, 2.0]\n"
+            "loader = DL(ds, batch_size=4,\n"
+            "            sampler=WeightedRandomSampler(weights, num_samples=2),\n"
+            "            shuffle=True)\n",
+            fixed="from torch.utils.data import DataLoader as DL, WeightedRandomSampler\n"
+            "weights = [1.0, 2.0]\n"
+            "loader = DL(ds, batch_size=4,\n"
+            "            sampler=WeightedRandomSampler(weights, num_samples=2))\n",
+        ),
+        # A sampler that exists only in distributed runs.
+        Invalid(
+            "import torch\nfrom torch.utils.data import DataLoader, DistributedSampler\n"
+            "sampler = DistributedSampler(ds) if distributed else None\n"
+            "loader = DataLoader(ds, sampler=sampler, shuffle=True)",
+            fixed="import torch\nfrom torch.utils.data import DataLoader, DistributedSampler\n"
+            "sampler = DistributedSampler(ds, shuffle=True) if distributed else None\n"
+            "loader = DataLoader(ds, sampler=sampler, shuffle=sampler is None)",
+        ),
+        # A sampler class defined in the file.
+        Invalid(
+            "import torch\nfrom torch.utils.data import DataLoader, Sampler\n"
+            "class LengthSampler(Sampler):\n    pass\n"
+            "def make(ds):\n"
+            "    return DataLoader(ds, sampler=LengthSampler(), shuffle=True, num_workers=2)\n",
+            fixed="import torch\nfrom torch.utils.data import DataLoader, Sampler\n"
+            "class LengthSampler(Sampler):\n    pass\n"
+            "def make(ds):\n"
+            "    return DataLoader(ds, sampler=LengthSampler(), num_workers=2)\n",
+        ),
+        Invalid(
+            "import torch\nfrom torch.utils.data import BatchSampler, DataLoader, RandomSampler\n"
+            "bs = BatchSampler(RandomSampler(ds), batch_size=32, drop_last=True)\n"
+            "loader = DataLoader(ds, batch_sampler=bs, batch_size=32, shuffle=True, drop_last=True)",
+            fixed="import torch\nfrom torch.utils.data import BatchSampler, DataLoader, RandomSampler\n"
+            "bs = BatchSampler(RandomSampler(ds), batch_size=32, drop_last=True)\n"
+            "loader = DataLoader(ds, batch_sampler=bs)",
+        ),
+        # batch_size=None is not 1 either.
+        Invalid(
+            "import torch\nfrom torch.utils.data import BatchSampler, DataLoader, SequentialSampler\n"
+            "loader = DataLoader(\n"
+            "    ds,\n"
+            "    batch_size=None,\n"
+            "    batch_sampler=BatchSampler(SequentialSampler(ds), 8, False),\n"
+            ")\n",
+            fixed="import torch\nfrom torch.utils.data import BatchSampler, DataLoader, SequentialSampler\n"
+            "loader = DataLoader(\n"
+            "    ds,\n"
+            "    batch_sampler=BatchSampler(SequentialSampler(ds), 8, False),\n"
+            ")\n",
+        ),
+        # The batch sampler may be None: removing batch_size would change that path.
+        Invalid(
+            "import torch\nfrom torch.utils.data import BatchSampler, DataLoader, RandomSampler\n"
+            "bs = BatchSampler(RandomSampler(ds), 16, False) if bucketing else None\n"
+            "loader = DataLoader(ds, batch_size=16, batch_sampler=bs)",
+            fixed=None,
+        ),
+        # Positional shuffle: reported, no fix.
+        Invalid(
+            "import torch\nfrom torch.utils.data import DataLoader, DistributedSampler\n"
+            "sampler = DistributedSampler(ds)\nloader = DataLoader(ds, 32, True, sampler)",
+            fixed=None,
+        ),
+        Invalid(
+            "from torch.utils.data import DataLoader, DistributedSampler\n"
+            "sampler = DistributedSampler(ds)\n"
+            "loader = DataLoader(ds, sampler=sampler, shuffle=True)",
+            fixed="from torch.utils.data import DataLoader, DistributedSampler\n"
+            "sampler = DistributedSampler(ds, shuffle=True)\n"
+            "loader = DataLoader(ds, sampler=sampler)",
+            notebook=True,
+        ),
+    )
+
+    def check(self, ctx: Context) -> None:
+        for call in ctx.sem.calls_to("torch.utils.data.DataLoader"):
+            given = {name: argument(call, name, pos) for name, pos in POSITIONS.items()}
+            samplers, sampler_other = self._samplers(ctx, given["sampler"])
+            batch_samplers, batch_other = self._samplers(ctx, given["batch_sampler"])
+            if batch_samplers:
+                conflicts = [
+                    name
+                    for name, bad in (
+                        ("batch_size", _not_one(given["batch_size"])),
+                        ("shuffle", _truthy(given["shuffle"])),
+                        ("sampler", bool(samplers)),
+                        ("drop_last", _truthy(given["drop_last"])),
+                    )
+                    if bad
+                ]
+                if conflicts:
+                    self._report_batch_sampler(ctx, call, conflicts, given, batch_other)
+                continue
+            if samplers and _truthy(given["shuffle"]):
+                self._report_sampler(ctx, call, given, samplers, sampler_other)
+
+    @staticmethod
+    def _samplers(ctx: Context, expr: ast.expr | None) -> tuple[list[ast.Call], bool]:
+        """Sampler constructions the argument may hold, and whether it may hold other values."""
+        if expr is None or (isinstance(expr, ast.Constant) and expr.value is None):
+            return [], True
+        sem = ctx.sem
+        return sem.constructions(expr, lambda c: sem.kind(c) is Kind.SAMPLER)
+
+    def _report_sampler(
+        self,
+        ctx: Context,
+        call: ast.Call,
+        given: dict[str, ast.expr | None],
+        samplers: list[ast.Call],
+        maybe_none: bool,
+    ) -> None:
+        sampler, shuffle = given["sampler"], given["shuffle"]
+        assert sampler is not None and shuffle is not None
+        kw = keyword(call, "shuffle")
+        fix: Fix | None = None
+        if kw is not None and keyword(call, "sampler") is not None:
+            edits: list[Edit]
+            if maybe_none:
+                if not isinstance(sampler, ast.Name | ast.Attribute):
+                    edits = []
+                else:
+                    value = f"{ctx.segment(sampler)} is None"
+                    edits = [fixes.replace(ctx.source, kw.value, value)]
+                    title = Text(f"Replace with `shuffle={value}`", f"改为 `shuffle={value}`")
+            else:
+                edits = [fixes.remove_argument(ctx.source, call, kw)]
+                title = Text("Remove `shuffle=True`", "删除 `shuffle=True`")
+            if edits:
+                extra = self._distributed_shuffle(ctx, samplers)
+                if extra and not maybe_none:
+                    title = Text(
+                        "Remove `shuffle=True` and pass it to the `DistributedSampler`",
+                        "删除 `shuffle=True`，改为传给 `DistributedSampler`",
+                    )
+                fix = Fix(title, (*edits, *extra), Applicability.SAFE)
+        ctx.report(
+            kw if kw is not None else shuffle,
+            Text(
+                "`DataLoader` with both `sampler=` and `shuffle=True` raises `ValueError: "
+                "sampler option is mutually exclusive with shuffle`",
+                "`DataLoader` 同时指定 `sampler=` 与 `shuffle=True` 会抛出 `ValueError: "
+                "sampler option is mutually exclusive with shuffle`",
+            ),
+            fixes=[fix],
+            related=[ctx.related(sampler, Text("The sampler is passed here", "采样器在此传入"))],
+        )
+
+    def _report_batch_sampler(
+        self,
+        ctx: Context,
+        call: ast.Call,
+        conflicts: list[str],
+        given: dict[str, ast.expr | None],
+        maybe_none: bool,
+    ) -> None:
+        batch_sampler = given["batch_sampler"]
+        assert batch_sampler is not None
+        keywords = [keyword(call, name) for name in conflicts]
+        fix: Fix | None = None
+        if not maybe_none and all(kw is not None for kw in keywords):
+            names = ", ".join(f"`{name}=`" for name in conflicts)
+            edits = [fixes.remove_argument(ctx.source, call, kw) for kw in keywords if kw]
+            fix = Fix(Text(f"Remove {names}", f"删除 {names}"), tuple(edits), Applicability.SAFE)
+        first = min(
+            (
+                kw if kw is not None else given[name]
+                for kw, name in zip(keywords, conflicts, strict=True)
+            ),
+            key=lambda n: (n.lineno, n.col_offset),  # type: ignore[union-attr]
+        )
+        listed = ", ".join(f"`{name}`" for name in conflicts)
+        assert first is not None
+        ctx.report(
+            first,
+            Text(
+                f"`DataLoader` with `batch_sampler=` and {listed} raises `ValueError: batch_sampler "
+                "option is mutually exclusive with batch_size, shuffle, sampler, and drop_last`",
+                f"`DataLoader` 同时指定 `batch_sampler=` 与 {listed} 会抛出 `ValueError: batch_sampler "
+                "option is mutually exclusive with batch_size, shuffle, sampler, and drop_last`",
+            ),
+            fixes=[fix],
+            related=[
+                ctx.related(
+                    batch_sampler, Text("The batch sampler is passed here", "批采样器在此传入")
+                )
+            ],
+        )
+
+    @staticmethod
+    def _distributed_shuffle(ctx: Context, samplers: list[ast.Call]) -> list[Edit]:
+        """Write out ``shuffle=True`` in ``DistributedSampler(...)`` calls that leave it implicit."""
+        edits = []
+        for sampler in samplers:
+            if ctx.qualname(sampler.func) != DISTRIBUTED_SAMPLER or has_star_kwargs(sampler):
+                continue
+            if argument(sampler, "shuffle", 3) is not None:
+                continue
+            edits.append(fixes.add_keyword(ctx.source, sampler, "shuffle=True"))
+        return edits

@@ -1,0 +1,232 @@
+from __future__ import annotations
+
+import ast
+
+from ..engine import fixes
+from ..engine.context import Context
+from ..engine.model import Applicability, Fix, Text
+from ..engine.semantic import MODEL_WRAPPERS, Kind, argument
+from .base import Invalid, Rule
+
+
+class SaveWholeModel(Rule):
+    """## What it does
+    Checks for `torch.save(model, ...)` where `model` is an `nn.Module`, not its `state_dict()`.
+
+    ## Why is this bad?
+    Saving the module pickles the object: the file stores a reference to the model's class by
+    its import path (`models.resnet.MyNet`), not its code. Loading it later needs that exact
+    class at that exact path; renaming a file, moving a class or changing `__init__` makes old
+    checkpoints unloadable. Since PyTorch 2.6, `torch.load` defaults to `weights_only=True`, so
+    such a file does not even load without `weights_only=False`, which lets the file run
+    arbitrary code (see TDR603).
+
+    A `state_dict()` is a plain mapping from parameter names to tensors: it loads with the safe
+    default, into any version of the code whose parameter names still match.
+
+    ## Example
+    ```python
+    import torch
+    from torch import nn
+
+    model = nn.Sequential(nn.Linear(10, 10), nn.ReLU(), nn.Linear(10, 2))
+    torch.save(model, "model.pt")
+    ```
+
+    ## Use instead
+    ```python
+    import torch
+    from torch import nn
+
+    model = nn.Sequential(nn.Linear(10, 10), nn.ReLU(), nn.Linear(10, 2))
+    torch.save(model.state_dict(), "model.pt")
+
+    # Loading: build the model, then load the weights.
+    model = nn.Sequential(nn.Linear(10, 10), nn.ReLU(), nn.Linear(10, 2))
+    model.load_state_dict(torch.load("model.pt", map_location="cpu"))
+    ```
+
+    ## Fix safety
+    The fix saves `model.state_dict()` instead (`model.module.state_dict()` for a
+    `DistributedDataParallel`/`DataParallel` wrapper). It is unsafe: the file changes format,
+    and the code that loads it must now build the model and call `load_state_dict`. No fix is
+    offered for a `torch.compile` result, whose state dict keys carry an `_orig_mod.` prefix.
+
+    ## References
+    - [Saving and loading models](https://pytorch.org/tutorials/beginner/saving_loading_models.html)
+    - [`torch.save`](https://pytorch.org/docs/stable/generated/torch.save.html)
+    - [Serialization semantics](https://pytorch.org/docs/stable/notes/serialization.html)
+    """
+
+    zh = """## 功能
+    检查 `torch.save(model, ...)`：`model` 是 `nn.Module`，保存的却不是它的 `state_dict()`。
+
+    ## 为什么不好？
+    保存整个模块就是 pickle 整个对象：文件里记录的是模型类的导入路径（如 `models.resnet.MyNet`），而不是
+    类的代码。以后加载时必须在完全相同的路径找到完全相同的类；重命名文件、移动类或修改 `__init__` 都会让旧
+    检查点无法加载。自 PyTorch 2.6 起 `torch.load` 默认 `weights_only=True`，这样的文件不加
+    `weights_only=False` 根本加载不了，而这又会允许文件执行任意代码（见 TDR603）。
+
+    `state_dict()` 只是参数名到张量的普通映射：用安全的默认设置即可加载，并且只要参数名一致，就能载入任何
+    版本的代码。
+
+    ## 示例
+    ```python
+    import torch
+    from torch import nn
+
+    model = nn.Sequential(nn.Linear(10, 10), nn.ReLU(), nn.Linear(10, 2))
+    torch.save(model, "model.pt")
+    ```
+
+    ## 改为
+    ```python
+    import torch
+    from torch import nn
+
+    model = nn.Sequential(nn.Linear(10, 10), nn.ReLU(), nn.Linear(10, 2))
+    torch.save(model.state_dict(), "model.pt")
+
+    # 加载：先构建模型，再载入权重。
+    model = nn.Sequential(nn.Linear(10, 10), nn.ReLU(), nn.Linear(10, 2))
+    model.load_state_dict(torch.load("model.pt", map_location="cpu"))
+    ```
+
+    ## 修复安全性
+    修复改为保存 `model.state_dict()`（对 `DistributedDataParallel`/`DataParallel` 包装则为
+    `model.module.state_dict()`）。该修复不安全：文件格式变了，加载它的代码也必须改为先构建模型、再调用
+    `load_state_dict`。对 `torch.compile` 的结果不提供修复，因为它的 state dict 键带有 `_orig_mod.` 前缀。
+
+    ## 参考
+    - [保存与加载模型](https://pytorch.org/tutorials/beginner/saving_loading_models.html)
+    - [`torch.save`](https://pytorch.org/docs/stable/generated/torch.save.html)
+    - [序列化语义](https://pytorch.org/docs/stable/notes/serialization.html)
+    """
+
+    code = "TDR601"
+    name = "save-whole-model"
+    fix_safety = Applicability.UNSAFE
+
+    VALID = (
+        "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\n"
+        "torch.save(model.state_dict(), 'm.pt')",
+        # A checkpoint dict.
+        "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "torch.save({'model': model.state_dict(), 'optimizer': opt.state_dict()}, 'ckpt.pt')",
+        # Tensors and optimizers are not modules.
+        "import torch\nx = torch.randn(3)\ntorch.save(x, 'x.pt')",
+        "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\n"
+        "optimizer = torch.optim.AdamW(model.parameters())\ntorch.save(optimizer, 'o.pt')",
+        # torch.jit.save of a scripted module is the intended format.
+        "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\n"
+        "scripted = torch.jit.script(model)\ntorch.jit.save(scripted, 'm.pt')",
+        # A local function named save.
+        "import torch\nfrom torch import nn\ndef save(obj, path):\n    pass\n"
+        "model = nn.Linear(2, 2)\nsave(model, 'm.pt')",
+        # torch.save shadowed by a parameter.
+        "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\n"
+        "def export(save):\n    save(model, 'm.pt')\n",
+        # A name of unknown kind.
+        "import torch\ndef dump(obj, path):\n    torch.save(obj, path)\n",
+        "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\n"
+        "state = model.state_dict()\ntorch.save(state, 'm.pt')",
+        # A module's `save` method is not torch.save.
+        "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\n"
+        "class Store:\n    def save(self, obj, path):\n        pass\n"
+        "Store().save(model, 'm.pt')",
+    )
+    INVALID = (
+        Invalid(
+            "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\ntorch.save(model, 'm.pt')",
+            fixed="import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\n"
+            "torch.save(model.state_dict(), 'm.pt')",
+        ),
+        Invalid(
+            "import torch as T\nimport torch.nn as nn\n"
+            "class Net(nn.Module):\n    pass\n"
+            "net = Net()\nT.save(obj=net, f='net.pt')",
+            fixed="import torch as T\nimport torch.nn as nn\n"
+            "class Net(nn.Module):\n    pass\n"
+            "net = Net()\nT.save(obj=net.state_dict(), f='net.pt')",
+        ),
+        Invalid(
+            "from torch import save\nimport torchvision\n"
+            "model = torchvision.models.resnet18()\nsave(model, 'r18.pt')",
+            fixed="from torch import save\nimport torchvision\n"
+            "model = torchvision.models.resnet18()\nsave(model.state_dict(), 'r18.pt')",
+        ),
+        # A name known as a model from how it is used.
+        Invalid(
+            "import torch\ndef finish(model, path):\n    model.eval()\n    torch.save(model, path)\n",
+            fixed="import torch\ndef finish(model, path):\n    model.eval()\n"
+            "    torch.save(model.state_dict(), path)\n",
+        ),
+        Invalid(
+            "import torch\nfrom torch import nn\n"
+            "class Trainer:\n"
+            "    def __init__(self):\n"
+            "        self.model = nn.Linear(4, 2)\n"
+            "    def save(self, path):\n"
+            "        torch.save(self.model, path)\n",
+            fixed="import torch\nfrom torch import nn\n"
+            "class Trainer:\n"
+            "    def __init__(self):\n"
+            "        self.model = nn.Linear(4, 2)\n"
+            "    def save(self, path):\n"
+            "        torch.save(self.model.state_dict(), path)\n",
+        ),
+        # A DDP wrapper: save the inner module's weights.
+        Invalid(
+            "import torch\nfrom torch import nn\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+            "model = DDP(nn.Linear(2, 2).cuda())\ntorch.save(model, 'm.pt')",
+            fixed="import torch\nfrom torch import nn\n"
+            "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+            "model = DDP(nn.Linear(2, 2).cuda())\ntorch.save(model.module.state_dict(), 'm.pt')",
+        ),
+        # A compiled model: reported, no fix (its keys carry an `_orig_mod.` prefix).
+        Invalid(
+            "import torch\nfrom torch import nn\nmodel = torch.compile(nn.Linear(2, 2))\n"
+            "torch.save(model, 'm.pt')",
+            fixed=None,
+        ),
+        Invalid(
+            "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\ntorch.save(model, 'm.pt')",
+            fixed="import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\n"
+            "torch.save(model.state_dict(), 'm.pt')",
+            notebook=True,
+        ),
+    )
+
+    def check(self, ctx: Context) -> None:
+        for call in ctx.sem.calls_to("torch.save"):
+            obj = argument(call, "obj", 0)
+            if obj is None or ctx.kind(obj) is not Kind.MODULE:
+                continue
+            ctx.report(
+                obj,
+                Text(
+                    "`torch.save` pickles the whole module; save its `state_dict()` instead",
+                    "`torch.save` 会 pickle 整个模块；请改为保存它的 `state_dict()`",
+                ),
+                fixes=[self._fix(ctx, obj)],
+            )
+
+    @staticmethod
+    def _fix(ctx: Context, obj: ast.expr) -> Fix | None:
+        if not isinstance(obj, ast.Name | ast.Attribute):
+            return None
+        sem = ctx.sem
+        compiled, _ = sem.constructions(obj, lambda c: sem.qualname(c.func) == "torch.compile")
+        if compiled:
+            return None
+        wrapped, other = sem.constructions(obj, lambda c: sem.qualname(c.func) in MODEL_WRAPPERS)
+        if wrapped and other:
+            return None
+        suffix = ".module.state_dict()" if wrapped else ".state_dict()"
+        text = ctx.segment(obj) + suffix
+        return Fix(
+            Text(f"Save `{text}`", f"改为保存 `{text}`"),
+            (fixes.replace(ctx.source, obj, text),),
+            Applicability.UNSAFE,
+        )
