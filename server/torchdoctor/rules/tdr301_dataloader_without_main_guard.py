@@ -1,0 +1,655 @@
+from __future__ import annotations
+
+import ast
+
+from ..engine import fixes
+from ..engine.context import Context
+from ..engine.model import Applicability, Edit, Fix, Pos, Text
+from ..engine.semantic import FUNCTION_NODES, is_main_guard, keyword
+from .base import Invalid, Rule, Valid
+
+# Calls that start worker processes as soon as they run.
+_PROCESS_STARTERS = frozenset(
+    {
+        "multiprocessing.Pool",
+        "multiprocessing.pool.Pool",
+        "torch.multiprocessing.Pool",
+        "torch.multiprocessing.spawn",
+        "torch.multiprocessing.start_processes",
+    }
+)
+_PROCESS_CLASSES = frozenset({"multiprocessing.Process", "torch.multiprocessing.Process"})
+_NUM_WORKERS_POSITION = (
+    5  # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers)
+)
+_MAX_DEPTH = 8
+Func = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+class DataLoaderWithoutMainGuard(Rule):
+    """## What it does
+    Checks for scripts whose module-level code starts worker processes outside an
+    `if __name__ == "__main__":` block: a `DataLoader` with `num_workers` other than `0`
+    that is created and used there (directly, or through a local function called there), or a
+    `multiprocessing` / `torch.multiprocessing` start (`Process(...).start()`, `Pool(...)`,
+    `mp.spawn(...)`).
+
+    ## Why is this bad?
+    With the `spawn` start method, the default on Windows and macOS, every worker process
+    starts a fresh interpreter and imports your script. Unguarded module-level code then runs
+    again in each worker, creates the loader again and tries to start workers of its own,
+    which fails with `RuntimeError: An attempt has been made to start a new process before the
+    current process has finished its bootstrapping phase.` The same script works on Linux
+    (`fork`), so the bug shows up only when someone else runs it. Notebooks are not checked:
+    their code is not re-imported by workers.
+
+    ## Example
+    ```python
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    dataset = TensorDataset(torch.randn(100, 3))
+    loader = DataLoader(dataset, batch_size=10, num_workers=4)
+    for (batch,) in loader:
+        print(batch.shape)
+    ```
+
+    ## Use instead
+    ```python
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    def main():
+        dataset = TensorDataset(torch.randn(100, 3))
+        loader = DataLoader(dataset, batch_size=10, num_workers=4)
+        for (batch,) in loader:
+            print(batch.shape)
+
+
+    if __name__ == "__main__":
+        main()
+    ```
+
+    ## Fix safety
+    The fix moves the executable statements after the last top-level import, `def` or
+    `class` into `def main():` and calls it under `if __name__ == "__main__":`; names those
+    statements assign and functions above read are declared `global` in `main`. The
+    alternative fix indents the same statements under `if __name__ == "__main__":`. Both are
+    unsafe: code that imports the file no longer runs those statements or gets those names,
+    and with `main()` the other names become local. No fix is offered when the offending
+    statement comes before a later import, `def` or `class`.
+
+    ## References
+    - [Multiprocessing best practices: the main guard](https://docs.python.org/3/library/multiprocessing.html#the-spawn-and-forkserver-start-methods)
+    - [`torch.utils.data.DataLoader`: platform-specific behaviours](https://pytorch.org/docs/stable/data.html#platform-specific-behaviors)
+    """
+
+    zh = """## 功能
+    检查脚本的模块级代码是否在 `if __name__ == "__main__":` 块之外启动了工作进程：在那里创建并使用了
+    `num_workers` 不为 `0` 的 `DataLoader`（直接创建，或通过在那里调用的本地函数），或启动了
+    `multiprocessing` / `torch.multiprocessing` 进程（`Process(...).start()`、`Pool(...)`、
+    `mp.spawn(...)`）。
+
+    ## 为什么不好？
+    使用 `spawn` 启动方式时（Windows 和 macOS 的默认方式），每个工作进程都会启动新的解释器并导入你的
+    脚本。未加保护的模块级代码会在每个工作进程中再次运行，再次创建加载器并试图启动自己的工作进程，
+    从而报错 `RuntimeError: An attempt has been made to start a new process before the current
+    process has finished its bootstrapping phase.`。同一脚本在 Linux（`fork`）上可以运行，所以问题
+    往往在别人运行时才暴露。本规则不检查 notebook：工作进程不会重新导入 notebook 的代码。
+
+    ## 示例
+    ```python
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    dataset = TensorDataset(torch.randn(100, 3))
+    loader = DataLoader(dataset, batch_size=10, num_workers=4)
+    for (batch,) in loader:
+        print(batch.shape)
+    ```
+
+    ## 改为
+    ```python
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    def main():
+        dataset = TensorDataset(torch.randn(100, 3))
+        loader = DataLoader(dataset, batch_size=10, num_workers=4)
+        for (batch,) in loader:
+            print(batch.shape)
+
+
+    if __name__ == "__main__":
+        main()
+    ```
+
+    ## 修复安全性
+    修复会把最后一个顶层 import、`def` 或 `class` 之后的可执行语句移入 `def main():`，并在
+    `if __name__ == "__main__":` 下调用它；这些语句赋值、且被上方函数读取的名称会在 `main` 中声明为
+    `global`。另一个修复是把这些语句缩进到 `if __name__ == "__main__":` 之下。两者都不安全：导入该文件的
+    代码不再执行这些语句、也拿不到这些名称；使用 `main()` 时其余名称会变成局部变量。如果出问题的语句位于
+    之后的某个 import、`def` 或 `class` 之前，则不提供修复。
+
+    ## 参考
+    - [multiprocessing 编程指南：main 保护](https://docs.python.org/zh-cn/3/library/multiprocessing.html#the-spawn-and-forkserver-start-methods)
+    - [`torch.utils.data.DataLoader`：平台相关行为](https://pytorch.org/docs/stable/data.html#platform-specific-behaviors)
+    """
+
+    code = "TDR301"
+    name = "dataloader-without-main-guard"
+    fix_safety = Applicability.UNSAFE
+    notebooks = False
+
+    VALID = (
+        # Already guarded.
+        "import torch\nfrom torch.utils.data import DataLoader\n"
+        "def main():\n    loader = DataLoader(ds, num_workers=4)\n    for b in loader:\n"
+        "        pass\n"
+        'if __name__ == "__main__":\n    main()\n',
+        "import torch\nfrom torch.utils.data import DataLoader\n"
+        "if __name__ == '__main__':\n    for b in DataLoader(ds, num_workers=2):\n        pass\n",
+        "import torch\nfrom torch.utils.data import DataLoader\n"
+        "if '__main__' == __name__ and True:\n    loader = DataLoader(ds, num_workers=2)\n"
+        "    list(loader)\n",
+        # No workers: nothing is spawned.
+        "import torch\nfrom torch.utils.data import DataLoader\n"
+        "loader = DataLoader(ds, batch_size=4)\nfor b in loader:\n    pass\n",
+        "import torch\nfrom torch.utils.data import DataLoader\n"
+        "loader = DataLoader(ds, num_workers=0)\nfor b in loader:\n    pass\n",
+        "import torch\nfrom torch.utils.data import DataLoader\nWORKERS = 0\n"
+        "loader = DataLoader(ds, num_workers=WORKERS)\nfor b in loader:\n    pass\n",
+        # Unknown keyword arguments.
+        "import torch\nfrom torch.utils.data import DataLoader\n"
+        "loader = DataLoader(ds, **cfg)\nfor b in loader:\n    pass\n",
+        # A loader defined at module level but only used from the guarded main.
+        "import torch\nfrom torch.utils.data import DataLoader\n"
+        "loader = DataLoader(ds, num_workers=4)\n"
+        "def main():\n    for b in loader:\n        pass\n"
+        "if __name__ == '__main__':\n    main()\n",
+        # A helper that only builds and returns the loader, never called at module level.
+        "import torch\nfrom torch.utils.data import DataLoader\n"
+        "def make_loader(ds):\n    return DataLoader(ds, num_workers=8)\n",
+        # A local class named DataLoader is not torch's.
+        "import torch\nclass DataLoader:\n    def __init__(self, ds, num_workers=0):\n"
+        "        self.ds = ds\nloader = DataLoader([1], num_workers=4)\nfor b in loader:\n"
+        "    pass\n",
+        # Threads are not processes.
+        "import torch\nfrom multiprocessing.pool import ThreadPool\npool = ThreadPool(4)\n",
+        # A function that starts processes but is only called from the guard.
+        "import torch\nimport torch.multiprocessing as mp\n"
+        "def worker(rank):\n    pass\n"
+        "def launch():\n    mp.spawn(worker, nprocs=2)\n"
+        "if __name__ == '__main__':\n    launch()\n",
+        # Notebooks are not re-imported by workers.
+        Valid(
+            "import torch\nfrom torch.utils.data import DataLoader\n"
+            "loader = DataLoader(ds, num_workers=4)\nfor b in loader:\n    pass\n",
+            notebook=True,
+        ),
+    )
+    INVALID = (
+        Invalid(
+            "import torch\n"
+            "from torch.utils.data import DataLoader, TensorDataset\n"
+            "\n"
+            "dataset = TensorDataset(torch.randn(100, 3))\n"
+            "loader = DataLoader(dataset, batch_size=10, num_workers=4)\n"
+            "for (batch,) in loader:\n"
+            "    print(batch.shape)\n",
+            fixed="import torch\n"
+            "from torch.utils.data import DataLoader, TensorDataset\n"
+            "\n"
+            "def main():\n"
+            "    dataset = TensorDataset(torch.randn(100, 3))\n"
+            "    loader = DataLoader(dataset, batch_size=10, num_workers=4)\n"
+            "    for (batch,) in loader:\n"
+            "        print(batch.shape)\n"
+            "\n"
+            "\n"
+            'if __name__ == "__main__":\n'
+            "    main()\n",
+        ),
+        # Aliased import, loader iterated inline, a multi-line string left as it is.
+        Invalid(
+            "import torch.utils.data as tud\n"
+            "HELP = '''usage:\n"
+            "  python train.py'''\n"
+            "for b in tud.DataLoader(ds, num_workers=2):\n"
+            "    print('''batch\n"
+            "done''')\n",
+            fixed="import torch.utils.data as tud\n"
+            "def main():\n"
+            "    HELP = '''usage:\n"
+            "  python train.py'''\n"
+            "    for b in tud.DataLoader(ds, num_workers=2):\n"
+            "        print('''batch\n"
+            "done''')\n"
+            "\n"
+            "\n"
+            'if __name__ == "__main__":\n'
+            "    main()\n",
+        ),
+        # A local function that creates and iterates the loader, called at module level; the
+        # global it reads is declared global in main().
+        Invalid(
+            "import torch\n"
+            "from torch.utils.data import DataLoader\n"
+            "def train():\n"
+            "    loader = DataLoader(ds, num_workers=args_workers)\n"
+            "    for b in loader:\n"
+            "        pass\n"
+            "ds = list(range(10))\n"
+            "train()",
+            fixed="import torch\n"
+            "from torch.utils.data import DataLoader\n"
+            "def train():\n"
+            "    loader = DataLoader(ds, num_workers=args_workers)\n"
+            "    for b in loader:\n"
+            "        pass\n"
+            "def main():\n"
+            "    global ds\n"
+            "    ds = list(range(10))\n"
+            "    train()\n"
+            "\n"
+            "\n"
+            'if __name__ == "__main__":\n'
+            "    main()",
+        ),
+        # Transitively, through two local functions; a torch.multiprocessing start.
+        Invalid(
+            "import torch.multiprocessing as mp\n"
+            "def worker(rank):\n"
+            "    pass\n"
+            "def launch():\n"
+            "    mp.spawn(worker, nprocs=2)\n"
+            "def run():\n"
+            "    launch()\n"
+            "run()\n",
+            fixed="import torch.multiprocessing as mp\n"
+            "def worker(rank):\n"
+            "    pass\n"
+            "def launch():\n"
+            "    mp.spawn(worker, nprocs=2)\n"
+            "def run():\n"
+            "    launch()\n"
+            "def main():\n"
+            "    run()\n"
+            "\n"
+            "\n"
+            'if __name__ == "__main__":\n'
+            "    main()\n",
+        ),
+        # multiprocessing.Process(...).start() through a name.
+        Invalid(
+            "import torch\n"
+            "from multiprocessing import Process\n"
+            "p = Process(target=print)\n"
+            "p.start()\n",
+            fixed="import torch\n"
+            "from multiprocessing import Process\n"
+            "def main():\n"
+            "    p = Process(target=print)\n"
+            "    p.start()\n"
+            "\n"
+            "\n"
+            'if __name__ == "__main__":\n'
+            "    main()\n",
+        ),
+        # A helper returns the loader; the module iterates it.
+        Invalid(
+            "import torch\n"
+            "from torch.utils.data import DataLoader\n"
+            "def make_loader():\n"
+            "    return DataLoader(ds, 32, True, None, None, 4)\n"
+            "loader = make_loader()\n"
+            "for b in loader:\n"
+            "    pass\n",
+            fixed="import torch\n"
+            "from torch.utils.data import DataLoader\n"
+            "def make_loader():\n"
+            "    return DataLoader(ds, 32, True, None, None, 4)\n"
+            "def main():\n"
+            "    loader = make_loader()\n"
+            "    for b in loader:\n"
+            "        pass\n"
+            "\n"
+            "\n"
+            'if __name__ == "__main__":\n'
+            "    main()\n",
+        ),
+        # The offending statement comes before a def: no fix.
+        Invalid(
+            "import torch\n"
+            "from torch.utils.data import DataLoader\n"
+            "for b in DataLoader(ds, num_workers=4):\n"
+            "    pass\n"
+            "def helper():\n"
+            "    pass\n",
+            fixed=None,
+        ),
+        # An existing main guard after the offending statement: no fix.
+        Invalid(
+            "import torch\n"
+            "from torch.utils.data import DataLoader\n"
+            "loader = DataLoader(ds, num_workers=4)\n"
+            "batch = next(iter(loader))\n"
+            "if __name__ == '__main__':\n"
+            "    print(batch)\n",
+            fixed=None,
+        ),
+    )
+
+    def check(self, ctx: Context) -> None:
+        body = ctx.tree.body
+        reachable = self._reachable_functions(ctx)
+        reported: set[ast.stmt] = set()
+        fix_cache: list[list[Fix]] = []
+        for top in body:
+            if is_main_guard(top) or isinstance(top, (*FUNCTION_NODES, ast.ClassDef)):
+                continue
+            for node in _walk_running(ctx, top):
+                found = self._offense(ctx, node, reachable)
+                if found is None or top in reported:
+                    continue
+                reported.add(top)
+                where, cause = found
+                if not fix_cache:
+                    fix_cache.append(self._fixes(ctx))
+                trailing = _trailing_run(ctx)
+                offered = fix_cache[0] if top in trailing else []
+                related = []
+                if cause is not None:
+                    related.append(
+                        ctx.related(
+                            cause,
+                            Text(
+                                "worker processes are started here",
+                                "工作进程在这里启动",
+                            ),
+                        )
+                    )
+                ctx.report(
+                    where,
+                    Text(
+                        "Worker processes are started by module-level code outside "
+                        '`if __name__ == "__main__":`; with the `spawn` start method (Windows, '
+                        "macOS) each worker re-runs it and fails",
+                        '模块级代码在 `if __name__ == "__main__":` 之外启动了工作进程；使用 `spawn` '
+                        "启动方式（Windows、macOS）时每个工作进程都会重新运行它并失败",
+                    ),
+                    fixes=offered,
+                    related=related,
+                )
+
+    # -- detection -------------------------------------------------------------------------
+    def _offense(
+        self, ctx: Context, node: ast.AST, reachable: set[ast.AST]
+    ) -> tuple[ast.AST, ast.AST | None] | None:
+        """(where to report, what starts the workers) for a node of module-level code."""
+        if not isinstance(node, ast.Call):
+            return None
+        if _starts_processes(ctx, node):
+            return node, None
+        if _is_worker_loader(ctx, node):
+            return (node, None) if _used_here(ctx, node, node, reachable) else None
+        func = ctx.sem.local_function(node.func)
+        if func is None:
+            return None
+        cause = _function_starts(ctx, func, set())
+        if cause is not None:
+            return node, cause
+        returned = _returned_loader(ctx, func)
+        if returned is not None and _used_here(ctx, node, node, reachable):
+            return node, returned
+        return None
+
+    def _reachable_functions(self, ctx: Context) -> set[ast.AST]:
+        """Local functions called (directly or through each other) by module-level code."""
+        seen: set[ast.AST] = set()
+        todo: list[ast.AST] = []
+        for top in ctx.tree.body:
+            if is_main_guard(top) or isinstance(top, (*FUNCTION_NODES, ast.ClassDef)):
+                continue
+            todo.extend(_called_functions(ctx, _walk_running(ctx, top)))
+        while todo:
+            func = todo.pop()
+            if func in seen:
+                continue
+            seen.add(func)
+            todo.extend(_called_functions(ctx, ctx.sem.walk(func)))
+        return seen
+
+    # -- fixes -----------------------------------------------------------------------------
+    def _fixes(self, ctx: Context) -> list[Fix]:
+        trailing = _trailing_run(ctx)
+        if not trailing or any(is_main_guard(s) for s in trailing):
+            return []
+        source = ctx.source
+        if not fixes.starts_line(source, trailing[0]) or not fixes.ends_line(source, trailing[-1]):
+            return []
+        out: list[Fix] = []
+        main = _main_fix(ctx, trailing)
+        if main is not None:
+            out.append(
+                Fix(
+                    Text(
+                        'Move the script code into `main()` under `if __name__ == "__main__":`',
+                        '把脚本代码移入 `main()`，并在 `if __name__ == "__main__":` 下调用',
+                    ),
+                    tuple(main),
+                    Applicability.UNSAFE,
+                )
+            )
+        guard = fixes.wrap_statements(source, trailing, 'if __name__ == "__main__"')
+        if guard is not None:
+            out.append(
+                Fix(
+                    Text(
+                        'Indent the script code under `if __name__ == "__main__":`',
+                        '把脚本代码缩进到 `if __name__ == "__main__":` 之下',
+                    ),
+                    tuple(guard),
+                    Applicability.UNSAFE,
+                )
+            )
+        return out
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+def _walk_running(ctx: Context, top: ast.stmt) -> list[ast.AST]:
+    """Nodes of a module-level statement that run on import, in source order."""
+    nodes = [top, *ctx.sem.walk(top)]
+    nodes = [n for n in nodes if ctx.sem.runs_on_import(n) or n is top]
+    return sorted(
+        (n for n in nodes if hasattr(n, "lineno")),
+        key=lambda n: (n.lineno, n.col_offset),  # type: ignore[attr-defined]
+    )
+
+
+def _called_functions(ctx: Context, nodes: object) -> list[Func]:
+    out = []
+    for node in nodes:  # type: ignore[attr-defined]
+        if isinstance(node, ast.Call):
+            func = ctx.sem.local_function(node.func)
+            if func is not None:
+                out.append(func)
+    return out
+
+
+def _is_worker_loader(ctx: Context, call: ast.Call) -> bool:
+    """A ``DataLoader(...)`` whose ``num_workers`` is set and not literally 0."""
+    if ctx.qualname(call.func) != "torch.utils.data.DataLoader":
+        return False
+    kw = keyword(call, "num_workers")
+    if kw is not None:
+        value: ast.expr = kw.value
+    elif len(call.args) > _NUM_WORKERS_POSITION and not any(
+        isinstance(a, ast.Starred) for a in call.args[: _NUM_WORKERS_POSITION + 1]
+    ):
+        value = call.args[_NUM_WORKERS_POSITION]
+    else:
+        return False
+    return not _is_zero(ctx, value)
+
+
+def _is_zero(ctx: Context, expr: ast.expr) -> bool:
+    if isinstance(expr, ast.Constant):
+        return bool(expr.value == 0)
+    if isinstance(expr, ast.Name):
+        binding = ctx.sem.lookup(expr.id, expr)
+        if binding is None or binding.how != "assign" or binding.index is not None:
+            return False
+        bindings = ctx.sem.scopes[binding.scope].bindings.get(expr.id, [])
+        if len(bindings) == 1 and binding.value is not None:
+            return isinstance(binding.value, ast.Constant) and binding.value.value == 0
+    return False
+
+
+def _process_start(ctx: Context, call: ast.Call) -> bool:
+    """``Process(...).start()`` or ``p.start()`` with ``p = Process(...)``."""
+    func = call.func
+    if not isinstance(func, ast.Attribute) or func.attr != "start":
+        return False
+    owner = func.value
+    if isinstance(owner, ast.Name):
+        binding = ctx.sem.lookup(owner.id, owner)
+        if binding is None or binding.how != "assign" or binding.index is not None:
+            return False
+        owner = binding.value  # type: ignore[assignment]
+    return isinstance(owner, ast.Call) and ctx.qualname(owner.func) in _PROCESS_CLASSES
+
+
+def _starts_processes(ctx: Context, call: ast.Call) -> bool:
+    return ctx.qualname(call.func) in _PROCESS_STARTERS or _process_start(ctx, call)
+
+
+def _function_starts(ctx: Context, func: Func, seen: set[ast.AST]) -> ast.AST | None:
+    """The call inside ``func`` (or a local function it calls) that starts worker processes."""
+    if func in seen or len(seen) > _MAX_DEPTH:
+        return None
+    seen.add(func)
+    for node in ctx.sem.walk(func):
+        if not isinstance(node, ast.Call):
+            continue
+        if _starts_processes(ctx, node):
+            return node
+        if _is_worker_loader(ctx, node) and not _only_returned(ctx, node, func):
+            return node
+        callee = ctx.sem.local_function(node.func)
+        if callee is None:
+            continue
+        inner = _function_starts(ctx, callee, seen)
+        if inner is not None:
+            return inner
+        returned = _returned_loader(ctx, callee)
+        if returned is not None and not _only_returned(ctx, node, func):
+            return returned
+    return None
+
+
+def _returned_loader(ctx: Context, func: Func) -> ast.Call | None:
+    """The worker ``DataLoader(...)`` a local function returns, if any."""
+    for node in ctx.sem.walk(func):
+        if (
+            isinstance(node, ast.Call)
+            and _is_worker_loader(ctx, node)
+            and _only_returned(ctx, node, func)
+        ):
+            return node
+    return None
+
+
+def _only_returned(ctx: Context, value: ast.expr, func: Func) -> bool:
+    """Whether ``value`` is returned by ``func`` without being used there."""
+    parent = ctx.sem.parent(value)
+    if isinstance(parent, ast.Return):
+        return True
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1:
+        target = parent.targets[0]
+        if isinstance(target, ast.Name):
+            loads = [
+                n
+                for n in ctx.sem.walk(func)
+                if isinstance(n, ast.Name) and n.id == target.id and isinstance(n.ctx, ast.Load)
+            ]
+            return bool(loads) and all(isinstance(ctx.sem.parent(n), ast.Return) for n in loads)
+    return False
+
+
+def _used_here(ctx: Context, value: ast.expr, at: ast.AST, reachable: set[ast.AST]) -> bool:
+    """Whether a loader made at module level is used by code that runs on import: iterated or
+    passed on right there, or bound to a name that running code (or a function it calls) reads."""
+    sem = ctx.sem
+    parent = sem.parent(value)
+    if isinstance(parent, ast.For | ast.Call | ast.keyword | ast.comprehension):
+        return True
+    if not (
+        isinstance(parent, ast.Assign)
+        and len(parent.targets) == 1
+        and isinstance(parent.targets[0], ast.Name)
+    ):
+        return False
+    name = parent.targets[0].id
+    start = (parent.lineno, parent.col_offset)
+    for load in sem.names.get(name, ()):
+        binding = sem.lookup(name, load)
+        if binding is None or binding.node is not parent.targets[0]:
+            continue
+        if sem.runs_on_import(load) and (load.lineno, load.col_offset) > start:
+            return True
+        func = sem.enclosing_function(load)
+        if func is not None and func in reachable:
+            return True
+    return False
+
+
+def _trailing_run(ctx: Context) -> list[ast.stmt]:
+    """The module-level statements after the last top-level import, def or class."""
+    body = ctx.tree.body
+    last = -1
+    for i, stmt in enumerate(body):
+        if isinstance(stmt, (ast.Import, ast.ImportFrom, ast.ClassDef, *FUNCTION_NODES)):
+            last = i
+    return body[last + 1 :]
+
+
+def _main_fix(ctx: Context, trailing: list[ast.stmt]) -> list[Edit] | None:
+    sem, source = ctx.sem, ctx.source
+    module = sem.scopes[sem.tree]
+    if "main" in module.bindings:
+        return None
+    first, last = fixes.block_rows(trailing)
+    for stmt in trailing:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+                return None
+            if isinstance(node, ast.Global | ast.Nonlocal):
+                return None
+    unit = "\t" if any(source.line(r).startswith("\t") for r in range(first, last + 1)) else "    "
+    body = fixes.reindent_rows(source, first, last, add=unit)
+    if body is None:
+        return None
+    nl = source.newline
+    # Names the moved code assigns and code elsewhere (functions above) reads stay global.
+    assigned = {
+        b.name
+        for bindings in module.bindings.values()
+        for b in bindings
+        if first <= b.pos[0] <= last
+    }
+    read_elsewhere = sorted(
+        name
+        for name in assigned
+        if any(not first <= n.lineno <= last for n in sem.names.get(name, ()))
+    )
+    header = f"def main():{nl}"
+    if read_elsewhere:
+        header += f"{unit}global {', '.join(read_elsewhere)}{nl}"
+    guard = f'if __name__ == "__main__":{nl}{unit}main()'
+    line = source.line(last)
+    if line.endswith(("\n", "\r")):
+        tail = fixes.insert(Pos(last + 1, 0), f"{nl}{nl}{guard}{nl}")
+    else:
+        tail = fixes.insert(Pos(last, len(line)), f"{nl}{nl}{nl}{guard}")
+    return [fixes.insert(Pos(first, 0), header), *body, tail]
