@@ -190,6 +190,10 @@ class EvalWithoutNoGrad(Rule):
         # The evaluation function is only called with gradients off.
         "import torch\ndef evaluate(model, x):\n    return model(x)\n"
         "with torch.no_grad():\n    evaluate(net, data)\n",
+        # Named like an evaluation function, but its result is backpropagated by the caller.
+        "import torch\nmodel = torch.nn.Linear(2, 2)\n"
+        "def eval_loss(x):\n    return model(x).sum()\n"
+        "def train(x):\n    loss = eval_loss(x) * 2\n    loss.backward()\n",
         # A frozen model builds no graph.
         "import torch\nteacher = torch.nn.Linear(2, 2)\nteacher.requires_grad_(False)\n"
         "teacher.eval()\nsoft = teacher(x)\n",
@@ -577,9 +581,36 @@ def _skipped_place(ctx: Context, node: ast.AST) -> bool:
 
 
 def _called_without_grad(ctx: Context, func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether a call of ``func`` runs with gradients off, or its result is backpropagated."""
     sem = ctx.sem
     for call in (*sem.calls_by_name.get(func.name, ()), *sem.calls_by_attr.get(func.name, ())):
-        if sem.grad_disabled(call):
+        if sem.grad_disabled(call) or _backpropagated(ctx, call):
+            return True
+    return False
+
+
+def _backpropagated(ctx: Context, call: ast.Call) -> bool:
+    """``f(x).backward()``, or ``loss = f(x)`` and later ``loss.backward()`` (or of an
+    expression using ``loss``) in the same function."""
+    sem = ctx.sem
+    parent = sem.parent(call)
+    while isinstance(parent, ast.expr):
+        if isinstance(parent, ast.Attribute) and parent.attr == "backward":
+            return True
+        parent = sem.parent(parent)
+    if not (
+        isinstance(parent, ast.Assign)
+        and len(parent.targets) == 1
+        and isinstance(parent.targets[0], ast.Name)
+    ):
+        return False
+    name = parent.targets[0].id
+    scope = sem.enclosing_function(call) or sem.tree
+    for other in sem.calls_by_attr.get("backward", ()):
+        if sem.enclosing_function(other) is not (scope if scope is not sem.tree else None):
+            continue
+        assert isinstance(other.func, ast.Attribute)
+        if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(other.func.value)):
             return True
     return False
 
