@@ -174,6 +174,9 @@ class EvalWithoutNoGrad(Rule):
             "    model.eval()\n    assert model(torch.ones(2)).shape == (2,)\n",
             filename="test_model.py",
         ),
+        "import torch\nimport pytest\n@pytest.mark.parametrize('n', [1, 2])\n"
+        "def test_shapes(n):\n    model = torch.nn.Linear(n, 2)\n    model.eval()\n"
+        "    assert model(torch.ones(n)).shape == (2,)\n",
         "import torch\nimport unittest\nclass T(unittest.TestCase):\n"
         "    def test_forward(self):\n        model = torch.nn.Linear(2, 2)\n"
         "        model.eval()\n        self.assertEqual(model(torch.ones(2)).shape, (2,))\n",
@@ -565,6 +568,11 @@ def _skipped_place(ctx: Context, node: ast.AST) -> bool:
     sem = ctx.sem
     func = sem.enclosing_function(node)
     while func is not None:
+        if any(
+            (ctx.qualname(_decorator_target(d)) or "").startswith("pytest.")
+            for d in func.decorator_list
+        ):
+            return True
         cls = sem.parent(func)
         if isinstance(cls, ast.ClassDef):
             if func.name in _LIGHTNING_STEPS:
@@ -578,6 +586,13 @@ def _skipped_place(ctx: Context, node: ast.AST) -> bool:
             return True
         func = sem.enclosing_function(func)
     return False
+
+
+def _decorator_target(decorator: ast.expr) -> ast.expr:
+    """``pytest.mark.parametrize`` for ``@pytest.mark.parametrize(...)``."""
+    while isinstance(decorator, ast.Call):
+        decorator = decorator.func
+    return decorator
 
 
 def _called_without_grad(ctx: Context, func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

@@ -318,6 +318,22 @@ class DataLoaderWithoutMainGuard(Rule):
             'if __name__ == "__main__":\n'
             "    main()\n",
         ),
+        # main() already exists and is called unguarded: the call goes under the guard.
+        Invalid(
+            "import torch\n"
+            "from torch.utils.data import DataLoader\n"
+            "def main():\n"
+            "    for b in DataLoader(ds, num_workers=4):\n"
+            "        pass\n"
+            "main()\n",
+            fixed="import torch\n"
+            "from torch.utils.data import DataLoader\n"
+            "def main():\n"
+            "    for b in DataLoader(ds, num_workers=4):\n"
+            "        pass\n"
+            'if __name__ == "__main__":\n'
+            "    main()\n",
+        ),
         # The offending statement comes before a def: no fix.
         Invalid(
             "import torch\n"
