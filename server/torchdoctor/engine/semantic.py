@@ -969,6 +969,59 @@ class Semantic:
                         return True
         return False
 
+    def repeats(self, loop: LoopInfo) -> bool:
+        """Whether a loop repeats training-like work: a batch loop, a loop around one (an epoch
+        loop), a ``while`` loop, or a ``for`` over ``range(...)``/``itertools.count()``. Loops over
+        a collection (``for m in models``) do not count: doing a thing once per item is fine."""
+        node = loop.node
+        if loop.is_batch_loop or isinstance(node, ast.While):
+            return True
+        if isinstance(node.iter, ast.Call) and terminal_name(node.iter.func) in ("range", "count"):
+            return True
+        return self.contains_batch_loop(loop)
+
+    def contains_batch_loop(self, loop: LoopInfo) -> bool:
+        stack = list(loop.children)
+        while stack:
+            child = stack.pop()
+            if child.is_batch_loop:
+                return True
+            stack.extend(child.children)
+        return False
+
+    def repeating_loop(self, node: ast.AST) -> LoopInfo | None:
+        """The innermost loop around ``node`` (same function) that repeats training-like work."""
+        for loop in self.enclosing_loops(node):
+            if self.repeats(loop):
+                return loop
+        return None
+
+    def constructor(self, expr: ast.AST) -> str | None:
+        """Qualified name of the call that made the value of a name (``torch.optim.lr_scheduler.
+        StepLR`` for ``sched`` after ``sched = StepLR(opt, 30)``), following ``self.x``."""
+        call = self.constructor_call(expr)
+        return self.qualname(call.func) if call is not None else None
+
+    def constructor_call(self, expr: ast.AST) -> ast.Call | None:
+        values: list[ast.expr] = []
+        if isinstance(expr, ast.Name):
+            binding = self.lookup(expr.id, expr)
+            if binding is not None and binding.how == "assign" and binding.index is None:
+                if binding.value is not None:
+                    values.append(binding.value)
+        elif (
+            isinstance(expr, ast.Attribute)
+            and isinstance(expr.value, ast.Name)
+            and expr.value.id == "self"
+        ):
+            cls = self.enclosing_class(expr)
+            if cls is not None:
+                values.extend(self.self_attr_values.get((cls, expr.attr), ()))
+        elif isinstance(expr, ast.Call):
+            values.append(expr)
+        calls = [v for v in values if isinstance(v, ast.Call)]
+        return calls[0] if len(calls) == 1 and len(values) == 1 else None
+
     # ---------------------------------------------------------------- grad mode --------
     def grad_disabled(self, node: ast.AST) -> bool:
         """Whether gradient tracking is off where ``node`` runs: under ``torch.no_grad()``,

@@ -1,0 +1,151 @@
+from __future__ import annotations
+
+import ast
+
+from ..engine.context import Context
+from ..engine.model import Severity, Text
+from ..engine.semantic import is_true, keyword
+from .base import Invalid, Rule
+
+_GRAD_FUNCS = ("torch.autograd.backward", "torch.autograd.grad")
+
+
+class RetainGraphInLoop(Rule):
+    """## What it does
+    Checks for `.backward(retain_graph=True)` (or `torch.autograd.grad/backward(...,
+    retain_graph=True)`) inside a training loop when it is the last backward pass of the
+    iteration.
+
+    ## Why is this bad?
+    `retain_graph=True` keeps the whole autograd graph — every saved activation — alive after
+    the backward pass. It is needed only when a second backward pass goes through the same graph
+    in the same iteration (two losses sharing a trunk, a GAN step). Added "to make an error go
+    away", it keeps each iteration's graph until the next one replaces it, and when the graph is
+    also reachable from a tensor carried across iterations (a hidden state, an accumulated loss)
+    memory grows every step.
+
+    A `retain_graph=True` followed by another backward pass in the same iteration is not
+    reported.
+
+    ## Example
+    ```python
+    for x, y in loader:
+        loss = loss_fn(model(x), y)
+        loss.backward(retain_graph=True)
+        optimizer.step()
+    ```
+
+    ## Use instead
+    ```python
+    for x, y in loader:
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+    ```
+    For recurrent models that carry state across batches, detach it: `hidden = hidden.detach()`.
+
+    ## Fix safety
+    No fix is offered: whether the graph is needed again can only be decided by reading the
+    code.
+
+    ## References
+    - [`Tensor.backward`](https://pytorch.org/docs/stable/generated/torch.Tensor.backward.html)
+    - [Autograd mechanics](https://pytorch.org/docs/stable/notes/autograd.html)
+    """
+
+    zh = """## 功能
+    检查训练循环中作为本次迭代最后一次反向传播的 `.backward(retain_graph=True)`（或
+    `torch.autograd.grad/backward(..., retain_graph=True)`）。
+
+    ## 为什么不好？
+    `retain_graph=True` 会在反向传播之后继续保留整张自动求导图以及其中保存的所有激活值。只有当同一次迭代中还要
+    对同一张图再做一次反向传播时（两个损失共享主干、GAN 的一步）才需要它。若只是为了“让报错消失”而加上，每次
+    迭代的图都要等到下一次迭代才被替换；如果图还能从跨迭代保留的张量（隐藏状态、累加的损失）访问到，显存会每一步
+    都在增长。
+
+    如果 `retain_graph=True` 之后同一次迭代中还有另一次反向传播，则不会报告。
+
+    ## 示例
+    ```python
+    for x, y in loader:
+        loss = loss_fn(model(x), y)
+        loss.backward(retain_graph=True)
+        optimizer.step()
+    ```
+
+    ## 改为
+    ```python
+    for x, y in loader:
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+    ```
+    对于跨 batch 携带状态的循环网络，请将其分离：`hidden = hidden.detach()`。
+
+    ## 修复安全性
+    不提供修复：图是否还会再被使用，只能通过阅读代码来判断。
+
+    ## 参考
+    - [`Tensor.backward`](https://pytorch.org/docs/stable/generated/torch.Tensor.backward.html)
+    - [自动求导机制](https://pytorch.org/docs/stable/notes/autograd.html)
+    """
+
+    code = "TDR104"
+    name = "retain-graph-in-loop"
+    severity = Severity.INFO
+
+    VALID = (
+        "import torch\nfor x in loader:\n    loss = model(x).sum()\n    loss.backward()",
+        # Two backward passes through one graph: retain_graph is needed.
+        "import torch\nfor x in loader:\n    a, b = model(x)\n    a.backward(retain_graph=True)\n"
+        "    b.backward()\n    opt.step()",
+        "import torch\nfor x in loader:\n    g = torch.autograd.grad(l1, p, retain_graph=True)\n"
+        "    torch.autograd.grad(l2, p)",
+        # Outside a loop.
+        "import torch\nloss.backward(retain_graph=True)",
+        "import torch\nfor x in loader:\n    loss.backward(retain_graph=False)",
+    )
+    INVALID = (
+        Invalid(
+            "import torch\nfor x, y in loader:\n    loss = crit(model(x), y)\n"
+            "    loss.backward(retain_graph=True)\n    opt.step()",
+            fixed=None,
+        ),
+        Invalid(
+            "import torch\nfor step in range(100):\n"
+            "    torch.autograd.backward(loss, retain_graph=True)",
+            fixed=None,
+        ),
+    )
+
+    def check(self, ctx: Context) -> None:
+        sem = ctx.sem
+        candidates = [c for c in sem.calls_by_attr.get("backward", ())]
+        candidates += list(sem.calls_to(*_GRAD_FUNCS))
+        for call in candidates:
+            if not is_true(getattr(keyword(call, "retain_graph"), "value", None)):
+                continue
+            loop = sem.repeating_loop(call)
+            if loop is None or self._later_backward(ctx, loop.node, call):
+                continue
+            ctx.report(
+                keyword(call, "retain_graph") or call,
+                Text(
+                    "`retain_graph=True` on the last backward pass of the iteration keeps its "
+                    "whole graph and activations alive",
+                    "本次迭代最后一次反向传播使用了 `retain_graph=True`，会让整张计算图及其激活值继续占用内存",
+                ),
+            )
+
+    @staticmethod
+    def _later_backward(ctx: Context, loop: ast.AST, call: ast.Call) -> bool:
+        here = (call.lineno, call.col_offset)
+        for node in ctx.sem.walk(loop):
+            if node is call or not isinstance(node, ast.Call):
+                continue
+            is_backward = isinstance(node.func, ast.Attribute) and node.func.attr == "backward"
+            if not is_backward and ctx.qualname(node.func) not in _GRAD_FUNCS:
+                continue
+            if (node.lineno, node.col_offset) > here:
+                return True
+        return False

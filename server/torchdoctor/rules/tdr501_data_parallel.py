@@ -1,0 +1,110 @@
+from __future__ import annotations
+
+from ..engine.context import Context
+from ..engine.model import Severity, Text
+from .base import Invalid, Rule
+
+
+class DataParallel(Rule):
+    """## What it does
+    Checks for `nn.DataParallel(...)` (also spelled `torch.nn.parallel.DataParallel`).
+
+    ## Why is this bad?
+    `DataParallel` runs one Python process that scatters each batch to the GPUs, replicates the
+    model on every forward pass and gathers outputs and gradients on GPU 0. The GIL, the
+    replication and the imbalance on GPU 0 make it slower than `DistributedDataParallel` even on a
+    single machine, and it does not scale beyond one. PyTorch's documentation recommends
+    `DistributedDataParallel` instead (there is no runtime deprecation warning in PyTorch 2.13).
+
+    ## Example
+    ```python
+    model = nn.DataParallel(model).cuda()
+    ```
+
+    ## Use instead
+    ```python
+    # torchrun --nproc-per-node=NUM_GPUS train.py
+    import os
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dist.init_process_group("nccl")
+    local_rank = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local_rank)
+    model = DDP(model.cuda(local_rank), device_ids=[local_rank])
+    ```
+    Give the DataLoader a `DistributedSampler` and call `sampler.set_epoch(epoch)` each epoch
+    (TDR502).
+
+    ## Fix safety
+    No fix is offered: moving to DDP changes how the script is launched.
+
+    ## References
+    - [`DataParallel`](https://pytorch.org/docs/stable/generated/torch.nn.DataParallel.html)
+    - [Use DistributedDataParallel instead of DataParallel](https://pytorch.org/docs/stable/notes/cuda.html#cuda-nn-ddp-instead)
+    """
+
+    zh = """## 功能
+    检查 `nn.DataParallel(...)`（也写作 `torch.nn.parallel.DataParallel`）。
+
+    ## 为什么不好？
+    `DataParallel` 在单个 Python 进程中把每个 batch 分发到各 GPU，每次前向都复制一遍模型，并在 0 号卡上汇总
+    输出和梯度。GIL、模型复制以及 0 号卡的负载不均，使它即使在单机上也比 `DistributedDataParallel` 慢，而且无法
+    扩展到多机。PyTorch 文档推荐改用 `DistributedDataParallel`（PyTorch 2.13 在运行时并不会给出弃用警告）。
+
+    ## 示例
+    ```python
+    model = nn.DataParallel(model).cuda()
+    ```
+
+    ## 改为
+    ```python
+    # torchrun --nproc-per-node=NUM_GPUS train.py
+    import os
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dist.init_process_group("nccl")
+    local_rank = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local_rank)
+    model = DDP(model.cuda(local_rank), device_ids=[local_rank])
+    ```
+    并为 DataLoader 配上 `DistributedSampler`，每个 epoch 调用 `sampler.set_epoch(epoch)`（TDR502）。
+
+    ## 修复安全性
+    不提供修复：改用 DDP 会改变脚本的启动方式。
+
+    ## 参考
+    - [`DataParallel`](https://pytorch.org/docs/stable/generated/torch.nn.DataParallel.html)
+    - [用 DistributedDataParallel 代替 DataParallel](https://pytorch.org/docs/stable/notes/cuda.html#cuda-nn-ddp-instead)
+    """
+
+    code = "TDR501"
+    name = "data-parallel"
+    severity = Severity.INFO
+
+    VALID = (
+        "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(model)",
+        # A user class of the same name.
+        "import torch\nclass DataParallel:\n    pass\nm = DataParallel()",
+        "import torch\nfrom mylib import DataParallel\nm = DataParallel(model)",
+    )
+    INVALID = (
+        Invalid("import torch.nn as nn\nmodel = nn.DataParallel(model).cuda()", fixed=None),
+        Invalid(
+            "import torch\nmodel = torch.nn.parallel.DataParallel(model, device_ids=[0, 1])",
+            fixed=None,
+        ),
+        Invalid("from torch.nn import DataParallel as DP\nnet = DP(net)", fixed=None),
+    )
+
+    def check(self, ctx: Context) -> None:
+        for call in ctx.sem.calls_to("torch.nn.DataParallel"):
+            ctx.report(
+                call.func,
+                Text(
+                    "`nn.DataParallel` is slower than `DistributedDataParallel` even on one machine; "
+                    "PyTorch recommends DDP",
+                    "`nn.DataParallel` 即使在单机上也比 `DistributedDataParallel` 慢；PyTorch 推荐使用 DDP",
+                ),
+            )

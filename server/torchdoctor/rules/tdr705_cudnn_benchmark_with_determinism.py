@@ -1,0 +1,143 @@
+from __future__ import annotations
+
+import ast
+
+from ..engine.context import Context
+from ..engine.model import Severity, Text
+from ..engine.semantic import is_true
+from .base import Invalid, Rule
+
+_BENCHMARK = "torch.backends.cudnn.benchmark"
+_DETERMINISTIC = "torch.backends.cudnn.deterministic"
+
+
+class CudnnBenchmarkWithDeterminism(Rule):
+    """## What it does
+    Checks for `torch.backends.cudnn.benchmark = True` in a file that also asks for
+    deterministic results (`torch.use_deterministic_algorithms(True)` or
+    `torch.backends.cudnn.deterministic = True`).
+
+    ## Why is this bad?
+    With `benchmark = True`, cuDNN times several convolution algorithms on the first batch of
+    each shape and keeps the fastest. The winner can differ from run to run (timings are noisy),
+    and so can the results, which defeats the determinism you asked for. The two settings pull in
+    opposite directions: choose speed or reproducibility.
+
+    ## Example
+    ```python
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = True
+    ```
+
+    ## Use instead
+    ```python
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = False
+    ```
+
+    ## Fix safety
+    No fix is offered: which of the two settings you want is your decision.
+
+    ## References
+    - [Reproducibility](https://pytorch.org/docs/stable/notes/randomness.html)
+    - [`torch.use_deterministic_algorithms`](https://pytorch.org/docs/stable/generated/torch.use_deterministic_algorithms.html)
+    """
+
+    zh = """## 功能
+    检查同一文件中既设置了 `torch.backends.cudnn.benchmark = True`、又要求确定性结果
+    （`torch.use_deterministic_algorithms(True)` 或 `torch.backends.cudnn.deterministic = True`）的情况。
+
+    ## 为什么不好？
+    `benchmark = True` 时，cuDNN 会在每种输入形状的第一个 batch 上对几种卷积算法计时并选出最快的一种。由于计时
+    存在波动，每次运行选中的算法可能不同，结果也可能不同，这就违背了你所要求的确定性。两个设置方向相反：要么要速度，
+    要么要可复现。
+
+    ## 示例
+    ```python
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = True
+    ```
+
+    ## 改为
+    ```python
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = False
+    ```
+
+    ## 修复安全性
+    不提供修复：两个设置中保留哪一个由你决定。
+
+    ## 参考
+    - [可复现性](https://pytorch.org/docs/stable/notes/randomness.html)
+    - [`torch.use_deterministic_algorithms`](https://pytorch.org/docs/stable/generated/torch.use_deterministic_algorithms.html)
+    """
+
+    code = "TDR705"
+    name = "cudnn-benchmark-with-determinism"
+    severity = Severity.INFO
+
+    VALID = (
+        "import torch\ntorch.backends.cudnn.benchmark = True",
+        "import torch\ntorch.use_deterministic_algorithms(True)\n"
+        "torch.backends.cudnn.benchmark = False",
+        "import torch\ntorch.backends.cudnn.deterministic = False\n"
+        "torch.backends.cudnn.benchmark = True",
+        # Chosen by a flag: one or the other.
+        "import torch\ntorch.backends.cudnn.benchmark = not args.deterministic\n"
+        "torch.use_deterministic_algorithms(args.deterministic)",
+    )
+    INVALID = (
+        Invalid(
+            "import torch\ntorch.use_deterministic_algorithms(True)\n"
+            "torch.backends.cudnn.benchmark = True",
+            fixed=None,
+        ),
+        Invalid(
+            "import torch.backends.cudnn as cudnn\ncudnn.deterministic = True\ncudnn.benchmark = True",
+            fixed=None,
+        ),
+        Invalid(
+            "from torch.backends import cudnn\ndef setup():\n    cudnn.benchmark = True\n"
+            "    cudnn.deterministic = True",
+            fixed=None,
+        ),
+    )
+
+    @staticmethod
+    def _true_assignments(ctx: Context, attr: str, qualname: str) -> list[ast.Assign]:
+        out = []
+        for node in ctx.sem.attributes.get(attr, ()):
+            parent = ctx.sem.parent(node)
+            if (
+                isinstance(parent, ast.Assign)
+                and node in parent.targets
+                and is_true(parent.value)
+                and ctx.qualname(node) == qualname
+            ):
+                out.append(parent)
+        return out
+
+    def check(self, ctx: Context) -> None:
+        benchmarks = self._true_assignments(ctx, "benchmark", _BENCHMARK)
+        found = self._true_assignments(ctx, "deterministic", _DETERMINISTIC)
+        determinism: ast.AST | None = found[0] if found else None
+        if not benchmarks:
+            return
+        if determinism is None:
+            for call in ctx.sem.calls_to("torch.use_deterministic_algorithms"):
+                arg = call.args[0] if call.args else None
+                if is_true(arg):
+                    determinism = call
+                    break
+        if determinism is None:
+            return
+        for node in benchmarks:
+            ctx.report(
+                node,
+                Text(
+                    "`cudnn.benchmark = True` picks convolution algorithms by timing, which "
+                    "undoes the determinism this file asks for",
+                    "`cudnn.benchmark = True` 通过计时挑选卷积算法，会破坏本文件要求的确定性",
+                ),
+                related=[ctx.related(determinism, Text("determinism requested here", "此处要求了确定性"))],
+            )
