@@ -1,0 +1,318 @@
+from __future__ import annotations
+
+import ast
+
+from ..engine import fixes
+from ..engine.context import Context
+from ..engine.model import Applicability, Fix, Related, Text
+from ..engine.semantic import FUNCTION_NODES, Semantic
+from .base import Invalid, Rule, Valid
+
+
+class BackwardInsideAutocast(Rule):
+    """## What it does
+    Checks for `.backward()` calls (including `scaler.scale(loss).backward()`) that run inside
+    a `with torch.autocast(...)` block, or inside a function decorated with autocast.
+
+    ## Why is this bad?
+    Autocast should wrap only the forward pass and the loss. PyTorch's own documentation says:
+    "Backward passes under autocast are not recommended. Backward ops run in the same type that
+    autocast used for corresponding forward ops." Running `backward()` inside the region buys
+    nothing, and any extra computation there (a gradient penalty, a second forward in a closure,
+    metrics on the gradients) is silently cast to half precision too.
+
+    The guide puts "the forward pass in the autocast context, loss and backward with a
+    GradScaler"; this rule checks that the backward call really sits outside the context.
+
+    ## Example
+    ```python
+    with torch.autocast("cuda"):
+        output = model(inputs)
+        loss = criterion(output, targets)
+        scaler.scale(loss).backward()
+    ```
+
+    ## Use instead
+    ```python
+    with torch.autocast("cuda"):
+        output = model(inputs)
+        loss = criterion(output, targets)
+    scaler.scale(loss).backward()
+    ```
+
+    ## Fix safety
+    When the backward statements are the last statements of the `with` block (and the block
+    keeps at least one statement), the fix moves them out of the block by dedenting them. It is
+    safe: the backward pass already runs in the types autocast chose for the forward ops, and
+    nothing else moves. No fix is offered when other statements follow the backward call, when
+    it is nested deeper (in an `if`), or when the `with` statement also enters other context
+    managers.
+
+    ## References
+    - [`torch.autocast`](https://pytorch.org/docs/stable/amp.html#torch.autocast)
+    - [Automatic Mixed Precision examples](https://pytorch.org/docs/stable/notes/amp_examples.html)
+    """
+
+    zh = """## 功能
+    检查在 `with torch.autocast(...)` 块内（或被 autocast 装饰的函数内）执行的 `.backward()` 调用
+    （包括 `scaler.scale(loss).backward()`）。
+
+    ## 为什么不好？
+    autocast 只应包住前向传播和损失计算。PyTorch 文档明确写道："Backward passes under autocast are
+    not recommended. Backward ops run in the same type that autocast used for corresponding
+    forward ops."（不建议在 autocast 下做反向传播；反向算子会使用前向对应算子的类型。）在区域内调用
+    `backward()` 没有任何好处，而区域内的额外计算（梯度惩罚、闭包中的再次前向、基于梯度的指标）也会被悄悄转成半精度。
+
+    指南要求“前向传播放在 autocast 上下文里，损失计算和反向传播配合 GradScaler”；本规则检查反向调用确实位于上下文之外。
+
+    ## 示例
+    ```python
+    with torch.autocast("cuda"):
+        output = model(inputs)
+        loss = criterion(output, targets)
+        scaler.scale(loss).backward()
+    ```
+
+    ## 改为
+    ```python
+    with torch.autocast("cuda"):
+        output = model(inputs)
+        loss = criterion(output, targets)
+    scaler.scale(loss).backward()
+    ```
+
+    ## 修复安全性
+    当反向语句是 `with` 块的最后几条语句（且块内至少还剩一条语句）时，修复会通过减少缩进把它们移出该块。
+    这是安全的：反向传播本来就使用 autocast 为前向算子选定的类型，其他代码都不移动。若反向调用之后还有其他语句、
+    它嵌套得更深（在 `if` 中），或该 `with` 语句同时进入了其他上下文管理器，则不提供修复。
+
+    ## 参考
+    - [`torch.autocast`](https://pytorch.org/docs/stable/amp.html#torch.autocast)
+    - [自动混合精度示例](https://pytorch.org/docs/stable/notes/amp_examples.html)
+    """
+
+    code = "TDR402"
+    name = "backward-inside-autocast"
+    fix_safety = Applicability.SAFE
+
+    VALID = (
+        # Backward after the block.
+        "import torch\n"
+        "with torch.autocast('cuda'):\n    out = model(x)\n    loss = crit(out, y)\n"
+        "loss.backward()\n",
+        "import torch\n"
+        "with torch.amp.autocast(device_type='cuda'):\n    loss = model(x).sum()\n"
+        "scaler.scale(loss).backward()\nscaler.step(opt)\nscaler.update()\n",
+        # Autocast explicitly disabled (the usual way to leave a region for a part of it).
+        "import torch\n"
+        "with torch.autocast('cuda'):\n    out = model(x)\n"
+        "    with torch.autocast('cuda', enabled=False):\n        loss = crit(out.float(), y)\n"
+        "        loss.backward()\n",
+        "from torch.cuda.amp import autocast\n"
+        "with autocast(enabled=False):\n    loss = model(x).sum()\n    loss.backward()\n",
+        "import torch\n"
+        "with torch.autocast('cuda', torch.float16, False):\n    loss = model(x).sum()\n"
+        "    loss.backward()\n",
+        # A local function named autocast, and a non-torch context manager named so.
+        "import torch\nimport contextlib\n"
+        "@contextlib.contextmanager\ndef autocast():\n    yield\n"
+        "with autocast():\n    loss = model(x).sum()\n    loss.backward()\n",
+        "import torch\nfrom contextlib import nullcontext as autocast\n"
+        "with autocast():\n    loss = model(x).sum()\n    loss.backward()\n",
+        # A closure defined inside the block runs later, outside it.
+        "import torch\n"
+        "with torch.autocast('cuda'):\n    out = model(x)\n"
+        "    def closure():\n        loss = crit(model(x), y)\n        loss.backward()\n"
+        "        return loss\n"
+        "opt.step(closure)\n",
+        # torch.no_grad is not autocast.
+        "import torch\nwith torch.no_grad():\n    y = model(x)\nloss.backward()\n",
+        Valid(
+            "import torch\nwith torch.autocast('cuda'):\n    loss = model(x).sum()\nloss.backward()\n",
+            notebook=True,
+        ),
+    )
+    INVALID = (
+        Invalid(
+            "import torch\n"
+            "for x, y in loader:\n"
+            "    with torch.autocast('cuda'):\n"
+            "        out = model(x)\n"
+            "        loss = crit(out, y)\n"
+            "        loss.backward()\n"
+            "    opt.step()\n",
+            fixed="import torch\n"
+            "for x, y in loader:\n"
+            "    with torch.autocast('cuda'):\n"
+            "        out = model(x)\n"
+            "        loss = crit(out, y)\n"
+            "    loss.backward()\n"
+            "    opt.step()\n",
+        ),
+        Invalid(
+            "import torch as T\n"
+            "with T.amp.autocast(device_type='cuda', dtype=T.bfloat16):\n"
+            "    loss = model(x).sum()\n"
+            "    scaler.scale(loss).backward()\n",
+            fixed="import torch as T\n"
+            "with T.amp.autocast(device_type='cuda', dtype=T.bfloat16):\n"
+            "    loss = model(x).sum()\n"
+            "scaler.scale(loss).backward()\n",
+        ),
+        Invalid(
+            "from torch.cuda.amp import autocast as ac\n"
+            "with ac():\n"
+            "    loss = model(x).sum()\n"
+            "    # two losses\n"
+            "    loss.backward(retain_graph=True)\n"
+            "    aux.backward()\n",
+            fixed="from torch.cuda.amp import autocast as ac\n"
+            "with ac():\n"
+            "    loss = model(x).sum()\n"
+            "    # two losses\n"
+            "loss.backward(retain_graph=True)\n"
+            "aux.backward()\n",
+        ),
+        Invalid(
+            "import torch\n"
+            "with torch.autocast('cuda'):\n"
+            "    loss = model(x).sum()\n"
+            "    torch.autograd.backward(loss)\n",
+            fixed="import torch\n"
+            "with torch.autocast('cuda'):\n"
+            "    loss = model(x).sum()\n"
+            "torch.autograd.backward(loss)\n",
+        ),
+        # Statements after the backward call: no fix.
+        Invalid(
+            "import torch\n"
+            "with torch.autocast('cuda'):\n"
+            "    loss = model(x).sum()\n"
+            "    loss.backward()\n"
+            "    opt.step()\n",
+            fixed=None,
+        ),
+        # The backward call is the whole block: no fix.
+        Invalid(
+            "import torch\nwith torch.autocast('cuda'):\n    loss.backward()\n",
+            fixed=None,
+        ),
+        # Nested in an if.
+        Invalid(
+            "import torch\n"
+            "with torch.autocast('cuda'):\n"
+            "    loss = model(x).sum()\n"
+            "    if train:\n"
+            "        loss.backward()\n",
+            fixed=None,
+        ),
+        # Other context managers on the same with statement.
+        Invalid(
+            "import torch\n"
+            "with torch.autocast('cuda'), profiler:\n"
+            "    loss = model(x).sum()\n"
+            "    loss.backward()\n",
+            fixed=None,
+        ),
+        # A training step decorated with autocast.
+        Invalid(
+            "import torch\n"
+            "@torch.autocast('cuda')\n"
+            "def step(x):\n"
+            "    loss = model(x).sum()\n"
+            "    loss.backward()\n",
+            fixed=None,
+        ),
+        Invalid(
+            "import torch\nwith torch.autocast('cuda'):\n    loss = model(x).sum()\n"
+            "    loss.backward()\n",
+            fixed="import torch\nwith torch.autocast('cuda'):\n    loss = model(x).sum()\n"
+            "loss.backward()\n",
+            notebook=True,
+        ),
+    )
+
+    def check(self, ctx: Context) -> None:
+        sem = ctx.sem
+        calls = [*sem.calls_by_attr.get("backward", ()), *sem.calls_by_name.get("backward", ())]
+        for call in calls:
+            if not sem.is_backward(call):
+                continue
+            with_ = sem.enclosing_autocast(call)
+            if with_ is not None:
+                region: ast.AST = with_.items[0].context_expr
+                fix = _dedent_fix(ctx, call, with_)
+            else:
+                decorator = _autocast_decorator(sem, call)
+                if decorator is None:
+                    continue
+                region, fix = decorator, None
+            ctx.report(
+                call,
+                Text(
+                    "`.backward()` runs inside an `autocast` region; call it after the "
+                    "`with` block, autocast should cover only the forward pass and the loss",
+                    "`.backward()` 在 `autocast` 区域内执行；请在 `with` 块之后调用，"
+                    "autocast 只应包住前向传播和损失计算",
+                ),
+                fixes=[fix],
+                related=[
+                    Related(ctx.range(region), Text("autocast starts here", "autocast 从这里开始"))
+                ],
+            )
+
+
+def _is_backward_statement(sem: Semantic, stmt: ast.stmt) -> bool:
+    return (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Call)
+        and sem.is_backward(stmt.value)
+    )
+
+
+def _dedent_fix(ctx: Context, call: ast.Call, with_: ast.With | ast.AsyncWith) -> Fix | None:
+    sem, source = ctx.sem, ctx.source
+    stmt = sem.statement_of(call)
+    body = with_.body
+    if len(with_.items) != 1 or stmt not in body:
+        return None
+    first = len(body)
+    while first > 0 and _is_backward_statement(sem, body[first - 1]):
+        first -= 1
+    tail = body[first:]
+    if first == 0 or stmt not in tail:
+        return None
+    if not fixes.starts_line(source, with_) or not all(fixes.starts_line(source, s) for s in tail):
+        return None
+    remove = len(source.indent_of(stmt.lineno)) - len(source.indent_of(with_.lineno))
+    if remove <= 0:
+        return None
+    start, end = fixes.block_rows(tail)
+    edits = fixes.reindent_rows(source, start, end, remove=remove)
+    if not edits:
+        return None
+    return Fix(
+        Text("Move the backward call out of the `autocast` block", "把反向调用移出 `autocast` 块"),
+        tuple(edits),
+        Applicability.SAFE,
+    )
+
+
+def _autocast_decorator(sem: Semantic, call: ast.Call) -> ast.expr | None:
+    """The autocast decorator of the function running ``call``, when no ``with`` autocast is
+    nearer (a nearer one decides, enabled or not)."""
+    for with_ in sem.enclosing_withs(call):
+        if any(sem.is_autocast(item.context_expr) for item in with_.items):
+            return None
+    function = sem.enclosing_function(call)
+    if function is None or not isinstance(function, FUNCTION_NODES):
+        return None
+    for anc in sem.ancestors(call):
+        if isinstance(anc, ast.Lambda | ast.ClassDef):
+            return None
+        if anc is function:
+            break
+    for decorator in function.decorator_list:
+        if sem.is_autocast(decorator) and not sem.autocast_disabled(decorator):
+            return decorator
+    return None
