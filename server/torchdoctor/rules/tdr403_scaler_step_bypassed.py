@@ -1,0 +1,459 @@
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+
+from ..engine import fixes
+from ..engine.context import Context
+from ..engine.model import Applicability, Edit, Fix, Severity, Text
+from ..engine.semantic import FUNCTION_NODES, Kind, scaled_backward_scaler, terminal_name
+from .base import Invalid, Rule, Valid
+
+_OPTIMIZER_NAME = re.compile(r"(^|_)(opt|optim|optimizer)(_|\d|$)|optimizer", re.I)
+_NOT_OPTIMIZER_NAME = re.compile(r"sched|(^|_)lr(_|$)|warm", re.I)
+
+
+class ScalerStepBypassed(Rule):
+    """## What it does
+    Checks training code that calls `scaler.scale(loss).backward()` and then either steps the
+    optimizer directly with `optimizer.step()` instead of `scaler.step(optimizer)`, or calls
+    `scaler.step(...)` without a `scaler.update()` after it.
+
+    ## Why is this bad?
+    `scaler.scale(loss)` multiplies the loss, and so every gradient, by the scale factor (65,536
+    at the start). Only `scaler.step(optimizer)` divides the gradients back and skips the
+    update when they contain inf or NaN. With `optimizer.step()` the parameters move by
+    scaled gradients: with SGD each update is 65,536 times too large, and overflowing steps
+    write inf/NaN into the weights.
+
+    `scaler.update()` adjusts the scale after each step. Without it the scale never adapts, and
+    the second `scaler.step()` on the same optimizer fails with `RuntimeError: step() has
+    already been called since the last update().`
+
+    As the guide says, GradScaler skips the steps whose gradients overflowed and lowers the
+    scale; that only happens through `scaler.step()` and `scaler.update()`.
+
+    ## Example
+    ```python
+    for inputs, targets in loader:
+        optimizer.zero_grad()
+        with torch.autocast("cuda"):
+            loss = criterion(model(inputs), targets)
+        scaler.scale(loss).backward()
+        optimizer.step()
+    ```
+
+    ## Use instead
+    ```python
+    for inputs, targets in loader:
+        optimizer.zero_grad()
+        with torch.autocast("cuda"):
+            loss = criterion(model(inputs), targets)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    ```
+
+    ## Fix safety
+    The fixes replace `optimizer.step()` with `scaler.step(optimizer)` (adding `scaler.update()`
+    after it when the body has none), or insert `scaler.update()` after an existing
+    `scaler.step(...)`. They are safe: they restore the sequence GradScaler requires, and with
+    a disabled scaler (`enabled=False`) both calls reduce to a plain `optimizer.step()`.
+
+    ## References
+    - [`torch.amp.GradScaler`](https://pytorch.org/docs/stable/amp.html#gradient-scaling)
+    - [Automatic Mixed Precision examples](https://pytorch.org/docs/stable/notes/amp_examples.html)
+    """
+
+    zh = """## 功能
+    检查调用了 `scaler.scale(loss).backward()` 的训练代码：随后直接用 `optimizer.step()` 更新、
+    而不是 `scaler.step(optimizer)`；或调用了 `scaler.step(...)` 却之后没有 `scaler.update()`。
+
+    ## 为什么不好？
+    `scaler.scale(loss)` 会把损失（因而每个梯度）乘以缩放因子（初始为 65,536）。只有
+    `scaler.step(optimizer)` 会把梯度除回去，并在梯度含 inf 或 NaN 时跳过这次更新。若直接调用
+    `optimizer.step()`，参数会按放大后的梯度更新：使用 SGD 时每次更新大 65,536 倍，溢出的步骤还会把 inf/NaN 写进权重。
+
+    `scaler.update()` 在每次更新后调整缩放因子。缺少它时缩放因子永远不会调整，并且对同一优化器第二次调用
+    `scaler.step()` 会报错：`RuntimeError: step() has already been called since the last update().`
+
+    正如指南所说，GradScaler 会跳过梯度溢出的步骤并降低缩放因子；这只有通过 `scaler.step()` 和
+    `scaler.update()` 才会发生。
+
+    ## 示例
+    ```python
+    for inputs, targets in loader:
+        optimizer.zero_grad()
+        with torch.autocast("cuda"):
+            loss = criterion(model(inputs), targets)
+        scaler.scale(loss).backward()
+        optimizer.step()
+    ```
+
+    ## 改为
+    ```python
+    for inputs, targets in loader:
+        optimizer.zero_grad()
+        with torch.autocast("cuda"):
+            loss = criterion(model(inputs), targets)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    ```
+
+    ## 修复安全性
+    修复会把 `optimizer.step()` 替换为 `scaler.step(optimizer)`（若循环体中没有 `scaler.update()`，
+    同时在其后添加），或在已有的 `scaler.step(...)` 之后插入 `scaler.update()`。这是安全的：它们恢复了
+    GradScaler 要求的调用顺序；缩放器被禁用（`enabled=False`）时，这两个调用等同于普通的 `optimizer.step()`。
+
+    ## 参考
+    - [`torch.amp.GradScaler`](https://pytorch.org/docs/stable/amp.html#gradient-scaling)
+    - [自动混合精度示例](https://pytorch.org/docs/stable/notes/amp_examples.html)
+    """
+
+    code = "TDR403"
+    name = "scaler-step-bypassed"
+    severity = Severity.ERROR
+    fix_safety = Applicability.SAFE
+
+    VALID = (
+        "import torch\nscaler = torch.amp.GradScaler('cuda')\n"
+        "for x, y in loader:\n"
+        "    optimizer.zero_grad()\n"
+        "    with torch.autocast('cuda'):\n        loss = crit(model(x), y)\n"
+        "    scaler.scale(loss).backward()\n"
+        "    scaler.step(optimizer)\n"
+        "    scaler.update()\n"
+        "    scheduler.step()\n",
+        # Gradient accumulation: step and update under a condition.
+        "import torch\n"
+        "for i, (x, y) in enumerate(loader):\n"
+        "    scaler.scale(loss_fn(model(x), y) / 4).backward()\n"
+        "    if (i + 1) % 4 == 0:\n"
+        "        scaler.step(opt)\n"
+        "        scaler.update()\n"
+        "        opt.zero_grad()\n",
+        # Micro-batches in an inner loop, step in the outer loop.
+        "import torch\n"
+        "for batch in loader:\n"
+        "    for micro in batch.split(8):\n"
+        "        scaler.scale(model(micro).sum()).backward()\n"
+        "    scaler.unscale_(optimizer)\n"
+        "    scaler.step(optimizer)\n"
+        "    scaler.update()\n",
+        # Plain training without a scaler.
+        "import torch\n"
+        "for x, y in loader:\n"
+        "    loss = crit(model(x), y)\n    loss.backward()\n    optimizer.step()\n",
+        # Unrelated .step() calls: schedulers, environments.
+        "import torch\n"
+        "def train(scaler, optimizer, scheduler, env):\n"
+        "    for x in loader:\n"
+        "        scaler.scale(model(x).sum()).backward()\n"
+        "        scaler.step(optimizer)\n"
+        "        scaler.update()\n"
+        "        scheduler.step()\n"
+        "        opt_scheduler.step()\n"
+        "        env.step()\n",
+        # The update lives in a helper method.
+        "import torch\n"
+        "class Trainer:\n"
+        "    def finish(self):\n        self.scaler.update()\n"
+        "    def fit(self):\n"
+        "        for x in self.loader:\n"
+        "            self.scaler.scale(self.model(x).sum()).backward()\n"
+        "            self.scaler.step(self.optimizer)\n"
+        "            self.finish()\n",
+        # The step happens in a helper; the scheduler is not an optimizer.
+        "import torch\n"
+        "for x in loader:\n"
+        "    scaler.scale(model(x).sum()).backward()\n"
+        "    optimizer_step()\n"
+        "    scheduler.step()\n",
+        # .scale() of something that is not a scaler.
+        "import torch\nimport torch.nn as nn\n"
+        "layer = nn.Linear(2, 2)\n"
+        "for x in loader:\n    layer.scale(x).backward()\n    optimizer.step()\n",
+        # A closure-taking optimizer step is not the bypass pattern.
+        "import torch\n"
+        "for x in loader:\n    scaler.scale(model(x).sum()).backward()\n    optimizer.step(closure)\n",
+        Valid(
+            "import torch\nfor x in loader:\n    scaler.scale(model(x).sum()).backward()\n"
+            "    scaler.step(opt)\n    scaler.update()\n",
+            notebook=True,
+        ),
+    )
+    INVALID = (
+        Invalid(
+            "import torch\nscaler = torch.amp.GradScaler('cuda')\n"
+            "for x, y in loader:\n"
+            "    optimizer.zero_grad()\n"
+            "    with torch.autocast('cuda'):\n        loss = crit(model(x), y)\n"
+            "    scaler.scale(loss).backward()\n"
+            "    optimizer.step()\n"
+            "    scheduler.step()\n",
+            fixed="import torch\nscaler = torch.amp.GradScaler('cuda')\n"
+            "for x, y in loader:\n"
+            "    optimizer.zero_grad()\n"
+            "    with torch.autocast('cuda'):\n        loss = crit(model(x), y)\n"
+            "    scaler.scale(loss).backward()\n"
+            "    scaler.step(optimizer)\n"
+            "    scaler.update()\n"
+            "    scheduler.step()\n",
+        ),
+        # update already present: only the step is replaced.
+        Invalid(
+            "import torch\n"
+            "def step(self, loss):\n"
+            "    self.scaler.scale(loss).backward()\n"
+            "    self.opt.step()\n"
+            "    self.scaler.update()\n",
+            fixed="import torch\n"
+            "def step(self, loss):\n"
+            "    self.scaler.scale(loss).backward()\n"
+            "    self.scaler.step(self.opt)\n"
+            "    self.scaler.update()\n",
+        ),
+        # A deprecated scaler constructor, known optimizer kind with an unusual name.
+        Invalid(
+            "import torch\nfrom torch.cuda.amp import GradScaler\n"
+            "sc = GradScaler()\nsgd = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "for x in loader:\n"
+            "    sc.scale(model(x).sum()).backward()\n"
+            "    if ready:\n"
+            "        sgd.step()\n"
+            "        sc.update()\n",
+            fixed="import torch\nfrom torch.cuda.amp import GradScaler\n"
+            "sc = GradScaler()\nsgd = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "for x in loader:\n"
+            "    sc.scale(model(x).sum()).backward()\n"
+            "    if ready:\n"
+            "        sc.step(sgd)\n"
+            "        sc.update()\n",
+        ),
+        # scaler.step without update.
+        Invalid(
+            "import torch\n"
+            "for x, y in loader:\n"
+            "    scaler.scale(crit(model(x), y)).backward()\n"
+            "    scaler.step(optimizer)  # apply\n"
+            "    optimizer.zero_grad()\n",
+            fixed="import torch\n"
+            "for x, y in loader:\n"
+            "    scaler.scale(crit(model(x), y)).backward()\n"
+            "    scaler.step(optimizer)  # apply\n"
+            "    scaler.update()\n"
+            "    optimizer.zero_grad()\n",
+        ),
+        # update before the step does not count.
+        Invalid(
+            "import torch\n"
+            "for x in loader:\n"
+            "    scaler.update()\n"
+            "    scaler.scale(model(x).sum()).backward()\n"
+            "    scaler.step(optimizer)\n",
+            fixed="import torch\n"
+            "for x in loader:\n"
+            "    scaler.update()\n"
+            "    scaler.scale(model(x).sum()).backward()\n"
+            "    scaler.step(optimizer)\n"
+            "    scaler.update()\n",
+        ),
+        # The step is not a statement of its own line: reported, no fix.
+        Invalid(
+            "import torch\n"
+            "for x in loader:\n"
+            "    scaler.scale(model(x).sum()).backward()\n"
+            "    scaler.step(optimizer); log()\n",
+            fixed=None,
+        ),
+        Invalid(
+            "import torch\nfor x in loader:\n    scaler.scale(model(x).sum()).backward()\n"
+            "    opt.step()\n",
+            fixed="import torch\nfor x in loader:\n    scaler.scale(model(x).sum()).backward()\n"
+            "    scaler.step(opt)\n    scaler.update()\n",
+            notebook=True,
+        ),
+    )
+
+    def check(self, ctx: Context) -> None:
+        seen: set[ast.Call] = set()
+        for call in ctx.sem.calls_by_attr.get("backward", ()):
+            scaler = scaled_backward_scaler(call)
+            if scaler is None or ctx.kind(scaler) not in (None, Kind.SCALER):
+                continue
+            name = ctx.segment(scaler)
+            region, steps, bypass = _find_steps(ctx, call, name)
+            updates = [c for c in _calls(ctx, region, "update") if _receiver(ctx, c) == name]
+            stepped = {ctx.segment(s.args[0]) for s in steps if s.args}
+            for opt_step in bypass:
+                if opt_step in seen or _receiver(ctx, opt_step) in stepped:
+                    continue
+                seen.add(opt_step)
+                self._report_bypass(ctx, opt_step, name, call, updates)
+            for step in steps:
+                if step in seen:
+                    continue
+                seen.add(step)
+                if any(_after(u, step) for u in updates) or _helper_updates(ctx, region, scaler):
+                    continue
+                self._report_missing_update(ctx, step, name)
+
+    @staticmethod
+    def _report_bypass(
+        ctx: Context, opt_step: ast.Call, name: str, backward: ast.Call, updates: list[ast.Call]
+    ) -> None:
+        optimizer = _receiver(ctx, opt_step)
+        edits: list[Edit] = [fixes.replace(ctx.source, opt_step, f"{name}.step({optimizer})")]
+        title = Text(
+            f"Replace with `{name}.step({optimizer})`", f"替换为 `{name}.step({optimizer})`"
+        )
+        if not any(_after(u, opt_step) for u in updates):
+            insert = _insert_update(ctx, opt_step, name)
+            if insert is not None:
+                edits.append(insert)
+                title = Text(
+                    f"Replace with `{name}.step({optimizer})` and add `{name}.update()`",
+                    f"替换为 `{name}.step({optimizer})` 并添加 `{name}.update()`",
+                )
+        ctx.report(
+            opt_step,
+            Text(
+                f"`{optimizer}.step()` bypasses the GradScaler after `{name}.scale(...).backward()`:"
+                f" parameters move by scaled gradients; use `{name}.step({optimizer})`",
+                f"在 `{name}.scale(...).backward()` 之后 `{optimizer}.step()` 绕过了 GradScaler："
+                f"参数会按放大后的梯度更新；请使用 `{name}.step({optimizer})`",
+            ),
+            fixes=[Fix(title, tuple(edits), Applicability.SAFE)],
+            related=[ctx.related(backward, Text("scaled backward", "缩放后的反向传播"))],
+        )
+
+    @staticmethod
+    def _report_missing_update(ctx: Context, step: ast.Call, name: str) -> None:
+        insert = _insert_update(ctx, step, name)
+        fix = (
+            Fix(
+                Text(
+                    f"Add `{name}.update()` after the step", f"在 step 之后添加 `{name}.update()`"
+                ),
+                (insert,),
+                Applicability.SAFE,
+            )
+            if insert is not None
+            else None
+        )
+        ctx.report(
+            step,
+            Text(
+                f"`{name}.step(...)` is not followed by `{name}.update()`: the scale never adapts "
+                f"and the next `{name}.step()` raises `RuntimeError`",
+                f"`{name}.step(...)` 之后没有调用 `{name}.update()`：缩放因子不会调整，"
+                f"下一次 `{name}.step()` 会抛出 `RuntimeError`",
+            ),
+            fixes=[fix],
+        )
+
+
+def _regions(ctx: Context, node: ast.AST) -> Iterator[list[ast.stmt]]:
+    """Bodies around ``node``, innermost first: its loops, then its function (or module)."""
+    for loop in ctx.sem.enclosing_loops(node):
+        yield loop.node.body
+    function = ctx.sem.enclosing_function(node)
+    yield function.body if function is not None else ctx.tree.body
+
+
+def _calls(ctx: Context, region: list[ast.stmt], attr: str) -> list[ast.Call]:
+    return [
+        node
+        for node in ctx.sem.walk_body(region)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == attr
+    ]
+
+
+def _receiver(ctx: Context, call: ast.Call) -> str:
+    assert isinstance(call.func, ast.Attribute)
+    return ctx.segment(call.func.value)
+
+
+def _after(a: ast.AST, b: ast.AST) -> bool:
+    return (a.lineno, a.col_offset) > (b.lineno, b.col_offset)  # type: ignore[attr-defined]
+
+
+def _find_steps(
+    ctx: Context, backward: ast.Call, name: str
+) -> tuple[list[ast.stmt], list[ast.Call], list[ast.Call]]:
+    """The nearest body around ``backward`` that steps: its ``name.step(...)`` calls and its
+    plain ``optimizer.step()`` calls after the backward call."""
+    region: list[ast.stmt] = []
+    for region in _regions(ctx, backward):
+        steps, bypass = [], []
+        for call in _calls(ctx, region, "step"):
+            receiver = _receiver(ctx, call)
+            if receiver == name:
+                steps.append(call)
+            elif _is_plain_optimizer_step(ctx, call) and _after(call, backward):
+                bypass.append(call)
+        if steps or bypass:
+            return region, steps, bypass
+    return region, [], []
+
+
+def _is_plain_optimizer_step(ctx: Context, call: ast.Call) -> bool:
+    if call.args or call.keywords:
+        return False
+    assert isinstance(call.func, ast.Attribute)
+    receiver = call.func.value
+    kind = ctx.kind(receiver)
+    if kind is not None:
+        return kind is Kind.OPTIMIZER
+    name = terminal_name(receiver)
+    return (
+        name is not None
+        and bool(_OPTIMIZER_NAME.search(name))
+        and not _NOT_OPTIMIZER_NAME.search(name)
+    )
+
+
+def _insert_update(ctx: Context, call: ast.Call, name: str) -> Edit | None:
+    stmt = ctx.sem.statement_of(call)
+    if not isinstance(stmt, ast.Expr | ast.Assign) or stmt.value is not call:
+        return None
+    return fixes.insert_statement_after(ctx.source, stmt, f"{name}.update()")
+
+
+def _helper_updates(ctx: Context, region: list[ast.stmt], scaler: ast.expr) -> bool:
+    """Whether a function of this file called in ``region`` updates a scaler of the same name."""
+    want = terminal_name(scaler)
+    for node in ctx.sem.walk_body(region):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        target: ast.AST | None = ctx.sem.local_function(func)
+        if (
+            target is None
+            and isinstance(func, ast.Attribute)
+            and terminal_name(func.value) == "self"
+        ):
+            cls = ctx.sem.enclosing_class(node)
+            target = next(
+                (
+                    s
+                    for s in (cls.body if cls else [])
+                    if isinstance(s, FUNCTION_NODES) and s.name == func.attr
+                ),
+                None,
+            )
+        if target is None:
+            continue
+        for inner in ctx.sem.walk(target):
+            if (
+                isinstance(inner, ast.Call)
+                and isinstance(inner.func, ast.Attribute)
+                and inner.func.attr == "update"
+                and terminal_name(inner.func.value) == want
+            ):
+                return True
+    return False
