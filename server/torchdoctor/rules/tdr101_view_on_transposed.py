@@ -34,9 +34,10 @@ class ViewOnTransposed(Rule):
     and strides (`x.t().view(4, 3, 1)` works, `x.t().view(-1)` does not), so the rule says the
     call is *likely* to fail; the failure shows up only when that line runs.
 
-    The guide says that `.view()` requires a contiguous tensor; since PyTorch 1.x `.view()`
-    accepts any tensor whose strides are compatible with the new shape, which is why some of
-    these calls work and the rule cannot be certain.
+    The guide says that `.view()` requires a contiguous tensor; in PyTorch 2.13 `.view()`
+    accepts any tensor whose strides are compatible with the new shape (`x.t().view(4, 3, 1)`
+    works for a 3×4 `x`), which is why some of these calls succeed and the rule cannot be
+    certain.
 
     ## Example
     ```python
@@ -79,8 +80,9 @@ class ViewOnTransposed(Rule):
     .reshape(...) instead.`。是否失败取决于形状和步长（`x.t().view(4, 3, 1)` 可以，
     `x.t().view(-1)` 不行），所以本规则说这个调用*很可能*失败；只有运行到这一行时才会暴露。
 
-    指南中说 `.view()` 要求张量连续；实际上自 PyTorch 1.x 起，只要步长与新形状兼容，`.view()`
-    就能工作，这也是部分此类调用不会出错、本规则无法百分之百确定的原因。
+    指南中说 `.view()` 要求张量连续；在 PyTorch 2.13 中，只要步长与新形状兼容，`.view()` 就能工作
+    （对 3×4 的 `x`，`x.t().view(4, 3, 1)` 可以成功），这也是部分此类调用不会出错、本规则无法百分之百
+    确定的原因。
 
     ## 示例
     ```python
