@@ -750,6 +750,8 @@ class Semantic:
         func = call.func
         qual = self.qualname(func)
         if qual is not None:
+            if qual in ("torch.export.export", "torch.onnx.export"):
+                return None  # an ExportedProgram / ONNXProgram: it takes a module, is not one
             if qual in MODEL_TAKERS and qual not in MODEL_WRAPPERS:
                 first = call.args[0] if call.args else None
                 return Kind.MODULE if self.kind(first, depth + 1) is Kind.MODULE else None

@@ -8,6 +8,10 @@ from ..engine.model import Applicability, Fix, Text
 from ..engine.semantic import MODEL_WRAPPERS, Kind, argument
 from .base import Invalid, Rule
 
+# Results whose state dict is not the plain model's (``_orig_mod.`` keys) or that have their own
+# format (TorchScript: ``torch.jit.save``).
+NO_FIX = frozenset({"torch.compile", "torch.jit.script", "torch.jit.trace"})
+
 
 class SaveWholeModel(Rule):
     """## What it does
@@ -50,7 +54,9 @@ class SaveWholeModel(Rule):
     The fix saves `model.state_dict()` instead (`model.module.state_dict()` for a
     `DistributedDataParallel`/`DataParallel` wrapper). It is unsafe: the file changes format,
     and the code that loads it must now build the model and call `load_state_dict`. No fix is
-    offered for a `torch.compile` result, whose state dict keys carry an `_orig_mod.` prefix.
+    offered for a `torch.compile` result, whose state dict keys carry an `_orig_mod.` prefix,
+    nor for a TorchScript module, which `torch.save` cannot pickle at all (save it with
+    `torch.jit.save`).
 
     ## References
     - [Saving and loading models](https://pytorch.org/tutorials/beginner/saving_loading_models.html)
@@ -95,7 +101,8 @@ class SaveWholeModel(Rule):
     ## 修复安全性
     修复改为保存 `model.state_dict()`（对 `DistributedDataParallel`/`DataParallel` 包装则为
     `model.module.state_dict()`）。该修复不安全：文件格式变了，加载它的代码也必须改为先构建模型、再调用
-    `load_state_dict`。对 `torch.compile` 的结果不提供修复，因为它的 state dict 键带有 `_orig_mod.` 前缀。
+    `load_state_dict`。对 `torch.compile` 的结果不提供修复，因为它的 state dict 键带有 `_orig_mod.` 前缀；
+    对 TorchScript 模块也不提供修复，`torch.save` 根本无法 pickle 它（请用 `torch.jit.save` 保存）。
 
     ## 参考
     - [保存与加载模型](https://pytorch.org/tutorials/beginner/saving_loading_models.html)
@@ -131,6 +138,9 @@ class SaveWholeModel(Rule):
         "import torch\ndef dump(obj, path):\n    torch.save(obj, path)\n",
         "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\n"
         "state = model.state_dict()\ntorch.save(state, 'm.pt')",
+        # An exported program is not a module.
+        "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\n"
+        "ep = torch.export.export(model, (torch.randn(1, 2),))\ntorch.save(ep, 'ep.pt2')",
         # A module's `save` method is not torch.save.
         "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\n"
         "class Store:\n    def save(self, obj, path):\n        pass\n"
@@ -190,6 +200,12 @@ class SaveWholeModel(Rule):
             "torch.save(model, 'm.pt')",
             fixed=None,
         ),
+        # TorchScript: torch.save raises; reported without a fix.
+        Invalid(
+            "import torch\nfrom torch import nn\nscripted = torch.jit.script(nn.Linear(2, 2))\n"
+            "torch.save(scripted, 'm.pt')",
+            fixed=None,
+        ),
         Invalid(
             "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\ntorch.save(model, 'm.pt')",
             fixed="import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\n"
@@ -217,7 +233,7 @@ class SaveWholeModel(Rule):
         if not isinstance(obj, ast.Name | ast.Attribute):
             return None
         sem = ctx.sem
-        compiled, _ = sem.constructions(obj, lambda c: sem.qualname(c.func) == "torch.compile")
+        compiled, _ = sem.constructions(obj, lambda c: sem.qualname(c.func) in NO_FIX)
         if compiled:
             return None
         wrapped, other = sem.constructions(obj, lambda c: sem.qualname(c.func) in MODEL_WRAPPERS)
