@@ -43,10 +43,15 @@ class Settings:
     unsafe_fixes: bool = False
     target_version: str | None = None
     docs_base_url: str | None = None
+    # Facts of the machine the editor runs on (set by the language server, never from files).
+    machine_cpus: int | None = None
     root: Path | None = None  # folder of the configuration file
+    # Facts read from a running kernel (``bridge.facts.LiveFacts``), set by the caller, never by
+    # a configuration file; only the live rules (TDR9xx) read them.
+    live: Any = None
 
     def fingerprint(self) -> str:
-        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "root"}
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("root", "live")}
         return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def merged(self, **overrides: Any) -> Settings:

@@ -1,0 +1,145 @@
+from __future__ import annotations
+
+import ast
+
+from ..engine import fixes
+from ..engine.context import Context
+from ..engine.model import Applicability, Fix, Severity, Text
+from ..engine.semantic import keyword
+from .base import Invalid, Rule
+
+CLI_LIMIT = 32
+
+
+class NumWorkersOversubscribed(Rule):
+    """## What it does
+    Checks for a DataLoader with a literal `num_workers=N` larger than the number of CPUs of the
+    machine the editor runs on (in the command line, where the training machine is unknown,
+    larger than 32).
+
+    ## Why is this bad?
+    Each worker is a full process with its own copy of the dataset object. More workers than
+    cores do not load faster: they compete for the same cores (and with the main training
+    process), multiply memory use, and can exhaust shared memory (`/dev/shm`) with "bus error"
+    or "DataLoader worker (pid X) is killed by signal" as the symptom. PyTorch itself warns when
+    `num_workers` exceeds the CPUs available to the process ("This DataLoader will create N
+    worker processes in total. Our suggested max number of worker in current system is M").
+
+    ## Example
+    ```python
+    loader = DataLoader(dataset, batch_size=64, num_workers=64)
+    ```
+
+    ## Use instead
+    ```python
+    import os
+
+    loader = DataLoader(dataset, batch_size=64, num_workers=min(64, os.cpu_count() or 1))
+    ```
+
+    ## Fix safety
+    The fix caps the number with `min(N, os.cpu_count() or 1)` (adding `import os`). It is
+    unsafe: on a machine with more cores than this one, the cap changes nothing; on one with
+    fewer, loading order and speed change.
+
+    ## References
+    - [`torch.utils.data.DataLoader`](https://pytorch.org/docs/stable/data.html#multi-process-data-loading)
+    """
+
+    zh = """## 功能
+    检查 DataLoader 中字面量 `num_workers=N` 大于编辑器所在机器 CPU 数的情况（在命令行中，由于不知道训练机器，
+    以大于 32 为准）。
+
+    ## 为什么不好？
+    每个 worker 都是一个完整的进程，持有一份自己的数据集对象副本。worker 数超过核心数并不会加快加载：它们彼此争抢
+    同样的核心（也与主训练进程争抢），成倍增加内存占用，还可能耗尽共享内存（`/dev/shm`），表现为 "bus error" 或
+    "DataLoader worker (pid X) is killed by signal"。当 `num_workers` 超过进程可用的 CPU 数时，PyTorch 自己也会给出
+    警告（"This DataLoader will create N worker processes in total. Our suggested max number of worker in
+    current system is M"）。
+
+    ## 示例
+    ```python
+    loader = DataLoader(dataset, batch_size=64, num_workers=64)
+    ```
+
+    ## 改为
+    ```python
+    import os
+
+    loader = DataLoader(dataset, batch_size=64, num_workers=min(64, os.cpu_count() or 1))
+    ```
+
+    ## 修复安全性
+    修复会用 `min(N, os.cpu_count() or 1)` 加以限制（并添加 `import os`）。它是不安全的：在核心数多于本机的
+    机器上，这个上限不起作用；在核心更少的机器上，加载顺序和速度都会改变。
+
+    ## 参考
+    - [`torch.utils.data.DataLoader`](https://pytorch.org/docs/stable/data.html#multi-process-data-loading)
+    """
+
+    code = "TDR302"
+    name = "num-workers-oversubscribed"
+    severity = Severity.INFO
+    fix_safety = Applicability.UNSAFE
+
+    VALID = (
+        "from torch.utils.data import DataLoader\nDataLoader(ds, num_workers=8)",
+        "from torch.utils.data import DataLoader\nDataLoader(ds, num_workers=args.workers)",
+        "from torch.utils.data import DataLoader\nimport os\n"
+        "DataLoader(ds, num_workers=os.cpu_count())",
+        # Not torch's DataLoader.
+        "import torch\nfrom mylib import DataLoader\nDataLoader(ds, num_workers=128)",
+    )
+    INVALID = (
+        Invalid(
+            "from torch.utils.data import DataLoader\nloader = DataLoader(ds, num_workers=64)",
+            fixed="from torch.utils.data import DataLoader\nimport os\n"
+            "loader = DataLoader(ds, num_workers=min(64, os.cpu_count() or 1))",
+        ),
+        Invalid(
+            "import os\nimport torch\nl = torch.utils.data.DataLoader(ds, 32, num_workers=48)",
+            fixed="import os\nimport torch\n"
+            "l = torch.utils.data.DataLoader(ds, 32, num_workers=min(48, os.cpu_count() or 1))",
+        ),
+    )
+
+    def check(self, ctx: Context) -> None:
+        limit = ctx.settings.machine_cpus or CLI_LIMIT
+        for call in ctx.sem.calls_to("torch.utils.data.DataLoader"):
+            kw = keyword(call, "num_workers")
+            if kw is None or not isinstance(kw.value, ast.Constant):
+                continue
+            n = kw.value.value
+            if not isinstance(n, int) or isinstance(n, bool) or n <= limit:
+                continue
+            fix = None
+            ref = fixes.module_ref(ctx.sem, ctx.source, "os")
+            if ref is not None:
+                os_name, extra = ref
+                fix = Fix(
+                    Text(
+                        f"Cap with `min({n}, {os_name}.cpu_count() or 1)`",
+                        f"用 `min({n}, {os_name}.cpu_count() or 1)` 加以限制",
+                    ),
+                    (
+                        fixes.replace(ctx.source, kw.value, f"min({n}, {os_name}.cpu_count() or 1)"),
+                        *extra,
+                    ),
+                    Applicability.UNSAFE,
+                )
+            where = (
+                f"this machine's {limit} CPUs"
+                if ctx.settings.machine_cpus
+                else f"{limit}, more than most machines have"
+            )
+            where_zh = (
+                f"本机的 {limit} 个 CPU" if ctx.settings.machine_cpus else f"{limit}（多数机器没有这么多核心）"
+            )
+            ctx.report(
+                kw,
+                Text(
+                    f"`num_workers={n}` exceeds {where}: extra workers compete for cores and memory",
+                    f"`num_workers={n}` 超过了{where_zh}：多出的 worker 会争抢 CPU 和内存",
+                ),
+                fixes=[fix],
+            )

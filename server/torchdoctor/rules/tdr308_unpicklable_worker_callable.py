@@ -1,0 +1,156 @@
+from __future__ import annotations
+
+import ast
+
+from ..engine.context import Context
+from ..engine.model import Severity, Text
+from ..engine.semantic import FUNCTION_NODES, keyword
+from .base import Invalid, Rule
+
+_CALLABLE_ARGS = ("collate_fn", "worker_init_fn")
+_TRANSFORM_ARGS = ("transform", "target_transform", "transforms")
+
+
+def uses_workers(call: ast.Call) -> bool:
+    """A DataLoader call whose ``num_workers`` is given and not literally 0."""
+    kw = keyword(call, "num_workers")
+    if kw is None:
+        return False
+    return not (isinstance(kw.value, ast.Constant) and kw.value.value == 0)
+
+
+class UnpicklableWorkerCallable(Rule):
+    """## What it does
+    Checks for a DataLoader with workers that is given a `lambda` or a nested function as
+    `collate_fn=` or `worker_init_fn=`, or whose dataset was built with a `lambda` transform.
+
+    ## Why is this bad?
+    Under the `spawn` start method — the default on macOS and Windows, and what many cluster
+    setups choose — the DataLoader pickles these callables to send them to each worker. Lambdas
+    and functions defined inside other functions cannot be pickled, and iteration fails with
+    `AttributeError: Can't pickle local object '...<lambda>'` (or `Can't get local object`). The
+    code works on a Linux laptop (fork) and breaks on the next machine.
+
+    ## Example
+    ```python
+    loader = DataLoader(ds, num_workers=4, collate_fn=lambda batch: pad(batch, 0))
+    ```
+
+    ## Use instead
+    ```python
+    import functools
+
+    loader = DataLoader(ds, num_workers=4, collate_fn=functools.partial(pad, value=0))
+    ```
+    or define the function at module level.
+
+    ## Fix safety
+    No fix is offered: the callable has to move to module level or become a `functools.partial`.
+
+    ## References
+    - [Platform-specific behaviours of multi-process data loading](https://pytorch.org/docs/stable/data.html#platform-specific-behaviors)
+    """
+
+    zh = """## 功能
+    检查带有 worker 的 DataLoader，其 `collate_fn=` 或 `worker_init_fn=` 是 `lambda` 或嵌套函数，或者其数据集是用
+    `lambda` 变换构造的情况。
+
+    ## 为什么不好？
+    在 `spawn` 启动方式下（macOS 和 Windows 的默认方式，许多集群环境也这样选择），DataLoader 需要把这些可调用对象
+    pickle 后发送给每个 worker。lambda 以及定义在其他函数内部的函数无法被 pickle，迭代时会报
+    `AttributeError: Can't pickle local object '...<lambda>'`（或 `Can't get local object`）。代码在 Linux 笔记本上
+    （fork）能跑，换一台机器就坏了。
+
+    ## 示例
+    ```python
+    loader = DataLoader(ds, num_workers=4, collate_fn=lambda batch: pad(batch, 0))
+    ```
+
+    ## 改为
+    ```python
+    import functools
+
+    loader = DataLoader(ds, num_workers=4, collate_fn=functools.partial(pad, value=0))
+    ```
+    或者把函数定义在模块顶层。
+
+    ## 修复安全性
+    不提供修复：需要把可调用对象移到模块顶层，或改写成 `functools.partial`。
+
+    ## 参考
+    - [多进程数据加载的平台差异](https://pytorch.org/docs/stable/data.html#platform-specific-behaviors)
+    """
+
+    code = "TDR308"
+    name = "unpicklable-worker-callable"
+    severity = Severity.WARNING
+
+    VALID = (
+        "from torch.utils.data import DataLoader\ndef collate(b):\n    return b\n"
+        "DataLoader(ds, num_workers=4, collate_fn=collate)",
+        # No workers: nothing is pickled.
+        "from torch.utils.data import DataLoader\nDataLoader(ds, collate_fn=lambda b: b)",
+        "from torch.utils.data import DataLoader\n"
+        "DataLoader(ds, num_workers=0, collate_fn=lambda b: b)",
+        "import functools\nfrom torch.utils.data import DataLoader\n"
+        "DataLoader(ds, num_workers=2, collate_fn=functools.partial(pad, value=0))",
+        # A method of a module-level class pickles fine.
+        "from torch.utils.data import DataLoader\nclass C:\n    def __call__(self, b):\n"
+        "        return b\nDataLoader(ds, num_workers=2, collate_fn=C())",
+    )
+    INVALID = (
+        Invalid(
+            "from torch.utils.data import DataLoader\n"
+            "loader = DataLoader(ds, num_workers=4, collate_fn=lambda b: b)",
+            fixed=None,
+        ),
+        Invalid(
+            "import torch\ndef make(ds):\n    def init(worker_id):\n        pass\n"
+            "    return torch.utils.data.DataLoader(ds, num_workers=2, worker_init_fn=init)",
+            fixed=None,
+        ),
+        Invalid(
+            "from torch.utils.data import DataLoader\n"
+            "train_ds = ImageFolder(root, transform=lambda img: img.convert('RGB'))\n"
+            "loader = DataLoader(train_ds, num_workers=8)",
+            fixed=None,
+        ),
+    )
+
+    def check(self, ctx: Context) -> None:
+        for call in ctx.sem.calls_to("torch.utils.data.DataLoader"):
+            if not uses_workers(call):
+                continue
+            for name in _CALLABLE_ARGS:
+                kw = keyword(call, name)
+                if kw is not None and self._unpicklable(ctx, kw.value):
+                    self._report(ctx, kw.value, f"`{name}`")
+            dataset = call.args[0] if call.args else getattr(keyword(call, "dataset"), "value", None)
+            made = ctx.sem.constructor_call(dataset) if dataset is not None else None
+            if made is not None:
+                for name in _TRANSFORM_ARGS:
+                    kw = keyword(made, name)
+                    if kw is not None and isinstance(kw.value, ast.Lambda):
+                        self._report(ctx, kw.value, f"the dataset's `{name}`")
+
+    @staticmethod
+    def _unpicklable(ctx: Context, value: ast.expr) -> bool:
+        if isinstance(value, ast.Lambda):
+            return True
+        if isinstance(value, ast.Name):
+            func = ctx.sem.local_function(value)
+            if func is not None:
+                return any(isinstance(a, (*FUNCTION_NODES, ast.Lambda)) for a in ctx.sem.ancestors(func))
+        return False
+
+    @staticmethod
+    def _report(ctx: Context, node: ast.AST, what: str) -> None:
+        ctx.report(
+            node,
+            Text(
+                f"{what} is a lambda or nested function: with the `spawn` start method (macOS, "
+                "Windows) workers fail with `Can't pickle local object`",
+                f"{what} 是 lambda 或嵌套函数：在 `spawn` 启动方式下（macOS、Windows），worker 会因 "
+                "`Can't pickle local object` 而失败",
+            ),
+        )
