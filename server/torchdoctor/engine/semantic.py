@@ -658,6 +658,33 @@ class Semantic:
             kind = self._use_evidence().get((binding.scope, binding.name))
         return kind
 
+    def argument_kind(self, binding: Binding) -> Kind | None:
+        """The kind of a parameter of a function defined in this file, from its call sites:
+        ``net`` is a module in ``def evaluate(net, loader)`` when every call
+        ``evaluate(model, ...)`` passes a module. None when a call passes something else or
+        unknown, or when the function is never called by name."""
+        func = binding.scope
+        if binding.how != "param" or not isinstance(func, FUNCTION_NODES):
+            return None
+        args = func.args
+        positional = [a.arg for a in (*args.posonlyargs, *args.args)]
+        kinds: set[Kind | None] = set()
+        for call in self.calls_by_name.get(func.name, ()):
+            if self.local_function(call.func) is not func:
+                continue
+            if any(isinstance(a, ast.Starred) for a in call.args) or has_star_kwargs(call):
+                return None
+            value: ast.expr | None = None
+            if binding.name in positional and positional.index(binding.name) < len(call.args):
+                value = call.args[positional.index(binding.name)]
+            else:
+                kw = keyword(call, binding.name)
+                value = kw.value if kw is not None else None
+            if value is None:
+                return None
+            kinds.add(self.kind(value))
+        return kinds.pop() if len(kinds) == 1 else None
+
     def _binding_value_kind(self, binding: Binding, depth: int) -> Kind | None:
         if binding.how not in ("assign", "with") or binding.value is None:
             return None

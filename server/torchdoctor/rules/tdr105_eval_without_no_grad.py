@@ -197,6 +197,11 @@ class EvalWithoutNoGrad(Rule):
         "import torch\nmodel = torch.nn.Linear(2, 2)\n"
         "def eval_loss(x):\n    return model(x).sum()\n"
         "def train(x):\n    loss = eval_loss(x) * 2\n    loss.backward()\n",
+        # A parameter that callers fill with something other than a model.
+        "import torch\n"
+        "def predict(fn, x):\n    return fn(x)\n"
+        "model = torch.nn.Linear(2, 2)\n"
+        "a = predict(model, x)\nb = predict(len, x)\n",
         # A frozen model builds no graph.
         "import torch\nteacher = torch.nn.Linear(2, 2)\nteacher.requires_grad_(False)\n"
         "teacher.eval()\nsoft = teacher(x)\n",
@@ -262,6 +267,20 @@ class EvalWithoutNoGrad(Rule):
             "with T.inference_mode():\n"
             "    for x in test_loader:\n"
             "        out = net(x)\n",
+        ),
+        # A model passed as an argument by every caller.
+        Invalid(
+            "import torch\n"
+            "def infer(net, x):\n"
+            "    return net(x)\n"
+            "model = torch.nn.Linear(2, 2)\n"
+            "y = infer(model, torch.ones(2))\n",
+            fixed="import torch\n"
+            "def infer(net, x):\n"
+            "    with torch.inference_mode():\n"
+            "        return net(x)\n"
+            "model = torch.nn.Linear(2, 2)\n"
+            "y = infer(model, torch.ones(2))\n",
         ),
         # A function named like an evaluation function, with a global model.
         Invalid(
@@ -473,9 +492,18 @@ def _forward_calls(ctx: Context, stmts: list[ast.stmt]) -> list[ast.Call]:
         callee = _callee(node)
         if isinstance(callee, ast.Name) and callee.id == "self":
             continue
-        if ctx.kind(callee) is Kind.MODULE:
+        if _is_model(ctx, callee):
             out.append(node)
     return sorted(out, key=lambda c: (c.lineno, c.col_offset))
+
+
+def _is_model(ctx: Context, expr: ast.expr) -> bool:
+    """A module by construction or use, or a parameter every caller passes a module to."""
+    kind = ctx.kind(expr)
+    if kind is not None or not isinstance(expr, ast.Name):
+        return kind is Kind.MODULE
+    binding = ctx.sem.lookup(expr.id, expr)
+    return binding is not None and ctx.sem.argument_kind(binding) is Kind.MODULE
 
 
 def _trains(ctx: Context, stmts: list[ast.stmt], seen: set[ast.AST], depth: int = 0) -> bool:
