@@ -13,7 +13,7 @@ from .base import Invalid, Rule, Valid
 
 DISTRIBUTED_SAMPLER = "torch.utils.data.DistributedSampler"
 # Loaders whose order does not matter (evaluation) are left alone.
-_EVAL_LOADER = re.compile(r"val|test|eval", re.I)
+_EVAL_LOADER = re.compile(r"(^|_)(val|valid|validation|test|eval)", re.I)
 _EPOCH_NAME = re.compile(r"epoch|^ep$|^e$", re.I)
 _COUNTER_WRAPPERS = frozenset({"tqdm", "track", "progress_bar"})
 _HEAD = "import torch\nfrom torch.utils.data import DataLoader, DistributedSampler\n"
@@ -297,6 +297,16 @@ class SamplerWithoutSetEpoch(Rule):
             "    for batch in loader:\n"
             "        step(batch, lr)\n",
         ),
+        # The loader is rebuilt inside the loop: reported, no fix.
+        Invalid(
+            _HEAD + "def build_loader(ds):\n"
+            "    return DataLoader(ds, sampler=DistributedSampler(ds))\n"
+            "for epoch in range(3):\n"
+            "    loader = build_loader(ds)\n"
+            "    for batch in loader:\n"
+            "        step(batch)\n",
+            fixed=None,
+        ),
         # The sampler may be another kind of sampler: reported, no fix.
         Invalid(
             "import torch\nfrom torch.utils.data import DataLoader, DistributedSampler, RandomSampler\n"
@@ -507,7 +517,7 @@ class SamplerWithoutSetEpoch(Rule):
         epoch = _epoch_counter(ctx, loop)
         if epoch is None or not loader.fixable:
             return None
-        for made in (loader.creation, loader.inline_with_loader):
+        for made in (loader.creation, loader.inline_with_loader, loader.target):
             if sem.is_inside(made, loop.node):
                 return None
         ref = loader.sampler_ref

@@ -294,27 +294,9 @@ class SamplerWithShuffle(Rule):
         sampler, shuffle = given["sampler"], given["shuffle"]
         assert sampler is not None and shuffle is not None
         kw = keyword(call, "shuffle")
-        fix: Fix | None = None
+        fix = None
         if kw is not None and keyword(call, "sampler") is not None:
-            edits: list[Edit]
-            if maybe_none:
-                if not isinstance(sampler, ast.Name | ast.Attribute):
-                    edits = []
-                else:
-                    value = f"{ctx.segment(sampler)} is None"
-                    edits = [fixes.replace(ctx.source, kw.value, value)]
-                    title = Text(f"Replace with `shuffle={value}`", f"改为 `shuffle={value}`")
-            else:
-                edits = [fixes.remove_argument(ctx.source, call, kw)]
-                title = Text("Remove `shuffle=True`", "删除 `shuffle=True`")
-            if edits:
-                extra = self._distributed_shuffle(ctx, samplers)
-                if extra and not maybe_none:
-                    title = Text(
-                        "Remove `shuffle=True` and pass it to the `DistributedSampler`",
-                        "删除 `shuffle=True`，改为传给 `DistributedSampler`",
-                    )
-                fix = Fix(title, (*edits, *extra), Applicability.SAFE)
+            fix = self._shuffle_fix(ctx, call, kw, sampler, samplers, maybe_none)
         ctx.report(
             kw if kw is not None else shuffle,
             Text(
@@ -326,6 +308,35 @@ class SamplerWithShuffle(Rule):
             fixes=[fix],
             related=[ctx.related(sampler, Text("The sampler is passed here", "采样器在此传入"))],
         )
+
+    def _shuffle_fix(
+        self,
+        ctx: Context,
+        call: ast.Call,
+        kw: ast.keyword,
+        sampler: ast.expr,
+        samplers: list[ast.Call],
+        maybe_none: bool,
+    ) -> Fix | None:
+        extra = self._distributed_shuffle(ctx, samplers)
+        if maybe_none:
+            # The sampler may be None: shuffle exactly when it is.
+            if not isinstance(sampler, ast.Name | ast.Attribute):
+                return None
+            value = f"{ctx.segment(sampler)} is None"
+            return Fix(
+                Text(f"Replace with `shuffle={value}`", f"改为 `shuffle={value}`"),
+                (fixes.replace(ctx.source, kw.value, value), *extra),
+                Applicability.SAFE,
+            )
+        title = Text("Remove `shuffle=True`", "删除 `shuffle=True`")
+        if extra:
+            title = Text(
+                "Remove `shuffle=True` and pass it to the `DistributedSampler`",
+                "删除 `shuffle=True`，改为传给 `DistributedSampler`",
+            )
+        edit = fixes.remove_argument(ctx.source, call, kw)
+        return Fix(title, (edit, *extra), Applicability.SAFE)
 
     def _report_batch_sampler(
         self,
