@@ -41,9 +41,10 @@ class SamplerWithoutSetEpoch(Rule):
 
     ## Why is this bad?
     A `DistributedSampler` shuffles with a generator seeded by `seed + epoch`, and its epoch
-    only changes when you call `set_epoch`. Without it every epoch visits the samples in the
-    same order on every rank: the training silently loses the reshuffling that single-process
-    training gets from `shuffle=True`, which often costs accuracy. Nothing warns about it. As
+    only changes when you call `set_epoch`. Without it every rank gets the same share of the
+    data, in the same order, in every epoch: the training silently loses the reshuffling that
+    single-process training gets from `shuffle=True`, which often costs accuracy. Nothing warns
+    about it. As
     PyTorch's documentation puts it, calling `set_epoch` "at the beginning of each epoch
     before creating the DataLoader iterator is necessary to make shuffling work properly".
 
@@ -88,7 +89,7 @@ class SamplerWithoutSetEpoch(Rule):
 
     ## 为什么不好？
     `DistributedSampler` 用以 `seed + epoch` 为种子的随机数生成器打乱数据，而它的 epoch 只有在调用
-    `set_epoch` 时才会改变。不调用的话，每个 epoch、每个 rank 上的样本顺序都完全相同：训练悄悄失去了单进程
+    `set_epoch` 时才会改变。不调用的话，每个 rank 在每个 epoch 分到的数据子集和顺序都完全相同：训练悄悄失去了单进程
     训练中 `shuffle=True` 带来的重新打乱，往往会损失精度，而且没有任何警告。正如 PyTorch 文档所说，必须“在每个
     epoch 开始、创建 DataLoader 迭代器之前”调用 `set_epoch`，打乱才能正常工作。
 

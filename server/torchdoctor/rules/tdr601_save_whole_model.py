@@ -21,9 +21,10 @@ class SaveWholeModel(Rule):
     Saving the module pickles the object: the file stores a reference to the model's class by
     its import path (`models.resnet.MyNet`), not its code. Loading it later needs that exact
     class at that exact path; renaming a file, moving a class or changing `__init__` makes old
-    checkpoints unloadable. Since PyTorch 2.6, `torch.load` defaults to `weights_only=True`, so
-    such a file does not even load without `weights_only=False`, which lets the file run
-    arbitrary code (see TDR603).
+    checkpoints unloadable. That is the guide's reason to prefer `state_dict`; since PyTorch 2.6
+    there is one more: `torch.load` defaults to `weights_only=True`, so such a file fails to
+    load with `UnpicklingError: Weights only load failed` unless you pass
+    `weights_only=False`, which lets the file run arbitrary code (see TDR603).
 
     A `state_dict()` is a plain mapping from parameter names to tensors: it loads with the safe
     default, into any version of the code whose parameter names still match.
@@ -70,8 +71,9 @@ class SaveWholeModel(Rule):
     ## 为什么不好？
     保存整个模块就是 pickle 整个对象：文件里记录的是模型类的导入路径（如 `models.resnet.MyNet`），而不是
     类的代码。以后加载时必须在完全相同的路径找到完全相同的类；重命名文件、移动类或修改 `__init__` 都会让旧
-    检查点无法加载。自 PyTorch 2.6 起 `torch.load` 默认 `weights_only=True`，这样的文件不加
-    `weights_only=False` 根本加载不了，而这又会允许文件执行任意代码（见 TDR603）。
+    检查点无法加载。这是指南推荐 `state_dict` 的理由；自 PyTorch 2.6 起又多了一条：`torch.load` 默认
+    `weights_only=True`，这样的文件会以 `UnpicklingError: Weights only load failed` 加载失败，除非传入
+    `weights_only=False`，而这又会允许文件执行任意代码（见 TDR603）。
 
     `state_dict()` 只是参数名到张量的普通映射：用安全的默认设置即可加载，并且只要参数名一致，就能载入任何
     版本的代码。
