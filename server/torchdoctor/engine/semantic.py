@@ -1141,6 +1141,38 @@ class Semantic:
             return self.qualname(func) in (None, "torch.autograd.backward")
         return self.qualname(func) == "torch.autograd.backward"
 
+    def exclusive_branches(self, a: ast.AST, b: ast.AST) -> bool:
+        """Whether ``a`` and ``b`` sit in different branches of one ``if`` (or conditional
+        expression, or ``match``), so that one run never executes both."""
+        path: dict[ast.AST, ast.AST] = {}  # ancestor of a -> its child on the way to a
+        child = a
+        for anc in self.ancestors(a):
+            path[anc] = child
+            child = anc
+        child = b
+        for anc in self.ancestors(b):
+            if anc in path:
+                mine, other = path[anc], child
+                if isinstance(anc, ast.If | ast.IfExp):
+                    return (
+                        mine is not anc.test
+                        and other is not anc.test
+                        and _in_field(anc, "orelse", mine) != _in_field(anc, "orelse", other)
+                    )
+                return (
+                    isinstance(anc, ast.Match)
+                    and mine is not other
+                    and mine in anc.cases
+                    and other in anc.cases
+                )
+            child = anc
+        return False
+
+
+def _in_field(node: ast.AST, name: str, child: ast.AST) -> bool:
+    value = getattr(node, name, None)
+    return child is value or (isinstance(value, list) and any(c is child for c in value))
+
 
 def scaled_backward_scaler(call: ast.Call) -> ast.expr | None:
     """The scaler in ``scaler.scale(loss).backward()``; None for other calls."""

@@ -59,7 +59,9 @@ class ScalerStepBypassed(Rule):
     The fixes replace `optimizer.step()` with `scaler.step(optimizer)` (adding `scaler.update()`
     after it when the body has none), or insert `scaler.update()` after an existing
     `scaler.step(...)`. They are safe: they restore the sequence GradScaler requires, and with
-    a disabled scaler (`enabled=False`) both calls reduce to a plain `optimizer.step()`.
+    a disabled scaler (`enabled=False`) both calls reduce to a plain `optimizer.step()`. One
+    exception: when the scaled backward runs only in one branch (`if use_amp:`) and the step
+    is shared, the replacement is unsafe, because on the other path the scaler may not exist.
 
     ## References
     - [`torch.amp.GradScaler`](https://pytorch.org/docs/stable/amp.html#gradient-scaling)
@@ -106,6 +108,8 @@ class ScalerStepBypassed(Rule):
     修复会把 `optimizer.step()` 替换为 `scaler.step(optimizer)`（若循环体中没有 `scaler.update()`，
     同时在其后添加），或在已有的 `scaler.step(...)` 之后插入 `scaler.update()`。这是安全的：它们恢复了
     GradScaler 要求的调用顺序；缩放器被禁用（`enabled=False`）时，这两个调用等同于普通的 `optimizer.step()`。
+    例外：若缩放后的反向传播只在一个分支中执行（`if use_amp:`）而 step 是共用的，替换是不安全的，
+    因为在另一条路径上缩放器可能并不存在。
 
     ## 参考
     - [`torch.amp.GradScaler`](https://pytorch.org/docs/stable/amp.html#gradient-scaling)
@@ -171,6 +175,16 @@ class ScalerStepBypassed(Rule):
         "    scaler.scale(model(x).sum()).backward()\n"
         "    optimizer_step()\n"
         "    scheduler.step()\n",
+        # The plain step belongs to the branch without a scaler.
+        "import torch\n"
+        "for x in loader:\n"
+        "    loss = model(x).sum()\n"
+        "    if use_amp:\n"
+        "        scaler.scale(loss).backward()\n"
+        "        amp_step(scaler, optimizer)\n"
+        "    else:\n"
+        "        loss.backward()\n"
+        "        optimizer.step()\n",
         # .scale() of something that is not a scaler.
         "import torch\nimport torch.nn as nn\n"
         "layer = nn.Linear(2, 2)\n"
@@ -231,6 +245,26 @@ class ScalerStepBypassed(Rule):
             "    if ready:\n"
             "        sc.step(sgd)\n"
             "        sc.update()\n",
+        ),
+        # A step shared by both branches still bypasses the scaler when it is used.
+        Invalid(
+            "import torch\n"
+            "for x in loader:\n"
+            "    loss = model(x).sum()\n"
+            "    if use_amp:\n"
+            "        scaler.scale(loss).backward()\n"
+            "    else:\n"
+            "        loss.backward()\n"
+            "    optimizer.step()\n",
+            fixed="import torch\n"
+            "for x in loader:\n"
+            "    loss = model(x).sum()\n"
+            "    if use_amp:\n"
+            "        scaler.scale(loss).backward()\n"
+            "    else:\n"
+            "        loss.backward()\n"
+            "    scaler.step(optimizer)\n"
+            "    scaler.update()\n",
         ),
         # scaler.step without update.
         Invalid(
@@ -325,7 +359,7 @@ class ScalerStepBypassed(Rule):
                 f"在 `{name}.scale(...).backward()` 之后 `{optimizer}.step()` 绕过了 GradScaler："
                 f"参数会按放大后的梯度更新；请使用 `{name}.step({optimizer})`",
             ),
-            fixes=[Fix(title, tuple(edits), Applicability.SAFE)],
+            fixes=[Fix(title, tuple(edits), _bypass_fix_safety(ctx, opt_step, backward))],
             related=[ctx.related(backward, Text("scaled backward", "缩放后的反向传播"))],
         )
 
@@ -353,6 +387,17 @@ class ScalerStepBypassed(Rule):
             ),
             fixes=[fix],
         )
+
+
+def _bypass_fix_safety(ctx: Context, opt_step: ast.Call, backward: ast.Call) -> Applicability:
+    """Unsafe when the scaled backward runs only under a condition that the step is outside of:
+    on the other path the scaler may not exist (``scaler = ... if amp else None``)."""
+    for anc in ctx.sem.ancestors(backward):
+        if ctx.sem.is_inside(opt_step, anc):
+            break
+        if isinstance(anc, ast.If | ast.Try | ast.Match):
+            return Applicability.UNSAFE
+    return Applicability.SAFE
 
 
 def _regions(ctx: Context, node: ast.AST) -> Iterator[list[ast.stmt]]:
@@ -394,7 +439,11 @@ def _find_steps(
             receiver = _receiver(ctx, call)
             if receiver == name:
                 steps.append(call)
-            elif _is_plain_optimizer_step(ctx, call) and _after(call, backward):
+            elif (
+                _is_plain_optimizer_step(ctx, call)
+                and _after(call, backward)
+                and not ctx.sem.exclusive_branches(call, backward)
+            ):
                 bypass.append(call)
         if steps or bypass:
             return region, steps, bypass
