@@ -256,6 +256,28 @@ class DataLoaderWithoutMainGuard(Rule):
             'if __name__ == "__main__":\n'
             "    main()",
         ),
+        # A parameter of the same name in a function above is not a global.
+        Invalid(
+            "import torch\n"
+            "from torch.utils.data import DataLoader\n"
+            "def show(loader):\n"
+            "    print(loader)\n"
+            "loader = DataLoader(ds, num_workers=2)\n"
+            "for b in loader:\n"
+            "    show(b)\n",
+            fixed="import torch\n"
+            "from torch.utils.data import DataLoader\n"
+            "def show(loader):\n"
+            "    print(loader)\n"
+            "def main():\n"
+            "    loader = DataLoader(ds, num_workers=2)\n"
+            "    for b in loader:\n"
+            "        show(b)\n"
+            "\n"
+            "\n"
+            'if __name__ == "__main__":\n'
+            "    main()\n",
+        ),
         # Transitively, through two local functions; a torch.multiprocessing start.
         Invalid(
             "import torch.multiprocessing as mp\n"
@@ -657,7 +679,10 @@ def _main_fix(ctx: Context, trailing: list[ast.stmt]) -> list[Edit] | None:
     read_elsewhere = sorted(
         name
         for name in assigned
-        if any(not first <= n.lineno <= last for n in sem.names.get(name, ()))
+        if any(
+            not first <= n.lineno <= last and _module_binding(ctx, n)
+            for n in sem.names.get(name, ())
+        )
     )
     header = f"def main():{nl}"
     if read_elsewhere:
@@ -669,3 +694,9 @@ def _main_fix(ctx: Context, trailing: list[ast.stmt]) -> list[Edit] | None:
     else:
         tail = fixes.insert(Pos(last, len(line)), f"{nl}{nl}{nl}{guard}")
     return [fixes.insert(Pos(first, 0), header), *body, tail]
+
+
+def _module_binding(ctx: Context, name: ast.Name) -> bool:
+    """Whether a read of ``name`` refers to a module-level (global) binding."""
+    binding = ctx.sem.lookup(name.id, name)
+    return binding is not None and binding.scope is ctx.sem.tree
