@@ -49,15 +49,15 @@ class DeprecatedCudaAmp(Rule):
 
     ## Why is this bad?
     They are deprecated in favour of the device-generic `torch.amp` and emit a `FutureWarning`
-    (shown to end users by default) every time they are used. PyTorch 2.13 says, for example:
+    (shown to end users by default) when they are used. PyTorch 2.13 says, for example:
     `` `torch.cuda.amp.autocast(args...)` is deprecated. Please use
     `torch.amp.autocast('cuda', args...)` instead. `` and `` `torch.cuda.amp.GradScaler(args...)`
     is deprecated. Please use `torch.amp.GradScaler('cuda', args...)` instead. ``
     Deprecated APIs are removed eventually, and the warnings bury the ones that matter.
 
     The guide says that PyTorch provides `autocast` and `GradScaler` through `torch.cuda.amp`;
-    since PyTorch 2.4 they live in `torch.amp` and take the device type as their first
-    argument, and the `torch.cuda.amp` spellings are only kept for compatibility.
+    since PyTorch 2.4 those spellings are deprecated: use `torch.amp.autocast` and
+    `torch.amp.GradScaler`, which take the device type as their first argument.
 
     ## Example
     ```python
@@ -101,14 +101,14 @@ class DeprecatedCudaAmp(Rule):
     `torch.cuda.amp.custom_bwd`，无论是写全名还是通过 `from torch.cuda.amp import ...` 导入。
 
     ## 为什么不好？
-    它们已被弃用，改为与设备无关的 `torch.amp`，每次使用都会发出 `FutureWarning`（默认会显示给最终用户）。
+    它们已被弃用，改为与设备无关的 `torch.amp`，使用时会发出 `FutureWarning`（默认会显示给最终用户）。
     例如 PyTorch 2.13 的提示是：`` `torch.cuda.amp.autocast(args...)` is deprecated. Please use
     `torch.amp.autocast('cuda', args...)` instead. `` 以及 `` `torch.cuda.amp.GradScaler(args...)`
     is deprecated. Please use `torch.amp.GradScaler('cuda', args...)` instead. ``
     弃用的 API 终将被移除，而这些警告会淹没真正重要的警告。
 
-    指南说 PyTorch 通过 `torch.cuda.amp` 提供 `autocast` 和 `GradScaler`；自 PyTorch 2.4 起它们位于
-    `torch.amp`，并以设备类型作为第一个参数，`torch.cuda.amp` 的写法只为兼容而保留。
+    指南说 PyTorch 通过 `torch.cuda.amp` 提供 `autocast` 和 `GradScaler`；自 PyTorch 2.4 起这些写法已弃用，
+    请使用 `torch.amp.autocast` 和 `torch.amp.GradScaler`，它们以设备类型作为第一个参数。
 
     ## 示例
     ```python
@@ -279,6 +279,13 @@ class DeprecatedCudaAmp(Rule):
         Invalid(
             "import torch\nscaler = torch.cuda.amp.GradScaler()\n",
             fixed='import torch\nscaler = torch.amp.GradScaler("cuda")\n',
+            notebook=True,
+        ),
+        Invalid(
+            "from torch.cuda.amp import autocast\nimport torch\n"
+            "with autocast(dtype=torch.bfloat16):\n    y = model(x)\n",
+            fixed="from torch.amp import autocast\nimport torch\n"
+            'with autocast("cuda", dtype=torch.bfloat16):\n    y = model(x)\n',
             notebook=True,
         ),
     )
