@@ -105,6 +105,8 @@ MODULE_SELF_METHODS = frozenset(
 )
 MODULE_ONLY_METHODS = frozenset({"parameters", "named_parameters", "eval", "train", "modules"})
 _NOT_A_MODULE_NAME = re.compile(r"optim|sched|scaler|^opt$|_opt$|^opt_|dataset|loader", re.I)
+_OPTIMIZER_NAME = re.compile(r"(^|_)(opt|optim|optimizer)(_|\d|$)|optimizer", re.I)
+_SCHEDULER_NAME = re.compile(r"sched|(^|_)lr(_|$)|warmup", re.I)
 _LOADER_NAME = re.compile(r"loader|(^|_)dl$", re.I)
 _NON_MODEL_NN = frozenset(
     {"Parameter", "ParameterList", "ParameterDict", "Buffer", "UninitializedParameter"}
@@ -534,11 +536,18 @@ class Semantic:
                 scope = self.scopes[self.tree]
             bindings = scope.bindings.get(name)
             if bindings:
-                before = [b for b in bindings if b.pos <= pos]
+                before = [b for b in bindings if b.pos <= pos and not self._in_own_value(b, at)]
                 return (before or bindings)[-1]
             first = False
             scope = scope.parent
         return None
+
+    def _in_own_value(self, binding: Binding, at: ast.AST) -> bool:
+        """``x`` on the right of ``x = f(x)`` still reads the previous ``x``."""
+        value = binding.value
+        if value is None or binding.how not in ("assign", "with"):
+            return False
+        return at is value or self.is_inside(at, value)
 
     def qualname(self, expr: ast.AST, _depth: int = 0) -> str | None:
         """``torch.utils.data.DataLoader`` for ``DL`` after ``from torch.utils.data import
@@ -654,7 +663,7 @@ class Semantic:
     def binding_kind(self, binding: Binding, _depth: int = 0) -> Kind | None:
         """The kind of value a binding holds (from its value, else from how the name is used)."""
         kind = self._binding_value_kind(binding, _depth)
-        if kind is None:
+        if kind is None and not (binding.index is None and _plain_data(binding.value)):
             kind = self._use_evidence().get((binding.scope, binding.name))
         return kind
 
@@ -1051,6 +1060,39 @@ class Semantic:
         calls = [v for v in values if isinstance(v, ast.Call)]
         return calls[0] if len(calls) == 1 and len(values) == 1 else None
 
+    def is_optimizer(self, expr: ast.AST) -> bool:
+        """An optimizer by construction, or (kind unknown) by its name (``optimizer``, ``opt``)."""
+        kind = self.kind(expr)
+        if kind is not None:
+            return kind is Kind.OPTIMIZER
+        name = terminal_name(expr) or ""
+        return bool(_OPTIMIZER_NAME.search(name)) and not _SCHEDULER_NAME.search(name)
+
+    def is_scheduler(self, expr: ast.AST) -> bool:
+        """A learning-rate scheduler by construction, or (kind unknown) by its name."""
+        kind = self.kind(expr)
+        if kind is not None:
+            return kind is Kind.SCHEDULER
+        return bool(_SCHEDULER_NAME.search(terminal_name(expr) or ""))
+
+    def optimizer_steps(self, within: ast.AST) -> list[ast.Call]:
+        """``optimizer.step()`` and ``scaler.step(optimizer)`` calls under ``within`` (not in
+        nested functions), in source order."""
+        out = []
+        for node in self.walk(within):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "step"
+            ):
+                receiver = node.func.value
+                if self.is_optimizer(receiver) or (
+                    node.args and self.is_optimizer(node.args[0]) and not self.is_scheduler(receiver)
+                ):
+                    out.append(node)
+        out.sort(key=_pos)
+        return out
+
     # ---------------------------------------------------------------- grad mode --------
     def grad_disabled(self, node: ast.AST) -> bool:
         """Whether gradient tracking is off where ``node`` runs: under ``torch.no_grad()``,
@@ -1206,6 +1248,23 @@ def is_main_guard(stmt: ast.AST) -> bool:
             ):
                 return True
     return False
+
+
+# Methods whose result is plain data (a dict, a number, a list), never a module.
+_DATA_METHODS = frozenset(
+    {"state_dict", "item", "tolist", "numpy", "keys", "values", "items", "copy", "detach"}
+)
+
+
+def _plain_data(value: ast.expr | None) -> bool:
+    """A value that cannot be a module: a literal, or a method call returning plain data."""
+    if isinstance(value, ast.Constant | ast.Dict | ast.List | ast.Tuple | ast.Set | ast.JoinedStr):
+        return True
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr in _DATA_METHODS
+    )
 
 
 def terminal_name(expr: ast.AST) -> str | None:

@@ -1,0 +1,176 @@
+from __future__ import annotations
+
+import ast
+
+from ..engine import fixes
+from ..engine.context import Context
+from ..engine.model import Applicability, Edit, Fix, Pos, Severity, Text
+from .base import Invalid, Rule
+
+
+class SchedulerBeforeOptimizer(Rule):
+    """## What it does
+    Checks for `scheduler.step()` called before `optimizer.step()` (or
+    `scaler.step(optimizer)`) in the same loop.
+
+    ## Why is this bad?
+    Since PyTorch 1.1 the scheduler must be stepped *after* the optimizer. Stepped before, the
+    first value of the schedule is skipped: the first epoch (or iteration) already trains with
+    the second learning rate, a warm-up starts one step late, and the whole schedule is shifted.
+    PyTorch warns at run time: "Detected call of `lr_scheduler.step()` before
+    `optimizer.step()`. In PyTorch 1.1.0 and later, you should call them in the opposite
+    order".
+
+    The guide describes the order step by step; this is the same advice.
+
+    ## Example
+    ```python
+    for epoch in range(epochs):
+        scheduler.step()
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss_fn(model(x), y).backward()
+            optimizer.step()
+    ```
+
+    ## Use instead
+    ```python
+    for epoch in range(epochs):
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss_fn(model(x), y).backward()
+            optimizer.step()
+        scheduler.step()
+    ```
+
+    ## Fix safety
+    The fix moves `scheduler.step()` after the statement that steps the optimizer. It is unsafe:
+    the learning rate used in each step changes (to the intended one).
+
+    ## References
+    - [How to adjust the learning rate](https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate)
+    """
+
+    zh = """## 功能
+    检查在同一个循环中先于 `optimizer.step()`（或 `scaler.step(optimizer)`）调用的 `scheduler.step()`。
+
+    ## 为什么不好？
+    从 PyTorch 1.1 起，调度器必须在优化器*之后*调用 step。若在之前调用，调度的第一个取值会被跳过：第一个 epoch
+    （或迭代）就已经用上了第二个学习率，warm-up 晚一步开始，整个调度都发生了偏移。PyTorch 在运行时会警告：
+    "Detected call of `lr_scheduler.step()` before `optimizer.step()`. In PyTorch 1.1.0 and later, you should
+    call them in the opposite order"。
+
+    指南中逐步介绍了这一顺序，本规则给出的是同样的建议。
+
+    ## 示例
+    ```python
+    for epoch in range(epochs):
+        scheduler.step()
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss_fn(model(x), y).backward()
+            optimizer.step()
+    ```
+
+    ## 改为
+    ```python
+    for epoch in range(epochs):
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss_fn(model(x), y).backward()
+            optimizer.step()
+        scheduler.step()
+    ```
+
+    ## 修复安全性
+    修复会把 `scheduler.step()` 移到更新优化器的语句之后。它是不安全的：每一步使用的学习率会改变（变为预期的值）。
+
+    ## 参考
+    - [如何调整学习率](https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate)
+    """
+
+    code = "TDR702"
+    name = "scheduler-before-optimizer"
+    severity = Severity.WARNING
+    fix_safety = Applicability.UNSAFE
+
+    VALID = (
+        "import torch\nfor x in loader:\n    optimizer.step()\n    scheduler.step()",
+        "import torch\nfor epoch in range(3):\n    for x in loader:\n        opt.step()\n"
+        "    scheduler.step()",
+        # The optimizer already stepped earlier in the iteration.
+        "import torch\nfor x in loader:\n    optimizer.step()\n    scheduler.step()\n    log(optimizer.step)",
+        # Stepping something that is not a scheduler.
+        "import torch\nfor x in loader:\n    env.step()\n    optimizer.step()",
+        # Different loops.
+        "import torch\nfor e in range(3):\n    scheduler.step()\nfor x in loader:\n    optimizer.step()",
+    )
+    INVALID = (
+        Invalid(
+            "import torch\nfor x, y in loader:\n    scheduler.step()\n    loss.backward()\n"
+            "    optimizer.step()\n",
+            fixed="import torch\nfor x, y in loader:\n    loss.backward()\n    optimizer.step()\n"
+            "    scheduler.step()\n",
+        ),
+        Invalid(
+            "import torch\nsched = torch.optim.lr_scheduler.StepLR(opt, 30)\n"
+            "for epoch in range(90):\n    sched.step()\n    for x in loader:\n"
+            "        scaler.step(opt)\n        scaler.update()\n",
+            fixed="import torch\nsched = torch.optim.lr_scheduler.StepLR(opt, 30)\n"
+            "for epoch in range(90):\n    for x in loader:\n"
+            "        scaler.step(opt)\n        scaler.update()\n    sched.step()\n",
+        ),
+    )
+
+    def check(self, ctx: Context) -> None:
+        sem = ctx.sem
+        for call in sem.calls_by_attr.get("step", ()):
+            assert isinstance(call.func, ast.Attribute)
+            if not sem.is_scheduler(call.func.value):
+                continue
+            loops = sem.enclosing_loops(call)
+            if not loops:
+                continue
+            steps = sem.optimizer_steps(loops[0].node)
+            here = (call.lineno, call.col_offset)
+            if not steps or any((s.lineno, s.col_offset) < here for s in steps):
+                continue
+            ctx.report(
+                call,
+                Text(
+                    "`scheduler.step()` runs before `optimizer.step()`: the first value of the "
+                    "schedule is skipped",
+                    "`scheduler.step()` 在 `optimizer.step()` 之前执行：调度的第一个取值被跳过了",
+                ),
+                fixes=[self._move_after(ctx, call, steps[-1])],
+                related=[ctx.related(steps[0], Text("the optimizer steps here", "优化器在此更新"))],
+            )
+
+    @staticmethod
+    def _move_after(ctx: Context, call: ast.Call, step: ast.Call) -> Fix | None:
+        sem, source = ctx.sem, ctx.source
+        stmt = sem.parent(call)
+        if not isinstance(stmt, ast.Expr):
+            return None
+        block, index = sem.block_of(stmt)
+        target = next(
+            (s for s in block[index + 1 :] if s is sem.statement_of(step) or sem.is_inside(step, s)),
+            None,
+        )
+        if target is None or not fixes.starts_line(source, stmt) or not fixes.ends_line(source, stmt):
+            return None
+        if stmt.end_lineno != stmt.lineno:
+            return None
+        text = source.segment(stmt)
+        # Keep a trailing comment with the moved statement.
+        line = source.line(stmt.lineno)
+        rest = line[source.end(stmt).col :].rstrip("\r\n")
+        insert = fixes.insert_statement_after(source, target, (text + rest).strip())
+        if insert is None:
+            return None
+        delete = Edit(Pos(stmt.lineno, 0), Pos(stmt.lineno + 1, 0), "")
+        return Fix(
+            Text("Move `scheduler.step()` after the optimizer step", "把 `scheduler.step()` 移到优化器更新之后"),
+            (delete, insert),
+            Applicability.UNSAFE,
+        )
