@@ -185,6 +185,20 @@ class ScalerStepBypassed(Rule):
         "    else:\n"
         "        loss.backward()\n"
         "        optimizer.step()\n",
+        # A scaler class of this file or of another library, with its own step logic.
+        "import torch\n"
+        "class LossScaler:\n"
+        "    def scale(self, loss):\n        return loss * 1024\n"
+        "    def step(self, opt):\n        opt.step()\n"
+        "scaler = LossScaler()\n"
+        "for x in loader:\n"
+        "    scaler.scale(model(x).sum()).backward()\n"
+        "    scaler.step(optimizer)\n",
+        "import torch\nfrom mylib import DynamicScaler\n"
+        "scaler = DynamicScaler()\n"
+        "for x in loader:\n"
+        "    scaler.scale(model(x).sum()).backward()\n"
+        "    scaler.step(optimizer)\n",
         # .scale() of something that is not a scaler.
         "import torch\nimport torch.nn as nn\n"
         "layer = nn.Linear(2, 2)\n"
@@ -315,7 +329,7 @@ class ScalerStepBypassed(Rule):
         seen: set[ast.Call] = set()
         for call in ctx.sem.calls_by_attr.get("backward", ()):
             scaler = scaled_backward_scaler(call)
-            if scaler is None or ctx.kind(scaler) not in (None, Kind.SCALER):
+            if scaler is None or not _maybe_grad_scaler(ctx, scaler):
                 continue
             name = ctx.segment(scaler)
             region, steps, bypass = _find_steps(ctx, call, name)
@@ -387,6 +401,18 @@ class ScalerStepBypassed(Rule):
             ),
             fixes=[fix],
         )
+
+
+def _maybe_grad_scaler(ctx: Context, expr: ast.expr) -> bool:
+    """A GradScaler, or a name whose value is not known here (a parameter, an attribute); not
+    an instance of another class (a custom scaler may update inside its own ``step``)."""
+    kind = ctx.kind(expr)
+    if kind is not None:
+        return kind is Kind.SCALER
+    call = ctx.sem.constructor_call(expr)
+    return call is None or (
+        ctx.qualname(call.func) is None and ctx.sem.local_class(call.func) is None
+    )
 
 
 def _bypass_fix_safety(ctx: Context, opt_step: ast.Call, backward: ast.Call) -> Applicability:
