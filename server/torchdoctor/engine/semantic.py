@@ -1093,6 +1093,32 @@ class Semantic:
         out.sort(key=_pos)
         return out
 
+    def saved_dicts(self) -> list[tuple[ast.Call, ast.Dict]]:
+        """``torch.save`` calls whose object is a dict literal (directly, or through a name bound
+        to one), with that dict: the checkpoints a script writes."""
+        out = []
+        for call in self.calls_to("torch.save"):
+            obj = call.args[0] if call.args else getattr(keyword(call, "obj"), "value", None)
+            if isinstance(obj, ast.Name):
+                binding = self.lookup(obj.id, obj)
+                obj = binding.value if binding is not None and binding.how == "assign" and binding.index is None else None
+            if isinstance(obj, ast.Dict):
+                out.append((call, obj))
+        return out
+
+    def state_dict_owner(self, value: ast.AST) -> ast.expr | None:
+        """``m`` for ``m.state_dict()`` (also ``m.module.state_dict()``)."""
+        if (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and value.func.attr == "state_dict"
+        ):
+            owner = value.func.value
+            if isinstance(owner, ast.Attribute) and owner.attr in ("module", "_orig_mod"):
+                return owner.value
+            return owner
+        return None
+
     # ---------------------------------------------------------------- grad mode --------
     def grad_disabled(self, node: ast.AST) -> bool:
         """Whether gradient tracking is off where ``node`` runs: under ``torch.no_grad()``,

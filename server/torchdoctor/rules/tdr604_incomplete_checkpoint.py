@@ -1,0 +1,166 @@
+from __future__ import annotations
+
+import ast
+import re
+
+from ..engine import fixes
+from ..engine.context import Context
+from ..engine.model import Applicability, Fix, Severity, Text
+from ..engine.semantic import Kind
+from .base import Invalid, Rule
+
+_COUNTER_KEY = re.compile(r"epoch|step|iter", re.I)
+_COUNTER_NAMES = ("epoch", "global_step", "step", "iteration")
+
+
+class IncompleteCheckpoint(Rule):
+    """## What it does
+    Checks for a checkpoint dict passed to `torch.save` that holds a model's `state_dict()` but
+    misses the optimizer's state (when the same function has an optimizer) or any epoch/step
+    counter. (A missing scheduler state is TDR704's.)
+
+    A dict with only the model's weights and no optimizer in the function is read as an export
+    of final weights, not a checkpoint for resuming, and is not reported.
+
+    ## Why is this bad?
+    A checkpoint is for resuming. With the weights alone, a resumed run starts with a fresh
+    optimizer — Adam's moment estimates and momentum buffers are zero again, which gives a loss
+    spike and, with a warm-up-free schedule, can diverge — and it does not know where it stopped,
+    so it repeats epochs, reshuffles differently and restarts the schedule.
+
+    ## Example
+    ```python
+    torch.save({"model": model.state_dict()}, "ckpt.pt")
+    ```
+
+    ## Use instead
+    ```python
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "epoch": epoch}, "ckpt.pt")
+    ```
+
+    ## Fix safety
+    The fix adds `"optimizer": <optimizer>.state_dict()` and `"epoch": <counter>` when those names
+    are in scope. It is unsafe: the loading side must read the new keys too.
+
+    ## References
+    - [Saving and loading a general checkpoint](https://pytorch.org/tutorials/recipes/recipes/saving_and_loading_a_general_checkpoint.html)
+    """
+
+    zh = """## 功能
+    检查传给 `torch.save` 的检查点字典：保存了模型的 `state_dict()`，却缺少优化器状态（当同一函数中有优化器时）或
+    任何 epoch/step 计数。（缺少调度器状态的情况由 TDR704 负责。）
+
+    如果字典中只有模型权重、且函数中没有优化器，则视为导出最终权重而不是用于恢复训练的检查点，不会报告。
+
+    ## 为什么不好？
+    检查点是用来恢复训练的。只有权重时，恢复的训练会从一个全新的优化器开始——Adam 的矩估计和动量缓冲都重新归零，
+    损失会出现尖峰，在没有预热的调度下甚至可能发散；它也不知道自己停在哪里，于是会重复 epoch、以不同方式重新打乱
+    数据并重新开始调度。
+
+    ## 示例
+    ```python
+    torch.save({"model": model.state_dict()}, "ckpt.pt")
+    ```
+
+    ## 改为
+    ```python
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "epoch": epoch}, "ckpt.pt")
+    ```
+
+    ## 修复安全性
+    当相应的名字在作用域中时，修复会添加 `"optimizer": <optimizer>.state_dict()` 和 `"epoch": <计数>`。它是不安全的：
+    加载一侧也必须读取这些新键。
+
+    ## 参考
+    - [保存和加载通用检查点](https://pytorch.org/tutorials/recipes/recipes/saving_and_loading_a_general_checkpoint.html)
+    """
+
+    code = "TDR604"
+    name = "incomplete-checkpoint"
+    severity = Severity.INFO
+    fix_safety = Applicability.UNSAFE
+
+    VALID = (
+        "import torch\ntorch.save({'model': model.state_dict(), 'optimizer': opt.state_dict(), "
+        "'epoch': epoch}, 'c.pt')",
+        # Exporting final weights is not a checkpoint for resuming: no optimizer, no counter.
+        "import torch\nmodel = Net()\nmodel.eval()\ntorch.save({'model': model.state_dict()}, 'final.pt')",
+        # Not a model's state.
+        "import torch\ntorch.save({'mean': mean, 'std': std}, 'stats.pt')",
+        "import torch\ntorch.save({'model': model.state_dict(), 'optimizer': opt.state_dict(), "
+        "'global_step': step}, 'c.pt')",
+    )
+    INVALID = (
+        Invalid(
+            "import torch\n"
+            "def train(model, loader, epochs):\n"
+            "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "    for epoch in range(epochs):\n"
+            "        run(loader)\n"
+            "        torch.save({'model': model.state_dict()}, 'c.pt')\n",
+            fixed="import torch\n"
+            "def train(model, loader, epochs):\n"
+            "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "    for epoch in range(epochs):\n"
+            "        run(loader)\n"
+            "        torch.save({'model': model.state_dict(), \"optimizer\": optimizer.state_dict(), "
+            "\"epoch\": epoch}, 'c.pt')\n",
+        ),
+        Invalid(
+            "import torch\nnet = Net()\nopt = torch.optim.Adam(net.parameters())\n"
+            "torch.save({'net': net.state_dict(), 'opt': opt.state_dict()}, 'c.pt')",
+            fixed=None,
+        ),
+    )
+
+    def check(self, ctx: Context) -> None:
+        sem = ctx.sem
+        for call, data in sem.saved_dicts():
+            owners = [sem.state_dict_owner(v) for v in data.values]
+            if not any(o is not None and ctx.kind(o) is Kind.MODULE for o in owners):
+                continue
+            optimizer = self._optimizer_in_scope(ctx, call)
+            has_opt = any(o is not None and sem.is_optimizer(o) for o in owners)
+            keys = [k.value for k in data.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+            has_counter = any(_COUNTER_KEY.search(k) for k in keys)
+            missing_opt = optimizer is not None and not has_opt
+            if not missing_opt and (has_counter or not has_opt and optimizer is None):
+                continue
+            counter = next(
+                (n for n in _COUNTER_NAMES if not has_counter and sem.lookup(n, call) is not None), None
+            )
+            additions = []
+            if missing_opt:
+                additions.append(f'"optimizer": {optimizer}.state_dict()')
+            if counter:
+                additions.append(f'"{counter}": {counter}')
+            missing = (["optimizer state"] if missing_opt else []) + ([] if has_counter else ["epoch/step"])
+            missing_zh = (["优化器状态"] if missing_opt else []) + ([] if has_counter else ["epoch/step 计数"])
+            fix = None
+            if additions and data.values:
+                fix = Fix(
+                    Text("Add " + ", ".join(f"`{a}`" for a in additions), "添加 " + "、".join(f"`{a}`" for a in additions)),
+                    (fixes.insert(ctx.source.end(data.values[-1]), ", " + ", ".join(additions)),),
+                    Applicability.UNSAFE,
+                )
+            ctx.report(
+                data,
+                Text(
+                    f"checkpoint saves the model but not the {' or the '.join(missing)}: "
+                    "training cannot resume where it stopped",
+                    f"检查点保存了模型，却没有保存{'和'.join(missing_zh)}：无法从中断处继续训练",
+                ),
+                fixes=[fix],
+            )
+
+    @staticmethod
+    def _optimizer_in_scope(ctx: Context, call: ast.Call) -> str | None:
+        """The name of an optimizer built in the same function (or module) as the save."""
+        func = ctx.sem.enclosing_function(call)
+        scope = ctx.sem.scopes[func] if func is not None else ctx.sem.scopes[ctx.tree]
+        for name, bindings in scope.bindings.items():
+            if any(ctx.sem.binding_kind(b) is Kind.OPTIMIZER for b in bindings):
+                return name
+        return None

@@ -1,0 +1,166 @@
+from __future__ import annotations
+
+import ast
+
+from ..engine import fixes
+from ..engine.context import Context
+from ..engine.model import Applicability, Fix, Severity, Text
+from .base import Invalid, Rule
+
+_SCHEDULERS = "torch.optim.lr_scheduler."
+
+
+def scheduler_names(ctx: Context) -> list[str]:
+    """Names (``sched``, ``self.scheduler``) bound to a learning-rate scheduler in this file."""
+    names: list[str] = []
+    if "lr_scheduler" not in ctx.source.text:
+        return names
+    for call in ctx.sem.calls:
+        qual = ctx.qualname(call.func)
+        if not qual or not qual.startswith(_SCHEDULERS) or not qual.rsplit(".", 1)[-1][:1].isupper():
+            continue
+        parent = ctx.sem.parent(call)
+        if isinstance(parent, ast.Assign) and len(parent.targets) == 1:
+            target = ctx.segment(parent.targets[0])
+            if target not in names and isinstance(parent.targets[0], ast.Name | ast.Attribute):
+                names.append(target)
+        elif "<scheduler>" not in names:
+            names.append("<scheduler>")
+    return names
+
+
+class SchedulerStateNotSaved(Rule):
+    """## What it does
+    Checks for a checkpoint dict passed to `torch.save` that holds the optimizer's
+    `state_dict()` but not the learning-rate scheduler's, in a file that creates a scheduler.
+
+    ## Why is this bad?
+    A scheduler has state of its own: the epoch or step it has reached, and for
+    `ReduceLROnPlateau` the best value and patience counters. Resuming from a checkpoint without
+    it restarts the schedule from the beginning: a warm-up runs again, a step decay happens late,
+    a one-cycle schedule starts over — all without an error.
+
+    ## Example
+    ```python
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "epoch": epoch}, "ckpt.pt")
+    ```
+
+    ## Use instead
+    ```python
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(), "epoch": epoch}, "ckpt.pt")
+    ```
+    and `scheduler.load_state_dict(ckpt["scheduler"])` when resuming.
+
+    ## Fix safety
+    When the file has exactly one scheduler, the fix adds `"scheduler": <scheduler>.state_dict()`
+    to the dict. It is unsafe: the loading side must read the new key too.
+
+    ## References
+    - [Saving and loading a general checkpoint](https://pytorch.org/tutorials/recipes/recipes/saving_and_loading_a_general_checkpoint.html)
+    - [`LRScheduler.state_dict`](https://pytorch.org/docs/stable/generated/torch.optim.lr_scheduler.LRScheduler.html)
+    """
+
+    zh = """## 功能
+    检查文件中创建了学习率调度器时，传给 `torch.save` 的检查点字典保存了优化器的 `state_dict()`、却没有保存调度器的
+    状态的情况。
+
+    ## 为什么不好？
+    调度器有自己的状态：它已经走到的 epoch 或 step，以及 `ReduceLROnPlateau` 的最佳值和耐心计数。从不含这些状态的
+    检查点恢复训练，调度会从头开始：预热再跑一遍，阶梯衰减推迟发生，one-cycle 重新开始——全都不会报错。
+
+    ## 示例
+    ```python
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "epoch": epoch}, "ckpt.pt")
+    ```
+
+    ## 改为
+    ```python
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(), "epoch": epoch}, "ckpt.pt")
+    ```
+    恢复时再调用 `scheduler.load_state_dict(ckpt["scheduler"])`。
+
+    ## 修复安全性
+    当文件中恰好只有一个调度器时，修复会在字典中添加 `"scheduler": <scheduler>.state_dict()`。它是不安全的：加载
+    一侧也必须读取这个新键。
+
+    ## 参考
+    - [保存和加载通用检查点](https://pytorch.org/tutorials/recipes/recipes/saving_and_loading_a_general_checkpoint.html)
+    - [`LRScheduler.state_dict`](https://pytorch.org/docs/stable/generated/torch.optim.lr_scheduler.LRScheduler.html)
+    """
+
+    code = "TDR704"
+    name = "scheduler-state-not-saved"
+    severity = Severity.INFO
+    fix_safety = Applicability.UNSAFE
+
+    VALID = (
+        "import torch\nsched = torch.optim.lr_scheduler.StepLR(opt, 30)\n"
+        "torch.save({'optimizer': opt.state_dict(), 'scheduler': sched.state_dict()}, 'c.pt')",
+        # No scheduler in the file.
+        "import torch\nopt = torch.optim.SGD(params, lr=0.1)\n"
+        "torch.save({'optimizer': opt.state_dict()}, 'c.pt')",
+        # Only the model is saved.
+        "import torch\nsched = torch.optim.lr_scheduler.StepLR(opt, 30)\n"
+        "torch.save({'model': model.state_dict()}, 'c.pt')",
+        # The scheduler's state under another spelling.
+        "import torch\nsched = torch.optim.lr_scheduler.StepLR(opt, 30)\n"
+        "torch.save({'opt': opt.state_dict(), 'lr': sched.state_dict()}, 'c.pt')",
+    )
+    INVALID = (
+        Invalid(
+            "import torch\nopt = torch.optim.AdamW(params)\n"
+            "sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, 100)\n"
+            "torch.save({'optimizer': opt.state_dict(), 'epoch': 3}, 'c.pt')",
+            fixed="import torch\nopt = torch.optim.AdamW(params)\n"
+            "sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, 100)\n"
+            "torch.save({'optimizer': opt.state_dict(), 'epoch': 3, "
+            "\"scheduler\": sched.state_dict()}, 'c.pt')",
+        ),
+        Invalid(
+            "import torch\nfrom torch.optim.lr_scheduler import StepLR\n"
+            "def train(model, opt):\n    s1 = StepLR(opt, 10)\n    s2 = StepLR(opt, 20)\n"
+            "    ckpt = {'model': model.state_dict(), 'optimizer': opt.state_dict()}\n"
+            "    torch.save(ckpt, 'c.pt')",
+            fixed=None,
+        ),
+    )
+
+    def check(self, ctx: Context) -> None:
+        saved = ctx.sem.saved_dicts()
+        if not saved:
+            return
+        names = scheduler_names(ctx)
+        if not names:
+            return
+        for _call, data in saved:
+            owners = [ctx.sem.state_dict_owner(v) for v in data.values]
+            if not any(o is not None and ctx.sem.is_optimizer(o) for o in owners):
+                continue
+            if any(o is not None and ctx.sem.is_scheduler(o) for o in owners):
+                continue
+            keys = [k.value for k in data.keys if isinstance(k, ast.Constant)]
+            if any(isinstance(k, str) and ("sched" in k or "lr" in k.lower()) for k in keys):
+                continue
+            fix = None
+            if len(names) == 1 and names[0] != "<scheduler>" and data.values:
+                fix = Fix(
+                    Text(
+                        f'Add `"scheduler": {names[0]}.state_dict()`',
+                        f'添加 `"scheduler": {names[0]}.state_dict()`',
+                    ),
+                    (fixes.insert(ctx.source.end(data.values[-1]), f', "scheduler": {names[0]}.state_dict()'),),
+                    Applicability.UNSAFE,
+                )
+            ctx.report(
+                data,
+                Text(
+                    "checkpoint saves the optimizer but not the learning-rate scheduler: resuming "
+                    "restarts the schedule",
+                    "检查点保存了优化器却没有保存学习率调度器：恢复训练时调度会从头开始",
+                ),
+                fixes=[fix],
+            )
