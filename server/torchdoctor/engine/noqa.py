@@ -4,6 +4,7 @@ silences the listed codes (TorchFix's ``TOR`` codes count as their TDR equivalen
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 NOQA = re.compile(
@@ -45,13 +46,17 @@ def find_noqa(lines: list[str]) -> dict[int, NoqaComment]:
     return out
 
 
-def suppresses(comment: NoqaComment | None, code: str, aliases: dict[str, str]) -> bool:
+def suppresses(
+    comment: NoqaComment | None, code: str, aliases: Mapping[str, str | tuple[str, ...]]
+) -> bool:
+    """Whether ``comment`` silences ``code``; an alias may stand for several codes."""
     if comment is None:
         return False
     if comment.codes is None:
         return True
     for listed in comment.codes:
-        target = aliases.get(listed, listed)
-        if code == target or (len(target) < len(code) and code.startswith(target)):
-            return True
+        targets = aliases.get(listed, listed)
+        for target in (targets,) if isinstance(targets, str) else targets:
+            if code == target or (len(target) < len(code) and code.startswith(target)):
+                return True
     return False

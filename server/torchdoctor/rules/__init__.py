@@ -8,9 +8,20 @@ from functools import cache
 
 from .base import Invalid, Rule, Valid
 
-__all__ = ["Invalid", "Rule", "Valid", "all_rules", "get_rule", "resolve_selector", "ALIASES"]
+__all__ = [
+    "ALIASES",
+    "Invalid",
+    "Rule",
+    "Valid",
+    "alias_targets",
+    "all_rules",
+    "get_rule",
+    "resolve_selector",
+]
 
-ALIASES: dict[str, str] = {}
+# Other tools' codes -> the TDR code (or prefix) they mean; a tuple when one TorchFix check is
+# split over several rules (TOR102 -> TDR602 and TDR603).
+ALIASES: dict[str, str | tuple[str, ...]] = {}
 
 
 @cache
@@ -35,13 +46,26 @@ def all_rules() -> tuple[type[Rule], ...]:
         raise RuntimeError("duplicate rule codes")
     for rule in found:
         for alias in rule.aliases:
-            ALIASES[alias] = rule.code
+            _add_alias(alias, (rule.code,))
     for code, target in _extra_aliases().items():
-        ALIASES.setdefault(code, target)
+        _add_alias(code, (target,) if isinstance(target, str) else tuple(target))
     return tuple(found)
 
 
-def _extra_aliases() -> dict[str, str]:
+def alias_targets(code: str) -> tuple[str, ...]:
+    """The TDR codes (or prefixes) an alias stands for; empty when ``code`` is no alias."""
+    target = ALIASES.get(code.upper())
+    if target is None:
+        return ()
+    return (target,) if isinstance(target, str) else target
+
+
+def _add_alias(alias: str, targets: tuple[str, ...]) -> None:
+    merged = tuple(dict.fromkeys((*alias_targets(alias), *targets)))
+    ALIASES[alias] = merged[0] if len(merged) == 1 else merged
+
+
+def _extra_aliases() -> dict[str, str | tuple[str, ...]]:
     """Aliases that name a prefix rather than one rule (filled by the API-hygiene table)."""
     try:
         from .api_table import TORCHFIX_ALIASES
@@ -55,9 +79,11 @@ def get_rule(code: str) -> type[Rule] | None:
     for rule in all_rules():
         if rule.code == code or rule.name == code.lower():
             return rule
-    target = ALIASES.get(code)
-    if target:
-        return get_rule(target)
+    for target in alias_targets(code):
+        if target != code:
+            found = get_rule(target)
+            if found is not None:
+                return found
     return None
 
 
@@ -67,8 +93,9 @@ def resolve_selector(selector: str) -> frozenset[str]:
     rules = all_rules()
     if sel == "ALL":
         return frozenset(r.code for r in rules)
-    if sel in ALIASES:
-        sel = ALIASES[sel]
+    targets = alias_targets(sel)
+    if targets:
+        return frozenset(r.code for r in rules for t in targets if r.code.startswith(t))
     by_name = [r.code for r in rules if r.name == selector.strip().lower()]
     if by_name:
         return frozenset(by_name)

@@ -1,0 +1,251 @@
+from __future__ import annotations
+
+from ..engine.context import Context
+from ..engine.model import Applicability
+from . import api_table
+from .base import Invalid, Rule, Valid
+
+
+class DeprecatedApiUse(Rule):
+    """## What it does
+    Checks for uses of deprecated PyTorch APIs, from one data table (`rules/api_table.py`):
+    TorchFix's list (`torch.qr`, `torch.cholesky`, `torch.chain_matmul`, `torch.ger`,
+    `torch.range`, `torch.norm`, `torch.svd`, `torch.lu`, `torch.lu_solve`,
+    `torch.triangular_solve`, `nn.UpsamplingNearest2d/Bilinear2d`,
+    `torch.testing.assert_allclose`, `nn.utils.weight_norm`, `torch.backends.cuda.sdp_kernel`,
+    `functorch.vmap`/`grad`/...) and what torch 2.13's own warnings and docs add:
+    `F.upsample*`, `torch.set_default_tensor_type`, `torch.autograd.Variable`, legacy
+    constructors such as `torch.FloatTensor(...)`, `torch.cuda.memory_cached`,
+    `torch.nn.utils.stateless.functional_call`, `torch.has_cuda` and friends,
+    `torch.distributed.all_gather_into_tensor`/`reduce_scatter_tensor`,
+    `torch.onnx.export(..., dynamo=False)` and TorchScript (`torch.jit.script`, `trace`, ...).
+
+    Only rows that apply to the target torch version are reported (`target-version` in
+    `[tool.torchdoctor]`, else the installed version, else the newest).
+
+    ## Why is this bad?
+    Deprecated APIs print warnings on every run and disappear in a later release; several have
+    subtle differences from their replacements (`torch.range` includes its end point and
+    returns floats; `torch.svd` returns `V`, not `Vh`). Moving early, with the table's
+    mechanical fixes, is cheaper than debugging the release that removes them.
+
+    Not in the table on purpose: `F.sigmoid` and `F.tanh` (once deprecated, they no longer warn
+    in torch 2.13) and `nn.utils.spectral_norm` (its docs only announce a future deprecation).
+    `torch.cuda.amp.*` is TDR401's.
+
+    ## Example
+    ```python
+    import torch
+
+    q, r = torch.qr(a, some=False)
+    x = torch.range(0, 9)
+    L = torch.cholesky(a, upper=True)
+    ```
+
+    ## Use instead
+    ```python
+    import torch
+
+    q, r = torch.linalg.qr(a, mode="complete")
+    x = torch.arange(0, 10)
+    L = torch.linalg.cholesky(a).mH
+    ```
+
+    ## Fix safety
+    Fixes are offered only where the replacement is known to behave the same for the arguments
+    given, and are safe there (`qr`, `cholesky`, `chain_matmul`, `ger`, `lu`, upsampling,
+    functorch, renamed functions, legacy constructors with literal sizes or data). Unsafe:
+    `torch.range` → `torch.arange` (the result's dtype follows the arguments instead of being
+    the default float dtype), `assert_allclose` → `assert_close` (stricter),
+    `weight_norm` → `parametrizations.weight_norm` (different state-dict keys). A fix never
+    introduces an undefined name: it reuses the file's own spelling of `torch` and adds
+    `import torch` when needed, or offers no fix when the name `torch` means something else.
+
+    ## References
+    - [Deprecations in `torch.linalg`](https://pytorch.org/docs/stable/linalg.html)
+    - [`torch.func` migration from functorch](https://pytorch.org/docs/stable/func.migrating.html)
+    - [Migrating from TorchFix](../torchfix-migration.md) (TorchFix code TOR101)
+    """
+
+    zh = """## 功能
+    根据一张数据表（`rules/api_table.py`）检查已弃用 PyTorch API 的使用：包括 TorchFix 的清单
+    （`torch.qr`、`torch.cholesky`、`torch.chain_matmul`、`torch.ger`、`torch.range`、`torch.norm`、
+    `torch.svd`、`torch.lu`、`torch.lu_solve`、`torch.triangular_solve`、`nn.UpsamplingNearest2d/Bilinear2d`、
+    `torch.testing.assert_allclose`、`nn.utils.weight_norm`、`torch.backends.cuda.sdp_kernel`、
+    `functorch.vmap`/`grad`/...），以及 torch 2.13 自身警告和文档补充的：`F.upsample*`、
+    `torch.set_default_tensor_type`、`torch.autograd.Variable`、`torch.FloatTensor(...)` 等旧式构造函数、
+    `torch.cuda.memory_cached`、`torch.nn.utils.stateless.functional_call`、`torch.has_cuda` 等、
+    `torch.distributed.all_gather_into_tensor`/`reduce_scatter_tensor`、
+    `torch.onnx.export(..., dynamo=False)` 以及 TorchScript（`torch.jit.script`、`trace` 等）。
+
+    只报告适用于目标 torch 版本的条目（`[tool.torchdoctor]` 中的 `target-version`，否则为已安装版本，否则为最新版本）。
+
+    ## 为什么不好？
+    已弃用的 API 每次运行都会打印警告，并会在之后的版本中消失；其中不少与替代品有细微差别
+    （`torch.range` 包含终点且返回浮点数；`torch.svd` 返回 `V` 而不是 `Vh`）。借助表中的机械修复尽早迁移，
+    比在移除它们的版本里排查问题要省事。
+
+    有意不收录：`F.sigmoid` 和 `F.tanh`（曾被弃用，但在 torch 2.13 中已不再警告），以及
+    `nn.utils.spectral_norm`（文档只是预告将来弃用）。`torch.cuda.amp.*` 由 TDR401 负责。
+
+    ## 示例
+    ```python
+    import torch
+
+    q, r = torch.qr(a, some=False)
+    x = torch.range(0, 9)
+    L = torch.cholesky(a, upper=True)
+    ```
+
+    ## 改为
+    ```python
+    import torch
+
+    q, r = torch.linalg.qr(a, mode="complete")
+    x = torch.arange(0, 10)
+    L = torch.linalg.cholesky(a).mH
+    ```
+
+    ## 修复安全性
+    只有在已知替代品对给定参数行为相同时才提供修复，这些修复是安全的（`qr`、`cholesky`、`chain_matmul`、
+    `ger`、`lu`、上采样、functorch、改名的函数、带字面量尺寸或数据的旧式构造函数）。不安全的有：
+    `torch.range` → `torch.arange`（结果 dtype 随参数而定，而不是默认浮点类型）、
+    `assert_allclose` → `assert_close`（更严格）、`weight_norm` → `parametrizations.weight_norm`
+    （state dict 的键不同）。修复绝不会引入未定义的名字：它沿用文件中 `torch` 的写法，必要时添加
+    `import torch`；若 `torch` 这个名字另有所指，则不提供修复。
+
+    ## 参考
+    - [`torch.linalg` 中的弃用](https://pytorch.org/docs/stable/linalg.html)
+    - [从 functorch 迁移到 `torch.func`](https://pytorch.org/docs/stable/func.migrating.html)
+    - [从 TorchFix 迁移](../torchfix-migration.md)（TorchFix 代码 TOR101）
+    """
+
+    code = "TDR804"
+    name = "deprecated-api-use"
+    fix_safety = Applicability.SAFE
+    tags = ("deprecated",)
+    aliases = ("TOR101",)
+
+    VALID = (
+        "import torch\nq, r = torch.linalg.qr(a)",
+        "import torch\nx = torch.arange(0, 10)",
+        # Python's range, numpy's qr, a method named qr.
+        "import torch\nimport numpy as np\nfor i in range(3):\n    q = np.linalg.qr(a)\n"
+        "    r = m.qr()",
+        # A local function with a deprecated name.
+        "import torch\ndef cholesky(a):\n    return a\nL = cholesky(x)",
+        # Shadowed in a function.
+        "from torch import qr\ndef f(qr):\n    return qr(1)",
+        # Not deprecated in torch 2.13.
+        "import torch\nimport torch.nn.functional as F\ny = F.sigmoid(x) + F.tanh(x)",
+        "import torch\nm = torch.nn.utils.spectral_norm(layer)",
+        # The new ONNX exporter, and the default.
+        "import torch\ntorch.onnx.export(m, (x,), 'm.onnx', dynamo=True)\n"
+        "torch.onnx.export(m, (x,), 'm.onnx')",
+        # Legacy type used as a type, not called.
+        "import torch\ny = x.type(torch.FloatTensor)\nok = isinstance(x, torch.cuda.FloatTensor)",
+        # Removed (not deprecated): TDR801's.
+        "import torch\nx = torch.solve(b, A)",
+        Valid("import torch\nq, r = torch.linalg.qr(a)\n", notebook=True),
+    )
+    INVALID = (
+        Invalid(
+            "import torch\nq, r = torch.qr(a)", fixed="import torch\nq, r = torch.linalg.qr(a)"
+        ),
+        Invalid(
+            "import torch as T\nq, r = T.qr(a, some=False)",
+            fixed='import torch as T\nq, r = T.linalg.qr(a, mode="complete")',
+        ),
+        # Imported by name in a file that never imports torch: the fix adds the import.
+        Invalid(
+            "from torch import qr\nq, r = qr(a)\n",
+            fixed="from torch import qr\nimport torch\nq, r = torch.linalg.qr(a)\n",
+        ),
+        # `torch` is another object here: no fix rather than a wrong one.
+        Invalid("from torch import qr\ntorch = None\nq, r = qr(a)\n", fixed=None),
+        Invalid(
+            "import torch\nL = torch.cholesky(a, upper=True)",
+            fixed="import torch\nL = torch.linalg.cholesky(a).mH",
+        ),
+        Invalid("import torch\nL = torch.cholesky(a, flag)", fixed=None),
+        Invalid(
+            "import torch\ny = torch.chain_matmul(a, b, c)",
+            fixed="import torch\ny = torch.linalg.multi_dot([a, b, c])",
+        ),
+        Invalid("import torch\ny = torch.ger(u, v)", fixed="import torch\ny = torch.outer(u, v)"),
+        Invalid(
+            "import torch\nx = torch.range(0, 9)", fixed="import torch\nx = torch.arange(0, 10)"
+        ),
+        Invalid(
+            "import torch\nx = torch.range(1, n - 1)", fixed="import torch\nx = torch.arange(1, n)"
+        ),
+        Invalid(
+            "import torch\nx = torch.range(0, len(v), 2)",
+            fixed="import torch\nx = torch.arange(0, len(v) + 1, 2)",
+        ),
+        Invalid(
+            "import torch\nx = torch.range(5, 0, -1)",
+            fixed="import torch\nx = torch.arange(5, -1, -1)",
+        ),
+        Invalid("import torch\nx = torch.range(0, 1, 0.1)", fixed=None),
+        Invalid("import torch\nn = torch.norm(x, dim=1)", fixed=None),
+        Invalid(
+            "import torch.nn as nn\nup = nn.UpsamplingBilinear2d(scale_factor=2)",
+            fixed="import torch.nn as nn\n"
+            'up = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True)',
+        ),
+        Invalid(
+            "import torch.nn.functional as F\ny = F.upsample(x, scale_factor=2)",
+            fixed="import torch.nn.functional as F\ny = F.interpolate(x, scale_factor=2)",
+        ),
+        Invalid(
+            "import torch.nn.functional as F\ny = F.upsample_nearest(x, size=(4, 4))",
+            fixed='import torch.nn.functional as F\ny = F.interpolate(x, size=(4, 4), mode="nearest")',
+        ),
+        Invalid(
+            "import torch\ntorch.testing.assert_allclose(a, b)",
+            fixed="import torch\ntorch.testing.assert_close(a, b)",
+        ),
+        Invalid(
+            "import functorch\ny = functorch.vmap(f)(x)",
+            fixed="import functorch\nimport torch\ny = torch.func.vmap(f)(x)",
+        ),
+        Invalid(
+            "import torch\nfrom functorch import grad\ng = grad(f)(x)",
+            fixed="import torch\nfrom functorch import grad\ng = torch.func.grad(f)(x)",
+        ),
+        Invalid(
+            "import torch\nx = torch.FloatTensor(2, 3)",
+            fixed="import torch\nx = torch.empty(2, 3, dtype=torch.float32)",
+        ),
+        Invalid(
+            "import torch\nx = torch.cuda.LongTensor([1, 2])",
+            fixed='import torch\nx = torch.tensor([1, 2], dtype=torch.int64, device="cuda")',
+        ),
+        Invalid("import torch\nx = torch.FloatTensor(t)", fixed=None),
+        Invalid("import torch\nfrom torch.autograd import Variable\nv = Variable(x)", fixed=None),
+        Invalid("import torch\ntorch.set_default_tensor_type(torch.cuda.FloatTensor)", fixed=None),
+        Invalid(
+            "import torch\nif torch.has_cuda:\n    pass",
+            fixed="import torch\nif torch.backends.cuda.is_built():\n    pass",
+        ),
+        Invalid(
+            "import torch\nm = torch.cuda.memory_cached()",
+            fixed="import torch\nm = torch.cuda.memory_reserved()",
+        ),
+        Invalid(
+            "import torch.distributed as dist\ndist.all_gather_into_tensor(out, x)",
+            fixed="import torch.distributed as dist\ndist.all_gather_single(out, x)",
+        ),
+        Invalid("import torch\ntorch.onnx.export(m, (x,), 'm.onnx', dynamo=False)", fixed=None),
+        Invalid("import torch\n@torch.jit.script\ndef f(x):\n    return x\n", fixed=None),
+        Invalid("import torch\nts = torch.jit.trace(model, example)", fixed=None),
+        Invalid(
+            "import torch\nq, r = torch.qr(a)\n",
+            fixed="import torch\nq, r = torch.linalg.qr(a)\n",
+            notebook=True,
+        ),
+    )
+
+    def check(self, ctx: Context) -> None:
+        api_table.report_uses(ctx, "deprecated")

@@ -1,0 +1,104 @@
+from __future__ import annotations
+
+from ..engine.context import Context
+from ..engine.model import Applicability, Severity
+from . import api_table
+from .base import Invalid, Rule
+
+
+class DeprecatedApiImport(Rule):
+    """## What it does
+    Checks for `from ... import` statements that import a deprecated PyTorch API, from the same
+    table as TDR804 (`from torch import qr`, `from functorch import vmap`,
+    `from torch.nn.utils import weight_norm`, ...).
+
+    ## Why is this bad?
+    Importing a deprecated name spreads it through the file under a short name that hides where
+    it comes from; the import is the one place to change. TDR804 reports each use as well.
+
+    ## Example
+    ```python
+    from functorch import vmap, grad
+    ```
+
+    ## Use instead
+    ```python
+    from torch.func import vmap, grad
+    ```
+
+    ## Fix safety
+    The fix rewrites the import only when every imported name has a drop-in replacement of the
+    same name in one module (`functorch` → `torch.func`,
+    `torch.nn.utils.stateless.functional_call` → `torch.func.functional_call`, ...). It is
+    safe: the names bound are the same and behave the same. Other imports get no fix, because
+    the calls would have to change too.
+
+    ## References
+    - [`torch.func` migration from functorch](https://pytorch.org/docs/stable/func.migrating.html)
+    - [Migrating from TorchFix](../torchfix-migration.md) (TorchFix code TOR103)
+    """
+
+    zh = """## 功能
+    检查导入已弃用 PyTorch API 的 `from ... import` 语句，与 TDR804 使用同一张表
+    （`from torch import qr`、`from functorch import vmap`、`from torch.nn.utils import weight_norm` 等）。
+
+    ## 为什么不好？
+    导入已弃用的名字会让它以一个看不出来源的短名字散布在整个文件中；导入处是唯一需要修改的地方。TDR804
+    也会逐个报告使用处。
+
+    ## 示例
+    ```python
+    from functorch import vmap, grad
+    ```
+
+    ## 改为
+    ```python
+    from torch.func import vmap, grad
+    ```
+
+    ## 修复安全性
+    只有当每个导入的名字在同一个模块中都有同名、可直接替换的新版本时才改写导入（`functorch` → `torch.func`、
+    `torch.nn.utils.stateless.functional_call` → `torch.func.functional_call` 等）。这是安全的：
+    绑定的名字相同，行为也相同。其他导入不提供修复，因为调用处也必须修改。
+
+    ## 参考
+    - [从 functorch 迁移到 `torch.func`](https://pytorch.org/docs/stable/func.migrating.html)
+    - [从 TorchFix 迁移](../torchfix-migration.md)（TorchFix 代码 TOR103）
+    """
+
+    code = "TDR805"
+    name = "deprecated-api-import"
+    severity = Severity.INFO
+    fix_safety = Applicability.SAFE
+    tags = ("deprecated",)
+    aliases = ("TOR103",)
+
+    VALID = (
+        "from torch.func import vmap",
+        "from torch.linalg import qr",
+        "import torch\nfrom numpy.linalg import qr",
+        "from torch import solve",  # removed: TDR803's
+        "from torch import nn, optim",
+        "from torch.onnx import export",  # only `dynamo=False` calls are deprecated
+    )
+    INVALID = (
+        Invalid("from functorch import vmap\n", fixed="from torch.func import vmap\n"),
+        Invalid(
+            "from functorch import vmap as v, grad\n",
+            fixed="from torch.func import vmap as v, grad\n",
+        ),
+        Invalid(
+            "from torch.nn.utils.stateless import functional_call\n",
+            fixed="from torch.func import functional_call\n",
+        ),
+        Invalid("from torch import qr\n", fixed=None),
+        Invalid("from torch import qr, nn\n", fixed=None),
+        Invalid("from torch.nn.utils import weight_norm\n", fixed=None),
+        Invalid("from functorch import vmap, make_fx\n", fixed=None),
+        Invalid(
+            "from functorch import jacrev\n", fixed="from torch.func import jacrev\n", notebook=True
+        ),
+    )
+
+    def check(self, ctx: Context) -> None:
+        api_table.report_imports(ctx, "deprecated")

@@ -1,0 +1,135 @@
+from __future__ import annotations
+
+import ast
+
+from ..engine import fixes
+from ..engine.context import Context
+from ..engine.model import Applicability, Fix, Severity, Text
+from .api_table import spell
+from .base import Invalid, Rule, Valid
+
+PRIVATE = {
+    "torch.utils.data._utils.collate.default_collate": "torch.utils.data.default_collate",
+    "torch.utils.data._utils.collate.default_convert": "torch.utils.data.default_convert",
+}
+
+
+class NonpublicCollateUse(Rule):
+    """## What it does
+    Checks for uses of the private `torch.utils.data._utils.collate.default_collate` and
+    `default_convert` (calls, or the function passed as `collate_fn=`).
+
+    ## Why is this bad?
+    `_utils` is private: it can move or change in any release without notice. The same
+    functions are public as `torch.utils.data.default_collate` and
+    `torch.utils.data.default_convert` (in `torch.utils.data.__all__`, verified on 2.13).
+
+    ## Example
+    ```python
+    import torch
+
+    batch = torch.utils.data._utils.collate.default_collate(samples)
+    ```
+
+    ## Use instead
+    ```python
+    import torch
+
+    batch = torch.utils.data.default_collate(samples)
+    ```
+
+    ## Fix safety
+    Safe: the public name is the same function. Uses through a name imported from the private
+    module get no fix here; TDR807 fixes the import itself.
+
+    ## References
+    - [`torch.utils.data.default_collate`](https://pytorch.org/docs/stable/data.html#torch.utils.data.default_collate)
+    - [Migrating from TorchFix](../torchfix-migration.md) (TorchFix code TOR104)
+    """
+
+    zh = """## 功能
+    检查对私有的 `torch.utils.data._utils.collate.default_collate` 与 `default_convert` 的使用
+    （调用，或作为 `collate_fn=` 传入）。
+
+    ## 为什么不好？
+    `_utils` 是私有模块：任何版本都可能不经通知地移动或修改它。同样的函数以
+    `torch.utils.data.default_collate` 与 `torch.utils.data.default_convert` 公开（在
+    `torch.utils.data.__all__` 中，已在 2.13 上核实）。
+
+    ## 示例
+    ```python
+    import torch
+
+    batch = torch.utils.data._utils.collate.default_collate(samples)
+    ```
+
+    ## 改为
+    ```python
+    import torch
+
+    batch = torch.utils.data.default_collate(samples)
+    ```
+
+    ## 修复安全性
+    安全：公开名字指向同一个函数。通过从私有模块导入的名字进行的使用在这里不提供修复；由 TDR807 修复导入本身。
+
+    ## 参考
+    - [`torch.utils.data.default_collate`](https://pytorch.org/docs/stable/data.html#torch.utils.data.default_collate)
+    - [从 TorchFix 迁移](../torchfix-migration.md)（TorchFix 代码 TOR104）
+    """
+
+    code = "TDR806"
+    name = "nonpublic-collate-use"
+    severity = Severity.WARNING
+    fix_safety = Applicability.SAFE
+    aliases = ("TOR104",)
+
+    VALID = (
+        "import torch\nb = torch.utils.data.default_collate(samples)",
+        "from torch.utils.data import default_collate\nb = default_collate(samples)",
+        "import torch\ndef default_collate(x):\n    return x\nb = default_collate(s)",
+        Valid("import torch\nb = torch.utils.data.default_convert(s)\n", notebook=True),
+    )
+    INVALID = (
+        Invalid(
+            "import torch\nb = torch.utils.data._utils.collate.default_collate(samples)",
+            fixed="import torch\nb = torch.utils.data.default_collate(samples)",
+        ),
+        Invalid(
+            "import torch.utils.data._utils.collate as C\nb = C.default_convert(s)",
+            fixed="import torch.utils.data._utils.collate as C\nimport torch\n"
+            "b = torch.utils.data.default_convert(s)",
+        ),
+        Invalid(
+            "import torch\nfrom torch.utils.data import DataLoader\n"
+            "dl = DataLoader(ds, collate_fn=torch.utils.data._utils.collate.default_collate)",
+            fixed="import torch\nfrom torch.utils.data import DataLoader\n"
+            "dl = DataLoader(ds, collate_fn=torch.utils.data.default_collate)",
+        ),
+        Invalid(
+            "from torch.utils.data._utils.collate import default_collate\nb = default_collate(s)",
+            fixed=None,
+        ),
+    )
+
+    def check(self, ctx: Context) -> None:
+        for ref in ctx.sem.references_to(*PRIVATE):
+            public = PRIVATE[ctx.qualname(ref) or ""]
+            fix = None
+            if isinstance(ref, ast.Attribute):
+                spelled = spell(ctx, ref, public)
+                if spelled is not None:
+                    text, edits = spelled
+                    fix = Fix(
+                        Text(f"Use `{public}`", f"改用 `{public}`"),
+                        (fixes.replace(ctx.source, ref, text), *edits),
+                        Applicability.SAFE,
+                    )
+            ctx.report(
+                ref,
+                Text(
+                    f"Non-public `{ctx.qualname(ref)}`: use the public `{public}`",
+                    f"使用了非公开的 `{ctx.qualname(ref)}`：请改用公开的 `{public}`",
+                ),
+                fixes=[fix],
+            )

@@ -1,0 +1,121 @@
+from __future__ import annotations
+
+import ast
+
+from ..engine import fixes
+from ..engine.context import Context
+from ..engine.model import Applicability, Fix, Severity, Text
+from .base import Invalid, Rule, Valid
+
+MODULES = ("models", "datasets", "transforms")
+
+
+class TorchvisionModuleImport(Rule):
+    """## What it does
+    Checks for `import torchvision.models as models` (and `datasets`, `transforms`) where the
+    alias repeats the module's own name.
+
+    ## Why is this bad?
+    It is a roundabout spelling of `from torchvision import models`: both bind the same module
+    to the same name, and the `from` form says so directly. This is a style rule, kept for
+    parity with TorchFix.
+
+    ## Example
+    ```python
+    import torchvision.models as models
+    ```
+
+    ## Use instead
+    ```python
+    from torchvision import models
+    ```
+
+    ## Fix safety
+    Safe: the same module is bound to the same name. Statements that import several modules at
+    once get no fix.
+
+    ## References
+    - [The import statement](https://docs.python.org/3/reference/simple_stmts.html#import)
+    - [Migrating from TorchFix](../torchfix-migration.md) (TorchFix code TOR203)
+    """
+
+    zh = """## 功能
+    检查 `import torchvision.models as models`（以及 `datasets`、`transforms`）这类别名与模块本名相同的导入。
+
+    ## 为什么不好？
+    这是 `from torchvision import models` 的绕弯写法：两者把同一个模块绑定到同一个名字上，而 `from`
+    写法直接表达了这一点。这是一条风格规则，为与 TorchFix 保持一致而保留。
+
+    ## 示例
+    ```python
+    import torchvision.models as models
+    ```
+
+    ## 改为
+    ```python
+    from torchvision import models
+    ```
+
+    ## 修复安全性
+    安全：同一个模块绑定到同一个名字。一条语句同时导入多个模块时不提供修复。
+
+    ## 参考
+    - [import 语句](https://docs.python.org/zh-cn/3/reference/simple_stmts.html#import)
+    - [从 TorchFix 迁移](../torchfix-migration.md)（TorchFix 代码 TOR203）
+    """
+
+    code = "TDR812"
+    name = "torchvision-module-import"
+    severity = Severity.HINT
+    fix_safety = Applicability.SAFE
+    aliases = ("TOR203",)
+
+    VALID = (
+        "from torchvision import models",
+        "import torchvision.models as tvm",
+        "import torchvision.models",
+        "import torchvision.ops as ops",
+        Valid("from torchvision import transforms\n", notebook=True),
+    )
+    INVALID = (
+        Invalid("import torchvision.models as models\n", fixed="from torchvision import models\n"),
+        Invalid(
+            "import torchvision.transforms as transforms\n",
+            fixed="from torchvision import transforms\n",
+        ),
+        Invalid("import os, torchvision.datasets as datasets\n", fixed=None),
+        Invalid(
+            "def f():\n    import torchvision.models as models\n    return models\n",
+            fixed="def f():\n    from torchvision import models\n    return models\n",
+        ),
+    )
+
+    def check(self, ctx: Context) -> None:
+        for node, alias, _qual in ctx.sem.imports:
+            if not isinstance(node, ast.Import):
+                continue
+            parts = alias.name.split(".")
+            if len(parts) != 2 or parts[0] != "torchvision" or parts[1] not in MODULES:
+                continue
+            if alias.asname != parts[1]:
+                continue
+            fix = None
+            if len(node.names) == 1 and "#" not in ctx.segment(node):
+                fix = Fix(
+                    Text(
+                        f"Replace with `from torchvision import {parts[1]}`",
+                        f"替换为 `from torchvision import {parts[1]}`",
+                    ),
+                    (fixes.replace(ctx.source, node, f"from torchvision import {parts[1]}"),),
+                    Applicability.SAFE,
+                )
+            ctx.report(
+                alias,
+                Text(
+                    f"Use `from torchvision import {parts[1]}` instead of "
+                    f"`import torchvision.{parts[1]} as {parts[1]}`",
+                    f"请用 `from torchvision import {parts[1]}` 代替 "
+                    f"`import torchvision.{parts[1]} as {parts[1]}`",
+                ),
+                fixes=[fix],
+            )
