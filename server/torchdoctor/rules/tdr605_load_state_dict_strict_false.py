@@ -1,0 +1,137 @@
+from __future__ import annotations
+
+import ast
+
+from ..engine.context import Context
+from ..engine.model import Applicability, Edit, Fix, Severity, Text
+from ..engine.semantic import keyword
+from .base import Invalid, Rule
+
+
+class LoadStateDictStrictFalse(Rule):
+    """## What it does
+    Checks for `model.load_state_dict(..., strict=False)` whose return value is thrown away.
+
+    ## Why is this bad?
+    `strict=False` skips keys that do not match instead of raising. That is what you want when a
+    new head is expected to be missing — but it also swallows every mistake: a checkpoint saved
+    from a `DistributedDataParallel` wrapper has keys prefixed with `module.`, none of them match,
+    and the model silently keeps its random initialisation. `load_state_dict` returns the
+    `missing_keys` and `unexpected_keys`; ignoring them is how this goes unnoticed.
+
+    ## Example
+    ```python
+    model.load_state_dict(torch.load("ckpt.pt", map_location="cpu"), strict=False)
+    ```
+
+    ## Use instead
+    ```python
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    assert not unexpected, f"unexpected keys: {unexpected[:5]}"
+    ```
+    or strip a wrapper's prefix first:
+    `torch.nn.modules.utils.consume_prefix_in_state_dict_if_present(state, "module.")`.
+
+    ## Fix safety
+    The suggestion binds the result to `missing_keys, unexpected_keys` and prints them; it is
+    shown as a code action and never applied in bulk.
+
+    ## References
+    - [`Module.load_state_dict`](https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.load_state_dict)
+    - [`consume_prefix_in_state_dict_if_present`](https://pytorch.org/docs/stable/generated/torch.nn.modules.utils.consume_prefix_in_state_dict_if_present.html)
+    """
+
+    zh = """## 功能
+    检查丢弃了返回值的 `model.load_state_dict(..., strict=False)`。
+
+    ## 为什么不好？
+    `strict=False` 会跳过不匹配的键而不报错。当预期缺少一个新的输出头时，这正是你想要的——但它也会吞掉所有错误：
+    从 `DistributedDataParallel` 包装器保存的检查点，键名都带有 `module.` 前缀，一个都匹配不上，模型便悄悄地保留着
+    随机初始化。`load_state_dict` 会返回 `missing_keys` 和 `unexpected_keys`；忽略它们，问题就被掩盖了。
+
+    ## 示例
+    ```python
+    model.load_state_dict(torch.load("ckpt.pt", map_location="cpu"), strict=False)
+    ```
+
+    ## 改为
+    ```python
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    assert not unexpected, f"unexpected keys: {unexpected[:5]}"
+    ```
+    或者先去掉包装器的前缀：
+    `torch.nn.modules.utils.consume_prefix_in_state_dict_if_present(state, "module.")`。
+
+    ## 修复安全性
+    建议的修改会把结果赋给 `missing_keys, unexpected_keys` 并打印出来；它只作为代码操作显示，不会被批量应用。
+
+    ## 参考
+    - [`Module.load_state_dict`](https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.load_state_dict)
+    - [`consume_prefix_in_state_dict_if_present`](https://pytorch.org/docs/stable/generated/torch.nn.modules.utils.consume_prefix_in_state_dict_if_present.html)
+    """
+
+    code = "TDR605"
+    name = "load-state-dict-strict-false"
+    severity = Severity.INFO
+    fix_safety = Applicability.SUGGESTION
+
+    VALID = (
+        "import torch\nmodel.load_state_dict(sd)",
+        "import torch\nresult = model.load_state_dict(sd, strict=False)\nprint(result)",
+        "import torch\nmissing, unexpected = model.load_state_dict(sd, strict=False)",
+        "import torch\nmodel.load_state_dict(sd, strict=True)",
+        "import torch\nlog(model.load_state_dict(sd, strict=False))",
+    )
+    INVALID = (
+        Invalid(
+            "import torch\nmodel.load_state_dict(sd, strict=False)\n",
+            fixed="import torch\n"
+            "missing_keys, unexpected_keys = model.load_state_dict(sd, strict=False)\n"
+            'print(f"missing keys: {missing_keys}; unexpected keys: {unexpected_keys}")\n',
+        ),
+        Invalid(
+            "import torch\ndef load(net, path):\n"
+            "    net.load_state_dict(torch.load(path, map_location='cpu'), strict=False)\n",
+            fixed="import torch\ndef load(net, path):\n"
+            "    missing_keys, unexpected_keys = net.load_state_dict("
+            "torch.load(path, map_location='cpu'), strict=False)\n"
+            '    print(f"missing keys: {missing_keys}; unexpected keys: {unexpected_keys}")\n',
+        ),
+    )
+
+    def check(self, ctx: Context) -> None:
+        for call in ctx.sem.calls_by_attr.get("load_state_dict", ()):
+            kw = keyword(call, "strict")
+            if kw is None or not (isinstance(kw.value, ast.Constant) and kw.value.value is False):
+                continue
+            stmt = ctx.sem.parent(call)
+            if not isinstance(stmt, ast.Expr):
+                continue
+            ctx.report(
+                call,
+                Text(
+                    "`load_state_dict(..., strict=False)` result ignored: keys that match nothing "
+                    "(such as a `module.` prefix) are skipped silently",
+                    "忽略了 `load_state_dict(..., strict=False)` 的返回值：完全不匹配的键（例如带 `module.` 前缀）"
+                    "会被悄悄跳过",
+                ),
+                fixes=[self._suggestion(ctx, stmt)],
+            )
+
+    @staticmethod
+    def _suggestion(ctx: Context, stmt: ast.Expr) -> Fix | None:
+        from ..engine import fixes
+
+        if not fixes.starts_line(ctx.source, stmt) or not fixes.ends_line(ctx.source, stmt):
+            return None
+        indent = ctx.source.indent_of(stmt.lineno)
+        end = ctx.source.end(stmt)
+        text = (
+            f"missing_keys, unexpected_keys = {ctx.segment(stmt)}{ctx.source.newline}"
+            f'{indent}print(f"missing keys: {{missing_keys}}; unexpected keys: {{unexpected_keys}}")'
+        )
+        return Fix(
+            Text("Check the missing and unexpected keys", "检查缺失和多余的键"),
+            (Edit(ctx.source.start(stmt), end, text),),
+            Applicability.SUGGESTION,
+        )

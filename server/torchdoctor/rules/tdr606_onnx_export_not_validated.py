@@ -1,0 +1,112 @@
+from __future__ import annotations
+
+from ..engine.context import Context
+from ..engine.model import Severity, Text
+from .base import Invalid, Rule
+
+_EXPORTS = ("torch.onnx.export", "torch.export.export")
+_CHECKS = ("assert_close", "allclose", "assert_allclose", "InferenceSession", "isclose")
+
+
+class OnnxExportNotValidated(Rule):
+    """## What it does
+    Checks for a file that exports a model with `torch.onnx.export` or `torch.export.export` and
+    never runs the exported artefact or compares its outputs with the original model's
+    (`onnxruntime.InferenceSession`, `torch.testing.assert_close`, `torch.allclose`,
+    `numpy.testing.assert_allclose`). Off by default.
+
+    ## Why is this bad?
+    An export can succeed and still compute something else: a data-dependent branch frozen to
+    the path taken by the example input, a shape specialised to the example batch, an operator
+    lowered with different numerics, pre-processing that differs between training and serving.
+    The guide's advice is to compare outputs on real inputs right after exporting; it costs a few
+    lines and catches these before deployment.
+
+    ## Example
+    ```python
+    torch.onnx.export(model, (x,), "model.onnx")
+    ```
+
+    ## Use instead
+    ```python
+    torch.onnx.export(model, (x,), "model.onnx")
+    session = onnxruntime.InferenceSession("model.onnx")
+    (out,) = session.run(None, {session.get_inputs()[0].name: x.numpy()})
+    torch.testing.assert_close(torch.from_numpy(out), model(x), rtol=1e-3, atol=1e-4)
+    ```
+
+    ## Fix safety
+    No fix is offered.
+
+    ## References
+    - [`torch.onnx`](https://pytorch.org/docs/stable/onnx.html)
+    - [`torch.export`](https://pytorch.org/docs/stable/export.html)
+    """
+
+    zh = """## 功能
+    检查用 `torch.onnx.export` 或 `torch.export.export` 导出了模型、却从未运行导出产物、也没有与原模型比较输出
+    （`onnxruntime.InferenceSession`、`torch.testing.assert_close`、`torch.allclose`、
+    `numpy.testing.assert_allclose`）的文件。默认关闭。
+
+    ## 为什么不好？
+    导出可能成功却算出不一样的东西：依赖数据的分支被固定在示例输入走过的那条路径上，形状被特化为示例的 batch，
+    某个算子被替换成数值行为不同的实现，训练与部署的前处理不一致。指南建议在导出后立即用真实输入比较输出；这只需
+    几行代码，就能在部署之前发现这些问题。
+
+    ## 示例
+    ```python
+    torch.onnx.export(model, (x,), "model.onnx")
+    ```
+
+    ## 改为
+    ```python
+    torch.onnx.export(model, (x,), "model.onnx")
+    session = onnxruntime.InferenceSession("model.onnx")
+    (out,) = session.run(None, {session.get_inputs()[0].name: x.numpy()})
+    torch.testing.assert_close(torch.from_numpy(out), model(x), rtol=1e-3, atol=1e-4)
+    ```
+
+    ## 修复安全性
+    不提供修复。
+
+    ## 参考
+    - [`torch.onnx`](https://pytorch.org/docs/stable/onnx.html)
+    - [`torch.export`](https://pytorch.org/docs/stable/export.html)
+    """
+
+    code = "TDR606"
+    name = "onnx-export-not-validated"
+    severity = Severity.HINT
+    default = False
+
+    VALID = (
+        "import torch\nimport onnxruntime as ort\ntorch.onnx.export(m, (x,), 'm.onnx')\n"
+        "s = ort.InferenceSession('m.onnx')",
+        "import torch\nep = torch.export.export(m, (x,))\n"
+        "torch.testing.assert_close(ep.module()(x), m(x))",
+        "import torch\ntorch.onnx.export(m, (x,), 'm.onnx')\nassert torch.allclose(a, b)",
+        "import torch\ndef export(m):\n    pass\nexport(m)",
+    )
+    INVALID = (
+        Invalid("import torch\ntorch.onnx.export(model, (x,), 'model.onnx')", fixed=None),
+        Invalid("from torch.export import export\nep = export(model, (x,))", fixed=None),
+    )
+
+    def check(self, ctx: Context) -> None:
+        exports = list(ctx.sem.calls_to(*_EXPORTS))
+        if not exports:
+            return
+        sem = ctx.sem
+        if any(qual and qual.split(".")[0] == "onnxruntime" for _n, _a, qual in sem.imports):
+            return
+        if any(sem.calls_by_attr.get(n) or sem.calls_by_name.get(n) for n in _CHECKS):
+            return
+        first = min(exports, key=lambda c: (c.lineno, c.col_offset))
+        ctx.report(
+            first,
+            Text(
+                "the exported model is never run or compared with the original: check its outputs "
+                "on real inputs",
+                "导出的模型从未被运行或与原模型比较：请用真实输入检查它的输出",
+            ),
+        )
