@@ -25,7 +25,9 @@ class ScalerStepBypassed(Rule):
     at the start). Only `scaler.step(optimizer)` divides the gradients back and skips the
     update when they contain inf or NaN. With `optimizer.step()` the parameters move by
     scaled gradients: with SGD each update is 65,536 times too large, and overflowing steps
-    write inf/NaN into the weights.
+    write inf/NaN into the weights. Measured on CPU with `bench/cpu_scaler_bypass.py` (a linear
+    regression trained with SGD): the first bypassed update has an L2 norm of 12,610 instead of
+    0.19, and the loss is NaN after 20 steps, while with `scaler.step` it falls from 70 to 26.
 
     `scaler.update()` adjusts the scale after each step. Without it the scale never adapts, and
     the second `scaler.step()` on the same optimizer fails with `RuntimeError: step() has
@@ -76,6 +78,8 @@ class ScalerStepBypassed(Rule):
     `scaler.scale(loss)` 会把损失（因而每个梯度）乘以缩放因子（初始为 65,536）。只有
     `scaler.step(optimizer)` 会把梯度除回去，并在梯度含 inf 或 NaN 时跳过这次更新。若直接调用
     `optimizer.step()`，参数会按放大后的梯度更新：使用 SGD 时每次更新大 65,536 倍，溢出的步骤还会把 inf/NaN 写进权重。
+    在 CPU 上用 `bench/cpu_scaler_bypass.py`（用 SGD 训练的线性回归）实测：绕过缩放器的第一次更新 L2 范数为
+    12,610 而不是 0.19，20 步后损失变为 NaN；使用 `scaler.step` 时损失则从 70 降到 26。
 
     `scaler.update()` 在每次更新后调整缩放因子。缺少它时缩放因子永远不会调整，并且对同一优化器第二次调用
     `scaler.step()` 会报错：`RuntimeError: step() has already been called since the last update().`
