@@ -55,8 +55,21 @@ def suppresses(
     if comment.codes is None:
         return True
     for listed in comment.codes:
-        targets = aliases.get(listed, listed)
-        for target in (targets,) if isinstance(targets, str) else targets:
+        for target in _targets(listed, aliases):
             if code == target or (len(target) < len(code) and code.startswith(target)):
                 return True
     return False
+
+
+def _targets(listed: str, aliases: Mapping[str, str | tuple[str, ...]]) -> tuple[str, ...]:
+    """What a listed code means: itself, the codes its alias names, or (for a prefix of
+    aliases such as ``TOR1``) the codes of every alias it starts."""
+    value = aliases.get(listed)
+    if value is not None:
+        return (value,) if isinstance(value, str) else value
+    out = [listed]
+    if not listed.startswith("TDR"):
+        for alias, target in aliases.items():
+            if alias.startswith(listed):
+                out.extend((target,) if isinstance(target, str) else target)
+    return tuple(out)

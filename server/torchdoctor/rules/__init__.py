@@ -53,15 +53,24 @@ def all_rules() -> tuple[type[Rule], ...]:
 
 
 def alias_targets(code: str) -> tuple[str, ...]:
-    """The TDR codes (or prefixes) an alias stands for; empty when ``code`` is no alias."""
-    target = ALIASES.get(code.upper())
-    if target is None:
+    """The TDR codes (or prefixes) an alias stands for, also for a prefix of aliases
+    (``TOR1`` means every ``TOR1xx``); empty when ``code`` names no alias."""
+    code = code.upper()
+    target = ALIASES.get(code)
+    if target is not None:
+        return (target,) if isinstance(target, str) else target
+    if code.startswith("TDR") or len(code) < 3:
         return ()
-    return (target,) if isinstance(target, str) else target
+    out: list[str] = []
+    for alias, value in ALIASES.items():
+        if alias.startswith(code):
+            out.extend((value,) if isinstance(value, str) else value)
+    return tuple(dict.fromkeys(out))
 
 
 def _add_alias(alias: str, targets: tuple[str, ...]) -> None:
-    merged = tuple(dict.fromkeys((*alias_targets(alias), *targets)))
+    old = ALIASES.get(alias, ())
+    merged = tuple(dict.fromkeys(((old,) if isinstance(old, str) else old) + targets))
     ALIASES[alias] = merged[0] if len(merged) == 1 else merged
 
 
