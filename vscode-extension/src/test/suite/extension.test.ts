@@ -1,0 +1,150 @@
+import * as assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as vscode from "vscode";
+import { EXTENSION_ID, codeOf, sleep, torchdoctorDiagnostics, waitFor, waitForCodes, workspaceFile } from "./helpers";
+
+interface TorchdoctorApi {
+  readonly state: string;
+  readonly interpreter: string | undefined;
+  ready(): Promise<void>;
+}
+
+async function api(): Promise<TorchdoctorApi> {
+  const ext = vscode.extensions.getExtension<TorchdoctorApi>(EXTENSION_ID);
+  assert.ok(ext, `${EXTENSION_ID} is loaded`);
+  return ext.isActive ? ext.exports : await ext.activate();
+}
+
+async function openPython(name: string): Promise<vscode.TextEditor> {
+  const document = await vscode.workspace.openTextDocument(workspaceFile(name));
+  return vscode.window.showTextDocument(document);
+}
+
+describe("torchdoctor in VS Code", () => {
+  before(async function () {
+    this.timeout(120_000);
+    await openPython("train.py"); // activates the extension (onLanguage:python)
+    const td = await api();
+    await waitFor("the server to run", async () => {
+      await td.ready();
+      return td.state === "running" ? true : undefined;
+    }, 90_000);
+  });
+
+  it("starts the server with the interpreter from torchdoctor.interpreter", async () => {
+    const td = await api();
+    const configured = vscode.workspace.getConfiguration("torchdoctor").get<string>("interpreter");
+    assert.ok(configured, "the test workspace sets torchdoctor.interpreter");
+    assert.equal(td.interpreter, configured);
+    assert.equal(td.state, "running");
+  });
+
+  it("publishes diagnostics for an example training script", async () => {
+    const uri = workspaceFile("examples/train_classifier.py");
+    if (!fs.existsSync(uri.fsPath)) return; // the repository's examples are copied in by the runner
+    await openPython("examples/train_classifier.py");
+    const found = await waitFor("diagnostics on the example", () => {
+      const d = torchdoctorDiagnostics(uri);
+      return d.length > 0 ? d : undefined;
+    });
+    for (const d of found) {
+      assert.match(codeOf(d), /^TDR\d{3}$/);
+      assert.ok(typeof d.code === "object" && d.code.target.toString() !== "", "diagnostics link to the rule's page");
+    }
+  });
+
+  it("applies the TDR105 quick fix through the code action provider", async () => {
+    const editor = await openPython("train.py");
+    const uri = editor.document.uri;
+    const diagnostics = await waitForCodes(uri, ["TDR105", "TDR602"]);
+    const tdr105 = diagnostics.find((d) => codeOf(d) === "TDR105");
+    assert.ok(tdr105);
+    assert.equal(tdr105.range.start.line, 7, "TDR105 points at the forward call in the loop");
+
+    const actions = await vscode.commands.executeCommand<vscode.CodeAction[]>(
+      "vscode.executeCodeActionProvider",
+      uri,
+      tdr105.range,
+      vscode.CodeActionKind.QuickFix.value,
+      50,
+    );
+    const titles = actions.map((a) => a.title);
+    const wrap = actions.find((a) => a.title.includes("inference_mode"));
+    assert.ok(wrap, `a quick fix wraps the loop in inference_mode; got ${JSON.stringify(titles)}`);
+    assert.ok(titles.some((t) => t.includes("no_grad")), `the torch.no_grad() alternative is offered; got ${JSON.stringify(titles)}`);
+    assert.ok(wrap.edit, "the quick fix carries its edit");
+    assert.ok(await vscode.workspace.applyEdit(wrap.edit));
+
+    assert.equal(
+      editor.document.getText(),
+      [
+        "import torch",
+        "",
+        "",
+        "def evaluate(model, val_loader):",
+        "    model.eval()",
+        "    correct = 0",
+        "    with torch.inference_mode():",
+        "        for x, y in val_loader:",
+        "            correct += (model(x).argmax(1) == y).sum().item()",
+        "    return correct",
+        "",
+        "",
+        'state = torch.load("checkpoint.pt")',
+        "",
+      ].join("\n"),
+    );
+    // The server re-checks the edited text: TDR105 goes away, TDR602 stays.
+    await waitFor("TDR105 to disappear", () => {
+      const codes = torchdoctorDiagnostics(uri).map(codeOf);
+      return !codes.includes("TDR105") && codes.includes("TDR602") ? true : undefined;
+    });
+  });
+
+  it("fixes all safe problems with the Fix All command", async () => {
+    const editor = await openPython("train.py");
+    await waitForCodes(editor.document.uri, ["TDR602"]);
+    await vscode.commands.executeCommand("torchdoctor.fixAll");
+    await waitFor("the fix-all edit", () => (editor.document.getText().includes('torch.load("checkpoint.pt", map_location="cpu")') ? true : undefined), 20_000);
+    await waitFor("no TDR602 left", () => (torchdoctorDiagnostics(editor.document.uri).some((d) => codeOf(d) === "TDR602") ? undefined : true));
+    await vscode.commands.executeCommand("workbench.action.files.revert");
+  });
+
+  it("reports diagnostics per notebook cell", async () => {
+    const notebook = await vscode.workspace.openNotebookDocument(workspaceFile("explore.ipynb"));
+    await vscode.window.showNotebookDocument(notebook);
+    const cells = notebook.getCells();
+    assert.equal(cells.length, 4);
+    const loadCell = cells[2];
+    assert.ok(loadCell);
+    assert.equal(loadCell.document.uri.scheme, "vscode-notebook-cell");
+    const found = await waitForCodes(loadCell.document.uri, ["TDR602"]);
+    const tdr602 = found.find((d) => codeOf(d) === "TDR602");
+    assert.ok(tdr602);
+    assert.equal(tdr602.range.start.line, 0, "positions are relative to the cell");
+    assert.equal(tdr602.range.start.character, 8);
+    // Give the other cells time to receive anything they would get, then check they are clean.
+    await sleep(500);
+    for (const i of [0, 3]) {
+      const cell = cells[i];
+      assert.ok(cell);
+      assert.deepEqual(torchdoctorDiagnostics(cell.document.uri).map(codeOf), [], `cell ${i} has no findings`);
+    }
+  });
+
+  it("registers its commands", async () => {
+    const commands = await vscode.commands.getCommands(true);
+    for (const id of ["torchdoctor.restart", "torchdoctor.showOutput", "torchdoctor.fixAll", "torchdoctor.openRuleDocs"]) {
+      assert.ok(commands.includes(id), `${id} is registered`);
+    }
+  });
+
+  it("restarts the server and publishes again", async () => {
+    const td = await api();
+    await vscode.commands.executeCommand("torchdoctor.restart");
+    await td.ready();
+    assert.equal(td.state, "running");
+    const editor = await openPython("train.py");
+    await waitForCodes(editor.document.uri, ["TDR602"]);
+  });
+});

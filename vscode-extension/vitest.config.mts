@@ -1,0 +1,11 @@
+import { defineConfig } from "vitest/config";
+
+export default defineConfig({
+  test: {
+    include: ["test/unit/**/*.test.ts"],
+    environment: "node",
+    pool: "threads",
+    maxWorkers: 2,
+    testTimeout: 20_000,
+  },
+});
