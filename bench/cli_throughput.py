@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import gc
 import importlib.util
 import os
@@ -35,16 +36,27 @@ def parse_floor(files: list[Path]) -> tuple[float, int]:
         for path in files:
             data = path.read_bytes()
             lines += data.count(b"\n")
-            try:
+            with contextlib.suppress(SyntaxError, ValueError):
                 ast.parse(data)
-            except (SyntaxError, ValueError):
-                pass
     return time.perf_counter() - start, lines
 
 
 def run_cli(root: Path, jobs: int) -> float:
-    cmd = [sys.executable, "-m", "torchdoctor", "check", str(root), "--no-cache", "--exit-zero",
-           "--select", "ALL", "--output-format", "json", "-j", str(jobs)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torchdoctor",
+        "check",
+        str(root),
+        "--no-cache",
+        "--exit-zero",
+        "--select",
+        "ALL",
+        "--output-format",
+        "json",
+        "-j",
+        str(jobs),
+    ]
     start = time.perf_counter()
     proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     elapsed = time.perf_counter() - start
@@ -62,12 +74,16 @@ def main() -> None:
     gc.collect()
     floor, lines = parse_floor(files)
     print(f"corpus: {root} — {len(files)} files, {lines:,} lines")
-    print(f"ast.parse alone (1 process): {floor:6.2f} s  {len(files) / floor:8.0f} files/s  "
-          f"{lines / floor:10,.0f} lines/s")
+    print(
+        f"ast.parse alone (1 process): {floor:6.2f} s  {len(files) / floor:8.0f} files/s  "
+        f"{lines / floor:10,.0f} lines/s"
+    )
     for jobs in (1, os.cpu_count() or 1):
         elapsed = run_cli(root, jobs)
-        print(f"torchdoctor check -j{jobs}:       {elapsed:6.2f} s  {len(files) / elapsed:8.0f} files/s  "
-              f"{lines / elapsed:10,.0f} lines/s  ({elapsed / floor:.2f}x the floor)")
+        print(
+            f"torchdoctor check -j{jobs}:       {elapsed:6.2f} s  {len(files) / elapsed:8.0f} files/s  "
+            f"{lines / elapsed:10,.0f} lines/s  ({elapsed / floor:.2f}x the floor)"
+        )
 
 
 if __name__ == "__main__":

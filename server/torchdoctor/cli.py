@@ -16,7 +16,10 @@ _DELEGATED = {
     "server": ("torchdoctor.lsp.server", "Run the language server (stdio, or --tcp HOST:PORT)."),
     "probe": ("torchdoctor.bridge.cli", "Read live tensor facts from a running Jupyter kernel."),
     "docs": ("torchdoctor.docsite", "Open the documentation (of one rule, or the index)."),
-    "generate-docs": ("torchdoctor.docsite", "Regenerate the rule pages under docs/ (--check: fail if stale)."),
+    "generate-docs": (
+        "torchdoctor.docsite",
+        "Regenerate the rule pages under docs/ (--check: fail if stale).",
+    ),
 }
 
 
@@ -50,22 +53,39 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _check_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("paths", nargs="*", default=None, metavar="PATH",
-                   help="Files or folders to check (default: the current folder). '-' reads stdin.")
-    p.add_argument("--select", type=_codes, help="Rules to check instead of the defaults (codes or prefixes).")
-    p.add_argument("--extend-select", type=_codes, default=None, help="Rules to add to the selection.")
+    p.add_argument(
+        "paths",
+        nargs="*",
+        default=None,
+        metavar="PATH",
+        help="Files or folders to check (default: the current folder). '-' reads stdin.",
+    )
+    p.add_argument(
+        "--select", type=_codes, help="Rules to check instead of the defaults (codes or prefixes)."
+    )
+    p.add_argument(
+        "--extend-select", type=_codes, default=None, help="Rules to add to the selection."
+    )
     p.add_argument("--ignore", type=_codes, default=None, help="Rules to skip.")
     p.add_argument("--fix", action="store_true", default=None, help="Apply safe fixes.")
-    p.add_argument("--unsafe-fixes", action="store_true", default=None,
-                   help="Also apply (and show) unsafe fixes.")
+    p.add_argument(
+        "--unsafe-fixes",
+        action="store_true",
+        default=None,
+        help="Also apply (and show) unsafe fixes.",
+    )
     p.add_argument("--diff", action="store_true", help="Print the fixes as a diff; change no file.")
     p.add_argument("--output-format", choices=("text", "json", "sarif", "github"), default="text")
     p.add_argument("--statistics", action="store_true", help="Count findings per rule.")
     p.add_argument("--no-cache", action="store_true", help="Do not read or write the cache.")
     p.add_argument("--config", metavar="FILE", help="Use this configuration file for every path.")
-    p.add_argument("--locale", help="Language of messages: en or zh (default: $TORCHDOCTOR_LOCALE).")
+    p.add_argument(
+        "--locale", help="Language of messages: en or zh (default: $TORCHDOCTOR_LOCALE)."
+    )
     p.add_argument("--stdin-filename", help="The path to report for code read from stdin.")
-    p.add_argument("--jobs", "-j", type=int, default=None, help="Processes to use (default: CPU count).")
+    p.add_argument(
+        "--jobs", "-j", type=int, default=None, help="Processes to use (default: CPU count)."
+    )
     p.add_argument("--exit-zero", action="store_true", help="Exit 0 even when findings remain.")
 
 

@@ -61,11 +61,8 @@ def _settings_for(path: Path, opts: Options) -> Settings:
         base = load_file(Path(opts.config_file)) if opts.config_file else Settings()
         finder = ConfigFinder(base)
         _FINDERS[key] = finder
-    settings = base_settings = (
-        finder.default if opts.config_file else finder.for_path(path)
-    )
-    settings = base_settings.merged(**opts.overrides)  # type: ignore[arg-type]
-    return settings
+    base_settings = finder.default if opts.config_file else finder.for_path(path)
+    return base_settings.merged(**opts.overrides)
 
 
 def check_file(path: Path, opts: Options, stdin_text: str | None = None) -> Record:
@@ -79,6 +76,8 @@ def check_file(path: Path, opts: Options, stdin_text: str | None = None) -> Reco
     unsafe = settings.unsafe_fixes if opts.unsafe is None else opts.unsafe
     record.unsafe = unsafe
     record.docs_base = settings.docs_base_url
+    text: str | None
+    error: FileError | None
     if stdin_text is not None:
         text, error = stdin_text, None
     else:
@@ -113,7 +112,9 @@ def check_file(path: Path, opts: Options, stdin_text: str | None = None) -> Reco
             if opts.diff:
                 record.diff = _diff(name, text, outcome.text)
             elif result.errors:
-                record.errors.append(FileError(name, "not written: the fixed file could not be fully checked"))
+                record.errors.append(
+                    FileError(name, "not written: the fixed file could not be fully checked")
+                )
             else:
                 write_error = _write_atomic(path, outcome.text)
                 if write_error:
@@ -146,11 +147,19 @@ def _diff(name: str, old: str, new: str) -> str:
 
 
 def _notebook_diff(name: str, old: str, new: str) -> str:
-    out = []
+    out: list[str] = []
     before, after = json.loads(old)["cells"], json.loads(new)["cells"]
     for i, (a, b) in enumerate(zip(before, after, strict=False), start=1):
-        src_a = "".join(a.get("source", "")) if isinstance(a.get("source"), list) else a.get("source", "")
-        src_b = "".join(b.get("source", "")) if isinstance(b.get("source"), list) else b.get("source", "")
+        src_a = (
+            "".join(a.get("source", ""))
+            if isinstance(a.get("source"), list)
+            else a.get("source", "")
+        )
+        src_b = (
+            "".join(b.get("source", ""))
+            if isinstance(b.get("source"), list)
+            else b.get("source", "")
+        )
         if src_a != src_b:
             lines = difflib.unified_diff(
                 src_a.splitlines(keepends=True),
@@ -197,7 +206,9 @@ class _Progress:
         self.done += n
         width = 30
         filled = int(width * self.done / max(self.total, 1))
-        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} files")
+        sys.stderr.write(
+            f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} files"
+        )
         sys.stderr.flush()
 
     def close(self) -> None:
@@ -219,7 +230,10 @@ def run_check(args: argparse.Namespace) -> int:
     for flag in ("select", "extend_select", "ignore"):
         for sel in getattr(args, flag) or []:
             if not resolve_selector(sel):
-                print(f"torchdoctor: error: --{flag.replace('_', '-')} names no rule: `{sel}`", file=sys.stderr)
+                print(
+                    f"torchdoctor: error: --{flag.replace('_', '-')} names no rule: `{sel}`",
+                    file=sys.stderr,
+                )
                 return EXIT_ERROR
     if args.config:
         try:
@@ -228,7 +242,9 @@ def run_check(args: argparse.Namespace) -> int:
             print(f"torchdoctor: error: {exc}", file=sys.stderr)
             return EXIT_ERROR
     cache = None if args.no_cache else Path.cwd() / CACHE_DIR / __version__
-    opts = Options(overrides, args.config, bool(args.fix), args.unsafe_fixes, bool(args.diff), cache)
+    opts = Options(
+        overrides, args.config, bool(args.fix), args.unsafe_fixes, bool(args.diff), cache
+    )
     paths = args.paths or ["."]
     records: list[Record] = []
     if paths == ["-"]:
@@ -293,7 +309,11 @@ def _report(records: list[Record], args: argparse.Namespace, locale: str, zh: bo
         out.write(records[0].diff)
         for e in errors:
             print(f"error: {e.format()}", file=sys.stderr)
-        return EXIT_ERROR if errors else (EXIT_FINDINGS if items and not args.exit_zero else EXIT_CLEAN)
+        return (
+            EXIT_ERROR
+            if errors
+            else (EXIT_FINDINGS if items and not args.exit_zero else EXIT_CLEAN)
+        )
     if args.diff:
         for r in records:
             if r.diff:
@@ -302,7 +322,11 @@ def _report(records: list[Record], args: argparse.Namespace, locale: str, zh: bo
             print(f"error: {e.format()}", file=sys.stderr)
         would_fix = sum(r.fixed for r in records)
         if would_fix:
-            msg = f"将修复 {would_fix} 处。" if zh else f"Would fix {would_fix} {'finding' if would_fix == 1 else 'findings'}."
+            msg = (
+                f"将修复 {would_fix} 处。"
+                if zh
+                else f"Would fix {would_fix} {'finding' if would_fix == 1 else 'findings'}."
+            )
             print(msg, file=sys.stderr)
             return EXIT_CLEAN if args.exit_zero else EXIT_FINDINGS
         return EXIT_ERROR if errors else EXIT_CLEAN
@@ -315,12 +339,19 @@ def _report(records: list[Record], args: argparse.Namespace, locale: str, zh: bo
         out.write(output.dumps(data) + "\n")
     elif fmt == "sarif":
         docs_base = next((r.docs_base for r in records if r.docs_base), None)
-        out.write(output.dumps(output.sarif([(r.path, f) for r, f in items], errors, locale, docs_base)) + "\n")
+        out.write(
+            output.dumps(output.sarif([(r.path, f) for r, f in items], errors, locale, docs_base))
+            + "\n"
+        )
     elif fmt == "github":
         for r, f in items:
             out.write(output.github(r.path, f, locale) + "\n")
         for e in errors:
-            out.write(f"::error title=torchdoctor,file={e.path}" + (f",line={e.row}" if e.row else "") + f"::{e.reason}\n")
+            out.write(
+                f"::error title=torchdoctor,file={e.path}"
+                + (f",line={e.row}" if e.row else "")
+                + f"::{e.reason}\n"
+            )
     else:
         if args.statistics:
             for line in output.statistics([f for _r, f in items], unsafe_any, locale):

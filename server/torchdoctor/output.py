@@ -120,7 +120,10 @@ def statistics(findings: Sequence[Finding], unsafe: bool, locale: str) -> list[s
 
 
 def sarif(
-    items: Sequence[tuple[str, Finding]], errors: Sequence[FileError], locale: str, docs_base: str | None
+    items: Sequence[tuple[str, Finding]],
+    errors: Sequence[FileError],
+    locale: str,
+    docs_base: str | None,
 ) -> dict[str, Any]:
     used = sorted({f.code for _p, f in items})
     rules = []
@@ -163,9 +166,7 @@ def sarif(
         if f.cell is not None:
             result["properties"] = {"cell": f.cell}
         results.append(result)
-    notifications = [
-        {"level": "error", "message": {"text": e.format()}} for e in errors
-    ]
+    notifications = [{"level": "error", "message": {"text": e.format()}} for e in errors]
     return {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",

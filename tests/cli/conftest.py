@@ -24,7 +24,9 @@ class Run:
 def td(tmp_path: Path):
     """Run the real CLI in a subprocess, in ``tmp_path``."""
 
-    def run(*args: str, stdin: str | None = None, cwd: Path | None = None, env: dict | None = None) -> Run:
+    def run(
+        *args: str, stdin: str | None = None, cwd: Path | None = None, env: dict | None = None
+    ) -> Run:
         full_env = {**os.environ, "TORCHDOCTOR_LOCALE": "", **(env or {})}
         full_env.pop("CI", None)
         proc = subprocess.run(
@@ -48,25 +50,32 @@ def notebook():
 
 
 def make_notebook(*cells: str, cell_type: str = "code") -> str:
-    return json.dumps(
-        {
-            "cells": [
-                {
-                    "cell_type": cell_type,
-                    "execution_count": None,
-                    "metadata": {},
-                    "outputs": [],
-                    "source": c.splitlines(keepends=True),
-                }
-                for c in cells
-            ],
-            "metadata": {
-                "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
-                "language_info": {"name": "python"},
+    return (
+        json.dumps(
+            {
+                "cells": [
+                    {
+                        "cell_type": cell_type,
+                        "execution_count": None,
+                        "metadata": {},
+                        "outputs": [],
+                        "source": c.splitlines(keepends=True),
+                    }
+                    for c in cells
+                ],
+                "metadata": {
+                    "kernelspec": {
+                        "display_name": "Python 3",
+                        "language": "python",
+                        "name": "python3",
+                    },
+                    "language_info": {"name": "python"},
+                },
+                "nbformat": 4,
+                "nbformat_minor": 5,
             },
-            "nbformat": 4,
-            "nbformat_minor": 5,
-        },
-        indent=1,
-        ensure_ascii=False,
-    ) + "\n"
+            indent=1,
+            ensure_ascii=False,
+        )
+        + "\n"
+    )

@@ -38,8 +38,16 @@ def test_json_is_ruff_compatible(td, tmp_path: Path) -> None:
     assert len(data) == 1
     item = data[0]
     assert set(item) >= {
-        "code", "name", "message", "filename", "location", "end_location", "fix", "url",
-        "noqa_row", "cell",
+        "code",
+        "name",
+        "message",
+        "filename",
+        "location",
+        "end_location",
+        "fix",
+        "url",
+        "noqa_row",
+        "cell",
     }
     assert item["code"] == "TDR602"
     assert item["name"] == "load-without-map-location"
@@ -190,7 +198,9 @@ def test_many_files_in_parallel(td, tmp_path: Path) -> None:
     for i in range(40):
         (tmp_path / f"m{i:02d}.py").write_text(LOAD if i % 2 else "import torch\n")
     data = td("check", "-j", "2", "--output-format", "json", "--no-cache").json()
-    assert sorted(Path(d["filename"]).name for d in data) == [f"m{i:02d}.py" for i in range(1, 40, 2)]
+    assert sorted(Path(d["filename"]).name for d in data) == [
+        f"m{i:02d}.py" for i in range(1, 40, 2)
+    ]
 
 
 def test_rule_command(td) -> None:
@@ -202,7 +212,9 @@ def test_rule_command(td) -> None:
     assert "## 为什么不好？" in zh.out
     listing = td("rule", "--all")
     assert "TDR602" in listing.out
-    assert json.loads(td("rule", "--all", "--output-format", "json").out)[0]["code"].startswith("TDR")
+    assert json.loads(td("rule", "--all", "--output-format", "json").out)[0]["code"].startswith(
+        "TDR"
+    )
     unknown = td("rule", "TDR999")
     assert unknown.code == 2 and "unknown rule" in unknown.err
 

@@ -33,7 +33,10 @@ def test_diff_changes_nothing(td, tmp_path: Path) -> None:
     path.write_text(LOAD)
     run = td("check", "--diff", "a.py")
     assert run.code == 1
-    assert '-state = torch.load("ckpt.pt")\n+state = torch.load("ckpt.pt", map_location="cpu")' in run.out
+    assert (
+        '-state = torch.load("ckpt.pt")\n+state = torch.load("ckpt.pt", map_location="cpu")'
+        in run.out
+    )
     assert path.read_text() == LOAD
     assert "Would fix 1 finding." in run.err
 

@@ -42,7 +42,7 @@ def test_notebook_fix_edits_only_cell_sources(td, tmp_path: Path, notebook) -> N
     assert run.code == 0, run.out + run.err
     after = path.read_text(encoding="utf-8")
     expected = original.replace(
-        '"state = torch.load(\'w.pt\')  # 权重\\n"',
+        "\"state = torch.load('w.pt')  # 权重\\n\"",
         '"state = torch.load(\'w.pt\', map_location=\\"cpu\\")  # 权重\\n"',
     )
     assert after == expected

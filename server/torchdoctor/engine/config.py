@@ -51,8 +51,12 @@ class Settings:
     live: Any = None
 
     def fingerprint(self) -> str:
-        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("root", "live")}
-        return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        data = {
+            f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("root", "live")
+        }
+        return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[
+            :16
+        ]
 
     def merged(self, **overrides: Any) -> Settings:
         """A copy with command-line or editor values laid over the file's."""
@@ -60,9 +64,7 @@ class Settings:
         for key, value in overrides.items():
             if value is None:
                 continue
-            if key == "extend_select":
-                values[key] = [*values[key], *value]
-            elif key == "ignore":
+            if key == "extend_select" or key == "ignore":
                 values[key] = [*values[key], *value]
             else:
                 values[key] = value

@@ -14,10 +14,32 @@ SUFFIXES = (".py", ".ipynb")
 # Folders no user wants linted (as in Ruff's defaults).
 DEFAULT_EXCLUDES = frozenset(
     {
-        ".bzr", ".direnv", ".eggs", ".git", ".git-rewrite", ".hg", ".ipynb_checkpoints",
-        ".mypy_cache", ".nox", ".pants.d", ".pyenv", ".pytest_cache", ".pytype", ".ruff_cache",
-        ".svn", ".tox", ".venv", ".vscode", "__pypackages__", "_build", "buck-out", "dist",
-        "node_modules", "site-packages", "venv", ".torchdoctor_cache",
+        ".bzr",
+        ".direnv",
+        ".eggs",
+        ".git",
+        ".git-rewrite",
+        ".hg",
+        ".ipynb_checkpoints",
+        ".mypy_cache",
+        ".nox",
+        ".pants.d",
+        ".pyenv",
+        ".pytest_cache",
+        ".pytype",
+        ".ruff_cache",
+        ".svn",
+        ".tox",
+        ".venv",
+        ".vscode",
+        "__pypackages__",
+        "_build",
+        "buck-out",
+        "dist",
+        "node_modules",
+        "site-packages",
+        "venv",
+        ".torchdoctor_cache",
     }
 )
 

@@ -83,7 +83,9 @@ def insert_statement_after(source: Source, stmt: ast.stmt, code: str) -> Edit | 
     return insert(Pos(row + 1, 0), text)
 
 
-def reindent_rows(source: Source, first: int, last: int, *, add: str = "", remove: int = 0) -> list[Edit] | None:
+def reindent_rows(
+    source: Source, first: int, last: int, *, add: str = "", remove: int = 0
+) -> list[Edit] | None:
     """Indent (``add``) or dedent (``remove`` columns) rows ``first``..``last``.
 
     Rows inside multi-line strings and blank rows are left alone; None when a row has less
@@ -127,7 +129,9 @@ def wrap_statements(source: Source, stmts: list[ast.stmt], header: str) -> list[
     return [insert(Pos(first, 0), f"{indent}{header}:{source.newline}"), *body]
 
 
-def module_ref(sem: Semantic, source: Source, module: str = "torch") -> tuple[str, list[Edit]] | None:
+def module_ref(
+    sem: Semantic, source: Source, module: str = "torch"
+) -> tuple[str, list[Edit]] | None:
     """How to spell ``module`` in new code: its alias if imported (``T`` after ``import torch as
     T``), else ``torch`` plus an edit that adds ``import torch``. None when the name is taken."""
     scope = sem.scopes[sem.tree]
@@ -147,9 +151,7 @@ def import_edit(sem: Semantic, source: Source, line: str) -> Edit:
     body = sem.tree.body
     after: ast.stmt | None = None
     for stmt in body:
-        if isinstance(stmt, ast.Import | ast.ImportFrom):
-            after = stmt
-        elif (
+        if isinstance(stmt, ast.Import | ast.ImportFrom) or (
             after is None
             and isinstance(stmt, ast.Expr)
             and isinstance(stmt.value, ast.Constant)
@@ -183,3 +185,19 @@ def apply_edits(text: str, edits: list[Edit]) -> str:
         cursor = end
     out.append(text[cursor:])
     return "".join(out)
+
+
+def delete_statement(source: Source, stmt: ast.stmt) -> Edit | None:
+    """Delete the rows of a statement that is alone on them (a trailing comment goes too).
+    None when it shares a row with other code."""
+    if not starts_line(source, stmt) or not ends_line(source, stmt):
+        return None
+    first, last = stmt.lineno, stmt.end_lineno or stmt.lineno
+    if source.line(last).endswith(("\n", "\r")):
+        return delete_range(Pos(first, 0), Pos(last + 1, 0))
+    if first == 1:
+        return delete_range(Pos(1, 0), Pos(last, len(source.line(last))))
+    prev = source.line(first - 1)
+    return delete_range(
+        Pos(first - 1, len(prev.rstrip("\r\n"))), Pos(last, len(source.line(last)))
+    )

@@ -73,9 +73,9 @@ class Notebook:
             raise NotebookError(f"invalid notebook JSON: {exc.msg} (line {exc.lineno})") from exc
         if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
             raise NotebookError("invalid notebook: no 'cells' list")
-        self.language = (
-            ((data.get("metadata") or {}).get("language_info") or {}).get("name") or "python"
-        )
+        self.language = ((data.get("metadata") or {}).get("language_info") or {}).get(
+            "name"
+        ) or "python"
         spans = _source_spans(raw)
         self.cells: list[Cell] = []
         row = 1

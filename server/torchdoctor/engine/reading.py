@@ -20,7 +20,9 @@ def read_source(path: Path) -> tuple[str | None, FileError | None]:
     except OSError as exc:
         return None, FileError(name, f"cannot read: {exc.strerror or exc}")
     if size > MAX_BYTES:
-        return None, FileError(name, f"file too large to check ({size // 1024 // 1024} MiB > 10 MiB)")
+        return None, FileError(
+            name, f"file too large to check ({size // 1024 // 1024} MiB > 10 MiB)"
+        )
     try:
         data = path.read_bytes()
     except OSError as exc:

@@ -99,9 +99,7 @@ def check_text(
                 )
             )
     noqa = find_noqa(source.lines)
-    findings = [
-        f for f in ctx.findings if not suppresses(noqa.get(f.noqa_row), f.code, ALIASES)
-    ]
+    findings = [f for f in ctx.findings if not suppresses(noqa.get(f.noqa_row), f.code, ALIASES)]
     findings.sort(key=lambda f: (f.range.start, f.code))
     if notebook is not None:
         for f in findings:
@@ -113,7 +111,9 @@ def check_text(
     return result
 
 
-def check_notebook(raw: str, path: str, settings: Settings | None = None, codes: frozenset[str] | None = None) -> FileResult:
+def check_notebook(
+    raw: str, path: str, settings: Settings | None = None, codes: frozenset[str] | None = None
+) -> FileResult:
     try:
         nb = Notebook(raw)
     except NotebookError as exc:
@@ -123,7 +123,9 @@ def check_notebook(raw: str, path: str, settings: Settings | None = None, codes:
     return check_text(nb.text, path, settings, notebook=nb, codes=codes)
 
 
-def check_any(text: str, path: str, settings: Settings | None = None, codes: frozenset[str] | None = None) -> FileResult:
+def check_any(
+    text: str, path: str, settings: Settings | None = None, codes: frozenset[str] | None = None
+) -> FileResult:
     if path.endswith(".ipynb"):
         return check_notebook(text, path, settings, codes)
     return check_text(text, path, settings, codes=codes)
@@ -148,7 +150,7 @@ def select_fixes(findings: list[Finding], unsafe: bool) -> list[tuple[Finding, F
 def _overlaps(a: tuple[Pos, Pos], b: tuple[Pos, Pos]) -> bool:
     if a[0] == a[1] and b[0] == b[1]:
         return a[0] == b[0]
-    return a[0] < b[1] and b[0] < a[1] or a[0] == b[0]
+    return (a[0] < b[1] and b[0] < a[1]) or a[0] == b[0]
 
 
 @dataclass
@@ -186,7 +188,9 @@ def fix_any(
         except ValueError as exc:
             return FixOutcome(current, applied, result, FileError(path, f"fix not applied: {exc}"))
         new_result = check_any(new, path, settings, codes)
-        if any(e.reason.startswith(("syntax error", "invalid notebook")) for e in new_result.errors):
+        if any(
+            e.reason.startswith(("syntax error", "invalid notebook")) for e in new_result.errors
+        ):
             codes_tried = ", ".join(sorted({f.code for f, _ in chosen}))
             return FixOutcome(
                 current,

@@ -83,9 +83,7 @@ SAMPLERS = frozenset(
 SCALERS = frozenset(
     {"torch.amp.GradScaler", "torch.cuda.amp.GradScaler", "torch.cpu.amp.GradScaler"}
 )
-MODEL_WRAPPERS = frozenset(
-    {"torch.nn.DataParallel", "torch.nn.parallel.DistributedDataParallel"}
-)
+MODEL_WRAPPERS = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DistributedDataParallel"})
 # Calls whose first argument is a model (evidence that a name holds a module).
 MODEL_TAKERS = frozenset(
     {
@@ -100,8 +98,21 @@ MODEL_TAKERS = frozenset(
 )
 # Methods that return the module itself.
 MODULE_SELF_METHODS = frozenset(
-    {"to", "cuda", "cpu", "eval", "train", "half", "float", "double", "bfloat16",
-     "requires_grad_", "to_empty", "xpu", "mps"}
+    {
+        "to",
+        "cuda",
+        "cpu",
+        "eval",
+        "train",
+        "half",
+        "float",
+        "double",
+        "bfloat16",
+        "requires_grad_",
+        "to_empty",
+        "xpu",
+        "mps",
+    }
 )
 MODULE_ONLY_METHODS = frozenset({"parameters", "named_parameters", "eval", "train", "modules"})
 _NOT_A_MODULE_NAME = re.compile(r"optim|sched|scaler|^opt$|_opt$|^opt_|dataset|loader", re.I)
@@ -112,9 +123,7 @@ _NON_MODEL_NN = frozenset(
     {"Parameter", "ParameterList", "ParameterDict", "Buffer", "UninitializedParameter"}
 )
 GRAD_OFF_CALLS = frozenset({"torch.no_grad", "torch.inference_mode"})
-AUTOCAST = frozenset(
-    {"torch.amp.autocast", "torch.cuda.amp.autocast", "torch.cpu.amp.autocast"}
-)
+AUTOCAST = frozenset({"torch.amp.autocast", "torch.cuda.amp.autocast", "torch.cpu.amp.autocast"})
 
 SCOPE_NODES = (
     ast.Module,
@@ -203,10 +212,28 @@ _SINGLETONS = frozenset(
 )
 _RECORDED = frozenset(
     {
-        ast.Call, ast.Attribute, ast.Name, ast.Assign, ast.AnnAssign, ast.AugAssign,
-        ast.NamedExpr, ast.For, ast.AsyncFor, ast.comprehension, ast.withitem,
-        ast.ExceptHandler, ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.With,
-        ast.AsyncWith, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.While,
+        ast.Call,
+        ast.Attribute,
+        ast.Name,
+        ast.Assign,
+        ast.AnnAssign,
+        ast.AugAssign,
+        ast.NamedExpr,
+        ast.For,
+        ast.AsyncFor,
+        ast.comprehension,
+        ast.withitem,
+        ast.ExceptHandler,
+        ast.Import,
+        ast.ImportFrom,
+        ast.Global,
+        ast.Nonlocal,
+        ast.With,
+        ast.AsyncWith,
+        ast.FunctionDef,
+        ast.AsyncFunctionDef,
+        ast.ClassDef,
+        ast.While,
     }
 )
 
@@ -261,7 +288,9 @@ class Semantic:
             for name in node._fields:
                 value = getattr(node, name, None)
                 if type(value) is list:
-                    children.extend(v for v in value if isinstance(v, ast.AST) and type(v) not in skip)
+                    children.extend(
+                        v for v in value if isinstance(v, ast.AST) and type(v) not in skip
+                    )
                 elif isinstance(value, ast.AST) and type(value) not in skip:
                     children.append(value)
             header = inner is not scope
@@ -275,13 +304,17 @@ class Semantic:
     @staticmethod
     def _outside_scope(node: ast.AST, child: ast.AST) -> bool:
         if isinstance(node, FUNCTION_NODES):
-            return child in node.decorator_list or child is node.returns or (
-                isinstance(child, ast.arguments) and False
+            return (
+                child in node.decorator_list
+                or child is node.returns
+                or (isinstance(child, ast.arguments) and False)
             )
         if isinstance(node, ast.ClassDef):
-            return child in node.decorator_list or child in node.bases or child in [
-                k for k in node.keywords
-            ]
+            return (
+                child in node.decorator_list
+                or child in node.bases
+                or child in [k for k in node.keywords]
+            )
         if isinstance(node, ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp):
             return bool(node.generators) and child is node.generators[0].iter
         return False
@@ -302,9 +335,9 @@ class Semantic:
             args = node.args
             for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs]:
                 scope.bindings[arg.arg].append(Binding(arg.arg, arg, "param", node))
-            for arg in (args.vararg, args.kwarg):
-                if arg is not None:
-                    scope.bindings[arg.arg].append(Binding(arg.arg, arg, "param", node))
+            for extra in (args.vararg, args.kwarg):
+                if extra is not None:
+                    scope.bindings[extra.arg].append(Binding(extra.arg, extra, "param", node))
         return scope
 
     def _bind_target(
@@ -393,12 +426,16 @@ class Semantic:
                 if alias.name == "*":
                     continue
                 name = alias.asname or alias.name
-                qual = f"{base}.{alias.name}" if base else None
-                self.imports.append((node, alias, qual))
+                from_qual = f"{base}.{alias.name}" if base else None
+                self.imports.append((node, alias, from_qual))
                 dest = self._binding_scope(scope, name)
                 dest.bindings[name].append(
                     Binding(
-                        name, alias, "import", dest.node, qualname=canonical(qual) if qual else None
+                        name,
+                        alias,
+                        "import",
+                        dest.node,
+                        qualname=canonical(from_qual) if from_qual else None,
                     )
                 )
         elif isinstance(node, ast.Global | ast.Nonlocal):
@@ -512,7 +549,9 @@ class Semantic:
                 continue
             stack.extend(ast.iter_child_nodes(child))
 
-    def walk_body(self, stmts: Iterable[ast.stmt], *, into_functions: bool = False) -> Iterator[ast.AST]:
+    def walk_body(
+        self, stmts: Iterable[ast.stmt], *, into_functions: bool = False
+    ) -> Iterator[ast.AST]:
         for stmt in stmts:
             yield stmt
             if not into_functions and isinstance(stmt, (*FUNCTION_NODES, ast.ClassDef)):
@@ -556,7 +595,7 @@ class Semantic:
             return None
         cached = self._qual_cache.get(expr, ...)
         if cached is not ...:
-            return cached  # type: ignore[return-value]
+            return cached
         result: str | None = None
         if isinstance(expr, ast.Name):
             binding = self.lookup(expr.id, expr)
@@ -642,7 +681,8 @@ class Semantic:
                 cls = self.enclosing_class(expr)
                 if cls is not None:
                     kinds = {
-                        self.kind(v, depth + 1) for v in self.self_attr_values.get((cls, expr.attr), ())
+                        self.kind(v, depth + 1)
+                        for v in self.self_attr_values.get((cls, expr.attr), ())
                     }
                     if len(kinds) == 1:
                         return kinds.pop()
@@ -706,9 +746,7 @@ class Semantic:
 
     def _element_kind(self, value: ast.expr, index: int, depth: int) -> Kind | None:
         if isinstance(value, ast.Tuple | ast.List):
-            if index < len(value.elts) and not any(
-                isinstance(e, ast.Starred) for e in value.elts
-            ):
+            if index < len(value.elts) and not any(isinstance(e, ast.Starred) for e in value.elts):
                 return self.kind(value.elts[index], depth + 1)
             return None
         if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
@@ -742,7 +780,11 @@ class Semantic:
     def local_class(self, expr: ast.expr) -> ast.ClassDef | None:
         if isinstance(expr, ast.Name):
             binding = self.lookup(expr.id, expr)
-            if binding is not None and binding.how == "class" and isinstance(binding.node, ast.ClassDef):
+            if (
+                binding is not None
+                and binding.how == "class"
+                and isinstance(binding.node, ast.ClassDef)
+            ):
                 return binding.node
         return None
 
@@ -950,9 +992,9 @@ class Semantic:
                 info.loader = self._iterated_loader(node.iter)
 
     def _in_loop_body(self, loop: ast.AST, node: ast.AST) -> bool:
-        return not (isinstance(loop, ast.For | ast.AsyncFor) and self.is_inside(node, loop.iter)) and not (
-            isinstance(loop, ast.While) and self.is_inside(node, loop.test)
-        )
+        return not (
+            isinstance(loop, ast.For | ast.AsyncFor) and self.is_inside(node, loop.iter)
+        ) and not (isinstance(loop, ast.While) and self.is_inside(node, loop.test))
 
     def _iterated_loader(self, expr: ast.expr) -> ast.expr | None:
         seen = 0
@@ -1087,7 +1129,9 @@ class Semantic:
             ):
                 receiver = node.func.value
                 if self.is_optimizer(receiver) or (
-                    node.args and self.is_optimizer(node.args[0]) and not self.is_scheduler(receiver)
+                    node.args
+                    and self.is_optimizer(node.args[0])
+                    and not self.is_scheduler(receiver)
                 ):
                     out.append(node)
         out.sort(key=_pos)
@@ -1101,7 +1145,11 @@ class Semantic:
             obj = call.args[0] if call.args else getattr(keyword(call, "obj"), "value", None)
             if isinstance(obj, ast.Name):
                 binding = self.lookup(obj.id, obj)
-                obj = binding.value if binding is not None and binding.how == "assign" and binding.index is None else None
+                obj = (
+                    binding.value
+                    if binding is not None and binding.how == "assign" and binding.index is None
+                    else None
+                )
             if isinstance(obj, ast.Dict):
                 out.append((call, obj))
         return out
@@ -1153,8 +1201,10 @@ class Semantic:
         qual = self.qualname(target)
         if qual in GRAD_OFF_CALLS:
             if isinstance(expr, ast.Call) and qual == "torch.inference_mode":
-                arg = expr.args[0] if expr.args else next(
-                    (k.value for k in expr.keywords if k.arg == "mode"), None
+                arg = (
+                    expr.args[0]
+                    if expr.args
+                    else next((k.value for k in expr.keywords if k.arg == "mode"), None)
                 )
                 if isinstance(arg, ast.Constant) and arg.value is False:
                     return False
@@ -1164,8 +1214,10 @@ class Semantic:
     def _is_set_grad_false(self, call: ast.Call) -> bool:
         if self.qualname(call.func) != "torch.set_grad_enabled":
             return False
-        arg = call.args[0] if call.args else next(
-            (k.value for k in call.keywords if k.arg == "mode"), None
+        arg = (
+            call.args[0]
+            if call.args
+            else next((k.value for k in call.keywords if k.arg == "mode"), None)
         )
         return isinstance(arg, ast.Constant) and arg.value is False
 
@@ -1263,11 +1315,7 @@ def is_main_guard(stmt: ast.AST) -> bool:
     test = stmt.test
     tests = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
     for item in tests:
-        if (
-            isinstance(item, ast.Compare)
-            and len(item.ops) == 1
-            and isinstance(item.ops[0], ast.Eq)
-        ):
+        if isinstance(item, ast.Compare) and len(item.ops) == 1 and isinstance(item.ops[0], ast.Eq):
             sides = [item.left, item.comparators[0]]
             if any(isinstance(x, ast.Name) and x.id == "__name__" for x in sides) and any(
                 isinstance(x, ast.Constant) and x.value == "__main__" for x in sides

@@ -10,7 +10,6 @@ from functools import cached_property
 
 from .model import Pos, Range
 
-
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 
 
@@ -78,9 +77,10 @@ class Source:
         rows: set[int] = set()
         try:
             for tok in tokenize.generate_tokens(io.StringIO(self.text).readline):
-                if tok.type == tokenize.STRING and tok.end[0] > tok.start[0]:
-                    rows.update(range(tok.start[0] + 1, tok.end[0] + 1))
-                elif tok.type == getattr(tokenize, "FSTRING_MIDDLE", -1) and tok.end[0] > tok.start[0]:
+                if (tok.type == tokenize.STRING and tok.end[0] > tok.start[0]) or (
+                    tok.type == getattr(tokenize, "FSTRING_MIDDLE", -1)
+                    and tok.end[0] > tok.start[0]
+                ):
                     rows.update(range(tok.start[0] + 1, tok.end[0] + 1))
         except (tokenize.TokenError, SyntaxError):
             pass

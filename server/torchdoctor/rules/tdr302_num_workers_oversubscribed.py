@@ -122,7 +122,9 @@ class NumWorkersOversubscribed(Rule):
                         f"用 `min({n}, {os_name}.cpu_count() or 1)` 加以限制",
                     ),
                     (
-                        fixes.replace(ctx.source, kw.value, f"min({n}, {os_name}.cpu_count() or 1)"),
+                        fixes.replace(
+                            ctx.source, kw.value, f"min({n}, {os_name}.cpu_count() or 1)"
+                        ),
                         *extra,
                     ),
                     Applicability.UNSAFE,
@@ -133,7 +135,9 @@ class NumWorkersOversubscribed(Rule):
                 else f"{limit}, more than most machines have"
             )
             where_zh = (
-                f"本机的 {limit} 个 CPU" if ctx.settings.machine_cpus else f"{limit}（多数机器没有这么多核心）"
+                f"本机的 {limit} 个 CPU"
+                if ctx.settings.machine_cpus
+                else f"{limit}（多数机器没有这么多核心）"
             )
             ctx.report(
                 kw,

@@ -125,7 +125,9 @@ class UnpicklableWorkerCallable(Rule):
                 kw = keyword(call, name)
                 if kw is not None and self._unpicklable(ctx, kw.value):
                     self._report(ctx, kw.value, f"`{name}`")
-            dataset = call.args[0] if call.args else getattr(keyword(call, "dataset"), "value", None)
+            dataset = (
+                call.args[0] if call.args else getattr(keyword(call, "dataset"), "value", None)
+            )
             made = ctx.sem.constructor_call(dataset) if dataset is not None else None
             if made is not None:
                 for name in _TRANSFORM_ARGS:
@@ -140,7 +142,9 @@ class UnpicklableWorkerCallable(Rule):
         if isinstance(value, ast.Name):
             func = ctx.sem.local_function(value)
             if func is not None:
-                return any(isinstance(a, (*FUNCTION_NODES, ast.Lambda)) for a in ctx.sem.ancestors(func))
+                return any(
+                    isinstance(a, (*FUNCTION_NODES, ast.Lambda)) for a in ctx.sem.ancestors(func)
+                )
         return False
 
     @staticmethod

@@ -169,4 +169,3 @@ def _is_device_expr(value: ast.expr | None) -> bool:
         first = value.values[0] if value.values else None
         return isinstance(first, ast.Constant) and str(first.value).startswith(("cuda", "cpu"))
     return False
-

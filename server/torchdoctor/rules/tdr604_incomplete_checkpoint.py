@@ -123,25 +123,37 @@ class IncompleteCheckpoint(Rule):
                 continue
             optimizer = self._optimizer_in_scope(ctx, call)
             has_opt = any(o is not None and sem.is_optimizer(o) for o in owners)
-            keys = [k.value for k in data.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+            keys = [
+                k.value
+                for k in data.keys
+                if isinstance(k, ast.Constant) and isinstance(k.value, str)
+            ]
             has_counter = any(_COUNTER_KEY.search(k) for k in keys)
             missing_opt = optimizer is not None and not has_opt
-            if not missing_opt and (has_counter or not has_opt and optimizer is None):
+            if not missing_opt and (has_counter or (not has_opt and optimizer is None)):
                 continue
             counter = next(
-                (n for n in _COUNTER_NAMES if not has_counter and sem.lookup(n, call) is not None), None
+                (n for n in _COUNTER_NAMES if not has_counter and sem.lookup(n, call) is not None),
+                None,
             )
             additions = []
             if missing_opt:
                 additions.append(f'"optimizer": {optimizer}.state_dict()')
             if counter:
                 additions.append(f'"{counter}": {counter}')
-            missing = (["optimizer state"] if missing_opt else []) + ([] if has_counter else ["epoch/step"])
-            missing_zh = (["优化器状态"] if missing_opt else []) + ([] if has_counter else ["epoch/step 计数"])
+            missing = (["optimizer state"] if missing_opt else []) + (
+                [] if has_counter else ["epoch/step"]
+            )
+            missing_zh = (["优化器状态"] if missing_opt else []) + (
+                [] if has_counter else ["epoch/step 计数"]
+            )
             fix = None
             if additions and data.values:
                 fix = Fix(
-                    Text("Add " + ", ".join(f"`{a}`" for a in additions), "添加 " + "、".join(f"`{a}`" for a in additions)),
+                    Text(
+                        "Add " + ", ".join(f"`{a}`" for a in additions),
+                        "添加 " + "、".join(f"`{a}`" for a in additions),
+                    ),
                     (fixes.insert(ctx.source.end(data.values[-1]), ", " + ", ".join(additions)),),
                     Applicability.UNSAFE,
                 )

@@ -137,7 +137,7 @@ class UnseededTraining(Rule):
         backward = next(
             (c for c in sem.calls_by_attr.get("backward", ()) if sem.is_backward(c)), None
         )
-        if backward is None or not sem.optimizer_steps(ctx.tree) and not self._any_step(ctx):
+        if backward is None or (not sem.optimizer_steps(ctx.tree) and not self._any_step(ctx)):
             return
         ctx.report(
             backward,

@@ -154,10 +154,18 @@ class SchedulerBeforeOptimizer(Rule):
             return None
         block, index = sem.block_of(stmt)
         target = next(
-            (s for s in block[index + 1 :] if s is sem.statement_of(step) or sem.is_inside(step, s)),
+            (
+                s
+                for s in block[index + 1 :]
+                if s is sem.statement_of(step) or sem.is_inside(step, s)
+            ),
             None,
         )
-        if target is None or not fixes.starts_line(source, stmt) or not fixes.ends_line(source, stmt):
+        if (
+            target is None
+            or not fixes.starts_line(source, stmt)
+            or not fixes.ends_line(source, stmt)
+        ):
             return None
         if stmt.end_lineno != stmt.lineno:
             return None
@@ -170,7 +178,10 @@ class SchedulerBeforeOptimizer(Rule):
             return None
         delete = Edit(Pos(stmt.lineno, 0), Pos(stmt.lineno + 1, 0), "")
         return Fix(
-            Text("Move `scheduler.step()` after the optimizer step", "把 `scheduler.step()` 移到优化器更新之后"),
+            Text(
+                "Move `scheduler.step()` after the optimizer step",
+                "把 `scheduler.step()` 移到优化器更新之后",
+            ),
             (delete, insert),
             Applicability.UNSAFE,
         )

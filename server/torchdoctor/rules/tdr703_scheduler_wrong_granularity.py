@@ -165,8 +165,10 @@ class SchedulerWrongGranularity(Rule):
             return True
         if kind == "StepLR":
             value = argument(made, "step_size", 1)
-            return isinstance(value, ast.Constant) and isinstance(value.value, int) and (
-                value.value < ITERATION_SCALE
+            return (
+                isinstance(value, ast.Constant)
+                and isinstance(value.value, int)
+                and (value.value < ITERATION_SCALE)
             )
         value = argument(made, "milestones", 1)
         if isinstance(value, ast.List | ast.Tuple) and value.elts:

@@ -17,7 +17,11 @@ def scheduler_names(ctx: Context) -> list[str]:
         return names
     for call in ctx.sem.calls:
         qual = ctx.qualname(call.func)
-        if not qual or not qual.startswith(_SCHEDULERS) or not qual.rsplit(".", 1)[-1][:1].isupper():
+        if (
+            not qual
+            or not qual.startswith(_SCHEDULERS)
+            or not qual.rsplit(".", 1)[-1][:1].isupper()
+        ):
             continue
         parent = ctx.sem.parent(call)
         if isinstance(parent, ast.Assign) and len(parent.targets) == 1:
@@ -152,7 +156,12 @@ class SchedulerStateNotSaved(Rule):
                         f'Add `"scheduler": {names[0]}.state_dict()`',
                         f'添加 `"scheduler": {names[0]}.state_dict()`',
                     ),
-                    (fixes.insert(ctx.source.end(data.values[-1]), f', "scheduler": {names[0]}.state_dict()'),),
+                    (
+                        fixes.insert(
+                            ctx.source.end(data.values[-1]),
+                            f', "scheduler": {names[0]}.state_dict()',
+                        ),
+                    ),
                     Applicability.UNSAFE,
                 )
             ctx.report(

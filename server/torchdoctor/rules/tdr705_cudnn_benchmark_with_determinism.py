@@ -139,5 +139,7 @@ class CudnnBenchmarkWithDeterminism(Rule):
                     "undoes the determinism this file asks for",
                     "`cudnn.benchmark = True` 通过计时挑选卷积算法，会破坏本文件要求的确定性",
                 ),
-                related=[ctx.related(determinism, Text("determinism requested here", "此处要求了确定性"))],
+                related=[
+                    ctx.related(determinism, Text("determinism requested here", "此处要求了确定性"))
+                ],
             )

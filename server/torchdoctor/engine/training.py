@@ -1,0 +1,330 @@
+"""Facts about the shape of a training step, shared by the TDR1xx rules.
+
+Which statements run on every iteration of a loop and which only under an ``if``, which ``if``
+guards an ``optimizer.step()`` the way gradient accumulation does, the order of backward, clip
+and step calls within one iteration, and which expressions hold a loss tensor that still
+carries its autograd graph. All of it is read from ``Semantic`` facts.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+
+from .semantic import (
+    FUNCTION_NODES,
+    LOOP_NODES,
+    Kind,
+    LoopInfo,
+    Semantic,
+    scaled_backward_scaler,
+    terminal_name,
+)
+
+CLIP_FUNCTIONS = frozenset(
+    {
+        "torch.nn.utils.clip_grad_norm_",
+        "torch.nn.utils.clip_grad_value_",
+        "torch.nn.utils.clip_grad_norm",
+        "torch.nn.utils.clip_grad.clip_grad_norm_",
+        "torch.nn.utils.clip_grad.clip_grad_value_",
+    }
+)
+# Functional losses whose names do not end in ``_loss``.
+_FUNCTIONAL_LOSSES = frozenset(
+    {
+        "cross_entropy",
+        "binary_cross_entropy",
+        "binary_cross_entropy_with_logits",
+        "nll_loss",
+        "kl_div",
+        "mse_loss",
+        "l1_loss",
+        "smooth_l1_loss",
+        "huber_loss",
+        "poisson_nll_loss",
+        "gaussian_nll_loss",
+        "triplet_margin_loss",
+        "triplet_margin_with_distance_loss",
+        "margin_ranking_loss",
+        "hinge_embedding_loss",
+        "cosine_embedding_loss",
+        "multilabel_margin_loss",
+        "multilabel_soft_margin_loss",
+        "multi_margin_loss",
+        "soft_margin_loss",
+        "ctc_loss",
+    }
+)
+# An ``if`` test that reads like gradient accumulation: ``(i + 1) % k == 0``, ``accum_steps``.
+_ACCUMULATION_NAME = re.compile(r"accum|grad_acc|(^|_)acc_steps", re.I)
+# Calls whose result is a Python number or detached data, never a tensor with a graph.
+PLAIN_RESULT_METHODS = frozenset(
+    {"item", "tolist", "detach", "numpy", "size", "numel", "dim", "data_ptr", "cpu_item"}
+)
+PLAIN_RESULT_FUNCTIONS = frozenset({"float", "int", "len", "bool", "round", "str", "abs_float"})
+
+
+def _pos(node: ast.AST) -> tuple[int, int]:
+    return (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+
+
+def before(a: ast.AST, b: ast.AST) -> bool:
+    """Whether ``a`` starts before ``b`` in the source."""
+    return _pos(a) < _pos(b)
+
+
+# ------------------------------------------------------------------ loops and guards ------
+def iteration_loop(sem: Semantic, node: ast.AST) -> LoopInfo | None:
+    """The loop one run of which is "one iteration" for ``node``: the innermost loop around it
+    (same function) that repeats training-like work (a batch loop, an epoch loop, ``while``,
+    ``for ... in range(...)``)."""
+    return sem.repeating_loop(node)
+
+
+def conditions_between(sem: Semantic, node: ast.AST, loop: ast.AST) -> list[ast.AST]:
+    """The constructs between ``node`` and ``loop`` that may skip it on an iteration, innermost
+    first: ``if`` statements and expressions, ``match``, ``try`` handlers, nested loops."""
+    out: list[ast.AST] = []
+    child: ast.AST = node
+    for anc in sem.ancestors(node):
+        if anc is loop:
+            break
+        if isinstance(anc, ast.If | ast.IfExp | ast.Match | ast.ExceptHandler | ast.BoolOp):
+            if not (isinstance(anc, ast.If | ast.IfExp) and child is anc.test):
+                out.append(anc)
+        elif isinstance(anc, LOOP_NODES) or (
+            isinstance(anc, ast.Try | ast.TryStar) and child in anc.orelse
+        ):
+            out.append(anc)
+        child = anc
+    return out
+
+
+def runs_every_iteration(sem: Semantic, node: ast.AST, loop: ast.AST) -> bool:
+    """Whether ``node`` runs exactly once on every iteration of ``loop`` that reaches it: no
+    ``if``, ``match``, handler or nested loop stands between them (``with`` and ``try`` bodies
+    do not count)."""
+    return not conditions_between(sem, node, loop)
+
+
+def is_accumulation_test(sem: Semantic, test: ast.expr) -> bool:
+    """An ``if`` test that counts micro-batches: it takes a remainder (``(i + 1) % k == 0``) or
+    reads a name about accumulation (``step == accum_steps``, ``should_accumulate``)."""
+    for node in ast.walk(test):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+            return not isinstance(node.left, ast.Constant | ast.JoinedStr)
+        name = terminal_name(node)
+        if name and _ACCUMULATION_NAME.search(name):
+            return True
+    return False
+
+
+def accumulation_guard(sem: Semantic, step: ast.Call, loop: ast.AST) -> ast.If | None:
+    """The ``if`` that makes ``step`` (an optimizer step) run only every k-th iteration of
+    ``loop``: the innermost ``if`` between them whose test counts micro-batches, with the step in
+    its body (not in its ``else``). None when the step runs unconditionally or under another
+    kind of condition (``if torch.isfinite(norm):``, ``if not skip:``)."""
+    child: ast.AST = step
+    for anc in sem.ancestors(step):
+        if anc is loop or isinstance(anc, (*FUNCTION_NODES, ast.Lambda, ast.ClassDef)):
+            return None
+        if isinstance(anc, ast.If) and child in anc.body and is_accumulation_test(sem, anc.test):
+            return anc
+        child = anc
+    return None
+
+
+def accumulation_count(test: ast.expr) -> ast.expr | None:
+    """``k`` in ``(i + 1) % k == 0`` (the right operand of the first remainder), if any."""
+    for node in ast.walk(test):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+            return node.right
+    return None
+
+
+def accumulated_steps(sem: Semantic, loop: LoopInfo) -> list[tuple[ast.Call, ast.If]]:
+    """Optimizer steps of ``loop`` (not of its nested loops) that run under an accumulation
+    guard, with that guard."""
+    out = []
+    for step in sem.optimizer_steps(loop.node):
+        if iteration_loop(sem, step) is not loop:
+            continue
+        guard = accumulation_guard(sem, step, loop.node)
+        if guard is not None:
+            out.append((step, guard))
+    return out
+
+
+def step_optimizer(sem: Semantic, step: ast.Call) -> ast.expr | None:
+    """The optimizer a step call updates: ``opt`` in ``opt.step()`` and ``scaler.step(opt)``."""
+    assert isinstance(step.func, ast.Attribute)
+    receiver = step.func.value
+    if step.args and sem.is_optimizer(step.args[0]) and not sem.is_optimizer(receiver):
+        return step.args[0]
+    return receiver
+
+
+# ------------------------------------------------------------------ calls in one iteration --
+def calls_in(sem: Semantic, within: ast.AST | list[ast.stmt]) -> Iterator[ast.Call]:
+    """Calls under a node or a statement list, not entering nested functions."""
+    nodes = sem.walk_body(within) if isinstance(within, list) else sem.walk(within)
+    for node in nodes:
+        if isinstance(node, ast.Call):
+            yield node
+
+
+def backward_calls(sem: Semantic, within: ast.AST | list[ast.stmt]) -> list[ast.Call]:
+    """Backward passes (``x.backward()``, ``scaler.scale(x).backward()``,
+    ``torch.autograd.backward(x)``) in source order."""
+    return sorted((c for c in calls_in(sem, within) if sem.is_backward(c)), key=_pos)
+
+
+def is_clip_call(sem: Semantic, call: ast.Call) -> bool:
+    """``torch.nn.utils.clip_grad_norm_(...)`` / ``clip_grad_value_(...)`` through any alias."""
+    return sem.qualname(call.func) in CLIP_FUNCTIONS
+
+
+def clip_calls(sem: Semantic) -> list[ast.Call]:
+    return sorted(sem.calls_to(*CLIP_FUNCTIONS), key=_pos)
+
+
+def is_zero_grad(sem: Semantic, call: ast.Call) -> bool:
+    """``optimizer.zero_grad()`` or ``model.zero_grad()`` (kinds by construction or name)."""
+    func = call.func
+    if not (isinstance(func, ast.Attribute) and func.attr == "zero_grad"):
+        return False
+    return sem.is_optimizer(func.value) or sem.kind(func.value) is Kind.MODULE
+
+
+def tensor_of_backward(call: ast.Call) -> ast.expr | None:
+    """The tensor a backward call differentiates: ``loss`` in ``loss.backward()``,
+    ``scaler.scale(loss).backward()`` and ``torch.autograd.backward(loss)``."""
+    func = call.func
+    if scaled_backward_scaler(call) is not None:
+        assert isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call)
+        inner = func.value
+        return inner.args[0] if inner.args else None
+    if isinstance(func, ast.Attribute) and func.attr == "backward" and not call.args:
+        return func.value
+    if isinstance(func, ast.Attribute) and func.attr == "backward":
+        return func.value
+    return call.args[0] if call.args else None
+
+
+# ------------------------------------------------------------------ losses --------------
+def is_loss_call(sem: Semantic, expr: ast.AST) -> bool:
+    """A call that computes a loss: ``criterion(...)`` where ``criterion`` is an ``nn.*Loss``,
+    ``F.cross_entropy(...)``/``F.*_loss(...)``, ``nn.MSELoss()(...)``."""
+    if not isinstance(expr, ast.Call):
+        return False
+    func = expr.func
+    qual = sem.qualname(func)
+    if qual is not None:
+        if qual.startswith("torch.nn.functional."):
+            last = qual.rsplit(".", 1)[-1]
+            return last in _FUNCTIONAL_LOSSES or last.endswith("_loss")
+        return False
+    if isinstance(func, ast.Call):
+        return sem.kind(func) is Kind.LOSS
+    return isinstance(func, ast.Name | ast.Attribute) and sem.kind(func) is Kind.LOSS
+
+
+def _value_bindings(sem: Semantic, name: ast.Name) -> list[ast.expr] | None:
+    """The values the name may hold at ``name``: its latest assignment in the scope before the
+    use (None when it is a parameter, a loop variable or otherwise unknown)."""
+    binding = sem.lookup(name.id, name)
+    if binding is None or binding.how != "assign" or binding.index is not None:
+        return None
+    return [binding.value] if binding.value is not None else None
+
+
+def holds_loss(sem: Semantic, expr: ast.AST, _depth: int = 0) -> bool:
+    """Whether ``expr`` is a loss tensor that carries its autograd graph: a loss call made
+    while gradients are on, arithmetic on one (``loss * n``, ``a + b``), or a name assigned from
+    one or that is ``.backward()``-ed. ``.item()``, ``.detach()``, ``float(...)`` end it."""
+    if _depth > 6:
+        return False
+    if isinstance(expr, ast.Call):
+        if is_loss_call(sem, expr):
+            return not sem.grad_disabled(expr)
+        func = expr.func
+        if isinstance(func, ast.Attribute) and func.attr in ("mean", "sum", "float", "clone"):
+            return holds_loss(sem, func.value, _depth + 1)
+        return False
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add | ast.Sub | ast.Mult | ast.Div):
+        return holds_loss(sem, expr.left, _depth + 1) or holds_loss(sem, expr.right, _depth + 1)
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
+        return holds_loss(sem, expr.operand, _depth + 1)
+    if isinstance(expr, ast.Name):
+        values = _value_bindings(sem, expr)
+        if values and any(holds_loss(sem, v, _depth + 1) for v in values):
+            return True
+        return is_backpropagated(sem, expr)
+    return False
+
+
+def is_backpropagated(sem: Semantic, name: ast.Name) -> bool:
+    """Whether the value ``name`` reads is ``.backward()``-ed (``name.backward()`` or
+    ``scaler.scale(name).backward()``) in the same scope, with no rebinding in between, while
+    gradients are on."""
+    binding = sem.lookup(name.id, name)
+    if binding is None:
+        return False
+    if binding.value is not None and sem.grad_disabled(binding.value):
+        return False
+    for call in sem.calls_by_attr.get("backward", ()):
+        tensor = tensor_of_backward(call)
+        if (
+            isinstance(tensor, ast.Name)
+            and tensor.id == name.id
+            and sem.lookup(tensor.id, tensor) is binding
+            and not sem.grad_disabled(call)
+        ):
+            return True
+    return False
+
+
+def names_reaching_backward(sem: Semantic, scope: ast.AST) -> set[str]:
+    """Names whose values flow into a backward pass under ``scope``: those read by the
+    differentiated expression, and (transitively) by the assignments of those names."""
+    out: set[str] = set()
+    todo: list[ast.AST] = []
+    for call in backward_calls(sem, scope):
+        tensor = tensor_of_backward(call)
+        if tensor is not None:
+            todo.append(tensor)
+    while todo:
+        expr = todo.pop()
+        for node in ast.walk(expr):
+            if isinstance(node, ast.Name) and node.id not in out:
+                out.add(node.id)
+                scope_ = sem.scope_of(node)
+                for binding in scope_.bindings.get(node.id, ()):
+                    if binding.value is not None:
+                        todo.append(binding.value)
+    return out
+
+
+def is_plain_value(expr: ast.AST | None) -> bool:
+    """A value that holds no autograd graph: a literal, ``x.item()``, ``x.detach()``,
+    ``float(x)``, ``len(x)``, ``x.size(0)``, ``x.shape[0]``, and arithmetic on those."""
+    if expr is None:
+        return False
+    if isinstance(expr, ast.Constant):
+        return True
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        if isinstance(func, ast.Attribute):
+            return func.attr in PLAIN_RESULT_METHODS
+        return isinstance(func, ast.Name) and func.id in PLAIN_RESULT_FUNCTIONS
+    if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Attribute):
+        return expr.value.attr == "shape"
+    if isinstance(expr, ast.Attribute):
+        return expr.attr == "shape"
+    if isinstance(expr, ast.BinOp):
+        return is_plain_value(expr.left) and is_plain_value(expr.right)
+    if isinstance(expr, ast.UnaryOp):
+        return is_plain_value(expr.operand)
+    return False
