@@ -1178,7 +1178,9 @@ class Semantic:
                 if any(self.is_grad_off(item.context_expr) for item in anc.items):
                     return True
             if isinstance(anc, FUNCTION_NODES):
-                return any(self.is_grad_off(d) for d in anc.decorator_list)
+                return any(
+                    self.is_grad_off(d) or _named_grad_off(d) for d in anc.decorator_list
+                )
             if isinstance(anc, ast.Lambda | ast.ClassDef):
                 return False
             if isinstance(child, ast.stmt):
@@ -1306,6 +1308,13 @@ def scaled_backward_scaler(call: ast.Call) -> ast.expr | None:
         ):
             return inner.func.value
     return None
+
+
+def _named_grad_off(decorator: ast.expr) -> bool:
+    """A project's own wrapper such as ``@smart_inference_mode()`` or ``@utils.no_grad``."""
+    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+    name = terminal_name(target) or ""
+    return "inference_mode" in name or "no_grad" in name
 
 
 def is_main_guard(stmt: ast.AST) -> bool:

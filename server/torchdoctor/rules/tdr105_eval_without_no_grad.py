@@ -154,6 +154,12 @@ class EvalWithoutNoGrad(Rule):
         "from torch import no_grad\n@no_grad()\ndef evaluate(model, loader):\n"
         "    model.eval()\n    for x in loader:\n        model(x)\n",
         "import torch\n@torch.inference_mode()\ndef predict(model, x):\n    return model(x)\n",
+        # A project's own wrapper around inference_mode / no_grad.
+        "import torch\nfrom utils import smart_inference_mode\n@smart_inference_mode()\n"
+        "def run(model, x):\n    model.eval()\n    return model(x)\n",
+        # A smoke test in a model file: `test` without a loader is not an evaluation loop.
+        "import torch\nclass Net(torch.nn.Module):\n    pass\n"
+        "def test():\n    net = Net()\n    y = net(torch.randn(1, 3))\n    print(y.shape)\n",
         # A backward pass in the region: gradients are wanted (adversarial examples, Grad-CAM).
         "import torch\nmodel = torch.nn.Linear(2, 2)\nmodel.eval()\n"
         "x.requires_grad_()\nloss = model(x).sum()\nloss.backward()\n",
@@ -394,8 +400,16 @@ class EvalWithoutNoGrad(Rule):
             if name and _EVAL_LOADER.search(name) and not _skipped_place(ctx, loop.node):
                 regions.append(_Region([loop.node]))
         for func in sem.functions:
-            if _EVAL_FUNCTION.match(func.name) and not _skipped_place(ctx, func.body[0]):
-                regions.append(_Region(list(func.body), function=func))
+            match = _EVAL_FUNCTION.match(func.name)
+            if match is None or _skipped_place(ctx, func.body[0]):
+                continue
+            # `test` also names unit and smoke tests: require a loop over a loader.
+            if match.group(1).lower() == "test" and not any(
+                loop.is_batch_loop and sem.enclosing_function(loop.node) is func
+                for loop in sem.all_loops()
+            ):
+                continue
+            regions.append(_Region(list(func.body), function=func))
         return regions
 
     # -- reporting -----------------------------------------------------------------------
