@@ -12,6 +12,7 @@ import json
 
 import pytest
 
+from torchdoctor.engine.config import Settings
 from torchdoctor.engine.fixes import apply_edits
 from torchdoctor.engine.runner import check_any, fix_any
 from torchdoctor.rules import all_rules
@@ -41,6 +42,11 @@ def _text(example: Valid | Invalid) -> str:
     return _as_notebook(example.code) if example.notebook else example.code
 
 
+def _settings(example: Valid | Invalid) -> Settings | None:
+    """Live rules (TDR9xx) get the kernel facts their example states."""
+    return Settings(live=example.live) if example.live is not None else None
+
+
 def _cases(kind: str) -> list:
     out = []
     for rule in RULES:
@@ -52,7 +58,9 @@ def _cases(kind: str) -> list:
 
 @pytest.mark.parametrize(("rule", "example"), _cases("valid"))
 def test_valid(rule, example: Valid) -> None:
-    result = check_any(_text(example), _path(example), codes=frozenset({rule.code}))
+    result = check_any(
+        _text(example), _path(example), _settings(example), codes=frozenset({rule.code})
+    )
     assert not result.errors, result.errors
     assert [f for f in result.findings if f.code == rule.code] == []
 
@@ -60,7 +68,7 @@ def test_valid(rule, example: Valid) -> None:
 @pytest.mark.parametrize(("rule", "example"), _cases("invalid"))
 def test_invalid(rule, example: Invalid) -> None:
     codes = frozenset({rule.code})
-    result = check_any(_text(example), _path(example), codes=codes)
+    result = check_any(_text(example), _path(example), _settings(example), codes=codes)
     assert not result.errors, result.errors
     findings = [f for f in result.findings if f.code == rule.code]
     assert findings, f"{rule.code} did not report:\n{example.code}"
@@ -86,7 +94,9 @@ def test_invalid(rule, example: Invalid) -> None:
             fixed = apply_edits(example.code, list(fix.edits))
             ast.parse(fixed)
     # Applying all fixes (unsafe included) leaves no fixable report of this rule.
-    outcome = fix_any(_text(example), _path(example), unsafe=True, codes=codes)
+    outcome = fix_any(
+        _text(example), _path(example), _settings(example), unsafe=True, codes=codes
+    )
     assert outcome.error is None, outcome.error
     if not example.notebook:
         ast.parse(outcome.text)

@@ -32,6 +32,7 @@ class Valid:
     code: str
     notebook: bool = False  # check the code as a one-cell notebook
     filename: str = "example.py"
+    live: object | None = None  # kernel facts (``bridge.facts.LiveFacts``) for live rules
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class Invalid:
     fixed: str | None = None
     notebook: bool = False
     filename: str = "example.py"
+    live: object | None = None  # kernel facts (``bridge.facts.LiveFacts``) for live rules
 
 
 class Rule:
