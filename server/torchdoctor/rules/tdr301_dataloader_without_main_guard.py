@@ -43,6 +43,10 @@ class DataLoaderWithoutMainGuard(Rule):
     (`fork`), so the bug shows up only when someone else runs it. Notebooks are not checked:
     their code is not re-imported by workers.
 
+    The guide mentions the guard for Windows only; the same failure happens on macOS, where
+    `spawn` is the default since Python 3.8, and on Linux with `forkserver`, which also
+    re-imports the script in its workers and is the default start method since Python 3.14.
+
     ## Example
     ```python
     import torch
@@ -96,6 +100,10 @@ class DataLoaderWithoutMainGuard(Rule):
     从而报错 `RuntimeError: An attempt has been made to start a new process before the current
     process has finished its bootstrapping phase.`。同一脚本在 Linux（`fork`）上可以运行，所以问题
     往往在别人运行时才暴露。本规则不检查 notebook：工作进程不会重新导入 notebook 的代码。
+
+    指南只提到 Windows 需要这个保护；实际上在 macOS 上同样会失败（自 Python 3.8 起默认使用 `spawn`），
+    在 Linux 上使用 `forkserver` 时也一样：它同样会在工作进程中重新导入脚本，并且自 Python 3.14 起是
+    Linux 的默认启动方式。
 
     ## 示例
     ```python
