@@ -1,0 +1,1 @@
+"""The torchdoctor language server: ``torchdoctor server`` (stdio, or ``--tcp HOST:PORT``)."""

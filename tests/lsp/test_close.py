@@ -1,0 +1,62 @@
+"""Closing a document clears its findings (the client would otherwise keep stale ones)."""
+
+from __future__ import annotations
+
+import pytest
+from lsp_helpers import codes, initialize, lsp_client, open_doc, published
+from lsprotocol import types
+from pytest_lsp import LanguageClient
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@lsp_client(scope="module")
+async def client(lsp_client: LanguageClient):
+    await initialize(lsp_client, options={"debounceMs": 300})
+    yield
+    await lsp_client.shutdown_session()
+
+
+def close(client: LanguageClient, uri: str) -> None:
+    client.text_document_did_close(
+        types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri=uri))
+    )
+
+
+async def test_close_publishes_empty_list(client: LanguageClient) -> None:
+    uri = "file:///tmp/td_close/a.py"
+    open_doc(client, uri, 'import torch\nstate = torch.load("x")\n')
+    assert codes((await published(client, uri)).diagnostics) == ["TDR602"]
+    start = len(client.published)
+    close(client, uri)
+    assert (await published(client, uri, after=start)).diagnostics == []
+
+
+async def test_close_cancels_pending_analysis(client: LanguageClient) -> None:
+    uri = "file:///tmp/td_close/b.py"
+    open_doc(client, uri, "import torch\n")
+    await published(client, uri, version=1)
+    start = len(client.published)
+    # An edit that would add a finding after the 300 ms debounce, then close at once.
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            content_changes=[
+                types.TextDocumentContentChangePartial(
+                    range=types.Range(types.Position(1, 0), types.Position(1, 0)),
+                    text='s = torch.load("x")\n',
+                )
+            ],
+        )
+    )
+    close(client, uri)
+    assert (await published(client, uri, after=start)).diagnostics == []
+    # Open another document and wait for it: by then the debounce has long passed.
+    other = "file:///tmp/td_close/c.py"
+    open_doc(client, other, 'import torch\ntorch.load("x")\n')
+    await published(client, other)
+    await published(client, other)  # noqa: the same publish; keeps the order explicit
+    import asyncio
+
+    await asyncio.sleep(0.5)
+    assert [p.diagnostics for p in client.published[start:] if p.uri == uri] == [[]]

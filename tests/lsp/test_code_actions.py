@@ -1,0 +1,226 @@
+"""Code actions: quick fixes from diagnostic data, fix-all per rule, source.fixAll (lazy through
+codeAction/resolve, or eager for clients without resolve), disable-for-this-line, the guide
+command, notebook fix-all, and the applyFixes / debugInfo commands."""
+
+from __future__ import annotations
+
+import pytest
+from lsp_helpers import initialize, lsp_client, open_doc, published
+from lsprotocol import types
+from pytest_lsp import LanguageClient
+
+from torchdoctor.engine.fixes import apply_edits
+from torchdoctor.engine.model import Edit, Pos
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+TWO_LOADS = 'import torch\na = torch.load("a")\nb = torch.load("b")  # noqa: TDR101\n'
+CHECKPOINT = "from torch.utils.checkpoint import checkpoint\ny = checkpoint(block, x)\n"
+
+
+def apply_text_edits(text: str, edits: list[types.TextEdit]) -> str:
+    """Apply LSP edits (ASCII text: columns are the same in every encoding)."""
+    return apply_edits(
+        text,
+        [
+            Edit(
+                Pos(e.range.start.line + 1, e.range.start.character),
+                Pos(e.range.end.line + 1, e.range.end.character),
+                e.new_text,
+            )
+            for e in edits
+        ],
+    )
+
+
+def edits_for(edit: types.WorkspaceEdit | None, uri: str) -> list[types.TextEdit]:
+    assert edit is not None
+    out: list[types.TextEdit] = []
+    for change in edit.document_changes or []:
+        assert isinstance(change, types.TextDocumentEdit)
+        if change.text_document.uri == uri:
+            out += [e for e in change.edits if isinstance(e, types.TextEdit)]
+    for target, items in (edit.changes or {}).items():
+        if target == uri:
+            out += list(items)
+    return out
+
+
+async def actions(
+    client: LanguageClient,
+    uri: str,
+    diagnostics: list[types.Diagnostic],
+    only: list[str] | None = None,
+    line: int = 0,
+) -> list[types.CodeAction]:
+    result = await client.text_document_code_action_async(
+        types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            range=types.Range(types.Position(line, 0), types.Position(line, 0)),
+            context=types.CodeActionContext(diagnostics=diagnostics, only=only),
+        )
+    )
+    assert result is not None
+    return [a for a in result if isinstance(a, types.CodeAction)]
+
+
+@lsp_client(scope="module")
+async def client(lsp_client: LanguageClient):
+    await initialize(lsp_client)
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_quick_fix_disable_and_guide(client: LanguageClient) -> None:
+    uri = "file:///tmp/td_ca/quick.py"
+    open_doc(client, uri, TWO_LOADS)
+    diags = (await published(client, uri)).diagnostics
+    first = next(d for d in diags if d.range.start.line == 1)
+    found = await actions(client, uri, [first], line=1)
+    titles = [a.title for a in found]
+
+    assert titles == [
+        'Add `map_location="cpu"`',
+        "Fix all TDR602 in this file",
+        "Disable TDR602 for this line",
+        "Open the guide for TDR602",
+        "torchdoctor: Fix all auto-fixable problems",
+    ]
+    quick = found[0]
+    assert quick.kind == types.CodeActionKind.QuickFix
+    assert quick.is_preferred is True
+    after = apply_text_edits(TWO_LOADS, edits_for(quick.edit, uri))
+    assert 'a = torch.load("a", map_location="cpu")\n' in after
+    disable = found[2]
+    assert apply_text_edits(TWO_LOADS, edits_for(disable.edit, uri)).splitlines()[1] == (
+        'a = torch.load("a")  # noqa: TDR602'
+    )
+    guide = found[3]
+    assert guide.command is not None and guide.command.command == "torchdoctor.openGuide"
+    shown = await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command=guide.command.command, arguments=guide.command.arguments)
+    )
+    assert shown["shown"] is True
+    assert client.shown_documents[-1].uri.rstrip("/").endswith("TDR602")
+    assert client.shown_documents[-1].external is True
+
+
+async def test_disable_extends_an_existing_noqa_list(client: LanguageClient) -> None:
+    uri = "file:///tmp/td_ca/noqa.py"
+    open_doc(client, uri, TWO_LOADS)
+    diags = (await published(client, uri)).diagnostics
+    second = next(d for d in diags if d.range.start.line == 2)
+    found = await actions(client, uri, [second], line=2)
+    disable = next(a for a in found if a.title.startswith("Disable"))
+    line = apply_text_edits(TWO_LOADS, edits_for(disable.edit, uri)).splitlines()[2]
+    assert line == 'b = torch.load("b")  # noqa: TDR101, TDR602'
+
+
+async def test_fix_all_of_one_rule_resolves_lazily(client: LanguageClient) -> None:
+    uri = "file:///tmp/td_ca/rule.py"
+    open_doc(client, uri, TWO_LOADS)
+    diags = (await published(client, uri)).diagnostics
+    found = await actions(client, uri, [diags[0]], line=1)
+    rule_fix = next(a for a in found if a.title == "Fix all TDR602 in this file")
+    assert rule_fix.edit is None and rule_fix.data  # computed on resolve
+    resolved = await client.code_action_resolve_async(rule_fix)
+    after = apply_text_edits(TWO_LOADS, edits_for(resolved.edit, uri))
+    assert after.count('map_location="cpu"') == 2
+
+
+async def test_source_fix_all_on_request(client: LanguageClient) -> None:
+    uri = "file:///tmp/td_ca/source.py"
+    text = TWO_LOADS + CHECKPOINT
+    open_doc(client, uri, text)
+    await published(client, uri)
+    found = await actions(client, uri, [], only=["source.fixAll"])
+    assert [a.kind for a in found] == ["source.fixAll.torchdoctor"]
+    resolved = await client.code_action_resolve_async(found[0])
+    after = apply_text_edits(text, edits_for(resolved.edit, uri))
+    assert after.count('map_location="cpu"') == 2
+    # The checkpoint fix is unsafe: not applied by fix-all unless unsafeFixes is on.
+    assert "use_reentrant" not in after
+
+
+async def test_unsafe_fix_says_so_and_is_not_preferred(client: LanguageClient) -> None:
+    uri = "file:///tmp/td_ca/unsafe.py"
+    open_doc(client, uri, CHECKPOINT)
+    diags = (await published(client, uri)).diagnostics
+    [d] = [d for d in diags if d.code == "TDR405"]
+    found = await actions(client, uri, [d], line=1)
+    fix = found[0]
+    assert fix.title.endswith("(unsafe)")
+    assert not fix.is_preferred
+    assert "use_reentrant=False" in apply_text_edits(CHECKPOINT, edits_for(fix.edit, uri))
+
+
+async def test_apply_fixes_command_and_debug_info(client: LanguageClient) -> None:
+    uri = "file:///tmp/td_ca/command.py"
+    open_doc(client, uri, TWO_LOADS)
+    await published(client, uri)
+    result = await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="torchdoctor.applyFixes", arguments=[uri])
+    )
+    assert result == {"applied": True, "fixed": {"TDR602": 2}}
+    sent = client.applied_edits[-1].edit
+    assert apply_text_edits(TWO_LOADS, edits_for(sent, uri)).count('map_location="cpu"') == 2
+    info = await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="torchdoctor.debugInfo", arguments=[uri])
+    )
+    assert info["torchdoctor"]
+    assert info["pygls"].startswith("2.1")
+    assert "torch" in info  # the installed version, read without importing torch
+    assert "TDR602" in info["document"]["enabled"]
+
+
+async def test_notebook_fix_all(client: LanguageClient) -> None:
+    nb = "file:///tmp/td_ca/fix.ipynb"
+    a = "vscode-notebook-cell:/tmp/td_ca/fix.ipynb#A%3D%3D"
+    b = "vscode-notebook-cell:/tmp/td_ca/fix.ipynb#B%3D%3D"
+    cells = {a: "import torch", b: 'x = torch.load("a")\ny = torch.load("b")'}
+    client.notebook_document_did_open(
+        types.DidOpenNotebookDocumentParams(
+            notebook_document=types.NotebookDocument(
+                uri=nb,
+                notebook_type="jupyter-notebook",
+                version=1,
+                cells=[
+                    types.NotebookCell(kind=types.NotebookCellKind.Code, document=c) for c in cells
+                ],
+            ),
+            cell_text_documents=[
+                types.TextDocumentItem(uri=c, language_id="python", version=1, text=t)
+                for c, t in cells.items()
+            ],
+        )
+    )
+    await published(client, b)
+    found = await actions(client, b, [], only=["notebook.source.fixAll"])
+    assert [a.kind for a in found] == ["notebook.source.fixAll.torchdoctor"]
+    resolved = await client.code_action_resolve_async(found[0])
+    assert edits_for(resolved.edit, a) == []
+    after = apply_text_edits(cells[b], edits_for(resolved.edit, b))
+    assert (
+        after == 'x = torch.load("a", map_location="cpu")\ny = torch.load("b", map_location="cpu")'
+    )
+
+
+@lsp_client(scope="module")
+async def eager_client(lsp_client: LanguageClient):
+    await initialize(lsp_client, resolve=False, options={"unsafeFixes": True})
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_without_resolve_support_edits_come_at_once(eager_client: LanguageClient) -> None:
+    client = eager_client
+    uri = "file:///tmp/td_ca/eager.py"
+    text = TWO_LOADS + CHECKPOINT
+    open_doc(client, uri, text)
+    await published(client, uri)
+    found = await actions(client, uri, [], only=["source.fixAll.torchdoctor"])
+    assert found[0].edit is not None
+    after = apply_text_edits(text, edits_for(found[0].edit, uri))
+    # unsafeFixes is on for this client: the checkpoint fix is applied too.
+    assert "use_reentrant=False" in after
+    assert after.count('map_location="cpu"') == 2

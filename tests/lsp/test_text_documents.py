@@ -1,0 +1,144 @@
+"""Text documents: push diagnostics with version, codes, links, data; incremental sync;
+stale versions dropped; pull diagnostics with real result ids."""
+
+from __future__ import annotations
+
+import pytest
+from lsp_helpers import change, codes, initialize, lsp_client, open_doc, published, wait_until
+from lsprotocol import types
+from pytest_lsp import LanguageClient
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+LOAD = 'import torch\nstate = torch.load("x")\n'
+
+
+@lsp_client(scope="module")
+async def client(lsp_client: LanguageClient):
+    await initialize(lsp_client)
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_open_publishes_tdr602_with_version_and_link(client: LanguageClient) -> None:
+    uri = "file:///tmp/td_text/a.py"
+    open_doc(client, uri, LOAD, version=3)
+    params = await published(client, uri, version=3)
+    [d] = [d for d in params.diagnostics if d.code == "TDR602"]
+    assert d.source == "torchdoctor"
+    assert d.range == types.Range(types.Position(1, 8), types.Position(1, 23))
+    assert d.code_description is not None and "TDR602" in d.code_description.href
+    assert d.severity == types.DiagnosticSeverity.Warning
+    assert d.message.startswith("`torch.load` without `map_location`")
+    fix = d.data["fixes"][0]
+    assert fix["applicability"] == "safe"
+    assert fix["edits"] == [{"range": [1, 22, 1, 22], "newText": ', map_location="cpu"'}]
+
+
+async def test_columns_are_utf16(client: LanguageClient) -> None:
+    uri = "file:///tmp/td_text/utf16.py"
+    # "𝕩" is one code point but two UTF-16 units; "é" is one of each.
+    open_doc(client, uri, 'import torch\ns = "é𝕩"; state = torch.load("x")\n')
+    params = await published(client, uri)
+    [d] = [d for d in params.diagnostics if d.code == "TDR602"]
+    assert d.range.start == types.Position(1, 19)
+    assert d.data["fixes"][0]["edits"][0]["range"] == [1, 33, 1, 33]
+
+
+async def test_incremental_edits_update_findings(client: LanguageClient) -> None:
+    uri = "file:///tmp/td_text/edit.py"
+    open_doc(client, uri, LOAD)
+    first = await published(client, uri, version=1)
+    assert codes(first.diagnostics) == ["TDR602"]
+    # Type the fix by hand: the finding goes away in version 2.
+    change(client, uri, 2, (1, 22), (1, 22), ', map_location="cpu"')
+    second = await published(client, uri, version=2)
+    assert codes(second.diagnostics) == []
+    # Add a second load on a new line: found at the right place in version 3.
+    change(client, uri, 3, (2, 0), (2, 0), 'other = torch.load("y")\n')
+    third = await published(client, uri, version=3)
+    assert [d.range.start.line for d in third.diagnostics if d.code == "TDR602"] == [2]
+
+
+async def test_burst_of_edits_publishes_only_the_latest_version(client: LanguageClient) -> None:
+    uri = "file:///tmp/td_text/burst.py"
+    open_doc(client, uri, LOAD)
+    await published(client, uri, version=1)
+    start = len(client.published)
+    for v in range(2, 12):
+        change(client, uri, v, (2, 0), (2, 0), "#")
+    last = await published(client, uri, version=11, after=start)
+    assert codes(last.diagnostics) == ["TDR602"]
+    versions = [p.version for p in client.published[start:] if p.uri == uri]
+    assert versions == sorted(versions)  # never an older version after a newer one
+    assert versions[-1] == 11
+
+
+async def test_file_without_torch_has_no_findings(client: LanguageClient) -> None:
+    uri = "file:///tmp/td_text/plain.py"
+    open_doc(client, uri, "import numpy as np\nx = np.load('a.npy')\n")
+    params = await published(client, uri)
+    assert params.diagnostics == []
+
+
+async def test_close_publishes_empty_list(client: LanguageClient) -> None:
+    uri = "file:///tmp/td_text/close.py"
+    open_doc(client, uri, LOAD)
+    await published(client, uri, version=1)
+    start = len(client.published)
+    client.text_document_did_close(
+        types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri=uri))
+    )
+    closed = await published(client, uri, after=start)
+    assert closed.diagnostics == []
+
+
+async def test_handler_errors_are_logged_not_shown(client: LanguageClient) -> None:
+    # A code action for a document the server never saw, with junk data: no popup, no crash.
+    result = await client.text_document_code_action_async(
+        types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri="file:///tmp/td_text/unknown.py"),
+            range=types.Range(types.Position(0, 0), types.Position(0, 0)),
+            context=types.CodeActionContext(diagnostics=[]),
+        )
+    )
+    assert result == []
+    uri = "file:///tmp/td_text/after_error.py"
+    open_doc(client, uri, LOAD)
+    assert codes((await published(client, uri)).diagnostics) == ["TDR602"]
+    assert client.messages == []
+
+
+@lsp_client(scope="module")
+async def pull_client(lsp_client: LanguageClient):
+    await initialize(lsp_client, pull=True)
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_pull_diagnostics_with_result_ids(pull_client: LanguageClient) -> None:
+    client = pull_client
+    uri = "file:///tmp/td_pull/a.py"
+    open_doc(client, uri, LOAD)
+    ident = types.TextDocumentIdentifier(uri=uri)
+    full = await client.text_document_diagnostic_async(
+        types.DocumentDiagnosticParams(text_document=ident)
+    )
+    assert isinstance(full, types.RelatedFullDocumentDiagnosticReport)
+    assert codes(full.items) == ["TDR602"]
+    assert full.result_id
+    same = await client.text_document_diagnostic_async(
+        types.DocumentDiagnosticParams(text_document=ident, previous_result_id=full.result_id)
+    )
+    assert isinstance(same, types.RelatedUnchangedDocumentDiagnosticReport)
+    assert same.result_id == full.result_id
+    change(client, uri, 2, (1, 22), (1, 22), ', map_location="cpu"')
+    fixed = await client.text_document_diagnostic_async(
+        types.DocumentDiagnosticParams(text_document=ident, previous_result_id=full.result_id)
+    )
+    assert isinstance(fixed, types.RelatedFullDocumentDiagnosticReport)
+    assert fixed.items == []
+    assert fixed.result_id != full.result_id
+    # Pull clients get no pushed findings.
+    await wait_until(lambda: True)
+    assert all(not p.diagnostics for p in client.published if p.uri == uri)
