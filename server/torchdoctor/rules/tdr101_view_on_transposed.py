@@ -140,6 +140,11 @@ class ViewOnTransposed(Rule):
         "def f(g):\n    return g.transpose(0, 1).view(2, 3)",
         # pandas.
         "import pandas as pd\nimport torch\ndf = pd.DataFrame({'a': [1]})\nv = df.T.view(2)",
+        # Permutations that keep the order.
+        "import torch\nx = torch.randn(2, 3, 4)\ny = x.permute(0, 1, 2).view(-1)",
+        "import torch\nx = torch.randn(2, 3)\ny = x.transpose(1, 1).view(-1)",
+        # The name is reassigned from its own view: the view reads the earlier value.
+        "import torch\nh = torch.randn(6, 4)\nh = h.view(2, 3, 4).permute(1, 0, 2)",
         # Reassigned to a contiguous tensor before the view.
         "import torch\nx = torch.randn(3, 4)\ny = x.t()\ny = y.contiguous()\nz = y.view(-1)",
         "import torch\nx = torch.randn(3, 4)\ny = x.t()\ny = torch.randn(4, 3)\nz = y.view(-1)",
@@ -269,8 +274,26 @@ def _is_strided(ctx: Context, expr: ast.expr) -> bool:
         func = expr.func
         qual = ctx.qualname(func)
         if qual is not None:
-            return qual in _STRIDED_FUNCTIONS and bool(expr.args)
-        return isinstance(func, ast.Attribute) and func.attr in _STRIDED_METHODS
+            return qual in _STRIDED_FUNCTIONS and bool(expr.args) and not _keeps_order(expr, 1)
+        return (
+            isinstance(func, ast.Attribute)
+            and func.attr in _STRIDED_METHODS
+            and not _keeps_order(expr, 0)
+        )
+    return False
+
+
+def _keeps_order(call: ast.Call, skip: int) -> bool:
+    """``permute(0, 1, 2)`` or ``transpose(1, 1)``: literal dimensions that change nothing."""
+    args = call.args[skip:]
+    dims = [a.value for a in args if isinstance(a, ast.Constant) and type(a.value) is int]
+    if not args or len(dims) != len(args) or call.keywords:
+        return False
+    name = _method_name(call).rsplit(".", 1)[-1]
+    if name == "permute":
+        return dims == list(range(len(dims)))
+    if name in ("transpose", "swapaxes", "swapdims", "movedim"):
+        return len(dims) == 2 and dims[0] == dims[1]
     return False
 
 
