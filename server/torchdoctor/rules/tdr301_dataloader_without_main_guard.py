@@ -503,14 +503,23 @@ class DataLoaderWithoutMainGuard(Rule):
 
 
 # ---- helpers ---------------------------------------------------------------------------------
-def _walk_running(ctx: Context, top: ast.stmt) -> list[ast.AST]:
-    """Nodes of a module-level statement that run on import, in source order."""
-    nodes = [top, *ctx.sem.walk(top)]
-    nodes = [n for n in nodes if ctx.sem.runs_on_import(n) or n is top]
-    return sorted(
-        (n for n in nodes if hasattr(n, "lineno")),
-        key=lambda n: (n.lineno, n.col_offset),  # type: ignore[attr-defined]
-    )
+def _walk_running(ctx: Context, top: ast.stmt) -> list[ast.Call]:
+    """Calls in a module-level statement that run on import, in source order: not inside
+    nested defs, lambdas or classes, nor under a nested ``if __name__ == "__main__":``."""
+    calls: list[ast.Call] = []
+    stack: list[ast.AST] = [top]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Call):
+            calls.append(node)
+        if node is not top and isinstance(node, (*FUNCTION_NODES, ast.Lambda, ast.ClassDef)):
+            continue
+        if is_main_guard(node):
+            assert isinstance(node, ast.If)
+            stack.extend([node.test, *node.orelse])
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+    return sorted(calls, key=lambda n: (n.lineno, n.col_offset))
 
 
 def _called_functions(ctx: Context, nodes: object) -> list[Func]:
