@@ -208,6 +208,9 @@ class EvalWithoutNoGrad(Rule):
         "def predict(fn, x):\n    return fn(x)\n"
         "model = torch.nn.Linear(2, 2)\n"
         "a = predict(model, x)\nb = predict(len, x)\n",
+        # Gradients turned off for the whole script.
+        "import torch\ntorch.set_grad_enabled(False)\nmodel = torch.nn.Linear(2, 2)\n"
+        "def predict(x):\n    return model(x)\n",
         # A frozen model builds no graph.
         "import torch\nteacher = torch.nn.Linear(2, 2)\nteacher.requires_grad_(False)\n"
         "teacher.eval()\nsoft = teacher(x)\n",
@@ -355,7 +358,7 @@ class EvalWithoutNoGrad(Rule):
     )
 
     def check(self, ctx: Context) -> None:
-        if _is_test_file(ctx.path):
+        if _is_test_file(ctx.path) or _grad_off_globally(ctx):
             return
         frozen = _frozen_models(ctx)
         claimed: set[ast.Call] = set()
@@ -488,6 +491,14 @@ def _is_test_file(path: str) -> bool:
     return base.endswith(".py") and (
         base.startswith("test_") or base.endswith("_test.py") or base == "conftest.py"
     )
+
+
+def _grad_off_globally(ctx: Context) -> bool:
+    """A script that runs ``torch.set_grad_enabled(False)`` at module level and never turns
+    gradients back on."""
+    calls = list(ctx.sem.calls_to("torch.set_grad_enabled"))
+    off = [c for c in calls if ctx.sem.is_grad_off(c) and ctx.sem.at_module_level(c)]
+    return bool(off) and len(off) == len(calls) and not any(ctx.sem.calls_to("torch.enable_grad"))
 
 
 def _callee(call: ast.Call) -> ast.expr:
