@@ -82,6 +82,11 @@ export function writeUserSettings(userDataDir) {
     "window.commandCenter": false,
     "editor.hover.delay": 300,
     "notebook.output.textLineLimit": 10,
+    "git.enabled": false,
+    "git.openRepositoryInParentFolders": "never",
+    "workbench.secondarySideBar.defaultVisibility": "hidden",
+    "workbench.layoutControl.enabled": false,
+    "editor.minimap.enabled": false,
   };
   for (const sub of ["User", path.join("data", "User"), path.join("data", "Machine")]) {
     fs.mkdirSync(path.join(userDataDir, sub), { recursive: true });
