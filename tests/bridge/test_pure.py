@@ -107,3 +107,17 @@ def test_notebook_matching(tmp_path) -> None:
     (tmp_path / "kernel-1.json").write_text("{}")
     (tmp_path / "other.json").write_text("{}")
     assert [p.name for p in connection_files(tmp_path)] == ["kernel-1.json"]
+
+
+def test_notebook_from_editor_cells() -> None:
+    from torchdoctor.engine.notebook import Notebook
+
+    nb = Notebook.from_cells(["import torch", "%matplotlib inline\ny = x @ w"])
+    assert collect_names("", "nb.ipynb", notebook=nb) == ["x", "w"]
+    facts = {
+        "x": tensor_facts([2, 2], dtype="torch.float64"),
+        "w": tensor_facts([2, 2], dtype="torch.float32"),
+    }
+    found = live_findings("", "nb.ipynb", facts, 2, notebook=nb)
+    assert [(f.code, f.cell) for f in found] == [("TDR904", 2)]
+    assert found[0].cell_range is not None and found[0].cell_range.start.row == 2

@@ -23,6 +23,7 @@ from .facts import FactDict, LiveFacts, ProbeRequest, ViewItem, is_valid_name
 if TYPE_CHECKING:
     from ..engine.config import Settings
     from ..engine.context import Context
+    from ..engine.notebook import Notebook
 
 LIVE_CODES = frozenset({"TDR901", "TDR902", "TDR903", "TDR904"})
 MAX_NAMES = 64
@@ -304,7 +305,11 @@ def device_operands(ctx: Context, judge: Judge) -> Iterator[tuple[ast.AST, list[
     for node in ast.walk(ctx.tree):
         if isinstance(node, ast.BinOp):
             yield node, [node.left, node.right]
-        elif isinstance(node, ast.Compare) and len(node.comparators) == 1:
+        elif (
+            isinstance(node, ast.Compare)
+            and len(node.comparators) == 1
+            and isinstance(node.ops[0], ast.Eq | ast.NotEq | ast.Lt | ast.LtE | ast.Gt | ast.GtE)
+        ):
             yield node, [node.left, node.comparators[0]]
         elif isinstance(node, ast.Call):
             qual = sem.qualname(node.func)
@@ -375,16 +380,22 @@ def _parse(text: str, path: str) -> tuple[Any, Any] | None:
     return text, None
 
 
-def collect_request(text: str, path: str = "<stdin>", limit: int = MAX_NAMES) -> ProbeRequest:
+def collect_request(
+    text: str, path: str = "<stdin>", limit: int = MAX_NAMES, *, notebook: Notebook | None = None
+) -> ProbeRequest:
     """What to ask the kernel for a document: the names worth probing (operands of the
-    expressions the live rules look at) and the ``view`` shapes to replay."""
+    expressions the live rules look at) and the ``view`` shapes to replay.
+
+    For a notebook pass its raw JSON as ``text`` (path ending in ``.ipynb``), or the
+    ``Notebook`` built from the editor's cells (``Notebook.from_cells``) as ``notebook``.
+    """
     from ..engine.config import Settings
     from ..engine.context import Context
     from ..engine.runner import parse
     from ..engine.semantic import Semantic
     from ..engine.source import Source
 
-    parsed = _parse(text, path)
+    parsed = (notebook.text, notebook) if notebook is not None else _parse(text, path)
     if parsed is None or "torch" not in parsed[0]:
         return ProbeRequest((), (), True)
     code, nb = parsed
@@ -431,9 +442,11 @@ def collect_request(text: str, path: str = "<stdin>", limit: int = MAX_NAMES) ->
     return request
 
 
-def collect_names(text: str, path: str = "<stdin>") -> list[str]:
+def collect_names(
+    text: str, path: str = "<stdin>", *, notebook: Notebook | None = None
+) -> list[str]:
     """The names in a document worth probing for the live rules (at most ``MAX_NAMES``)."""
-    return list(collect_request(text, path).names)
+    return list(collect_request(text, path, notebook=notebook).names)
 
 
 def live_findings(
@@ -444,16 +457,18 @@ def live_findings(
     settings: Settings | None = None,
     *,
     kernel: Mapping[str, Any] | None = None,
+    notebook: Notebook | None = None,
 ) -> list[Finding]:
     """Findings of the live rules for one document, given the kernel's facts.
 
     ``text`` is Python source, or a notebook's raw JSON when ``path`` ends with ``.ipynb``
-    (findings then carry ``cell`` and ``cell_range``). ``facts`` is a :class:`LiveFacts` (as
+    (findings then carry ``cell`` and ``cell_range``); or pass the ``Notebook`` built from the
+    editor's cells (``Notebook.from_cells``) as ``notebook``. ``facts`` is a :class:`LiveFacts` (as
     :meth:`KernelBridge.probe` returns) or a plain mapping name -> facts. Only live rules that the
     settings enable for ``path`` run.
     """
     from ..engine.config import Settings
-    from ..engine.runner import check_any
+    from ..engine.runner import check_any, check_text
 
     if isinstance(facts, LiveFacts):
         live = facts
@@ -471,7 +486,13 @@ def live_findings(
     codes = base.enabled(path) & LIVE_CODES
     if not codes:
         return []
-    result = check_any(text, path, dataclasses.replace(base, live=live), codes=frozenset(codes))
+    with_facts = dataclasses.replace(base, live=live)
+    if notebook is not None:
+        result = check_text(
+            notebook.text, path, with_facts, notebook=notebook, codes=frozenset(codes)
+        )
+    else:
+        result = check_any(text, path, with_facts, codes=frozenset(codes))
     return [f for f in result.findings if f.code in LIVE_CODES]
 
 

@@ -108,6 +108,8 @@ class LiveDeviceMismatch(Rule):
         Valid("import torch\ndef step(model, x):\n    return model(x)", live=_LIVE),
         # `copy_` and `torch.save` take tensors on any device.
         Valid("import torch\nw.copy_(x)\ntorch.save(w, 'w.pt')", live=_LIVE),
+        # Identity tests and membership do not compute on the tensors.
+        Valid("import torch\nsame = x is w\nfound = x in [w]", live=_LIVE),
         # Names that are not live tensors.
         Valid("import torch\ny = a + b", live=_LIVE),
     )
