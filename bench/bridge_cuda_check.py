@@ -1,7 +1,7 @@
 """The kernel bridge on CUDA tensors: the same facts, with GPU work still queued and
 ``torch.cuda.set_sync_debug_mode("error")`` on in the kernel, prove that a probe never syncs.
 
-Starts its own kernel:  python bench/bridge_cuda_check.py [--matmuls 60]
+Starts its own kernel:  python bench/bridge_cuda_check.py [--matmuls 200]
 
 Proof: after queueing matmuls and recording a CUDA event, the probe reads every fact; the event
 must still be pending afterwards (a sync would have drained the queue), no fact may be missing
@@ -32,6 +32,7 @@ with torch.inference_mode():
     inf = torch.ones(1000, device=dev)
 bf = torch.zeros(256, 256, device=dev, dtype=torch.bfloat16)
 model = nn.Sequential(nn.Linear(1024, 1024), nn.LayerNorm(1024)).to(dev).eval()
+lin = nn.Linear(64, 32).to(dev)
 pinned = torch.empty(1 << 20).pin_memory()
 torch.cuda.synchronize()
 for _ in range({matmuls}):
@@ -49,7 +50,7 @@ except RuntimeError as exc:
 torch.cuda.set_sync_debug_mode(0)
 torch.cuda.synchronize()
 """
-NAMES = ["a", "at", "cl", "s", "g", "h", "inf", "bf", "model", "pinned", "model.0.weight"]
+NAMES = ["a", "at", "cl", "s", "g", "h", "inf", "bf", "model", "pinned", "lin.weight"]
 TENSOR_FIELDS = (
     "shape", "dtype", "device", "layout", "stride", "storage_offset", "is_contiguous", "is_view",
     "nbytes", "storage_nbytes", "requires_grad", "is_leaf", "is_inference", "is_pinned",
@@ -70,7 +71,7 @@ def _expression(kc, expr: str) -> object:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--matmuls", type=int, default=60, help="8192x8192 matmuls to queue")
+    parser.add_argument("--matmuls", type=int, default=200, help="8192x8192 matmuls to queue")
     args = parser.parse_args()
     try:
         from jupyter_client import KernelManager
@@ -136,7 +137,9 @@ def main() -> int:
         print(f"control: repr() of a CUDA tensor under sync debug mode 'error' raised: {control!r}")
         if control is None:
             failures.append("control repr() did not raise: the debug mode is not active")
-        print(json.dumps({n: facts.get(n) for n in ("at", "cl", "model")}, indent=1)[:2000])
+        for n in ("at", "cl", "model"):
+            shown = {k: v for k, v in (facts.get(n) or {}).items() if k != "views"}
+            print(f"{n}: {json.dumps(shown)}")
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
