@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
 import hashlib
 import json
 import os
@@ -54,6 +55,21 @@ class Record:
 _FINDERS: dict[str | None, ConfigFinder] = {}
 
 
+@functools.cache
+def code_fingerprint() -> str:
+    """The version plus the size and mtime of every module of the package, so that the cache
+    never serves results computed by other rule code (an upgrade or an editable install)."""
+    root = Path(__file__).parent
+    parts = [__version__]
+    for path in sorted(root.rglob("*.py")):
+        try:
+            stat = path.stat()
+        except OSError:
+            continue
+        parts.append(f"{path.relative_to(root)}:{stat.st_size}:{stat.st_mtime_ns}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
 def _settings_for(path: Path, opts: Options) -> Settings:
     key = opts.config_file
     finder = _FINDERS.get(key)
@@ -89,7 +105,9 @@ def check_file(path: Path, opts: Options, stdin_text: str | None = None) -> Reco
     cache_file = None
     if opts.cache is not None and not opts.fix and not opts.diff and stdin_text is None:
         digest = hashlib.sha256(
-            "\0".join([__version__, settings.fingerprint(), ",".join(sorted(codes)), name]).encode()
+            "\0".join(
+                [code_fingerprint(), settings.fingerprint(), ",".join(sorted(codes)), name]
+            ).encode()
             + b"\0"
             + text.encode("utf-8", "surrogatepass")
         ).hexdigest()

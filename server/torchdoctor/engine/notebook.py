@@ -16,6 +16,50 @@ _ASSIGN_MAGIC = re.compile(r"^(\s*[\w.\[\], ]+?\s*=\s*)[%!]")
 _HELP_SUFFIX = re.compile(r"^(\s*)[\w.]+\?{1,2}\s*$")
 
 
+class _OpenBrackets:
+    """Tracks whether a line starts inside an open bracket or a triple-quoted string."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.quote: str | None = None  # an open triple quote
+
+    @property
+    def open(self) -> bool:
+        return self.depth > 0 or self.quote is not None
+
+    def reset(self) -> None:
+        self.depth, self.quote = 0, None
+
+    def feed(self, line: str) -> None:
+        i, n = 0, len(line)
+        while i < n:
+            ch = line[i]
+            if self.quote is not None:
+                if line.startswith(self.quote, i):
+                    i += 3
+                    self.quote = None
+                    continue
+                i += 2 if ch == "\\" else 1
+                continue
+            if ch == "#":
+                return
+            if line.startswith(('"""', "'''"), i):
+                self.quote = line[i : i + 3]
+                i += 3
+                continue
+            if ch in "\"'":
+                j = i + 1
+                while j < n and line[j] != ch:
+                    j += 2 if line[j] == "\\" else 1
+                i = j + 1
+                continue
+            if ch in "([{":
+                self.depth += 1
+            elif ch in ")]}":
+                self.depth = max(0, self.depth - 1)
+            i += 1
+
+
 class NotebookError(ValueError):
     """The notebook's JSON cannot be read."""
 
@@ -42,23 +86,31 @@ def mask_magics(source: str) -> str:
         else:
             return "\n".join("" if i else "pass" for i, _ in enumerate(lines))
     out = []
-    continuation = False
+    continuation = False  # the previous masked line ended with a backslash
+    scanner = _OpenBrackets()
     for line in lines:
         stripped = line.lstrip()
         if continuation:
             out.append("")
             continuation = line.rstrip().endswith("\\")
             continue
+        inside = scanner.open  # a line inside (...), [...], {...} or a string is never a magic
+        scanner.feed(line)
         match = _LINE_MAGIC.match(line)
-        if match and not stripped.startswith(("%=", "!=")):
+        if inside:
+            out.append(line)
+        elif match and not stripped.startswith(("%=", "!=")):
             out.append(match.group(1) + "pass")
             continuation = line.rstrip().endswith("\\")
+            scanner.reset()
         elif _ASSIGN_MAGIC.match(line):
             assign = _ASSIGN_MAGIC.match(line)
             assert assign is not None
             out.append(assign.group(1) + "None")
+            scanner.reset()
         elif _HELP_SUFFIX.match(line):
             out.append(_HELP_SUFFIX.match(line).group(1) + "pass")  # type: ignore[union-attr]
+            scanner.reset()
         else:
             out.append(line)
     return "\n".join(out)
