@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from lsp_helpers import codes, initialize, lsp_client, open_doc, published
 from lsprotocol import types
@@ -51,12 +53,11 @@ async def test_close_cancels_pending_analysis(client: LanguageClient) -> None:
     )
     close(client, uri)
     assert (await published(client, uri, after=start)).diagnostics == []
-    # Open another document and wait for it: by then the debounce has long passed.
+    # Open and edit another document past the 300 ms debounce: the closed one stays clear.
     other = "file:///tmp/td_close/c.py"
-    open_doc(client, other, 'import torch\ntorch.load("x")\n')
-    await published(client, other)
-    await published(client, other)  # noqa: the same publish; keeps the order explicit
-    import asyncio
-
-    await asyncio.sleep(0.5)
+    open_doc(client, other, "import torch\n")
+    await published(client, other, version=1)
+    await asyncio.sleep(0.4)
+    open_doc(client, other.replace("c.py", "d.py"), 'import torch\ntorch.load("x")\n')
+    await published(client, other.replace("c.py", "d.py"))
     assert [p.diagnostics for p in client.published[start:] if p.uri == uri] == [[]]

@@ -225,3 +225,26 @@ async def test_notebook_close_clears_every_cell(client: LanguageClient) -> None:
         )
     )
     assert (await published(client, a, after=start)).diagnostics == []
+
+
+@lsp_client(scope="module")
+async def pull_client(lsp_client: LanguageClient):
+    await initialize(lsp_client, pull=True)
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_cells_answer_pull_requests(pull_client: LanguageClient) -> None:
+    nb = "file:///tmp/td_nb/pull.ipynb"
+    a = "vscode-notebook-cell:/tmp/td_nb/pull.ipynb#A%3D%3D"
+    b = "vscode-notebook-cell:/tmp/td_nb/pull.ipynb#B%3D%3D"
+    open_notebook(pull_client, nb, [(a, "import torch"), (b, 'torch.load("m.pt")')])
+    reports = {}
+    for cell in (a, b):
+        reports[cell] = await pull_client.text_document_diagnostic_async(
+            types.DocumentDiagnosticParams(text_document=types.TextDocumentIdentifier(uri=cell))
+        )
+    assert isinstance(reports[b], types.RelatedFullDocumentDiagnosticReport)
+    assert codes(reports[b].items) == ["TDR602"]
+    assert isinstance(reports[a], types.RelatedFullDocumentDiagnosticReport)
+    assert reports[a].items == []

@@ -4,7 +4,7 @@ stale versions dropped; pull diagnostics with real result ids."""
 from __future__ import annotations
 
 import pytest
-from lsp_helpers import change, codes, initialize, lsp_client, open_doc, published, wait_until
+from lsp_helpers import change, codes, initialize, lsp_client, open_doc, published
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
@@ -81,19 +81,7 @@ async def test_file_without_torch_has_no_findings(client: LanguageClient) -> Non
     assert params.diagnostics == []
 
 
-async def test_close_publishes_empty_list(client: LanguageClient) -> None:
-    uri = "file:///tmp/td_text/close.py"
-    open_doc(client, uri, LOAD)
-    await published(client, uri, version=1)
-    start = len(client.published)
-    client.text_document_did_close(
-        types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri=uri))
-    )
-    closed = await published(client, uri, after=start)
-    assert closed.diagnostics == []
-
-
-async def test_handler_errors_are_logged_not_shown(client: LanguageClient) -> None:
+async def test_unknown_document_gets_no_actions(client: LanguageClient) -> None:
     # A code action for a document the server never saw, with junk data: no popup, no crash.
     result = await client.text_document_code_action_async(
         types.CodeActionParams(
@@ -140,5 +128,52 @@ async def test_pull_diagnostics_with_result_ids(pull_client: LanguageClient) -> 
     assert fixed.items == []
     assert fixed.result_id != full.result_id
     # Pull clients get no pushed findings.
-    await wait_until(lambda: True)
     assert all(not p.diagnostics for p in client.published if p.uri == uri)
+
+
+EVAL = (
+    "import torch\n"
+    "def evaluate(model, val_loader):\n"
+    "    model.eval()\n"
+    "    correct = 0\n"
+    "    for x, y in val_loader:\n"
+    "        correct += (model(x).argmax(1) == y).sum().item()\n"
+    "    return correct\n"
+)
+
+
+async def test_related_information_and_tags(client: LanguageClient) -> None:
+    uri = "file:///tmp/td_text/related.py"
+    open_doc(client, uri, EVAL + "scaler = torch.cuda.amp.GradScaler()\n")
+    params = await published(client, uri)
+    by_code = {d.code: d for d in params.diagnostics}
+    related = by_code["TDR105"].related_information
+    assert related and related[0].location.uri == uri
+    assert related[0].location.range.start.line == 2  # the model.eval() call
+    assert by_code["TDR401"].tags == [types.DiagnosticTag.Deprecated]
+
+
+async def test_handler_exception_is_logged_and_the_server_goes_on(client: LanguageClient) -> None:
+    uri = "file:///tmp/td_text/junk.py"
+    open_doc(client, uri, LOAD)
+    await published(client, uri)
+    junk = types.Diagnostic(
+        range=types.Range(types.Position(0, 0), types.Position(0, 1)),
+        message="junk",
+        code="TDR602",
+        source="torchdoctor",
+        data={"fixes": "not a list", "noqaLine": "nowhere"},
+    )
+    result = await client.text_document_code_action_async(
+        types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            range=junk.range,
+            context=types.CodeActionContext(diagnostics=[junk]),
+        )
+    )
+    assert result == []
+    errors = [m for m in client.log_messages if m.type == types.MessageType.Error]
+    assert any("code_action failed" in m.message for m in errors)
+    assert client.messages == []  # logged, never popped up
+    change(client, uri, 2, (1, 22), (1, 22), ', map_location="cpu"')
+    assert (await published(client, uri, version=2)).diagnostics == []

@@ -773,6 +773,14 @@ def create_server() -> TorchDoctorServer:
                 doctor.set_settings("", settings["torchdoctor"], "didChangeConfiguration")
         reload_configuration()
 
+    @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+    @guard()
+    async def did_change_workspace_folders(
+        params: types.DidChangeWorkspaceFoldersParams,
+    ) -> None:
+        await fetch_configuration()
+        reload_configuration()
+
     @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
     @guard()
     def did_change_watched_files(params: types.DidChangeWatchedFilesParams) -> None:
