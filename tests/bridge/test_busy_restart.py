@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from torchdoctor.bridge.client import KernelBridge, KernelBusy
+from torchdoctor.bridge.client import KernelBridge, KernelBusy, KernelDead
 from torchdoctor.bridge.events import IdleWatcher
 from torchdoctor.bridge.facts import ProbeRequest
 
@@ -63,3 +63,16 @@ def test_restart_is_survived(kernel, bridge: KernelBridge) -> None:
     assert facts.get("before") == {"kind": "missing"}
     assert facts.tensor("after")["shape"] == [3, 3]  # type: ignore[index]
     assert bridge.probe(["after"]).tensor("after") is not None
+
+
+def test_dead_kernel_is_reported_as_dead(new_kernel) -> None:
+    k = new_kernel()
+    bridge = KernelBridge(k.connection_file, timeout=1)
+    try:
+        assert bridge.probe(["anything"]).get("anything") == {"kind": "missing"}
+        k.close()
+        with pytest.raises(KernelDead):
+            bridge.probe(["anything"])
+        assert not bridge.is_alive(timeout=0.3)
+    finally:
+        bridge.close()

@@ -27,6 +27,8 @@ _PROBE_SOURCE = (Path(__file__).with_name("_kernel_probe.py")).read_text(encodin
 PROBE_MODULE = "_torchdoctor_probe_" + hashlib.sha256(_PROBE_SOURCE.encode()).hexdigest()[:12]
 
 DEFAULT_TIMEOUT = 2.0
+CONTROL_CHECK = 0.3  # seconds to tell a busy kernel from a dead one after a probe timed out
+PENDING_EXPIRY = 60.0  # after this, a main-shell probe still unanswered is given up
 SUBSHELL_FEATURE = "kernel subshells"
 
 
@@ -92,6 +94,7 @@ class KernelBridge:
         self.timeout = timeout
         self._lock = threading.Lock()
         self._pending: str | None = None  # a main-shell probe still queued behind a cell
+        self._pending_since = 0.0
         self._installed = False
         self.subshell_id: str | None = None
         self.kernel_info: dict[str, Any] = {}
@@ -252,9 +255,11 @@ class KernelBridge:
         client = self._client
         self._drain(wait if self._pending is not None else 0.0)
         if self._pending is not None:
-            raise KernelBusy(
-                "kernel busy: the previous probe is still waiting behind a running cell"
-            )
+            if time.monotonic() - self._pending_since < PENDING_EXPIRY:
+                raise KernelBusy(
+                    "kernel busy: the previous probe is still waiting behind a running cell"
+                )
+            self._pending = None  # lost (the kernel restarted, say): stop waiting for it
         content = {
             "code": "",
             "silent": True,
@@ -272,8 +277,10 @@ class KernelBridge:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
+                # Busy, or gone? The control channel answers even while a cell runs.
+                self._control("kernel_info_request", timeout=CONTROL_CHECK)
                 if self.subshell_id is None:
-                    self._pending = msg_id
+                    self._pending, self._pending_since = msg_id, time.monotonic()
                     raise KernelBusy(f"kernel busy: no answer within {wait:g} s")
                 raise KernelBusy(f"kernel busy: the probe did not answer within {wait:g} s")
             try:
