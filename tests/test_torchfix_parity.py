@@ -204,3 +204,17 @@ def test_installed_version_is_read_without_importing_torch() -> None:
     ).stdout.split()
     assert out[-1] == "False"
     assert out[0].startswith("(2,")
+
+
+# -- pre-commit hook ----------------------------------------------------------------------------
+def test_pre_commit_hook_replaces_the_flake8_plugin() -> None:
+    yaml = pytest.importorskip("yaml")
+    hooks = yaml.safe_load((Path(__file__).parents[1] / ".pre-commit-hooks.yaml").read_text())
+    hook = next(h for h in hooks if h["id"] == "torchdoctor")
+    assert hook["entry"] == "torchdoctor check"
+    assert set(hook["types_or"]) == {"python", "jupyter"}
+    # What pre-commit runs: the entry with the staged files appended; findings fail the hook.
+    from torchdoctor.cli import main
+
+    fixture = str(FIXTURES / "tor101_deprecated_use.py")
+    assert main([*hook["entry"].split()[1:], "--no-cache", fixture]) == 1

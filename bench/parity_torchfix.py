@@ -1,0 +1,275 @@
+"""Parity with TorchFix: run TorchFix 0.7 and torchdoctor over the same files and count, per
+TorchFix code, how many of its findings torchdoctor also reports at the same place.
+
+    .venv/bin/python bench/parity_torchfix.py [--venv /tmp/torchdoctor-torchfix] [--quick]
+                                              [--misses FILE] [PATH ...]
+
+TorchFix (with libcst, flake8) and transformers are installed into a scratch virtual environment
+created by this script (no system site packages); transformers is only read, never imported.
+The files checked are tests/fixtures/torchfix/ (our own re-written examples of each TorchFix
+rule), the installed torch sources and the transformers sources, or the PATHs given.
+
+A TorchFix finding is matched when torchdoctor reports one of the codes its TorchFix code maps
+to (``rules.resolve_selector``) on the same line, or in the same statement for findings inside a
+multi-line statement (TorchFix reports imports at the statement's first line, torchdoctor at the
+imported name). Both tools honour ``# noqa`` comments. TorchFix's default selection is used
+(TOR4xx and TOR9xx are off by default in TorchFix; ``--all`` includes them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import venv
+from collections import Counter, defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "server"))
+
+from torchdoctor.engine.runner import check_any  # noqa: E402
+from torchdoctor.rules import resolve_selector  # noqa: E402
+
+FIXTURES = ROOT / "tests" / "fixtures" / "torchfix"
+DEFAULT_VENV = Path("/tmp/torchdoctor-torchfix")
+TORCHFIX = "torchfix==0.7.0"
+DEFAULT_OFF = ("TOR3", "TOR4", "TOR9")
+
+# Runs inside the scratch environment: file paths on stdin, one JSON finding per line out.
+DRIVER = r"""
+import json, re, sys
+from concurrent.futures import ProcessPoolExecutor
+NOQA = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>[A-Z][0-9]+(?:[,\s]+[A-Z][0-9]+)*))?", re.I)
+
+def run(path):
+    from torchfix.torchfix import TorchChecker
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.readlines()
+    except (OSError, UnicodeDecodeError):
+        return []
+    try:
+        checker = TorchChecker(None, lines)
+        found = list(checker.run()) if checker.module is not None else []
+    except Exception as exc:
+        return [{"path": path, "error": type(exc).__name__}]
+    out = []
+    for row, col, message, _ in found:
+        code = message.split()[0]
+        line = lines[row - 1] if row <= len(lines) else ""
+        m = NOQA.search(line)
+        if m:
+            codes = m.group("codes")
+            if codes is None:
+                continue
+            listed = [c.upper() for c in re.split(r"[,\s]+", codes.strip())]
+            if any(code.startswith(c) for c in listed):
+                continue
+        out.append({"path": path, "row": row, "code": code})
+    return out
+
+if __name__ == "__main__":
+    paths = [p for p in sys.stdin.read().splitlines() if p]
+    with ProcessPoolExecutor(int(sys.argv[1])) as pool:
+        for result in pool.map(run, paths, chunksize=8):
+            for item in result:
+                print(json.dumps(item))
+"""
+
+
+def ensure_venv(path: Path) -> Path:
+    python = path / "bin" / "python"
+    marker = path / ".torchdoctor-parity"
+    if marker.exists():
+        return python
+    print(f"creating {path} (TorchFix 0.7.0, transformers sources)...", file=sys.stderr)
+    venv.EnvBuilder(with_pip=True, system_site_packages=False, clear=True).create(path)
+    pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    subprocess.run([*pip, TORCHFIX], check=True)
+    subprocess.run([*pip, "--no-deps", "transformers"], check=True)
+    marker.write_text("ok\n")
+    return python
+
+
+def site_packages(python: Path) -> Path:
+    out = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return Path(out.stdout.strip())
+
+
+def torch_sources() -> Path:
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")  # locates the package; does not import it
+    assert spec is not None and spec.origin is not None, "torch is not installed"
+    return Path(spec.origin).parent
+
+
+def python_files(paths: list[Path]) -> list[Path]:
+    out: list[Path] = []
+    for p in paths:
+        if p.is_file():
+            out.append(p)
+        else:
+            out.extend(sorted(q for q in p.rglob("*.py") if q.is_file()))
+    return out
+
+
+def run_torchfix(python: Path, files: list[Path], jobs: int) -> list[dict]:
+    proc = subprocess.run(
+        [str(python), "-c", DRIVER, str(jobs)],
+        input="\n".join(str(f) for f in files),
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+
+
+def statement_rows(text: str) -> dict[int, int]:
+    """Row -> first row of the innermost simple statement spanning it (multi-line only)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
+        return {}
+    rows: dict[int, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.stmt) and not hasattr(node, "body"):
+            end = node.end_lineno or node.lineno
+            if end > node.lineno:
+                for row in range(node.lineno, end + 1):
+                    rows[row] = max(rows.get(row, 0), node.lineno)
+    return rows
+
+
+def run_torchdoctor(files: list[Path], codes: frozenset[str]) -> dict[str, set[tuple[int, str]]]:
+    out: dict[str, set[tuple[int, str]]] = {}
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        result = check_any(text, str(path), codes=codes)
+        if not result.findings:
+            continue
+        stmt = statement_rows(text)
+        places: set[tuple[int, str]] = set()
+        for f in result.findings:
+            places.add((f.range.start.row, f.code))
+            if f.range.start.row in stmt:
+                places.add((stmt[f.range.start.row], f.code))
+        out[str(path)] = places
+    return out
+
+
+def explain(code: str, path: str, row: int) -> str:
+    """Why a finding is missed on purpose, from the call at that line (see the migration page)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+        tree = ast.parse(text)
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return "unexplained"
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.lineno == row]
+    kwargs = {k.arg for c in calls for k in c.keywords}
+    if code == "TOR102":
+        if "map_location" in kwargs or any(len(c.args) >= 2 for c in calls):
+            return "TOR102: `weights_only` defaults to True since torch 2.6 (target 2.13)"
+        if None in kwargs:
+            return "TOR102: **kwargs may hold map_location/weights_only"
+    if code == "TOR003" and None in kwargs:
+        return "TOR003: **kwargs may already hold use_reentrant (a fix would duplicate it)"
+    if code == "TOR002":
+        if re.search(r"\.require_grad\b(?!\s*=[^=])", text):
+            return "TOR002: the file reads `.require_grad` back: its own attribute"
+    return "unexplained"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("paths", nargs="*", type=Path)
+    parser.add_argument("--venv", type=Path, default=DEFAULT_VENV)
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--all", action="store_true", help="Also TorchFix's off-by-default codes.")
+    parser.add_argument("--misses", type=Path, help="Write every miss to this file.")
+    parser.add_argument("--quick", action="store_true", help="Only the fixtures.")
+    args = parser.parse_args(argv)
+
+    python = ensure_venv(args.venv)
+    if args.paths:
+        roots = args.paths
+    elif args.quick:
+        roots = [FIXTURES]
+    else:
+        roots = [FIXTURES, torch_sources(), site_packages(python) / "transformers"]
+    files = python_files(roots)
+    print(f"{len(files)} files under {', '.join(str(r) for r in roots)}", file=sys.stderr)
+
+    start = time.perf_counter()
+    theirs = run_torchfix(python, files, args.jobs)
+    tf_seconds = time.perf_counter() - start
+    errors = [t for t in theirs if "error" in t]
+    theirs = [t for t in theirs if "error" not in t]
+    if not args.all:
+        theirs = [t for t in theirs if not t["code"].startswith(DEFAULT_OFF)]
+
+    mapped = {code: resolve_selector(code) for code in sorted({t["code"] for t in theirs})}
+    codes = frozenset().union(*mapped.values()) if mapped else frozenset()
+    start = time.perf_counter()
+    ours = run_torchdoctor(files, codes)
+    td_seconds = time.perf_counter() - start
+
+    total: Counter[str] = Counter()
+    hit: Counter[str] = Counter()
+    misses: list[tuple[str, str, int, str]] = []
+    matched_places: set[tuple[str, int, str]] = set()
+    for t in theirs:
+        code, path, row = t["code"], t["path"], t["row"]
+        total[code] += 1
+        places = ours.get(path, set())
+        found = [c for c in mapped[code] if (row, c) in places]
+        if found:
+            hit[code] += 1
+            matched_places.update((path, row, c) for c in found)
+        else:
+            misses.append((code, path, row, explain(code, path, row)))
+
+    print(f"\nTorchFix {tf_seconds:.0f} s, torchdoctor {td_seconds:.0f} s, {len(files)} files")
+    print(f"{'TorchFix':<9}{'torchdoctor':<16}{'findings':>9}{'matched':>9}{'share':>8}")
+    for code in sorted(total):
+        targets = ",".join(sorted(mapped[code])) or "(none)"
+        share = 100.0 * hit[code] / total[code]
+        print(f"{code:<9}{targets:<16}{total[code]:>9}{hit[code]:>9}{share:>7.1f}%")
+    all_total, all_hit = sum(total.values()), sum(hit.values())
+    if all_total:
+        print(f"{'all':<25}{all_total:>9}{all_hit:>9}{100.0 * all_hit / all_total:>7.1f}%")
+    reasons = Counter(reason for *_rest, reason in misses)
+    print("\nMisses by reason:")
+    for reason, n in reasons.most_common():
+        print(f"  {n:>6}  {reason}")
+    print("\nEvery miss:")
+    lines = [f"{code} {path}:{row}  [{reason}]" for code, path, row, reason in misses]
+    for line in lines:
+        print("  " + line)
+    if args.misses:
+        args.misses.write_text("\n".join(lines) + "\n")
+    by_code: dict[str, int] = defaultdict(int)
+    for path, places in ours.items():
+        for row, code in places:
+            if (path, row, code) not in matched_places:
+                by_code[code] += 1
+    print("\ntorchdoctor findings without a TorchFix counterpart (places):")
+    for code in sorted(by_code):
+        print(f"  {code}: {by_code[code]}")
+    if errors:
+        print(f"\nTorchFix failed on {len(errors)} files ({Counter(e['error'] for e in errors)})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
