@@ -198,6 +198,19 @@ async def edit_latencies(session: Session, uri: str, text: str, edits: int) -> l
     return out
 
 
+def engine_alone(text: str, runs: int = 5) -> float:
+    """Median time of the engine's own check of ``text`` in this process (no server), in ms."""
+    from torchdoctor.engine.runner import check_text
+
+    check_text(text, "bench.py")
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        check_text(text, "bench.py")
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
 def summary(latencies: list[float]) -> str:
     ordered = sorted(latencies)
     p50 = statistics.median(ordered)
@@ -224,6 +237,7 @@ async def run(
             print(
                 f"{text.count(chr(10)):6d} lines  open {1000 * (first - opened):7.1f} ms  "
                 f"{findings:4d} findings  {args.edits} edits: {summary(result)}"
+                f"   (engine alone: {engine_alone(text):.1f} ms)"
             )
         print(f"server RSS with 2 documents: {session.rss_mb():6.1f} MB")
         text = generate(1_000)
@@ -251,6 +265,9 @@ async def main() -> None:
     parser.add_argument("--edits", type=int, default=30)
     parser.add_argument("--docs", type=int, default=100)
     args = parser.parse_args()
+    print(
+        f"load average: {', '.join(f'{v:.1f}' for v in psutil.getloadavg())} on {psutil.cpu_count()} CPUs"
+    )
     await run(
         "torchdoctor",
         [sys.executable, "-m", "torchdoctor", "server"],

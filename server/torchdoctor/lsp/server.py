@@ -253,7 +253,7 @@ class Doctor:
 
     # -- logging ------------------------------------------------------------------------------
     def log(self, level: str, message: str) -> None:
-        getattr(logger, level if level != "debug" else "debug")(message)
+        logger.log(logging.getLevelName(level.upper()), message)
         if _LEVEL_ORDER[level] > _LEVEL_ORDER.get(self.log_level, 2):
             return
         with contextlib.suppress(Exception):  # no client yet, or the pipe is gone

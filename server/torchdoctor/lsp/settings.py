@@ -149,7 +149,9 @@ def parse_settings(raw: Any, origin: str) -> tuple[ClientSettings, list[str]]:
             values[name] = None
             continue
         try:
-            values[name] = _PARSERS[name](value)
+            parsed = _PARSERS[name](value)
+            # An empty `select` from an editor means "not set", never "no rules at all".
+            values[name] = None if name == "select" and not parsed else parsed
         except ValueError as exc:
             problems.append(f"{origin}: `{key}` {exc}; using the default")
     return ClientSettings(**values, given=frozenset(values)), problems
