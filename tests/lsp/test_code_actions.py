@@ -101,7 +101,7 @@ async def test_quick_fix_disable_and_guide(client: LanguageClient) -> None:
         types.ExecuteCommandParams(command=guide.command.command, arguments=guide.command.arguments)
     )
     assert shown["shown"] is True
-    assert client.shown_documents[-1].uri.rstrip("/").endswith("TDR602")
+    assert "/rules/TDR602/" in client.shown_documents[-1].uri
     assert client.shown_documents[-1].external is True
 
 
