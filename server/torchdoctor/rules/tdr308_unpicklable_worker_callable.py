@@ -3,20 +3,13 @@ from __future__ import annotations
 import ast
 
 from ..engine.context import Context
+from ..engine.data import uses_workers
 from ..engine.model import Severity, Text
 from ..engine.semantic import FUNCTION_NODES, keyword
 from .base import Invalid, Rule
 
 _CALLABLE_ARGS = ("collate_fn", "worker_init_fn")
 _TRANSFORM_ARGS = ("transform", "target_transform", "transforms")
-
-
-def uses_workers(call: ast.Call) -> bool:
-    """A DataLoader call whose ``num_workers`` is given and not literally 0."""
-    kw = keyword(call, "num_workers")
-    if kw is None:
-        return False
-    return not (isinstance(kw.value, ast.Constant) and kw.value.value == 0)
 
 
 class UnpicklableWorkerCallable(Rule):

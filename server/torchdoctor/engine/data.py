@@ -1,0 +1,461 @@
+"""Facts about DataLoaders, Datasets and the batches they yield, shared by the TDR3xx rules.
+
+Which ``DataLoader(...)`` call made the loader a loop iterates (through names, ``self.attr``,
+parameters of local functions and local builder functions), whether a loader uses worker
+processes, whether an expression is a batch that loop yields, whether a ``.to(...)`` call
+moves it to a CUDA device, and which classes of the file are torch Datasets. All of it is read
+from ``Semantic`` facts.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from .semantic import (
+    FUNCTION_NODES,
+    Binding,
+    Kind,
+    LoopInfo,
+    Semantic,
+    argument,
+    has_star_kwargs,
+    keyword,
+    terminal_name,
+)
+
+DATALOADER = "torch.utils.data.DataLoader"
+# DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn,
+#            pin_memory, drop_last, timeout, worker_init_fn, multiprocessing_context, generator)
+_LOADER_POSITIONS = {
+    "dataset": 0,
+    "batch_size": 1,
+    "shuffle": 2,
+    "sampler": 3,
+    "batch_sampler": 4,
+    "num_workers": 5,
+    "collate_fn": 6,
+    "pin_memory": 7,
+    "drop_last": 8,
+    "timeout": 9,
+    "worker_init_fn": 10,
+    "multiprocessing_context": 11,
+    "generator": 12,
+}
+_MAX_DEPTH = 6
+# Device strings that are not CUDA (pinning does not help copies to them).
+_HOST_DEVICES = frozenset({"cpu", "meta", "mps"})
+
+
+def loader_argument(call: ast.Call, name: str) -> ast.expr | None:
+    """The value a ``DataLoader(...)`` call passes for parameter ``name`` (keyword or
+    positional)."""
+    return argument(call, name, _LOADER_POSITIONS.get(name))
+
+
+def passes(call: ast.Call, name: str) -> bool:
+    """Whether a ``DataLoader(...)`` call may set ``name``: given explicitly, or through
+    ``**kwargs`` / ``*args`` that could hold it."""
+    if loader_argument(call, name) is not None or has_star_kwargs(call):
+        return True
+    return any(isinstance(a, ast.Starred) for a in call.args)
+
+
+def uses_workers(call: ast.Call) -> bool:
+    """A DataLoader call whose ``num_workers`` is given and not literally 0."""
+    value = loader_argument(call, "num_workers")
+    if value is None:
+        return False
+    return not (isinstance(value, ast.Constant) and value.value == 0)
+
+
+def is_literal(expr: ast.AST | None, value: object) -> bool:
+    return isinstance(expr, ast.Constant) and expr.value is value
+
+
+# ------------------------------------------------------------------ where values come from --
+def param_values(sem: Semantic, binding: Binding) -> list[ast.expr] | None:
+    """The values passed for a parameter of a function defined in this file, one per call
+    site that calls it by name; None when a call site passes it through ``*args``/``**kw``,
+    leaves it out, or the function is never called by name."""
+    func = binding.scope
+    if binding.how != "param" or not isinstance(func, FUNCTION_NODES):
+        return None
+    args = func.args
+    positional = [a.arg for a in (*args.posonlyargs, *args.args)]
+    values: list[ast.expr] = []
+    for call in sem.calls_by_name.get(func.name, ()):
+        if sem.local_function(call.func) is not func:
+            continue
+        if any(isinstance(a, ast.Starred) for a in call.args) or has_star_kwargs(call):
+            return None
+        index = positional.index(binding.name) if binding.name in positional else None
+        value = argument(call, binding.name, index)
+        if value is None:
+            return None
+        values.append(value)
+    return values or None
+
+
+def sources(sem: Semantic, expr: ast.AST | None, _depth: int = 0) -> tuple[list[ast.expr], bool]:
+    """The expressions a value may come from: through names bound once or several times by
+    assignment, ``self.attr`` assignments of the class, parameters of local functions (their
+    call sites), the returns of local functions, and both branches of ``a if c else b``.
+    The second item says whether the value may also come from somewhere unknown."""
+    if expr is None or _depth > _MAX_DEPTH:
+        return [], True
+    if isinstance(expr, ast.IfExp):
+        a, ua = sources(sem, expr.body, _depth + 1)
+        b, ub = sources(sem, expr.orelse, _depth + 1)
+        return a + b, ua or ub
+    if isinstance(expr, ast.NamedExpr):
+        return sources(sem, expr.value, _depth + 1)
+    values: list[ast.expr] | None = None
+    if isinstance(expr, ast.Name):
+        binding = sem.lookup(expr.id, expr)
+        if binding is None:
+            return [], True
+        if binding.how == "param":
+            values = param_values(sem, binding)
+        else:
+            scope = sem.scopes.get(binding.scope)
+            same = scope.bindings.get(expr.id, []) if scope is not None else [binding]
+            if all(b.how == "assign" and b.index is None and b.value is not None for b in same):
+                values = [b.value for b in same if b.value is not None]
+    elif (
+        isinstance(expr, ast.Attribute)
+        and isinstance(expr.value, ast.Name)
+        and expr.value.id == "self"
+    ):
+        cls = sem.enclosing_class(expr)
+        if cls is not None:
+            values = list(sem.self_attr_values.get((cls, expr.attr), [])) or None
+    elif isinstance(expr, ast.Call):
+        func = sem.local_function(expr.func)
+        if func is None:
+            return [expr], False
+        values = list(_returns(sem, func)) or None
+    elif isinstance(expr, ast.expr):
+        return [expr], False
+    else:
+        return [], True
+    if values is None:
+        return [], True
+    found: list[ast.expr] = []
+    unknown = False
+    for value in values:
+        more, maybe = sources(sem, value, _depth + 1)
+        found += more
+        unknown = unknown or maybe
+    return found, unknown
+
+
+def _returns(sem: Semantic, func: ast.AST) -> Iterator[ast.expr]:
+    for node in sem.walk(func):
+        if isinstance(node, ast.Return) and node.value is not None:
+            yield node.value
+
+
+def loader_calls(sem: Semantic, expr: ast.AST | None) -> tuple[list[ast.Call], bool]:
+    """The ``torch.utils.data.DataLoader(...)`` calls a loader expression may hold, and whether
+    it may also hold something else."""
+    found, unknown = sources(sem, expr)
+    calls: list[ast.Call] = []
+    for value in found:
+        if isinstance(value, ast.Call) and sem.qualname(value.func) == DATALOADER:
+            if all(c is not value for c in calls):
+                calls.append(value)
+        else:
+            unknown = True
+    return calls, unknown
+
+
+# ------------------------------------------------------------------ batches and devices -----
+def batch_loop(sem: Semantic, expr: ast.AST, _depth: int = 0) -> LoopInfo | None:
+    """The loop over a DataLoader whose batch ``expr`` is, or is taken from (``x`` in
+    ``for x, y in loader``, ``batch["image"]``, ``v`` in ``{k: v for k, v in batch.items()}``,
+    a name assigned from one of those)."""
+    if _depth > _MAX_DEPTH:
+        return None
+    while True:
+        if isinstance(expr, ast.Subscript | ast.Attribute | ast.Starred):
+            expr = expr.value
+        elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+            expr = expr.func.value
+        else:
+            break
+    if not isinstance(expr, ast.Name):
+        return None
+    binding = sem.lookup(expr.id, expr)
+    if binding is None:
+        return None
+    if binding.how == "assign" and binding.value is not None:
+        return batch_loop(sem, binding.value, _depth + 1)
+    if binding.how != "loop":
+        return None
+    for anc in sem.ancestors(binding.node):
+        if isinstance(anc, ast.comprehension):
+            return batch_loop(sem, anc.iter, _depth + 1)
+        if isinstance(anc, ast.For | ast.AsyncFor):
+            info = sem.loop_info(anc)
+            if not info.is_batch_loop or _is_enumerate_counter(anc, binding.node):
+                return None
+            return info
+        if isinstance(anc, ast.stmt):
+            return None
+    return None
+
+
+def _is_enumerate_counter(loop: ast.For | ast.AsyncFor, target: ast.AST) -> bool:
+    """``i`` in ``for i, batch in enumerate(loader)``."""
+    return (
+        isinstance(loop.target, ast.Tuple)
+        and bool(loop.target.elts)
+        and loop.target.elts[0] is target
+        and isinstance(loop.iter, ast.Call)
+        and terminal_name(loop.iter.func) == "enumerate"
+    )
+
+
+def transfer_device(call: ast.Call) -> ast.expr | None:
+    """The device a ``.to(...)`` call moves its receiver to (``x.to(device)``,
+    ``x.to(device=d)``); None for other calls and for ``.to(dtype)``-only calls we cannot
+    tell apart (``x.to(other_tensor)``)."""
+    if not isinstance(call.func, ast.Attribute) or call.func.attr != "to":
+        return None
+    return argument(call, "device", 0)
+
+
+def is_cuda_call(call: ast.Call) -> bool:
+    """``x.cuda(...)`` (not ``torch.cuda...``)."""
+    return isinstance(call.func, ast.Attribute) and call.func.attr == "cuda"
+
+
+def non_blocking(call: ast.Call) -> bool:
+    """``non_blocking=True`` in a ``.to(...)``/``.cuda(...)`` call (``x.cuda(dev, True)``
+    too)."""
+    value = argument(call, "non_blocking", 1 if is_cuda_call(call) else None)
+    return is_literal(value, True)
+
+
+def device_kind(sem: Semantic, expr: ast.AST | None, _depth: int = 0) -> str | None:
+    """``"cuda"`` when a device expression names a CUDA device (``"cuda"``, ``"cuda:0"``,
+    ``f"cuda:{rank}"``, ``torch.device("cuda", i)``, ``torch.cuda.current_device()``, a name or
+    ``self.attr`` assigned one of those, either branch of ``"cuda" if ... else "cpu"``);
+    ``"host"`` when it names the CPU (or MPS, meta); None when unknown."""
+    if expr is None or _depth > _MAX_DEPTH:
+        return None
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+        name = expr.value.split(":")[0].strip()
+        return "cuda" if name == "cuda" else "host" if name in _HOST_DEVICES else None
+    if isinstance(expr, ast.JoinedStr):
+        first = expr.values[0] if expr.values else None
+        if isinstance(first, ast.Constant) and isinstance(first.value, str):
+            return device_kind(sem, ast.Constant(first.value), _depth + 1)
+        return None
+    if isinstance(expr, ast.IfExp):
+        kinds = {device_kind(sem, expr.body, _depth + 1), device_kind(sem, expr.orelse, _depth + 1)}
+        # A CUDA device with a CPU fallback for machines without a GPU is a CUDA device.
+        return "cuda" if "cuda" in kinds else ("host" if kinds == {"host"} else None)
+    if isinstance(expr, ast.Call):
+        qual = sem.qualname(expr.func)
+        if qual == "torch.device":
+            return device_kind(sem, argument(expr, "type", 0), _depth + 1)
+        if qual == "torch.cuda.current_device":
+            return "cuda"
+    found, _unknown = sources(sem, expr, _depth + 1)
+    if found == [expr]:
+        return None
+    kinds = {device_kind(sem, value, _depth + 1) for value in found}
+    if not kinds or None in kinds:
+        return None
+    # As for ``a if c else b``: CUDA with a CPU fallback is CUDA.
+    return "cuda" if "cuda" in kinds else "host"
+
+
+def moves_to_cuda(sem: Semantic, call: ast.Call) -> bool:
+    """``x.cuda(...)`` or ``x.to(<a CUDA device>)``."""
+    if is_cuda_call(call):
+        return sem.qualname(call.func) is None
+    return device_kind(sem, transfer_device(call)) == "cuda"
+
+
+def batch_transfers(sem: Semantic) -> Iterator[tuple[ast.Call, LoopInfo]]:
+    """``.to(...)``/``.cuda(...)`` calls on a batch of a DataLoader loop, with that loop."""
+    for attr in ("to", "cuda"):
+        for call in sem.calls_by_attr.get(attr, ()):
+            assert isinstance(call.func, ast.Attribute)
+            loop = batch_loop(sem, call.func.value)
+            if loop is not None:
+                yield call, loop
+
+
+def dataset_on_device(sem: Semantic, loader: ast.Call) -> bool:
+    """Whether the loader's dataset may hold tensors already on a device: its construction
+    (or the values of the names it is given) calls ``.cuda()``/``.to(...)`` or passes
+    ``device=``. Pinning such tensors fails."""
+    found, _unknown = sources(sem, loader_argument(loader, "dataset"))
+    for made in found:
+        if not isinstance(made, ast.Call):
+            continue
+        parts: list[ast.AST] = [made]
+        for arg in [*made.args, *(k.value for k in made.keywords)]:
+            parts += sources(sem, arg)[0]
+        for part in parts:
+            for node in ast.walk(part):
+                if isinstance(node, ast.Call) and (
+                    keyword(node, "device") is not None
+                    or (isinstance(node.func, ast.Attribute) and node.func.attr in ("cuda", "to"))
+                ):
+                    return True
+    return False
+
+
+# ------------------------------------------------------------------ datasets ---------------
+def is_dataset_class(sem: Semantic, cls: ast.ClassDef) -> bool:
+    """A subclass of ``torch.utils.data.Dataset``/``IterableDataset`` (also through classes of
+    this file) or of a ``torchvision.datasets`` class."""
+    if sem.class_kind(cls) is Kind.DATASET:
+        return True
+    return any(q.startswith("torchvision.datasets.") for q in sem.class_bases(cls))
+
+
+def dataset_classes(sem: Semantic) -> Iterator[ast.ClassDef]:
+    for cls in sem.classes:
+        if is_dataset_class(sem, cls):
+            yield cls
+
+
+def method(cls: ast.ClassDef, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    for stmt in cls.body:
+        if isinstance(stmt, FUNCTION_NODES) and stmt.name == name:
+            return stmt
+    return None
+
+
+def loaders_of_class(sem: Semantic, cls: ast.ClassDef) -> tuple[list[ast.Call], bool]:
+    """The DataLoader calls of this file whose dataset is an instance of ``cls`` (or of a
+    subclass defined here), and whether some of them may also get another dataset."""
+    out: list[ast.Call] = []
+    unknown = False
+    for call in sem.calls_to(DATALOADER):
+        found, maybe = sources(sem, loader_argument(call, "dataset"))
+        made = [v for v in found if isinstance(v, ast.Call) and _instance_of(sem, v, cls)]
+        if made:
+            out.append(call)
+            unknown = unknown or maybe or len(made) != len(found)
+    return out, unknown
+
+
+def _instance_of(sem: Semantic, call: ast.Call, cls: ast.ClassDef) -> bool:
+    made = sem.local_class(call.func)
+    if made is None:
+        return False
+    if made is cls:
+        return True
+    return any(sem.local_class(b) is cls for b in made.bases if isinstance(b, ast.Name))
+
+
+# ------------------------------------------------------------------ reading files ----------
+# Calls that read one sample's file (an image, an array, a tensor, a clip) into memory.
+SAMPLE_READERS = frozenset(
+    {
+        "PIL.Image.open",
+        "cv2.imread",
+        "torch.load",
+        "numpy.load",
+        "numpy.fromfile",
+        "torchvision.io.read_image",
+        "torchvision.io.decode_image",
+        "torchvision.io.read_file",
+        "torchvision.io.read_video",
+        "imageio.imread",
+        "imageio.v2.imread",
+        "imageio.v3.imread",
+        "skimage.io.imread",
+        "matplotlib.pyplot.imread",
+        "torchaudio.load",
+        "soundfile.read",
+        "librosa.load",
+    }
+)
+# Calls that parse a whole file (a table, a JSON/YAML/pickle document, a tensor or array file).
+WHOLE_FILE_READERS = frozenset(
+    {
+        "pandas.read_csv",
+        "pandas.read_table",
+        "pandas.read_json",
+        "pandas.read_parquet",
+        "pandas.read_excel",
+        "pandas.read_feather",
+        "pandas.read_pickle",
+        "json.load",
+        "pickle.load",
+        "yaml.load",
+        "yaml.safe_load",
+        "yaml.full_load",
+        "torch.load",
+        "numpy.load",
+        "numpy.loadtxt",
+        "numpy.genfromtxt",
+    }
+)
+_READ_METHODS = frozenset({"read", "readlines"})
+_PATH_READ_METHODS = frozenset({"read_text", "read_bytes"})
+
+
+def opened_file(sem: Semantic, expr: ast.AST) -> ast.Call | None:
+    """The ``open(...)`` call a file object comes from: ``open(p)`` itself, or ``f`` after
+    ``with open(p) as f:``."""
+    if isinstance(expr, ast.Name):
+        binding = sem.lookup(expr.id, expr)
+        if binding is None or binding.how != "with" or binding.index is not None:
+            return None
+        expr = binding.value if binding.value is not None else expr
+    if isinstance(expr, ast.Call) and (
+        sem.qualname(expr.func) == "io.open"
+        or (
+            isinstance(expr.func, ast.Name)
+            and expr.func.id == "open"
+            and sem.lookup("open", expr.func) is None
+        )
+    ):
+        return expr
+    return None
+
+
+def file_read(sem: Semantic, call: ast.Call, readers: frozenset[str]) -> ast.expr | None:
+    """When ``call`` reads a file, the expression naming that file: the first argument of one
+    of ``readers`` (or of the ``open(...)`` it is given), the path of ``open(p).read()``,
+    ``f.read()`` after ``with open(p) as f``, or ``Path(p).read_text()``. None otherwise."""
+    func = call.func
+    if sem.qualname(func) in readers:
+        first = call.args[0] if call.args else (call.keywords[0].value if call.keywords else None)
+        if first is None:
+            return None
+        opened = opened_file(sem, first)
+        return argument(opened, "file", 0) if opened is not None else first
+    if isinstance(func, ast.Attribute):
+        if func.attr in _READ_METHODS:
+            opened = opened_file(sem, func.value)
+            return argument(opened, "file", 0) if opened is not None else None
+        if func.attr in _PATH_READ_METHODS:
+            owner = func.value
+            if isinstance(owner, ast.Call) and sem.qualname(owner.func) in (
+                "pathlib.Path",
+                "pathlib.PurePath",
+            ):
+                return owner.args[0] if owner.args else None
+            return owner
+    return None
+
+
+def self_attribute(target: ast.AST) -> str | None:
+    """``x`` for a ``self.x`` target."""
+    if (
+        isinstance(target, ast.Attribute)
+        and isinstance(target.value, ast.Name)
+        and target.value.id == "self"
+    ):
+        return target.attr
+    return None

@@ -1,0 +1,222 @@
+from __future__ import annotations
+
+import ast
+
+from ..engine import data, fixes
+from ..engine.context import Context
+from ..engine.model import Applicability, Fix, Severity, Text
+from ..engine.semantic import Semantic
+from .base import Invalid, Rule
+
+_HEAD = "import torch\nfrom torch.utils.data import DataLoader\n"
+
+
+class NonBlockingWithoutPinned(Rule):
+    """## What it does
+    Checks for `.to(..., non_blocking=True)` and `.cuda(non_blocking=True)` on the batches of a
+    `DataLoader` created without `pin_memory=`.
+
+    Not reported: a loader with `pin_memory=False` written out (pinning was turned off on
+    purpose), a loader whose options come from `**kwargs`, batches pinned by hand
+    (`x.pin_memory().to(...)`) or by a `collate_fn` of the file that calls `.pin_memory()`,
+    and copies to a device known to be the CPU.
+
+    ## Why is this bad?
+    `non_blocking=True` only makes a host-to-device copy asynchronous when the source tensor is
+    in pinned (page-locked) memory. From pageable memory the driver first copies into a pinned
+    staging buffer, and the call returns only after that: the flag promises an overlap of copy
+    and compute that does not happen. Measured on an H200 (512 MiB copy): pageable 20.9 GB/s,
+    pageable with `non_blocking=True` 20.7 GB/s, pinned with `non_blocking=True` 55.0 GB/s;
+    copying 512 MiB then running an 8192² matmul took 46.5 ms per round from pageable memory
+    (blocking) and 31.6 ms from pinned memory with `non_blocking=True`, because the copy
+    overlaps the compute.
+
+    ## Example
+    ```python
+    loader = DataLoader(train_set, batch_size=256, num_workers=8)
+    for x, y in loader:
+        x = x.to(device, non_blocking=True)
+    ```
+
+    ## Use instead
+    ```python
+    loader = DataLoader(train_set, batch_size=256, num_workers=8, pin_memory=True)
+    for x, y in loader:
+        x = x.to(device, non_blocking=True)
+    ```
+
+    ## Fix safety
+    The fix adds `pin_memory=True` to the `DataLoader` call. It is safe: the batches hold the
+    same values; the copies become asynchronous, and PyTorch orders them before the kernels
+    that read them on the same stream.
+
+    ## References
+    - [Memory pinning](https://pytorch.org/docs/stable/data.html#memory-pinning)
+    - [A guide on good usage of `non_blocking` and `pin_memory()`](https://pytorch.org/tutorials/intermediate/pinmem_nonblock.html)
+    """
+
+    zh = """## 功能
+    检查对未设置 `pin_memory=` 的 `DataLoader` 产出的 batch 调用 `.to(..., non_blocking=True)` 或
+    `.cuda(non_blocking=True)` 的情况。
+
+    以下情况不报告：显式写出 `pin_memory=False` 的加载器（有意关闭锁页）、选项来自 `**kwargs` 的加载器、
+    手动锁页的 batch（`x.pin_memory().to(...)`）或由本文件中调用 `.pin_memory()` 的 `collate_fn` 锁页的
+    batch，以及拷贝目标已知是 CPU 的情况。
+
+    ## 为什么不好？
+    只有源张量位于锁页内存中时，`non_blocking=True` 才能让主机到设备的拷贝异步进行。从可分页内存拷贝时，
+    驱动要先把数据拷进锁页的中转缓冲区，调用要等这一步完成才返回：这个参数承诺的拷贝与计算重叠并不会发生。
+    在 H200 上实测（拷贝 512 MiB）：可分页内存 20.9 GB/s，可分页加 `non_blocking=True` 20.7 GB/s，锁页内存加
+    `non_blocking=True` 55.0 GB/s；先拷贝 512 MiB 再做一次 8192² 矩阵乘，从可分页内存（阻塞）每轮 46.5 ms，
+    从锁页内存加 `non_blocking=True` 每轮 31.6 ms，因为拷贝与计算重叠了。
+
+    ## 示例
+    ```python
+    loader = DataLoader(train_set, batch_size=256, num_workers=8)
+    for x, y in loader:
+        x = x.to(device, non_blocking=True)
+    ```
+
+    ## 改为
+    ```python
+    loader = DataLoader(train_set, batch_size=256, num_workers=8, pin_memory=True)
+    for x, y in loader:
+        x = x.to(device, non_blocking=True)
+    ```
+
+    ## 修复安全性
+    修复会给 `DataLoader` 调用加上 `pin_memory=True`。它是安全的：batch 的数值不变；拷贝变成异步，而
+    PyTorch 会保证同一个流上读取这些数据的 kernel 排在拷贝之后。
+
+    ## 参考
+    - [内存锁页](https://pytorch.org/docs/stable/data.html#memory-pinning)
+    - [`non_blocking` 与 `pin_memory()` 的正确用法](https://pytorch.org/tutorials/intermediate/pinmem_nonblock.html)
+    """
+
+    code = "TDR304"
+    name = "non-blocking-without-pinned"
+    severity = Severity.INFO
+    fix_safety = Applicability.SAFE
+
+    VALID = (
+        _HEAD + "loader = DataLoader(ds, pin_memory=True)\n"
+        "for x, y in loader:\n    x = x.to('cuda', non_blocking=True)\n",
+        # Pinning turned off on purpose, or decided at run time.
+        _HEAD + "loader = DataLoader(ds, pin_memory=False)\n"
+        "for x, y in loader:\n    x = x.cuda(non_blocking=True)\n",
+        _HEAD + "loader = DataLoader(ds, pin_memory=args.pin)\n"
+        "for x, y in loader:\n    x = x.cuda(non_blocking=True)\n",
+        _HEAD + "loader = DataLoader(ds, **kw)\n"
+        "for x, y in loader:\n    x = x.cuda(non_blocking=True)\n",
+        # Pinned by hand, or by the collate function.
+        _HEAD + "loader = DataLoader(ds)\n"
+        "for x, y in loader:\n    x = x.pin_memory().to('cuda', non_blocking=True)\n",
+        _HEAD + "def collate(batch):\n    return torch.stack(batch).pin_memory()\n"
+        "loader = DataLoader(ds, collate_fn=collate)\n"
+        "for x in loader:\n    x = x.to('cuda', non_blocking=True)\n",
+        # Blocking copies (TDR303's business), and copies to the CPU.
+        _HEAD + "loader = DataLoader(ds)\nfor x, y in loader:\n"
+        "    x = x.to('cuda', non_blocking=False)\n",
+        _HEAD + "loader = DataLoader(ds)\nfor x, y in loader:\n"
+        "    x = x.to('cpu', non_blocking=True)\n",
+        # Not a batch of a loader.
+        _HEAD + "w = torch.randn(3)\nw = w.to('cuda', non_blocking=True)\n",
+        # A loader whose origin is unknown.
+        _HEAD + "def train(loader):\n    for x, y in loader:\n"
+        "        x = x.cuda(non_blocking=True)\n",
+    )
+    INVALID = (
+        Invalid(
+            _HEAD + "device = torch.device('cuda')\n"
+            "loader = DataLoader(ds, batch_size=64, num_workers=4)\n"
+            "for x, y in loader:\n"
+            "    x = x.to(device, non_blocking=True)\n",
+            fixed=_HEAD + "device = torch.device('cuda')\n"
+            "loader = DataLoader(ds, batch_size=64, num_workers=4, pin_memory=True)\n"
+            "for x, y in loader:\n"
+            "    x = x.to(device, non_blocking=True)\n",
+        ),
+        # An unknown device is enough: non_blocking says the target is an accelerator.
+        Invalid(
+            "import torch.utils.data as tud\n"
+            "def run(model, ds, args):\n"
+            "    loader = tud.DataLoader(ds, 8)\n"
+            "    for i, (x, y) in enumerate(loader):\n"
+            "        y = y.cuda(args.gpu, True)\n",
+            fixed="import torch.utils.data as tud\n"
+            "def run(model, ds, args):\n"
+            "    loader = tud.DataLoader(ds, 8, pin_memory=True)\n"
+            "    for i, (x, y) in enumerate(loader):\n"
+            "        y = y.cuda(args.gpu, True)\n",
+        ),
+        Invalid(
+            _HEAD + "loader = DataLoader(ds)\nfor batch in loader:\n"
+            "    batch = [t.to(args.device, non_blocking=True) for t in batch]\n",
+            fixed=_HEAD + "loader = DataLoader(ds, pin_memory=True)\nfor batch in loader:\n"
+            "    batch = [t.to(args.device, non_blocking=True) for t in batch]\n",
+            notebook=True,
+        ),
+    )
+
+    def check(self, ctx: Context) -> None:
+        sem = ctx.sem
+        for transfer, loop in data.batch_transfers(sem):
+            if not data.non_blocking(transfer) or _pinned_by_hand(transfer):
+                continue
+            if not data.is_cuda_call(transfer):
+                if data.device_kind(sem, data.transfer_device(transfer)) == "host":
+                    continue
+            calls, unknown = data.loader_calls(sem, loop.loader)
+            if unknown or not calls or any(_may_pin(sem, c) for c in calls):
+                continue
+            edits = tuple(fixes.add_keyword(ctx.source, c, "pin_memory=True") for c in calls)
+            ctx.report(
+                transfer,
+                Text(
+                    "`non_blocking=True` on a batch of a `DataLoader` without `pin_memory=True`: "
+                    "the copy from pageable memory is not asynchronous",
+                    "对未设置 `pin_memory=True` 的 `DataLoader` 的 batch 使用 `non_blocking=True`："
+                    "从可分页内存的拷贝并不是异步的",
+                ),
+                fixes=[
+                    Fix(
+                        Text(
+                            "Add `pin_memory=True` to the `DataLoader`",
+                            "给 `DataLoader` 添加 `pin_memory=True`",
+                        ),
+                        edits,
+                        Applicability.SAFE,
+                    )
+                ],
+                related=[
+                    ctx.related(
+                        c.func, Text("The `DataLoader` is created here", "`DataLoader` 在此创建")
+                    )
+                    for c in calls
+                ],
+            )
+
+
+def _pinned_by_hand(transfer: ast.Call) -> bool:
+    """``x.pin_memory().to(...)``."""
+    assert isinstance(transfer.func, ast.Attribute)
+    receiver = transfer.func.value
+    return (
+        isinstance(receiver, ast.Call)
+        and isinstance(receiver.func, ast.Attribute)
+        and receiver.func.attr == "pin_memory"
+    )
+
+
+def _may_pin(sem: Semantic, call: ast.Call) -> bool:
+    """The loader sets ``pin_memory`` (to anything), may set it through ``**kwargs``, or has a
+    ``collate_fn`` of this file that pins its batches."""
+    if data.passes(call, "pin_memory") or len(call.args) > 7:
+        return True
+    if data.dataset_on_device(sem, call):
+        return True  # pinning CUDA tensors fails
+    collate = data.loader_argument(call, "collate_fn")
+    func = sem.local_function(collate) if collate is not None else None
+    return func is not None and any(
+        isinstance(n, ast.Attribute) and n.attr == "pin_memory" for n in sem.walk(func)
+    )
