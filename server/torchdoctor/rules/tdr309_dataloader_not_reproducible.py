@@ -1,0 +1,235 @@
+from __future__ import annotations
+
+import ast
+
+from ..engine import data, fixes
+from ..engine.context import Context
+from ..engine.model import Applicability, Fix, Severity, Text
+from ..engine.semantic import Semantic, argument, is_true
+from .base import Invalid, Rule
+
+_SEEDERS = ("torch.manual_seed", "torch.random.manual_seed")
+_HEAD = "import torch\nfrom torch.utils.data import DataLoader\n"
+
+
+class DataLoaderNotReproducible(Rule):
+    """## What it does
+    Checks, in a file that calls `torch.manual_seed`, for a `DataLoader` with `shuffle=True`
+    and `num_workers` other than 0 that has no `generator=`.
+
+    ## Why is this bad?
+    Without a generator, the loader takes its randomness from the global torch generator: each
+    epoch the sampler draws a fresh seed for the shuffle order from it, and the iterator draws
+    the base seed of the workers (which seeds `random`, `torch` and `np.random` in each worker).
+    `torch.manual_seed` makes that repeatable only as long as every other draw from the global
+    generator stays the same. Add a layer, change an initialisation, draw a random number in the
+    main process, resume from a checkpoint, and the order of the data and every worker's
+    augmentation change too. Checked with PyTorch 2.13: after `torch.manual_seed(0)`, building
+    one more `nn.Linear` before the loader changes the shuffled order; with
+    `generator=torch.Generator().manual_seed(0)` the order stays the same. PyTorch's
+    reproducibility notes recommend a dedicated generator for the loader.
+
+    The rule is off by default: it matters when runs are compared with each other.
+
+    ## Example
+    ```python
+    torch.manual_seed(42)
+    loader = DataLoader(train_set, batch_size=64, shuffle=True, num_workers=4)
+    ```
+
+    ## Use instead
+    ```python
+    torch.manual_seed(42)
+    loader = DataLoader(
+        train_set,
+        batch_size=64,
+        shuffle=True,
+        num_workers=4,
+        generator=torch.Generator().manual_seed(42),
+    )
+    ```
+
+    ## Fix safety
+    The fix adds `generator=torch.Generator().manual_seed(SEED)`, reusing the seed given to
+    `torch.manual_seed` (a literal, or a name visible at the loader). It is unsafe: the data
+    order changes compared with earlier runs. No fix is offered when the file seeds with
+    several different values, or the seed's name is not visible where the loader is built.
+
+    ## References
+    - [Reproducibility: DataLoader](https://pytorch.org/docs/stable/notes/randomness.html#dataloader)
+    - [Randomness in multi-process data loading](https://pytorch.org/docs/stable/data.html#randomness-in-multi-process-data-loading)
+    """
+
+    zh = """## 功能
+    在调用了 `torch.manual_seed` 的文件中，检查 `shuffle=True`、`num_workers` 不为 0 却没有 `generator=` 的
+    `DataLoader`。
+
+    ## 为什么不好？
+    没有 generator 时，加载器从全局 torch 生成器获取随机性：每个 epoch 采样器都从中抽取一个新种子来决定打乱
+    顺序，迭代器也从中抽取 worker 的基础种子（它用来设置每个 worker 中的 `random`、`torch` 和 `np.random`）。
+    `torch.manual_seed` 只有在对全局生成器的其他所有抽取都保持不变时才能让这一切可复现。加一层网络、改一下初始化、
+    在主进程中抽一个随机数、从检查点恢复训练，数据顺序和每个 worker 的数据增强都会随之改变。用 PyTorch 2.13
+    验证过：在 `torch.manual_seed(0)` 之后、构造加载器之前多建一个 `nn.Linear`，打乱后的顺序就变了；使用
+    `generator=torch.Generator().manual_seed(0)` 时顺序保持不变。PyTorch 的可复现性说明建议为加载器使用专门的
+    generator。
+
+    该规则默认关闭：只有在需要相互比较多次运行时它才重要。
+
+    ## 示例
+    ```python
+    torch.manual_seed(42)
+    loader = DataLoader(train_set, batch_size=64, shuffle=True, num_workers=4)
+    ```
+
+    ## 改为
+    ```python
+    torch.manual_seed(42)
+    loader = DataLoader(
+        train_set,
+        batch_size=64,
+        shuffle=True,
+        num_workers=4,
+        generator=torch.Generator().manual_seed(42),
+    )
+    ```
+
+    ## 修复安全性
+    修复会添加 `generator=torch.Generator().manual_seed(SEED)`，复用传给 `torch.manual_seed` 的种子（字面量，
+    或在加载器处可见的名字）。它不安全：与之前的运行相比，数据顺序会改变。当文件用多个不同的值设置种子，或种子的
+    名字在构造加载器的位置不可见时，不提供修复。
+
+    ## 参考
+    - [可复现性：DataLoader](https://pytorch.org/docs/stable/notes/randomness.html#dataloader)
+    - [多进程数据加载中的随机性](https://pytorch.org/docs/stable/data.html#randomness-in-multi-process-data-loading)
+    """
+
+    code = "TDR309"
+    name = "dataloader-not-reproducible"
+    severity = Severity.INFO
+    default = False
+    fix_safety = Applicability.UNSAFE
+
+    VALID = (
+        # The script does not seed.
+        _HEAD + "loader = DataLoader(ds, shuffle=True, num_workers=4)\n",
+        # A generator is given.
+        _HEAD + "torch.manual_seed(0)\ng = torch.Generator()\ng.manual_seed(0)\n"
+        "loader = DataLoader(ds, shuffle=True, num_workers=4, generator=g)\n",
+        # No shuffling, or no workers.
+        _HEAD + "torch.manual_seed(0)\nloader = DataLoader(ds, shuffle=False, num_workers=4)\n",
+        _HEAD + "torch.manual_seed(0)\nloader = DataLoader(ds, batch_size=8, num_workers=4)\n",
+        _HEAD + "torch.manual_seed(0)\nloader = DataLoader(ds, shuffle=True)\n",
+        _HEAD + "torch.manual_seed(0)\nloader = DataLoader(ds, shuffle=True, num_workers=0)\n",
+        # Options from a dict may hold a generator.
+        _HEAD + "torch.manual_seed(0)\nloader = DataLoader(ds, shuffle=True, **opts)\n",
+        # Another library's manual_seed, and a local class named DataLoader.
+        "import torch\nfrom mylib import manual_seed\nfrom torch.utils.data import DataLoader\n"
+        "manual_seed(0)\nloader = DataLoader(ds, shuffle=True, num_workers=4)\n",
+        "import torch\nclass DataLoader:\n    def __init__(self, ds, **kw):\n        pass\n"
+        "torch.manual_seed(0)\nloader = DataLoader(ds, shuffle=True, num_workers=4)\n",
+    )
+    INVALID = (
+        Invalid(
+            _HEAD + "torch.manual_seed(42)\n"
+            "loader = DataLoader(ds, batch_size=64, shuffle=True, num_workers=4)\n",
+            fixed=_HEAD + "torch.manual_seed(42)\n"
+            "loader = DataLoader(ds, batch_size=64, shuffle=True, num_workers=4, "
+            "generator=torch.Generator().manual_seed(42))\n",
+        ),
+        # The seed's name, an alias of torch, positional shuffle.
+        Invalid(
+            "import torch as T\nimport torch.utils.data as tud\nSEED = 3\n"
+            "def main(ds):\n    T.manual_seed(SEED)\n"
+            "    return tud.DataLoader(ds, 32, True, num_workers=2)\n",
+            fixed="import torch as T\nimport torch.utils.data as tud\nSEED = 3\n"
+            "def main(ds):\n    T.manual_seed(SEED)\n"
+            "    return tud.DataLoader(ds, 32, True, num_workers=2, "
+            "generator=T.Generator().manual_seed(SEED))\n",
+        ),
+        # Seeded in a helper called with a literal.
+        Invalid(
+            _HEAD + "def set_seed(seed):\n    torch.manual_seed(seed)\n"
+            "set_seed(7)\nloader = DataLoader(ds, shuffle=True, num_workers=8)\n",
+            fixed=_HEAD + "def set_seed(seed):\n    torch.manual_seed(seed)\n"
+            "set_seed(7)\nloader = DataLoader(ds, shuffle=True, num_workers=8, "
+            "generator=torch.Generator().manual_seed(7))\n",
+        ),
+        # args.seed is not visible where the loader is built: reported without a fix.
+        Invalid(
+            _HEAD + "def main(args):\n    torch.manual_seed(args.seed)\n"
+            "def make(ds):\n    return DataLoader(ds, shuffle=True, num_workers=2)\n",
+            fixed=None,
+        ),
+    )
+
+    def check(self, ctx: Context) -> None:
+        sem = ctx.sem
+        seeds = list(sem.calls_to(*_SEEDERS))
+        if not seeds:
+            return
+        for call in sem.calls_to(data.DATALOADER):
+            if not (data.uses_workers(call) and is_true(data.loader_argument(call, "shuffle"))):
+                continue
+            if data.passes(call, "generator") or len(call.args) > 12:
+                continue
+            ctx.report(
+                call.func,
+                Text(
+                    "This shuffling `DataLoader` has no `generator=`: its order and its workers' "
+                    "seeds change whenever anything else draws from the global RNG first",
+                    "该打乱数据的 `DataLoader` 没有 `generator=`：只要有其他代码先从全局随机数生成器"
+                    "中抽取，它的顺序和 worker 的种子就会改变",
+                ),
+                fixes=[_fix(ctx, call, seeds)],
+                related=[
+                    ctx.related(s, Text("The script seeds here", "脚本在此设置种子"))
+                    for s in seeds[:1]
+                ],
+            )
+
+
+def _fix(ctx: Context, call: ast.Call, seeds: list[ast.Call]) -> Fix | None:
+    texts = set()
+    for seed_call in seeds:
+        text = _seed_text(ctx, argument(seed_call, "seed", 0), call)
+        if text is None:
+            return None
+        texts.add(text)
+    torch_ref = fixes.module_ref(ctx.sem, ctx.source, "torch")
+    if len(texts) != 1 or torch_ref is None:
+        return None
+    seed = texts.pop()
+    torch_name, edits = torch_ref
+    code = f"generator={torch_name}.Generator().manual_seed({seed})"
+    return Fix(
+        Text(f"Add `{code}`", f"添加 `{code}`"),
+        (*edits, fixes.add_keyword(ctx.source, call, code)),
+        Applicability.UNSAFE,
+    )
+
+
+def _seed_text(ctx: Context, seed: ast.expr | None, at: ast.AST, depth: int = 0) -> str | None:
+    """How to spell the seed where the loader is built: a literal, or a name (``SEED``,
+    ``args.seed``) bound to the same thing there; a helper's parameter is followed to the
+    values its call sites pass."""
+    sem: Semantic = ctx.sem
+    if seed is None or depth > 3:
+        return None
+    if isinstance(seed, ast.Constant) and isinstance(seed.value, int):
+        return ctx.segment(seed)
+    root = seed
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    if not isinstance(root, ast.Name):
+        return None
+    binding = sem.lookup(root.id, root)
+    if binding is None:
+        return None
+    if sem.lookup(root.id, at) is binding:
+        return ctx.segment(seed)
+    if binding.how == "param" and seed is root:
+        values = data.param_values(sem, binding)
+        texts = {_seed_text(ctx, v, at, depth + 1) for v in values or ()}
+        if len(texts) == 1:
+            return texts.pop()
+    return None
