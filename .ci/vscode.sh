@@ -91,7 +91,7 @@ bundle_wheel() {
 }
 
 package_vsix() {
-  npm run --silent package >/dev/null
+  npm run --silent package | tail -n 3
   local vsix
   vsix="$EXT/torchdoctor-$(node -p 'require("./package.json").version').vsix"
   test -f "$vsix"

@@ -11,6 +11,7 @@ import {
   CHROMIUM_ARGS,
   CODE_SERVER,
   EXT_DIR,
+  PYTHON,
   freePort,
   makeWorkspace,
   requireFile,
@@ -65,6 +66,32 @@ const check = (what, ok) => {
   checks.push(`${ok ? "ok" : "not ok"} - ${what}`);
   if (!ok) throw new Error(`UI check failed: ${what}`);
 };
+
+/**
+ * A workspace whose interpreter lacks torchdoctor (a fresh virtual environment): the user gets
+ * one message, clicks "Install torchdoctor", and diagnostics arrive.
+ */
+async function installFlow(page) {
+  const freshEnv = path.join(run, "fresh-env");
+  execFileSync(PYTHON, ["-m", "venv", freshEnv], { stdio: "pipe" });
+  const freshPython = path.join(freshEnv, "bin", "python");
+  const ws = makeWorkspace(path.join(run, "workspace-fresh"), { "torchdoctor.interpreter": freshPython });
+  await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(ws)}`);
+  await page.waitForSelector(".monaco-workbench", { timeout: 60_000 });
+  const row = page.locator(".explorer-folders-view .monaco-list-row", { hasText: "train.py" }).first();
+  await row.waitFor({ timeout: 30_000 });
+  await row.click();
+  const toast = page.locator(".notification-toast", { hasText: "torchdoctor is not installed in" });
+  await toast.first().waitFor({ timeout: 60_000 });
+  check("a message says torchdoctor is missing from the interpreter", (await toast.first().innerText()).includes(freshPython));
+  await page.waitForTimeout(1000);
+  check("the message is shown once", (await toast.count()) === 1);
+  await toast.locator(".monaco-button", { hasText: "Install torchdoctor" }).first().click();
+  const squiggle = page.locator(".squiggly-warning, .squiggly-error, .squiggly-info").first();
+  await squiggle.waitFor({ state: "attached", timeout: 240_000 });
+  const status = (await page.locator(".statusbar-item", { hasText: "torchdoctor" }).first().innerText()).trim();
+  check(`after "Install torchdoctor" diagnostics arrive from the new install ("${status}")`, status.includes("fresh-env"));
+}
 
 let browser;
 let exitCode = 1;
@@ -122,6 +149,8 @@ try {
   fs.mkdirSync(path.dirname(shot), { recursive: true });
   await page.screenshot({ path: shot });
   check(`screenshot saved (${Math.round(fs.statSync(shot).size / 1024)} KB)`, true);
+
+  if (process.env.TORCHDOCTOR_UI_SKIP_INSTALL !== "1") await installFlow(page);
   exitCode = 0;
 } catch (err) {
   console.error(String(err?.stack ?? err));

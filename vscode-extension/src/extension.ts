@@ -32,6 +32,11 @@ import { SECTION, needsRestart, readSettings, ruleDocsUrl, toServerOptions, type
 import { statusView, type ServerState } from "./status";
 
 export const FIX_ALL_KIND = vscode.CodeActionKind.SourceFixAll.append("torchdoctor");
+const NOTEBOOK_FIX_ALL_KIND = vscode.CodeActionKind.Notebook.append(FIX_ALL_KIND.value);
+
+function isFixAllKind(kind: vscode.CodeActionKind | undefined): boolean {
+  return kind !== undefined && (FIX_ALL_KIND.contains(kind) || NOTEBOOK_FIX_ALL_KIND.contains(kind));
+}
 const MANAGED_ENV_KEY = "torchdoctor.managedInterpreter";
 
 export interface TorchdoctorApi {
@@ -320,7 +325,7 @@ class Torchdoctor implements TorchdoctorApi {
           const actions = await next(document, range, context, token);
           if (this.settings.fixAll || actions === null || actions === undefined) return actions;
           // torchdoctor.fixAll off: no source.fixAll.torchdoctor (so nothing runs on save).
-          return actions.filter((a) => !(a instanceof vscode.CodeAction && a.kind !== undefined && FIX_ALL_KIND.contains(a.kind)));
+          return actions.filter((a) => !(a instanceof vscode.CodeAction && isFixAllKind(a.kind)));
         },
       },
     };

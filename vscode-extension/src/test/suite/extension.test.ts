@@ -139,6 +139,44 @@ describe("torchdoctor in VS Code", () => {
     }
   });
 
+  it("restarts with new settings: torchdoctor.ignore hides a rule", async () => {
+    const td = await api();
+    const editor = await openPython("train.py");
+    const uri = editor.document.uri;
+    await waitForCodes(uri, ["TDR602"]);
+    const config = vscode.workspace.getConfiguration("torchdoctor");
+    await config.update("ignore", ["tdr602"], vscode.ConfigurationTarget.Workspace);
+    try {
+      await waitFor("TDR602 to be ignored", async () => {
+        await td.ready();
+        const codes = torchdoctorDiagnostics(uri).map(codeOf);
+        return td.state === "running" && codes.length > 0 && !codes.includes("TDR602") ? true : undefined;
+      });
+    } finally {
+      await config.update("ignore", undefined, vscode.ConfigurationTarget.Workspace);
+    }
+    await waitForCodes(uri, ["TDR602"]);
+  });
+
+  it("stops when torchdoctor.enable is off and clears its diagnostics", async () => {
+    const td = await api();
+    const editor = await openPython("train.py");
+    const uri = editor.document.uri;
+    await waitForCodes(uri, ["TDR602"]);
+    const config = vscode.workspace.getConfiguration("torchdoctor");
+    await config.update("enable", false, vscode.ConfigurationTarget.Workspace);
+    try {
+      await waitFor("the server to stop", async () => {
+        await td.ready();
+        return td.state === "disabled" && torchdoctorDiagnostics(uri).length === 0 ? true : undefined;
+      });
+    } finally {
+      await config.update("enable", undefined, vscode.ConfigurationTarget.Workspace);
+    }
+    await waitForCodes(uri, ["TDR602"]);
+    assert.equal(td.state, "running");
+  });
+
   it("restarts the server and publishes again", async () => {
     const td = await api();
     await vscode.commands.executeCommand("torchdoctor.restart");
