@@ -250,6 +250,7 @@ class Doctor:
         self.resolve_support = False
         self.document_changes = False
         self.refresh_support = False
+        self.config_ready = asyncio.Event()  # set once the editor's settings have been read
 
     # -- logging ------------------------------------------------------------------------------
     def log(self, level: str, message: str) -> None:
@@ -423,6 +424,9 @@ class Doctor:
         try:
             if delay > 0:
                 await asyncio.sleep(delay)
+            if not self.config_ready.is_set():
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self.config_ready.wait(), WAIT_TIMEOUT_S)
             job = self.job(unit)
             if job is None or unit.closed:
                 unit.done.set()
@@ -575,12 +579,21 @@ def create_server() -> TorchDoctorServer:
             ws and ws.workspace_edit and ws.workspace_edit.document_changes
         )
         doctor.refresh_support = bool(ws and ws.diagnostics and ws.diagnostics.refresh_support)
+        if not (ws and ws.configuration):
+            doctor.config_ready.set()
 
     @server.feature(types.INITIALIZED)
     @guard()
     async def initialized(params: types.InitializedParams) -> None:
         caps = server.client_capabilities
         ws = caps.workspace
+        try:
+            # Settings first: documents opened meanwhile wait for them (no flash of findings
+            # under the wrong settings).
+            if await fetch_configuration():
+                doctor.reanalyse_all()
+        finally:
+            doctor.config_ready.set()
         registrations = []
         if ws and ws.did_change_watched_files and ws.did_change_watched_files.dynamic_registration:
             registrations.append(
@@ -612,8 +625,6 @@ def create_server() -> TorchDoctorServer:
                 )
             except Exception as exc:
                 doctor.log("warning", f"could not register file watchers: {exc!r}")
-        if await fetch_configuration():
-            doctor.reanalyse_all()
         doctor.log("info", f"torchdoctor {__version__} ready")
 
     async def fetch_configuration() -> bool:
@@ -632,13 +643,20 @@ def create_server() -> TorchDoctorServer:
         except Exception as exc:
             doctor.log("warning", f"could not read the editor settings: {exc!r}")
             return False
-        before = (doctor.global_settings, dict(doctor.folder_settings))
+
+        def state() -> tuple[ClientSettings, dict[str, ClientSettings]]:
+            # A folder with nothing set is the same as no folder entry at all.
+            return doctor.global_settings, {
+                k: v for k, v in doctor.folder_settings.items() if v.given
+            }
+
+        before = state()
         doctor.set_settings("", values[0] if values else None, "workspace/configuration")
         doctor.folder_settings = {}
         for folder, value in zip(folders, list(values)[1:], strict=False):
             path = to_fs_path(folder.uri) or folder.uri
             doctor.set_settings(path, value, f"workspace/configuration ({folder.name})")
-        return (doctor.global_settings, doctor.folder_settings) != before
+        return state() != before
 
     # -- text documents -------------------------------------------------------------------------
     def is_python(doc: types.TextDocumentItem) -> bool:
