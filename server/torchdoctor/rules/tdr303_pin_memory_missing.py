@@ -17,10 +17,10 @@ class PinMemoryMissing(Rule):
     `"cuda"`, `"cuda:N"`, `torch.device("cuda", ...)`, or a name assigned one of those
     (`"cuda" if torch.cuda.is_available() else "cpu"` counts).
 
-    The catalogue's wording is "a file whose batches are moved to a CUDA device"; this rule
-    reads it strictly and reports only the loaders whose own batches it sees moved to CUDA in
-    this file. A model moved with `model.cuda()` is not a batch, and a loader built in another
-    file is not reported.
+    Only loaders whose own batches are seen moving to CUDA in the same file are reported, not
+    every loader of a file that uses CUDA: a model moved with `model.cuda()` is not a batch,
+    and a loader built in another file, or a device the file does not spell out
+    (`args.device`), is not reported.
 
     ## Why is this bad?
     A copy from ordinary (pageable) host memory to the GPU goes through a staging buffer of
@@ -66,8 +66,9 @@ class PinMemoryMissing(Rule):
     batch 调用 `.cuda()` 或 `.to(device)`，其中 `device` 是 `"cuda"`、`"cuda:N"`、`torch.device("cuda", ...)`，
     或被赋值为上述之一的名字（`"cuda" if torch.cuda.is_available() else "cpu"` 也算）。
 
-    规则目录的表述是“batch 被移到 CUDA 设备的文件”；本规则按严格的读法，只报告在本文件中能看到其 batch
-    被移到 CUDA 的加载器。用 `model.cuda()` 移动的模型不是 batch，在其他文件中构造的加载器也不会被报告。
+    只报告在同一文件中能看到其 batch 被移到 CUDA 的加载器，而不是使用 CUDA 的文件中的所有加载器：用
+    `model.cuda()` 移动的模型不是 batch；在其他文件中构造的加载器，或文件中没有写明的设备（`args.device`），
+    都不会被报告。
 
     ## 为什么不好？
     从普通（可分页）主机内存拷贝到 GPU 时，驱动要先把数据填入一块锁页的中转缓冲区，所以拷贝较慢，

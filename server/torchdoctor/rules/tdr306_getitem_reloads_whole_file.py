@@ -24,9 +24,9 @@ class GetitemReloadsWholeFile(Rule):
     same for every index: `pd.read_csv(self.csv)`, `json.load(open(self.path))`,
     `torch.load(self.file)`, `np.load(self.path)`, `open(self.path).read()`.
 
-    The catalogue says "a path that does not depend on the index"; this rule reads it as "a
-    path built only from constants, `self` attributes and module-level names", so a path
-    picked at random or computed by a helper is not reported. Also left alone: reads under an
+    "The same for every index" is read strictly: the path is built only from constants, `self`
+    attributes and module-level names, so a path picked at random or computed by a helper is
+    not reported, even when it does not use the index. Also left alone: reads under an
     `if` (the usual lazy cache, `if self.df is None: self.df = pd.read_csv(...)`), partial or
     memory-mapped reads (`nrows=`, `skiprows=`, `chunksize=`, `np.load(..., mmap_mode="r")`,
     `torch.load(..., mmap=True)`), and files opened with `h5py`/`lmdb`, which read only what
@@ -82,8 +82,8 @@ class GetitemReloadsWholeFile(Rule):
     `pd.read_csv(self.csv)`、`json.load(open(self.path))`、`torch.load(self.file)`、`np.load(self.path)`、
     `open(self.path).read()`。
 
-    规则目录的表述是“路径不依赖于下标”；本规则把它理解为“路径只由常量、`self` 属性和模块级名字构成”，因此
-    随机挑选的路径或由辅助函数算出的路径不会被报告。以下情况同样不报告：位于 `if` 之下的读取（常见的惰性缓存，
+    “对所有下标都相同”按严格的方式判断：路径只由常量、`self` 属性和模块级名字构成，因此随机挑选的路径或由
+    辅助函数算出的路径即使没有用到下标，也不会被报告。以下情况同样不报告：位于 `if` 之下的读取（常见的惰性缓存，
     `if self.df is None: self.df = pd.read_csv(...)`）、部分读取或内存映射读取（`nrows=`、`skiprows=`、
     `chunksize=`、`np.load(..., mmap_mode="r")`、`torch.load(..., mmap=True)`），以及用 `h5py`/`lmdb` 打开的
     文件（它们只读取被索引的部分）。

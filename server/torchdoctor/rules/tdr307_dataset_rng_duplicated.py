@@ -49,10 +49,13 @@ class DatasetRngDuplicated(Rule):
     global generators in each worker: in its worker loop (`torch/utils/data/_utils/worker.py`,
     2.13) it calls `random.seed(seed)`, `torch.manual_seed(seed)` and, since PyTorch 1.9,
     `np.random.seed(...)` with a per-worker seed; RNG objects you created are not touched.
+    Checked with PyTorch 2.13 under both `fork` and `spawn`: two workers draw identical values
+    from a `random.Random` and a `torch.Generator` stored in the dataset, while the global
+    `random.random()` differs between them; with the `worker_init_fn` below they differ too.
 
-    The guide advises a `worker_init_fn` "to give each worker its own random seed"; that is the
-    fix, with one precision for PyTorch 2.13: the global `random`, `torch` and `np.random`
-    states need no help any more, only RNG objects do.
+    The guide says to give each worker its own random seed with a `worker_init_fn`; since
+    PyTorch 1.9 the global `random`, `torch` and `np.random` generators are reseeded per worker
+    without one, so in PyTorch 2.13 only RNG objects stored in the dataset still need it.
 
     ## Example
     ```python
@@ -108,10 +111,13 @@ class DatasetRngDuplicated(Rule):
     样本得到相同的裁剪、翻转和噪声，数据增强的多样性比预期少了 `num_workers` 倍。PyTorch 只在每个 worker 中
     重设全局生成器的种子：在 worker 循环中（`torch/utils/data/_utils/worker.py`，2.13）它以每个 worker
     不同的种子调用 `random.seed(seed)`、`torch.manual_seed(seed)`，并且自 PyTorch 1.9 起也调用
-    `np.random.seed(...)`；你自己创建的随机数生成器对象不会被处理。
+    `np.random.seed(...)`；你自己创建的随机数生成器对象不会被处理。用 PyTorch 2.13 在 `fork` 和 `spawn`
+    下都验证过：两个 worker 从数据集中保存的 `random.Random` 和 `torch.Generator` 抽到完全相同的值，而全局的
+    `random.random()` 在两者之间不同；使用下面的 `worker_init_fn` 后它们也各不相同。
 
-    指南建议使用 `worker_init_fn`“为每个 worker 设置独立的随机种子”；这正是修复方式，但对 PyTorch 2.13 需要
-    补充一点：全局的 `random`、`torch` 和 `np.random` 状态已经不需要处理，只有随机数生成器对象需要。
+    指南建议用 `worker_init_fn` 为每个 worker 设置独立的随机种子；自 PyTorch 1.9 起，全局的 `random`、`torch`
+    和 `np.random` 生成器无需它也会在每个 worker 中重设种子，所以在 PyTorch 2.13 中只有数据集里保存的随机数
+    生成器对象还需要这样做。
 
     ## 示例
     ```python
@@ -200,7 +206,7 @@ class DatasetRngDuplicated(Rule):
             _HEAD + _CLASS + "loader = DataLoader(Noisy(100), batch_size=8, num_workers=4)\n",
             fixed=_HEAD + _CLASS + "\n\ndef seed_worker(worker_id):\n"
             "    info = torch.utils.data.get_worker_info()\n"
-            "    info.dataset.rng = np.random.default_rng(info.seed)\n"
+            "    info.dataset.rng = np.random.default_rng(info.seed)\n\n\n"
             "loader = DataLoader(Noisy(100), batch_size=8, num_workers=4, "
             "worker_init_fn=seed_worker)\n",
         ),
@@ -249,9 +255,21 @@ class DatasetRngDuplicated(Rule):
             "    def __getitem__(self, i):\n        return self.state.randint(0, 10)\n"
             "\n\ndef seed_worker(worker_id):\n"
             "    info = torch.utils.data.get_worker_info()\n"
-            "    info.dataset.state.seed(info.seed % 2**32)\n"
+            "    info.dataset.state.seed(info.seed % 2**32)\n\n\n"
             "train = DataLoader(Crops(), num_workers=8, worker_init_fn=seed_worker)\n"
             "val = DataLoader(Crops(), num_workers=8, worker_init_fn=seed_worker)\n",
+        ),
+        # In a notebook cell; torch is imported by the fix.
+        Invalid(
+            "import numpy as np\nfrom torch.utils.data import DataLoader, Dataset\n"
+            + _CLASS
+            + "loader = DataLoader(Noisy(4), num_workers=2)\n",
+            fixed="import numpy as np\nfrom torch.utils.data import DataLoader, Dataset\n"
+            "import torch\n" + _CLASS + "\n\ndef seed_worker(worker_id):\n"
+            "    info = torch.utils.data.get_worker_info()\n"
+            "    info.dataset.rng = np.random.default_rng(info.seed)\n\n\n"
+            "loader = DataLoader(Noisy(4), num_workers=2, worker_init_fn=seed_worker)\n",
+            notebook=True,
         ),
         # A Subset in between: reported, no fix (info.dataset is the Subset).
         Invalid(
@@ -386,6 +404,9 @@ def _fix(
         lines.append(
             "    " + _RESEED[qual].format(rng=f"info.dataset.{attr}", ctor=spelled, numpy=numpy)
         )
+    after = (cls.end_lineno or cls.lineno) + 1
+    if ctx.source.line(after).strip():
+        lines += ["", "", ""]  # two blank lines before the next statement
     helper = fixes.insert_statement_after(ctx.source, cls, "\n".join(lines))
     if helper is None:
         return None
