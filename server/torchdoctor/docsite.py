@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import re
 import subprocess
 import sys
@@ -307,6 +308,59 @@ def _block_config_keys(arg: str | None, locale: str, page: str) -> list[str]:
     return lines
 
 
+# What each language server setting means (``lsp.settings.ClientSettings``), by field name.
+SERVER_SETTINGS_DOCS = {
+    "enable": ("Run torchdoctor at all.", "是否启用 torchdoctor。"),
+    "select": (
+        "Rules to enable instead of the defaults (as `select` in `pyproject.toml`).",
+        "要启用的规则，取代默认规则集（同 `pyproject.toml` 中的 `select`）。",
+    ),
+    "extend_select": ("Rules to enable in addition.", "额外启用的规则。"),
+    "ignore": ("Rules to disable.", "要禁用的规则。"),
+    "unsafe_fixes": (
+        'Let "Fix all" apply unsafe fixes too.',
+        "让“全部修复”也应用不安全的修复。",
+    ),
+    "debounce_ms": (
+        "Milliseconds to wait after a keystroke before checking.",
+        "按键后等待多少毫秒再检查。",
+    ),
+    "docs_base_url": (
+        "Base URL of the rule pages that findings link to (default: the pages installed with "
+        "the package).",
+        "诊断链接到的规则页面的基础 URL（默认：随包安装的页面）。",
+    ),
+    "log_level": ("How much the server logs.", "服务器日志的详细程度。"),
+    "bridge": (
+        "Read live facts from the notebook's running kernel (needs `torchdoctor[bridge]`).",
+        "从笔记本正在运行的内核读取实时信息（需要 `torchdoctor[bridge]`）。",
+    ),
+}
+
+
+def _block_server_settings(arg: str | None, locale: str, page: str) -> list[str]:
+    from .lsp.settings import ClientSettings
+
+    zh = _zh(locale)
+    head = "| 设置 | 类型 | 默认值 | 说明 |" if zh else "| Setting | Type | Default | Meaning |"
+    lines = [head, "|---|---|---|---|"]
+    fields = [f for f in dataclasses.fields(ClientSettings) if f.name != "given"]
+    defaults = ClientSettings().as_dict()  # camelCase names, in field order
+    for f, (name, default) in zip(fields, defaults.items(), strict=True):
+        annotation = str(f.type)
+        kind = "boolean" if annotation.startswith("bool") else "string"
+        if annotation.startswith("tuple"):
+            kind = "list of strings"
+        elif annotation.startswith("int"):
+            kind = "integer"
+        if zh:
+            kind = {**_TYPE_ZH, "integer": "整数"}[kind]
+        shown = "—" if default is None else f"`{json.dumps(default)}`"
+        en, zh_text = SERVER_SETTINGS_DOCS.get(f.name, ("", ""))
+        lines.append(f"| `{name}` | {kind} | {shown} | {_cell(zh_text if zh else en)} |")
+    return lines
+
+
 def _block_editor_settings(arg: str | None, locale: str, page: str) -> list[str]:
     zh = _zh(locale)
     folder = REPO_ROOT / "vscode-extension"
@@ -371,17 +425,57 @@ def _block_aliases(arg: str | None, locale: str, page: str) -> list[str]:
     head = "| TorchFix | torchdoctor | 名称 |" if zh else "| TorchFix | torchdoctor | Name |"
     lines = [head, "|---|---|---|"]
     for alias in sorted(ALIASES):
-        target = ALIASES[alias]
-        rule = rules.get(target)
-        if rule is not None:
-            lines.append(f"| `{alias}` | [{target}]({prefix}{target}.md) | `{rule.name}` |")
-            continue
-        covered = sorted(code for code in rules if code.startswith(target))
-        links = ", ".join(f"[{c}]({prefix}{c}.md)" for c in covered) or f"`{target}`"
-        name = "（多条规则）" if zh else "(several rules)"
-        lines.append(f"| `{alias}` | {links} | {name} |")
+        target: object = ALIASES[alias]
+        targets = [str(t) for t in target] if isinstance(target, tuple | list) else [str(target)]
+        # A target is a rule code, or a prefix naming several rules.
+        codes = [c for t in targets for c in sorted(rules) if c == t or c.startswith(t)]
+        links = ", ".join(f"[{c}]({prefix}{c}.md)" for c in codes) or ", ".join(
+            f"`{t}`" for t in targets
+        )
+        names = ", ".join(f"`{rules[c].name}`" for c in codes) or "—"
+        lines.append(f"| `{alias}` | {links} | {names} |")
     if not ALIASES:
         lines.append("| — | — | — |")
+    return lines
+
+
+def _block_api_table(arg: str | None, locale: str, page: str) -> list[str]:
+    zh = _zh(locale)
+    try:
+        from .rules.api_table import ENTRIES, display
+    except ImportError:
+        ENTRIES = ()
+    if not ENTRIES:
+        return ["*尚无条目。*" if zh else "*No entries yet.*"]
+    if zh:
+        lines = ["| API | 改用 | 状态 | 自动修复 | TorchFix |"]
+    else:
+        lines = ["| API | Use instead | Status | Fix | TorchFix |"]
+    lines.append("|---|---|---|---|---|")
+    for entry in ENTRIES:
+        symbol = f"`{display(entry)}`"
+        if entry.replacement is None:
+            replacement = "—"
+        elif entry.replacement == "the tensor itself":
+            replacement = "直接使用张量" if zh else "the tensor itself"
+        else:
+            replacement = f"`{entry.replacement}`"
+        if entry.removed:
+            status = f"{entry.removed} 起已移除" if zh else f"removed in {entry.removed}"
+        elif entry.since:
+            status = f"{entry.since} 起弃用" if zh else f"deprecated since {entry.since}"
+        else:
+            status = "弃用" if zh else "deprecated"
+        if entry.how == "docs":
+            status += "（仅文档）" if zh else " (documentation only)"
+        fix = "—"
+        if entry.fix:
+            fix = _FIX_ZH[entry.safety] if zh else entry.safety.value
+        note = entry.note.get(locale) if entry.note is not None else ""
+        if note:
+            replacement += f"; {note}" if not zh else f"；{note}"
+        torchfix = "✓" if entry.torchfix else ""
+        lines.append(f"| {symbol} | {_cell(replacement)} | {status} | {fix} | {torchfix} |")
     return lines
 
 
@@ -390,6 +484,8 @@ BLOCKS = {
     "config-keys": _block_config_keys,
     "editor-settings": _block_editor_settings,
     "aliases": _block_aliases,
+    "api-table": _block_api_table,
+    "server-settings": _block_server_settings,
 }
 
 
@@ -485,7 +581,8 @@ def build_html(site_dir: Path, config: Path | None = None) -> int:
     config = config or REPO_ROOT / "mkdocs.yml"
     cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "--clean", "--quiet"]
     cmd += ["--config-file", str(config), "--site-dir", str(site_dir)]
-    return subprocess.run(cmd, check=False).returncode
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    return subprocess.run(cmd, check=False, env=env).returncode
 
 
 # ---------------------------------------------------------------------------- commands
@@ -581,8 +678,6 @@ def _ensure_packaged_docs() -> str | None:
 
 
 def main_docs(argv: Sequence[str] | None = None) -> int:
-    import os
-
     from .rules import get_rule
 
     parser = argparse.ArgumentParser(
