@@ -16,7 +16,6 @@ from .semantic import (
     FUNCTION_NODES,
     Binding,
     Kind,
-    LoopInfo,
     Semantic,
     argument,
     has_star_kwargs,
@@ -171,10 +170,11 @@ def loader_calls(sem: Semantic, expr: ast.AST | None) -> tuple[list[ast.Call], b
 
 
 # ------------------------------------------------------------------ batches and devices -----
-def batch_loop(sem: Semantic, expr: ast.AST, _depth: int = 0) -> LoopInfo | None:
-    """The loop over a DataLoader whose batch ``expr`` is, or is taken from (``x`` in
-    ``for x, y in loader``, ``batch["image"]``, ``v`` in ``{k: v for k, v in batch.items()}``,
-    a name assigned from one of those)."""
+def batch_loader(sem: Semantic, expr: ast.AST, _depth: int = 0) -> ast.expr | None:
+    """The DataLoader expression whose batch ``expr`` is, or is taken from: ``x`` in
+    ``for x, y in loader`` (also under ``enumerate``/``tqdm``, and the matching loader of
+    ``zip(a, b)``), ``batch["image"]``, ``v`` in ``{k: v for k, v in batch.items()}``, a name
+    assigned from one of those."""
     if _depth > _MAX_DEPTH:
         return None
     while True:
@@ -190,31 +190,55 @@ def batch_loop(sem: Semantic, expr: ast.AST, _depth: int = 0) -> LoopInfo | None
     if binding is None:
         return None
     if binding.how == "assign" and binding.value is not None:
-        return batch_loop(sem, binding.value, _depth + 1)
+        return batch_loader(sem, binding.value, _depth + 1)
     if binding.how != "loop":
         return None
     for anc in sem.ancestors(binding.node):
         if isinstance(anc, ast.comprehension):
-            return batch_loop(sem, anc.iter, _depth + 1)
+            return batch_loader(sem, anc.iter, _depth + 1)
         if isinstance(anc, ast.For | ast.AsyncFor):
-            info = sem.loop_info(anc)
-            if not info.is_batch_loop or _is_enumerate_counter(anc, binding.node):
+            if not sem.loop_info(anc).is_batch_loop:
                 return None
-            return info
+            return _iterated_for(sem, anc.iter, anc.target, binding.node)
         if isinstance(anc, ast.stmt):
             return None
     return None
 
 
-def _is_enumerate_counter(loop: ast.For | ast.AsyncFor, target: ast.AST) -> bool:
-    """``i`` in ``for i, batch in enumerate(loader)``."""
-    return (
-        isinstance(loop.target, ast.Tuple)
-        and bool(loop.target.elts)
-        and loop.target.elts[0] is target
-        and isinstance(loop.iter, ast.Call)
-        and terminal_name(loop.iter.func) == "enumerate"
-    )
+_PASS_THROUGH = frozenset({"tqdm", "iter", "track", "islice"})
+
+
+def _iterated_for(
+    sem: Semantic, iterable: ast.expr, target: ast.expr, bound: ast.AST
+) -> ast.expr | None:
+    """The loader that yields the part of a loop target holding ``bound``."""
+    for _ in range(4):
+        if not isinstance(iterable, ast.Call) or not iterable.args:
+            break
+        name = terminal_name(iterable.func)
+        if name == "enumerate":
+            # ``i`` in ``for i, batch in enumerate(loader)`` is a counter.
+            if not (isinstance(target, ast.Tuple) and len(target.elts) == 2):
+                return None
+            if not _holds(sem, target.elts[1], bound):
+                return None
+            target = target.elts[1]
+        elif name == "zip":
+            if not (isinstance(target, ast.Tuple) and len(target.elts) == len(iterable.args)):
+                return None
+            index = next((i for i, elt in enumerate(target.elts) if _holds(sem, elt, bound)), None)
+            if index is None:
+                return None
+            iterable, target = iterable.args[index], target.elts[index]
+            continue
+        elif name not in _PASS_THROUGH:
+            break
+        iterable = iterable.args[0]
+    return iterable if sem.is_loader(iterable) else None
+
+
+def _holds(sem: Semantic, target: ast.AST, bound: ast.AST) -> bool:
+    return target is bound or sem.is_inside(bound, target)
 
 
 def transfer_device(call: ast.Call) -> ast.expr | None:
@@ -280,14 +304,14 @@ def moves_to_cuda(sem: Semantic, call: ast.Call) -> bool:
     return device_kind(sem, transfer_device(call)) == "cuda"
 
 
-def batch_transfers(sem: Semantic) -> Iterator[tuple[ast.Call, LoopInfo]]:
-    """``.to(...)``/``.cuda(...)`` calls on a batch of a DataLoader loop, with that loop."""
+def batch_transfers(sem: Semantic) -> Iterator[tuple[ast.Call, ast.expr]]:
+    """``.to(...)``/``.cuda(...)`` calls on a batch of a DataLoader loop, with the loader."""
     for attr in ("to", "cuda"):
         for call in sem.calls_by_attr.get(attr, ()):
             assert isinstance(call.func, ast.Attribute)
-            loop = batch_loop(sem, call.func.value)
-            if loop is not None:
-                yield call, loop
+            loader = batch_loader(sem, call.func.value)
+            if loader is not None:
+                yield call, loader
 
 
 def dataset_on_device(sem: Semantic, loader: ast.Call) -> bool:

@@ -232,10 +232,10 @@ class PinMemoryMissing(Rule):
     def check(self, ctx: Context) -> None:
         sem = ctx.sem
         reported: set[ast.Call] = set()
-        for transfer, loop in data.batch_transfers(sem):
+        for transfer, loader in data.batch_transfers(sem):
             if not data.moves_to_cuda(sem, transfer):
                 continue
-            calls, _unknown = data.loader_calls(sem, loop.loader)
+            calls, _unknown = data.loader_calls(sem, loader)
             for call in calls:
                 if call in reported or data.passes(call, "pin_memory") or len(call.args) > 7:
                     continue

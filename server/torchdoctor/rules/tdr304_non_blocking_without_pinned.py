@@ -121,6 +121,10 @@ class NonBlockingWithoutPinned(Rule):
         "    x = x.to('cpu', non_blocking=True)\n",
         # Not a batch of a loader.
         _HEAD + "w = torch.randn(3)\nw = w.to('cuda', non_blocking=True)\n",
+        # Two loaders zipped: the batch moved comes from the pinned one.
+        _HEAD + "la = DataLoader(ds_a)\nlb = DataLoader(ds_b, pin_memory=True)\n"
+        "for (xa, ya), (xb, yb) in zip(la, lb):\n"
+        "    xb = xb.to('cuda', non_blocking=True)\n",
         # A loader whose origin is unknown.
         _HEAD + "def train(loader):\n    for x, y in loader:\n"
         "        x = x.cuda(non_blocking=True)\n",
@@ -160,13 +164,13 @@ class NonBlockingWithoutPinned(Rule):
 
     def check(self, ctx: Context) -> None:
         sem = ctx.sem
-        for transfer, loop in data.batch_transfers(sem):
+        for transfer, loader in data.batch_transfers(sem):
             if not data.non_blocking(transfer) or _pinned_by_hand(transfer):
                 continue
             if not data.is_cuda_call(transfer):
                 if data.device_kind(sem, data.transfer_device(transfer)) == "host":
                     continue
-            calls, unknown = data.loader_calls(sem, loop.loader)
+            calls, unknown = data.loader_calls(sem, loader)
             if unknown or not calls or any(_may_pin(sem, c) for c in calls):
                 continue
             edits = tuple(fixes.add_keyword(ctx.source, c, "pin_memory=True") for c in calls)

@@ -221,6 +221,10 @@ class DatasetEagerLoad(Rule):
         "class Splits(Dataset):\n    def __init__(self, root):\n        self.parts = {}\n"
         "        for split in ('train', 'val'):\n"
         "            self.parts[split] = np.load(f'{root}/{split}.npy')\n",
+        # A part of each file (a label) may be metadata.
+        "import torch\nfrom torch.utils.data import Dataset\n"
+        "class Labels(Dataset):\n    def __init__(self, paths):\n"
+        "        self.labels = [torch.load(p)['label'] for p in paths]\n",
         # An opt-in cache.
         _HEAD + "class Images(Dataset):\n"
         "    def __init__(self, paths, preload=False):\n        self.paths = paths\n"
@@ -403,7 +407,8 @@ def _comprehension_store(
 
 def _read_in(sem: Semantic, expr: ast.AST | None, depth: int) -> ast.Call | None:
     """The reader call whose data ``expr`` still holds (through wrapping calls, methods that
-    keep the data, tuples and dicts, and names assigned from them)."""
+    keep the data, tuples and dicts, and names assigned from them). A part of what was read
+    (``torch.load(p)["label"]``) may be metadata and does not count."""
     if expr is None or depth > _MAX_DEPTH:
         return None
     if isinstance(expr, ast.Call):
@@ -436,8 +441,6 @@ def _read_in(sem: Semantic, expr: ast.AST | None, depth: int) -> ast.Call | None
             if found is not None:
                 return found
         return None
-    if isinstance(expr, ast.Subscript):
-        return _read_in(sem, expr.value, depth + 1)
     if isinstance(expr, ast.Name):
         binding = sem.lookup(expr.id, expr)
         if binding is not None and binding.how == "assign" and binding.index is None:

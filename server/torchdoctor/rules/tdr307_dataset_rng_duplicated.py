@@ -34,8 +34,8 @@ class DatasetRngDuplicated(Rule):
     """## What it does
     Checks for a torch `Dataset` that stores an RNG object in `__init__`
     (`np.random.default_rng(...)`, `np.random.RandomState(...)`, `random.Random(...)`,
-    `torch.Generator()`), uses it in another method, and is given to a `DataLoader` with
-    `num_workers` other than 0 and no `worker_init_fn`.
+    `torch.Generator()`), uses it in `__getitem__`/`__iter__` (or a method they call), and is
+    given to a `DataLoader` with `num_workers` other than 0 and no `worker_init_fn`.
 
     Not reported: datasets that reseed their RNG themselves (they call `get_worker_info()`, or
     assign or reseed the RNG outside `__init__`), loaders with a `worker_init_fn` or options
@@ -99,8 +99,8 @@ class DatasetRngDuplicated(Rule):
 
     zh = """## 功能
     检查这样的 torch `Dataset`：它在 `__init__` 中保存了一个随机数生成器对象（`np.random.default_rng(...)`、
-    `np.random.RandomState(...)`、`random.Random(...)`、`torch.Generator()`），在其他方法中使用它，并被传给
-    `num_workers` 不为 0 且没有 `worker_init_fn` 的 `DataLoader`。
+    `np.random.RandomState(...)`、`random.Random(...)`、`torch.Generator()`），在 `__getitem__`/`__iter__`
+    （或它们调用的方法）中使用它，并被传给 `num_workers` 不为 0 且没有 `worker_init_fn` 的 `DataLoader`。
 
     以下情况不报告：自己重新设置种子的数据集（调用了 `get_worker_info()`，或在 `__init__` 之外重新赋值或重设
     种子）、带 `worker_init_fn` 或选项来自 `**kwargs` 的加载器，以及不带 worker 的加载器。
@@ -188,6 +188,13 @@ class DatasetRngDuplicated(Rule):
         "        if self.rng is None:\n            self.rng = np.random.default_rng()\n"
         "        return self.rng.normal()\n"
         "loader = DataLoader(Noisy(), num_workers=4)\n",
+        # Used only while the dataset is built (a split drawn once, in the main process).
+        _HEAD + "class Split(Dataset):\n"
+        "    def __init__(self, n):\n        self.rng = np.random.default_rng(0)\n"
+        "        self.order = self._shuffle(n)\n"
+        "    def _shuffle(self, n):\n        return self.rng.permutation(n)\n"
+        "    def __getitem__(self, i):\n        return self.order[i]\n"
+        "loader = DataLoader(Split(10), num_workers=4)\n",
         # Stored but never used.
         _HEAD + "class Quiet(Dataset):\n"
         "    def __init__(self):\n        self.rng = np.random.default_rng(0)\n"
@@ -343,14 +350,34 @@ def _stored_rngs(sem: Semantic, cls: ast.ClassDef) -> dict[str, ast.Call]:
                 out[attr] = ctor
     used = {
         node.attr
-        for stmt in cls.body
-        if stmt is not init
-        for node in ast.walk(stmt)
+        for func in _per_sample_methods(cls)
+        for node in ast.walk(func)
         if isinstance(node, ast.Attribute)
         and isinstance(node.ctx, ast.Load)
         and data.self_attribute(node)
     }
     return {a: c for a, c in out.items() if a in used}
+
+
+def _per_sample_methods(cls: ast.ClassDef) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """``__getitem__``/``__iter__`` (what runs in the workers) and the methods of the class
+    they call on ``self``, transitively."""
+    methods = {s.name: s for s in cls.body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)}
+    todo = [n for n in ("__getitem__", "__getitems__", "__iter__", "__next__") if n in methods]
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name == "__init__":
+            continue
+        seen.add(name)
+        for node in ast.walk(methods[name]):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and data.self_attribute(node.func) in methods
+            ):
+                todo.append(node.func.attr)
+    return [methods[n] for n in sorted(seen)]
 
 
 def _reseeds_itself(sem: Semantic, cls: ast.ClassDef, rngs: dict[str, ast.Call]) -> bool:
