@@ -389,7 +389,7 @@ def _reseeds_itself(sem: Semantic, cls: ast.ClassDef, rngs: dict[str, ast.Call])
             "torch.utils.data.get_worker_info"
         ):
             return True
-        if sem.is_inside(node, init) if init is not None else False:
+        if init is not None and sem.is_inside(node, init):
             continue
         if isinstance(node, ast.Attribute) and data.self_attribute(node) in rngs:
             if isinstance(node.ctx, ast.Store):
