@@ -115,7 +115,14 @@ def rule_page(code: str, locale: str) -> str:
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ").strip()
+    """Markdown that fits in one table cell: fenced code becomes inline code, one line."""
+    text = re.sub(
+        r"```[\w-]*\n(.*?)```",
+        lambda m: "`" + " ".join(m.group(1).split()) + "`",
+        text,
+        flags=re.S,
+    )
+    return " ".join(text.replace("|", "\\|").split())
 
 
 def _severity(rule: type[Rule], locale: str) -> str:
@@ -154,7 +161,10 @@ def render_rule(rule: type[Rule], locale: str) -> str:
         default = "on" if rule.default else f"off (enable with `--extend-select {rule.code}`)"
     rows.append(("默认" if zh else "Default", default))
     rows.append(("严重级别" if zh else "Severity", _severity(rule, locale)))
-    rows.append(("修复" if zh else "Fix", _fix(rule, locale)))
+    fix = _fix(rule, locale)
+    if rule.fix_safety is not None:
+        fix = f"[{fix}](../getting-started.md#fix-safety)"
+    rows.append(("修复" if zh else "Fix", fix))
     if rule.aliases:
         names = ", ".join(f"`{a}`" for a in rule.aliases)
         rows.append(("别名" if zh else "Also known as", names))
@@ -165,7 +175,7 @@ def render_rule(rule: type[Rule], locale: str) -> str:
             ("需要" if zh else "Needs", "内核桥接（实时）" if zh else "the kernel bridge (live)")
         )
     lines = [f"# {rule.code}: {rule.name}", "", _NOTICE, ""]
-    lines += ["| | |", "|---|---|"]
+    lines += ["| 属性 | 值 |" if zh else "| Property | Value |", "|---|---|"]
     lines += [f"| {key} | {value} |" for key, value in rows]
     lines.append("")
     for heading, body in doc.sections.items():
@@ -338,6 +348,18 @@ SERVER_SETTINGS_DOCS = {
 }
 
 
+# Chinese descriptions of the VS Code extension's own settings (the extension ships English only;
+# settings shared with the language server use ``SERVER_SETTINGS_DOCS``).
+VSCODE_SETTINGS_ZH = {
+    "torchdoctor.interpreter": "运行 torchdoctor 语言服务器（`python -m torchdoctor server`）的 Python 解释器路径。"
+    "留空：使用 Python 扩展中选中的解释器，否则使用 PATH 上的 `python3`。支持 `${workspaceFolder}`、"
+    "`${userHome}`、`${env:NAME}` 和 `~`。在不受信任的工作区中只使用用户级别的值。",
+    "torchdoctor.fixAll": "提供 `source.fixAll.torchdoctor` 代码操作。要在保存时应用 torchdoctor 的安全修复，"
+    "把它加入 `editor.codeActionsOnSave`。",
+    "torchdoctor.trace.server": "把 VS Code 与 torchdoctor 语言服务器之间的消息记录到输出面板（用于报告问题）。",
+}
+
+
 def _block_server_settings(arg: str | None, locale: str, page: str) -> list[str]:
     from .lsp.settings import ClientSettings
 
@@ -389,6 +411,11 @@ def _block_editor_settings(arg: str | None, locale: str, page: str) -> list[str]
         kind = " / ".join(kind) if isinstance(kind, list) else str(kind)
         text = spec.get("markdownDescription") or spec.get("description") or ""
         text = _resolve_nls(str(text), nls)
+        if zh and text == _resolve_nls(
+            str(text), _nls(folder, False)
+        ):  # no Chinese in the manifest
+            shared = re.sub(r"(?<!^)(?=[A-Z])", "_", name.removeprefix("torchdoctor.")).lower()
+            text = VSCODE_SETTINGS_ZH.get(name) or SERVER_SETTINGS_DOCS.get(shared, ("", text))[1]
         if "enum" in spec:
             text += " (" + ", ".join(f"`{v}`" for v in spec["enum"]) + ")"
         default = (
