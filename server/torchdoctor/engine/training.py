@@ -60,10 +60,9 @@ _FUNCTIONAL_LOSSES = frozenset(
 # An ``if`` test that reads like gradient accumulation: ``(i + 1) % k == 0``, ``accum_steps``.
 _ACCUMULATION_NAME = re.compile(r"accum|grad_acc|(^|_)acc_steps", re.I)
 # Calls whose result is a Python number or detached data, never a tensor with a graph.
-PLAIN_RESULT_METHODS = frozenset(
-    {"item", "tolist", "detach", "numpy", "size", "numel", "dim", "data_ptr", "cpu_item"}
-)
-PLAIN_RESULT_FUNCTIONS = frozenset({"float", "int", "len", "bool", "round", "str", "abs_float"})
+PLAIN_RESULT_METHODS = frozenset({"item", "tolist", "detach", "numpy", "size", "numel", "dim"})
+PLAIN_RESULT_FUNCTIONS = frozenset({"float", "int", "len", "bool", "round", "str"})
+_BACKWARD_WRAPPER = re.compile(r"accelerat|fabric|engine", re.I)
 
 
 def _pos(node: ast.AST) -> tuple[int, int]:
@@ -95,7 +94,7 @@ def conditions_between(sem: Semantic, node: ast.AST, loop: ast.AST) -> list[ast.
             if not (isinstance(anc, ast.If | ast.IfExp) and child is anc.test):
                 out.append(anc)
         elif isinstance(anc, LOOP_NODES) or (
-            isinstance(anc, ast.Try | ast.TryStar) and child in anc.orelse
+            isinstance(anc, ast.Try) and child in anc.orelse
         ):
             out.append(anc)
         child = anc
@@ -206,10 +205,11 @@ def tensor_of_backward(call: ast.Call) -> ast.expr | None:
         assert isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call)
         inner = func.value
         return inner.args[0] if inner.args else None
-    if isinstance(func, ast.Attribute) and func.attr == "backward" and not call.args:
-        return func.value
     if isinstance(func, ast.Attribute) and func.attr == "backward":
-        return func.value
+        receiver = func.value
+        if call.args and _BACKWARD_WRAPPER.search(terminal_name(receiver) or ""):
+            return call.args[0]  # accelerator.backward(loss), fabric.backward(loss)
+        return receiver
     return call.args[0] if call.args else None
 
 
@@ -328,3 +328,178 @@ def is_plain_value(expr: ast.AST | None) -> bool:
     if isinstance(expr, ast.UnaryOp):
         return is_plain_value(expr.operand)
     return False
+
+
+def _divides(expr: ast.AST) -> bool:
+    """``x / k``, ``x * (1 / k)``, ``x.div(k)``, ``x.mul_(w)``: arithmetic that rescales."""
+    if isinstance(expr, ast.BinOp):
+        return isinstance(expr.op, ast.Div | ast.Mult | ast.FloorDiv)
+    return (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Attribute)
+        and expr.func.attr in ("div", "div_", "mul", "mul_", "true_divide", "divide")
+    )
+
+
+def unscaled_loss(sem: Semantic, tensor: ast.AST, _depth: int = 0) -> bool | None:
+    """Whether a backpropagated tensor is a plain loss that nothing rescaled (True), was
+    rescaled (``/ k``, ``*= w``, ``.div(k)``: False), or cannot be told (None: a helper's
+    result, a model output, a parameter)."""
+    if _depth > 6:
+        return None
+    if _divides(tensor):
+        return False
+    if isinstance(tensor, ast.Call):
+        if is_loss_call(sem, tensor):
+            return True
+        func = tensor.func
+        if isinstance(func, ast.Attribute) and func.attr in ("mean", "sum", "float"):
+            return unscaled_loss(sem, func.value, _depth + 1)
+        return None
+    if isinstance(tensor, ast.BinOp) and isinstance(tensor.op, ast.Add | ast.Sub):
+        parts = [unscaled_loss(sem, p, _depth + 1) for p in (tensor.left, tensor.right)]
+        if False in parts:
+            return False
+        return True if all(parts) else None
+    if isinstance(tensor, ast.Name):
+        binding = sem.lookup(tensor.id, tensor)
+        if binding is None:
+            return None
+        parent = sem.parent(binding.node)
+        if isinstance(parent, ast.AugAssign) and parent.target is binding.node:
+            # ``loss /= k`` as the latest assignment before the use.
+            return False if isinstance(parent.op, ast.Div | ast.Mult) else None
+        if binding.how != "assign" or binding.index is not None or binding.value is None:
+            return None
+        return unscaled_loss(sem, binding.value, _depth + 1)
+    return None
+
+
+def rescales_gradients(sem: Semantic, within: list[ast.stmt]) -> bool:
+    """Whether gradients are rescaled by hand: ``p.grad /= k``, ``p.grad.div_(k)``."""
+    for node in sem.walk_body(within):
+        if isinstance(node, ast.AugAssign) and terminal_name(node.target) == "grad":
+            return True
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("div_", "mul_")
+            and terminal_name(node.func.value) == "grad"
+        ):
+            return True
+    return False
+
+
+# ------------------------------------------------------------------ order in one iteration --
+def iteration_region(sem: Semantic, node: ast.AST) -> ast.AST:
+    """What "one iteration" is for ``node``: its iteration loop, else the function around it
+    (a ``train_step(batch)`` helper), else the module (a script or a notebook)."""
+    loop = iteration_loop(sem, node)
+    if loop is not None:
+        return loop.node
+    function = sem.enclosing_function(node)
+    return function if function is not None else sem.tree
+
+
+def same_iteration(sem: Semantic, calls: list[ast.Call], node: ast.AST) -> list[ast.Call]:
+    """The calls that can run in the same iteration as ``node`` (not in the other branch of an
+    ``if`` around it), in source order."""
+    return sorted((c for c in calls if not sem.exclusive_branches(c, node)), key=_pos)
+
+
+def directly_in(sem: Semantic, node: ast.AST, region: ast.AST) -> bool:
+    """Whether ``node`` runs at the level of ``region`` (not in a loop nested inside it)."""
+    for anc in sem.ancestors(node):
+        if anc is region:
+            return True
+        if isinstance(anc, LOOP_NODES):
+            return False
+    return True
+
+
+# ------------------------------------------------------------------ accumulators ----------
+def accumulations(sem: Semantic) -> Iterator[tuple[ast.stmt | ast.Call, ast.expr, ast.expr]]:
+    """Places that add a value into something that outlives the statement: ``acc += v``,
+    ``acc = acc + v`` and ``acc.append(v)``, as (node, accumulator, value)."""
+    for node in ast.walk(sem.tree):
+        if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
+            yield node, node.target, node.value
+        elif (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.value, ast.BinOp)
+            and isinstance(node.value.op, ast.Add)
+            and ast.dump(node.targets[0]).replace("Store", "Load") == ast.dump(node.value.left)
+        ):
+            yield node, node.targets[0], node.value.right
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "append"
+            and len(node.args) == 1
+            and not node.keywords
+        ):
+            yield node, node.func.value, node.args[0]
+
+
+def accumulator_name(expr: ast.expr) -> str | None:
+    """The name an accumulator lives in: ``total``, ``self.total`` -> ``self.total``,
+    ``stats["loss"]`` -> ``stats``."""
+    while isinstance(expr, ast.Subscript):
+        expr = expr.value
+    if isinstance(expr, ast.Name):
+        return expr.id
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+        return f"{expr.value.id}.{expr.attr}"
+    return None
+
+
+def rebound_in(sem: Semantic, name: str, within: list[ast.stmt], skip: ast.AST) -> bool:
+    """Whether ``name`` (``x`` or ``self.x``) gets a fresh value by plain assignment in
+    ``within`` (other than at ``skip``): then it does not outlive one iteration."""
+    for node in sem.walk_body(within):
+        if node is skip or not isinstance(node, ast.Assign | ast.AnnAssign | ast.With | ast.For):
+            continue
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AnnAssign):
+            targets = [node.target] if node.value is not None else []
+        elif isinstance(node, ast.For):
+            targets = [node.target]
+        else:
+            targets = [i.optional_vars for i in node.items if i.optional_vars is not None]
+        for target in targets:
+            for part in ast.walk(target):
+                if isinstance(part, ast.Name | ast.Attribute) and _dotted(part) == name:
+                    return True
+    return False
+
+
+def escapes(sem: Semantic, name: str, scope: ast.AST, *, returns: bool = True) -> bool:
+    """Whether the value of ``name`` may be differentiated: it flows into a backward pass in
+    ``scope``, or (with ``returns``) it is returned or yielded to a caller."""
+    base = name.split(".")[0] if not name.startswith("self.") else name
+    for node in sem.walk(scope) if returns else ():
+        if isinstance(node, ast.Return | ast.Yield | ast.YieldFrom) and node.value is not None:
+            if any(_dotted(n) == base for n in ast.walk(node.value)):
+                return True
+    return base.split(".")[-1] in names_reaching_backward(sem, scope) or (
+        "." in base and base.split(".")[-1] in _attrs_reaching_backward(sem, scope)
+    )
+
+
+def _attrs_reaching_backward(sem: Semantic, scope: ast.AST) -> set[str]:
+    out: set[str] = set()
+    for call in backward_calls(sem, scope):
+        tensor = tensor_of_backward(call)
+        if tensor is not None:
+            out |= {n.attr for n in ast.walk(tensor) if isinstance(n, ast.Attribute)}
+    return out
+
+
+def _dotted(expr: ast.AST) -> str | None:
+    if isinstance(expr, ast.Name):
+        return expr.id
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+        return f"{expr.value.id}.{expr.attr}"
+    return None

@@ -1,0 +1,377 @@
+from __future__ import annotations
+
+import ast
+
+from ..engine import fixes
+from ..engine.context import Context
+from ..engine.model import Applicability, Edit, Fix, Severity, Text
+from ..engine.training import (
+    accumulated_steps,
+    backward_calls,
+    calls_in,
+    is_zero_grad,
+    iteration_loop,
+    runs_every_iteration,
+    step_optimizer,
+)
+from .base import Invalid, Rule, Valid
+
+
+class ZeroGradInAccumulation(Rule):
+    """## What it does
+    Checks gradient-accumulation loops — the optimizer steps only under a counting condition
+    such as `if (i + 1) % accum_steps == 0:` — that call `optimizer.zero_grad()` (or
+    `model.zero_grad()`) unconditionally on every iteration.
+
+    ## Why is this bad?
+    Gradient accumulation relies on `.backward()` *adding* each micro-batch's gradients into
+    `.grad` until the step. A `zero_grad()` that runs on every iteration wipes them each time,
+    so the step sees only the last micro-batch: the effective batch is `accum_steps` times
+    smaller than intended, the gradient is noisier, and `accum_steps - 1` of every
+    `accum_steps` backward passes are wasted work. Nothing fails; the model just trains worse.
+
+    The guide warns about exactly this. It lists the order after accumulation as
+    "zero_grad, then step"; the working order is `step()` first and `zero_grad()` right after
+    it, otherwise the step finds no gradients. The guide also says that `zero_grad()` sets the
+    gradients to zero; since PyTorch 2.0 it sets them to `None` by default
+    (`set_to_none=True`), which frees their memory until the next backward pass.
+
+    Only steps under a test that counts micro-batches (a `%` remainder, or a name about
+    accumulation such as `accum_steps`) are considered: a step skipped for another reason
+    (`if torch.isfinite(norm):`) next to a per-iteration `zero_grad()` is a normal loop.
+
+    ## Example
+    ```python
+    for i, (x, y) in enumerate(loader):
+        optimizer.zero_grad()
+        loss = loss_fn(model(x), y) / accum_steps
+        loss.backward()
+        if (i + 1) % accum_steps == 0:
+            optimizer.step()
+    ```
+
+    ## Use instead
+    ```python
+    for i, (x, y) in enumerate(loader):
+        loss = loss_fn(model(x), y) / accum_steps
+        loss.backward()
+        if (i + 1) % accum_steps == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    ```
+
+    ## Fix safety
+    The fix moves `zero_grad()` into the conditional block, right after the step (after
+    `scaler.update()` when it follows the step). It is unsafe: training changes — to the
+    accumulation the code intended. No fix is offered when the call shares its line with other
+    code or is the only statement of its block.
+
+    ## References
+    - [`Optimizer.zero_grad`](https://pytorch.org/docs/stable/generated/torch.optim.Optimizer.zero_grad.html)
+    - [Gradient accumulation with AMP](https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-accumulation)
+    """
+
+    zh = """## 功能
+    检查梯度累积循环：优化器只在计数条件下更新（例如 `if (i + 1) % accum_steps == 0:`），
+    但 `optimizer.zero_grad()`（或 `model.zero_grad()`）在每次迭代都无条件调用。
+
+    ## 为什么不好？
+    梯度累积依赖 `.backward()` 把每个 micro-batch 的梯度*累加*到 `.grad` 中，直到更新为止。每次迭代都
+    执行的 `zero_grad()` 会反复清空这些梯度，于是更新只用到最后一个 micro-batch：有效 batch 比预期小
+    `accum_steps` 倍，梯度噪声更大，每 `accum_steps` 次反向传播中有 `accum_steps - 1` 次白做。程序不会报错，
+    只是模型训练得更差。
+
+    指南正是在提醒这个问题。它把累积完成后的顺序写成“先 zero_grad、再 step”；实际可行的顺序是先 `step()`，
+    紧接着再 `zero_grad()`，否则更新时已经没有梯度了。指南还说 `zero_grad()` 会把梯度置零；从 PyTorch 2.0
+    起，它默认把梯度设为 `None`（`set_to_none=True`），在下一次反向传播之前释放这部分内存。
+
+    只考虑处于“计数”条件下的更新（`%` 取余，或名字与累积有关，如 `accum_steps`）：因为其他原因跳过的更新
+    （`if torch.isfinite(norm):`）配合每次迭代的 `zero_grad()` 是正常的循环。
+
+    ## 示例
+    ```python
+    for i, (x, y) in enumerate(loader):
+        optimizer.zero_grad()
+        loss = loss_fn(model(x), y) / accum_steps
+        loss.backward()
+        if (i + 1) % accum_steps == 0:
+            optimizer.step()
+    ```
+
+    ## 改为
+    ```python
+    for i, (x, y) in enumerate(loader):
+        loss = loss_fn(model(x), y) / accum_steps
+        loss.backward()
+        if (i + 1) % accum_steps == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    ```
+
+    ## 修复安全性
+    修复会把 `zero_grad()` 移入条件块，放在更新之后（若更新后紧跟 `scaler.update()`，则放在它之后）。
+    它是不安全的：训练行为会改变——变为代码本意的梯度累积。若该调用与其他代码同在一行，或是所在代码块中
+    唯一的语句，则不提供修复。
+
+    ## 参考
+    - [`Optimizer.zero_grad`](https://pytorch.org/docs/stable/generated/torch.optim.Optimizer.zero_grad.html)
+    - [AMP 下的梯度累积](https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-accumulation)
+    """
+
+    code = "TDR107"
+    name = "zero-grad-in-accumulation"
+    severity = Severity.ERROR
+    fix_safety = Applicability.UNSAFE
+
+    VALID = (
+        # Correct accumulation: zero_grad right after the step.
+        "import torch\n"
+        "for i, (x, y) in enumerate(loader):\n"
+        "    loss = crit(model(x), y) / 4\n"
+        "    loss.backward()\n"
+        "    if (i + 1) % 4 == 0:\n"
+        "        optimizer.step()\n"
+        "        optimizer.zero_grad()\n",
+        # zero_grad at the start of each accumulation window.
+        "import torch\n"
+        "for i, (x, y) in enumerate(loader):\n"
+        "    if i % accum == 0:\n"
+        "        optimizer.zero_grad()\n"
+        "    crit(model(x), y).backward()\n"
+        "    if (i + 1) % accum == 0:\n"
+        "        optimizer.step()\n",
+        # A step skipped for another reason is not accumulation.
+        "import torch\n"
+        "for x, y in loader:\n"
+        "    optimizer.zero_grad()\n"
+        "    crit(model(x), y).backward()\n"
+        "    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
+        "    if torch.isfinite(norm):\n"
+        "        optimizer.step()\n",
+        # Plain training: step every iteration.
+        "import torch\n"
+        "for x, y in loader:\n"
+        "    optimizer.zero_grad()\n    crit(model(x), y).backward()\n    optimizer.step()\n"
+        "    if i % 100 == 0:\n        print(i)\n",
+        # The backward also runs only under the condition: nothing accumulates.
+        "import torch\n"
+        "for i, x in enumerate(loader):\n"
+        "    optimizer.zero_grad()\n"
+        "    if i % 2 == 0:\n"
+        "        model(x).sum().backward()\n"
+        "        optimizer.step()\n",
+        # Another optimizer is zeroed (GAN: discriminator steps every iteration).
+        "import torch\n"
+        "for i, x in enumerate(loader):\n"
+        "    opt_d.zero_grad()\n"
+        "    d_loss(x).backward()\n"
+        "    opt_d.step()\n"
+        "    g_loss(x).backward()\n"
+        "    if (i + 1) % n_critic == 0:\n"
+        "        opt_g.step()\n"
+        "        opt_g.zero_grad()\n",
+        # The step is in an epoch loop; zero_grad in the batch loop is a separate iteration.
+        "import torch\n"
+        "for epoch in range(10):\n"
+        "    for x in loader:\n"
+        "        optimizer.zero_grad()\n        model(x).sum().backward()\n"
+        "        optimizer.step()\n"
+        "    if epoch % 5 == 0:\n        swa_optimizer.step()\n",
+        # zero_grad of something that is not an optimizer or a model.
+        "import torch\n"
+        "for i, x in enumerate(loader):\n"
+        "    meter.zero_grad()\n"
+        "    model(x).sum().backward()\n"
+        "    if (i + 1) % 4 == 0:\n"
+        "        optimizer.step()\n        optimizer.zero_grad()\n",
+        Valid(
+            "import torch\n"
+            "for i, x in enumerate(loader):\n"
+            "    model(x).sum().backward()\n"
+            "    if (i + 1) % 8 == 0:\n"
+            "        scaler.step(opt)\n        scaler.update()\n        opt.zero_grad()\n",
+            notebook=True,
+        ),
+    )
+    INVALID = (
+        Invalid(
+            "import torch\n"
+            "for i, (x, y) in enumerate(loader):\n"
+            "    optimizer.zero_grad()\n"
+            "    loss = crit(model(x), y) / accum_steps\n"
+            "    loss.backward()\n"
+            "    if (i + 1) % accum_steps == 0:\n"
+            "        optimizer.step()\n",
+            fixed="import torch\n"
+            "for i, (x, y) in enumerate(loader):\n"
+            "    loss = crit(model(x), y) / accum_steps\n"
+            "    loss.backward()\n"
+            "    if (i + 1) % accum_steps == 0:\n"
+            "        optimizer.step()\n"
+            "        optimizer.zero_grad()\n",
+        ),
+        # zero_grad after the guarded step; scaler step and update; a model's zero_grad.
+        Invalid(
+            "import torch\nfrom torch import nn\n"
+            "net = nn.Linear(4, 2)\n"
+            "sgd = torch.optim.SGD(net.parameters(), lr=0.1)\n"
+            "step = 0\n"
+            "while step < total:\n"
+            "    scaler.scale(net(next(it)).sum()).backward()\n"
+            "    if step % accumulation == accumulation - 1:\n"
+            "        scaler.step(sgd)\n"
+            "        scaler.update()\n"
+            "        log(step)\n"
+            "    net.zero_grad(set_to_none=True)  # reset\n"
+            "    step += 1\n",
+            fixed="import torch\nfrom torch import nn\n"
+            "net = nn.Linear(4, 2)\n"
+            "sgd = torch.optim.SGD(net.parameters(), lr=0.1)\n"
+            "step = 0\n"
+            "while step < total:\n"
+            "    scaler.scale(net(next(it)).sum()).backward()\n"
+            "    if step % accumulation == accumulation - 1:\n"
+            "        scaler.step(sgd)\n"
+            "        scaler.update()\n"
+            "        net.zero_grad(set_to_none=True)  # reset\n"
+            "        log(step)\n"
+            "    step += 1\n",
+        ),
+        # The guard already zeroes after the step: the extra call is removed.
+        Invalid(
+            "import torch\n"
+            "def train(model, loader, opt):\n"
+            "    for it, batch in enumerate(loader):\n"
+            "        with torch.autocast('cuda'):\n"
+            "            opt.zero_grad()\n"
+            "            loss = model(batch)\n"
+            "        loss.backward()\n"
+            "        if it % self_accum_steps == 0 or it == last:\n"
+            "            opt.step()\n"
+            "            opt.zero_grad()\n",
+            fixed="import torch\n"
+            "def train(model, loader, opt):\n"
+            "    for it, batch in enumerate(loader):\n"
+            "        with torch.autocast('cuda'):\n"
+            "            loss = model(batch)\n"
+            "        loss.backward()\n"
+            "        if it % self_accum_steps == 0 or it == last:\n"
+            "            opt.step()\n"
+            "            opt.zero_grad()\n",
+        ),
+        # Shares its line: reported without a fix.
+        Invalid(
+            "import torch\n"
+            "for i, x in enumerate(loader):\n"
+            "    optimizer.zero_grad(); model(x).sum().backward()\n"
+            "    if (i + 1) % 4 == 0:\n"
+            "        optimizer.step()\n",
+            fixed=None,
+        ),
+        Invalid(
+            "import torch\n"
+            "for i, x in enumerate(loader):\n"
+            "    optimizer.zero_grad()\n"
+            "    model(x).sum().backward()\n"
+            "    if (i + 1) % 4 == 0:\n"
+            "        optimizer.step()\n",
+            fixed="import torch\n"
+            "for i, x in enumerate(loader):\n"
+            "    model(x).sum().backward()\n"
+            "    if (i + 1) % 4 == 0:\n"
+            "        optimizer.step()\n"
+            "        optimizer.zero_grad()\n",
+            notebook=True,
+        ),
+    )
+
+    def check(self, ctx: Context) -> None:
+        sem = ctx.sem
+        seen: set[ast.Call] = set()
+        for loop in sem.all_loops():
+            if not sem.repeats(loop):
+                continue
+            for step, guard in accumulated_steps(sem, loop):
+                if not any(
+                    not sem.is_inside(b, guard) for b in backward_calls(sem, loop.node.body)
+                ):
+                    continue  # the backward pass runs only when stepping: nothing accumulates
+                optimizer = ctx.segment(step_optimizer(sem, step) or step)
+                for call in calls_in(sem, loop.node.body):
+                    if call in seen or not is_zero_grad(sem, call):
+                        continue
+                    assert isinstance(call.func, ast.Attribute)
+                    receiver = call.func.value
+                    if ctx.segment(receiver) != optimizer and not _is_model(ctx, receiver):
+                        continue
+                    if iteration_loop(sem, call) is not loop or not runs_every_iteration(
+                        sem, call, loop.node
+                    ):
+                        continue
+                    seen.add(call)
+                    ctx.report(
+                        call,
+                        Text(
+                            f"`{ctx.segment(call.func)}()` runs on every iteration but "
+                            f"`{ctx.segment(step.func)}()` only every few: the accumulated "
+                            "gradients are wiped before each step",
+                            f"`{ctx.segment(call.func)}()` 每次迭代都会执行，而 "
+                            f"`{ctx.segment(step.func)}()` 隔几次才执行一次：累积的梯度在每次更新前都被清空了",
+                        ),
+                        fixes=[_move_into_guard(ctx, call, step, guard)],
+                        related=[
+                            ctx.related(step, Text("the conditional step", "条件执行的优化器更新"))
+                        ],
+                    )
+
+
+def _is_model(ctx: Context, receiver: ast.expr) -> bool:
+    from ..engine.semantic import Kind
+
+    return ctx.kind(receiver) is Kind.MODULE
+
+
+def _move_into_guard(ctx: Context, call: ast.Call, step: ast.Call, guard: ast.If) -> Fix | None:
+    sem, source = ctx.sem, ctx.source
+    stmt = sem.parent(call)
+    if not isinstance(stmt, ast.Expr) or stmt.lineno != stmt.end_lineno:
+        return None
+    block, _ = sem.block_of(stmt)
+    delete = fixes.delete_statement(source, stmt)
+    if delete is None or len(block) < 2:
+        return None
+    title = Text(
+        "Move `zero_grad()` after the conditional step", "把 `zero_grad()` 移到条件更新之后"
+    )
+    step_stmt = sem.statement_of(step)
+    target_block, index = sem.block_of(step_stmt)
+    receiver = ctx.segment(call.func.value) if isinstance(call.func, ast.Attribute) else ""
+    for later in target_block[index + 1 :]:
+        if (
+            isinstance(later, ast.Expr)
+            and isinstance(later.value, ast.Call)
+            and isinstance(later.value.func, ast.Attribute)
+            and later.value.func.attr == "zero_grad"
+            and ctx.segment(later.value.func.value) == receiver
+        ):
+            title = Text(
+                "Remove the per-iteration `zero_grad()`", "删除每次迭代都执行的 `zero_grad()`"
+            )
+            return Fix(title, (delete,), Applicability.UNSAFE)
+    anchor = step_stmt
+    nxt = target_block[index + 1] if index + 1 < len(target_block) else None
+    if (
+        isinstance(nxt, ast.Expr)
+        and isinstance(nxt.value, ast.Call)
+        and isinstance(nxt.value.func, ast.Attribute)
+        and nxt.value.func.attr == "update"
+    ):
+        anchor = nxt
+    if not sem.is_inside(anchor, guard):
+        return None
+    line = source.line(stmt.lineno)
+    text = source.segment(stmt) + line[source.end(stmt).col :].rstrip("\r\n")
+    insert: Edit | None = fixes.insert_statement_after(source, anchor, text.strip())
+    if insert is None:
+        return None
+    return Fix(title, (delete, insert), Applicability.UNSAFE)

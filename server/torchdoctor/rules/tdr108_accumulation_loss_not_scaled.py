@@ -1,0 +1,272 @@
+from __future__ import annotations
+
+import ast
+
+from ..engine import fixes
+from ..engine.context import Context
+from ..engine.model import Applicability, Fix, Severity, Text
+from ..engine.training import (
+    accumulated_steps,
+    accumulation_count,
+    backward_calls,
+    iteration_loop,
+    rescales_gradients,
+    tensor_of_backward,
+    unscaled_loss,
+)
+from .base import Invalid, Rule, Valid
+
+
+class AccumulationLossNotScaled(Rule):
+    """## What it does
+    Checks gradient-accumulation loops (the optimizer steps only under a counting condition
+    such as `if (i + 1) % accum_steps == 0:`) where the loss passed to `.backward()` is a plain
+    loss — `criterion(...)`, `F.cross_entropy(...)` and the like — never divided by the number
+    of accumulated micro-batches.
+
+    ## Why is this bad?
+    `.backward()` adds each micro-batch's gradient into `.grad`. After `k` micro-batches the
+    gradient is the *sum* of `k` mean gradients, `k` times the gradient of one large batch of
+    the same size. With SGD this multiplies the learning rate by `k`; a `clip_grad_norm_`
+    threshold tuned without accumulation clips much harder; with Adam-like optimizers, which
+    divide by the gradient's magnitude, the effect is mostly limited to the `eps` term. That is
+    why the rule is off by default and only informs.
+
+    The rule stays silent when the loss cannot be followed (it comes from a helper function or
+    a model output), when it is rescaled anywhere on its way (`/ k`, `* w`, `.div(k)`,
+    `loss /= k`), or when the gradients themselves are rescaled (`p.grad /= k`).
+
+    ## Example
+    ```python
+    for i, (x, y) in enumerate(loader):
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        if (i + 1) % accum_steps == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    ```
+
+    ## Use instead
+    ```python
+    for i, (x, y) in enumerate(loader):
+        loss = loss_fn(model(x), y)
+        loss = loss / accum_steps
+        loss.backward()
+        if (i + 1) % accum_steps == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    ```
+
+    ## Fix safety
+    The fix, offered when the count can be read from the `%` in the condition, divides the loss
+    by it before the backward pass. It is a suggestion and never applied in bulk: it changes
+    the size of every update, and a learning rate tuned with the summed gradients would need
+    retuning. Logged loss values are divided too when they are read after the division.
+
+    ## References
+    - [Gradient accumulation with AMP](https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-accumulation)
+    - [`Tensor.backward`](https://pytorch.org/docs/stable/generated/torch.Tensor.backward.html)
+    """
+
+    zh = """## 功能
+    检查梯度累积循环（优化器只在计数条件下更新，例如 `if (i + 1) % accum_steps == 0:`）中，传给
+    `.backward()` 的损失是普通损失——`criterion(...)`、`F.cross_entropy(...)` 等——却从未除以累积的
+    micro-batch 数量。
+
+    ## 为什么不好？
+    `.backward()` 会把每个 micro-batch 的梯度累加到 `.grad` 中。累积 `k` 个 micro-batch 后，梯度是 `k` 个
+    平均梯度之*和*，是同样大小的一个大 batch 梯度的 `k` 倍。使用 SGD 时这相当于把学习率乘以 `k`；在不累积时
+    调好的 `clip_grad_norm_` 阈值会裁剪得重得多；对于按梯度幅值归一化的 Adam 类优化器，影响基本只体现在
+    `eps` 项上。因此本规则默认关闭，且只作提示。
+
+    当无法追踪损失的来源（来自辅助函数或模型输出）、损失在途中被缩放过（`/ k`、`* w`、`.div(k)`、
+    `loss /= k`），或梯度本身被缩放（`p.grad /= k`）时，本规则不报告。
+
+    ## 示例
+    ```python
+    for i, (x, y) in enumerate(loader):
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        if (i + 1) % accum_steps == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    ```
+
+    ## 改为
+    ```python
+    for i, (x, y) in enumerate(loader):
+        loss = loss_fn(model(x), y)
+        loss = loss / accum_steps
+        loss.backward()
+        if (i + 1) % accum_steps == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    ```
+
+    ## 修复安全性
+    当能从条件中的 `%` 读出累积次数时，修复会在反向传播之前把损失除以它。这只是建议，不会批量应用：它改变了
+    每次更新的大小，按累加梯度调好的学习率需要重新调整。若在除法之后读取损失用于日志，记录的数值也会变小。
+
+    ## 参考
+    - [AMP 下的梯度累积](https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-accumulation)
+    - [`Tensor.backward`](https://pytorch.org/docs/stable/generated/torch.Tensor.backward.html)
+    """
+
+    code = "TDR108"
+    name = "accumulation-loss-not-scaled"
+    severity = Severity.INFO
+    default = False
+    fix_safety = Applicability.SUGGESTION
+
+    VALID = (
+        # Divided where it is computed.
+        "import torch\nimport torch.nn.functional as F\n"
+        "for i, (x, y) in enumerate(loader):\n"
+        "    loss = F.cross_entropy(model(x), y) / accum\n"
+        "    loss.backward()\n"
+        "    if (i + 1) % accum == 0:\n        opt.step()\n        opt.zero_grad()\n",
+        # Divided in place, and inside scaler.scale().
+        "import torch\nfrom torch import nn\ncrit = nn.CrossEntropyLoss()\n"
+        "for i, (x, y) in enumerate(loader):\n"
+        "    loss = crit(model(x), y)\n"
+        "    loss /= accum\n"
+        "    scaler.scale(loss).backward()\n"
+        "    if (i + 1) % accum == 0:\n        scaler.step(opt)\n        scaler.update()\n",
+        "import torch\nfrom torch import nn\ncrit = nn.CrossEntropyLoss()\n"
+        "for i, (x, y) in enumerate(loader):\n"
+        "    scaler.scale(crit(model(x), y) / accum).backward()\n"
+        "    if (i + 1) % accum == 0:\n        scaler.step(opt)\n        scaler.update()\n",
+        # Unknown origin: a helper or a model output.
+        "import torch\n"
+        "for i, batch in enumerate(loader):\n"
+        "    loss = compute_loss(model, batch)\n"
+        "    loss.backward()\n"
+        "    if (i + 1) % accum == 0:\n        optimizer.step()\n        optimizer.zero_grad()\n",
+        "import torch\n"
+        "for i, batch in enumerate(loader):\n"
+        "    model(**batch).loss.backward()\n"
+        "    if (i + 1) % accum == 0:\n        optimizer.step()\n        optimizer.zero_grad()\n",
+        # Gradients rescaled by hand.
+        "import torch\nimport torch.nn.functional as F\n"
+        "for i, (x, y) in enumerate(loader):\n"
+        "    F.mse_loss(model(x), y).backward()\n"
+        "    if (i + 1) % accum == 0:\n"
+        "        for p in model.parameters():\n            p.grad /= accum\n"
+        "        opt.step()\n        opt.zero_grad()\n",
+        # Not accumulation: the step runs every iteration.
+        "import torch\nimport torch.nn.functional as F\n"
+        "for x, y in loader:\n"
+        "    F.mse_loss(model(x), y).backward()\n    opt.step()\n    opt.zero_grad()\n",
+        # A non-torch ``criterion`` with the same name.
+        "import torch\n"
+        "def criterion(a, b):\n    return ((a - b) ** 2).mean() / 4\n"
+        "for i, (x, y) in enumerate(loader):\n"
+        "    criterion(model(x), y).backward()\n"
+        "    if (i + 1) % 4 == 0:\n        opt.step()\n        opt.zero_grad()\n",
+        Valid(
+            "import torch\nimport torch.nn.functional as F\n"
+            "for i, (x, y) in enumerate(loader):\n"
+            "    (F.l1_loss(model(x), y) / 2).backward()\n"
+            "    if i % 2:\n        opt.step()\n        opt.zero_grad()\n",
+            notebook=True,
+        ),
+    )
+    INVALID = (
+        Invalid(
+            "import torch\nfrom torch import nn\ncrit = nn.CrossEntropyLoss()\n"
+            "for i, (x, y) in enumerate(loader):\n"
+            "    loss = crit(model(x), y)\n"
+            "    loss.backward()\n"
+            "    if (i + 1) % accum_steps == 0:\n"
+            "        optimizer.step()\n        optimizer.zero_grad()\n",
+            fixed="import torch\nfrom torch import nn\ncrit = nn.CrossEntropyLoss()\n"
+            "for i, (x, y) in enumerate(loader):\n"
+            "    loss = crit(model(x), y)\n"
+            "    loss = loss / accum_steps\n"
+            "    loss.backward()\n"
+            "    if (i + 1) % accum_steps == 0:\n"
+            "        optimizer.step()\n        optimizer.zero_grad()\n",
+        ),
+        # Inline functional loss under a scaler; the count is an attribute.
+        Invalid(
+            "import torch\nimport torch.nn.functional as F\n"
+            "def fit(self):\n"
+            "    for i, (x, y) in enumerate(self.loader):\n"
+            "        scaler.scale(F.cross_entropy(self.model(x), y)).backward()\n"
+            "        if (i + 1) % self.cfg.accum == 0:\n"
+            "            scaler.step(self.optimizer)\n            scaler.update()\n",
+            fixed="import torch\nimport torch.nn.functional as F\n"
+            "def fit(self):\n"
+            "    for i, (x, y) in enumerate(self.loader):\n"
+            "        scaler.scale(F.cross_entropy(self.model(x), y) / self.cfg.accum).backward()\n"
+            "        if (i + 1) % self.cfg.accum == 0:\n"
+            "            scaler.step(self.optimizer)\n            scaler.update()\n",
+        ),
+        # An inline loss module; the count is an expression.
+        Invalid(
+            "import torch\nfrom torch import nn\n"
+            "for i, (x, y) in enumerate(loader):\n"
+            "    nn.MSELoss()(model(x), y).backward()\n"
+            "    if (i + 1) % (total // micro) == 0:\n"
+            "        opt.step()\n        opt.zero_grad()\n",
+            fixed="import torch\nfrom torch import nn\n"
+            "for i, (x, y) in enumerate(loader):\n"
+            "    (nn.MSELoss()(model(x), y) / (total // micro)).backward()\n"
+            "    if (i + 1) % (total // micro) == 0:\n"
+            "        opt.step()\n        opt.zero_grad()\n",
+        ),
+        # A guard without a remainder: reported, no count to divide by.
+        Invalid(
+            "import torch\nimport torch.nn.functional as F\n"
+            "for x, y in loader:\n"
+            "    F.nll_loss(model(x), y).backward()\n"
+            "    if should_accumulate_done(x):\n"
+            "        opt.step()\n        opt.zero_grad()\n",
+            fixed=None,
+        ),
+    )
+
+    def check(self, ctx: Context) -> None:
+        sem = ctx.sem
+        for loop in sem.all_loops():
+            if not sem.repeats(loop):
+                continue
+            steps = accumulated_steps(sem, loop)
+            if not steps or rescales_gradients(sem, loop.node.body):
+                continue
+            guard = steps[0][1]
+            for call in backward_calls(sem, loop.node.body):
+                if iteration_loop(sem, call) is not loop or sem.is_inside(call, guard):
+                    continue
+                tensor = tensor_of_backward(call)
+                if tensor is None or unscaled_loss(sem, tensor) is not True:
+                    continue
+                ctx.report(
+                    tensor,
+                    Text(
+                        "The loss is not divided by the number of accumulated micro-batches: "
+                        "each step applies their summed gradients",
+                        "损失没有除以累积的 micro-batch 数量：每次更新使用的是它们梯度之和",
+                    ),
+                    fixes=[_divide(ctx, call, tensor, guard)],
+                    related=[ctx.related(steps[0][0], Text("the conditional step", "条件更新"))],
+                )
+
+
+def _divide(ctx: Context, call: ast.Call, tensor: ast.expr, guard: ast.If) -> Fix | None:
+    count = accumulation_count(guard.test)
+    if count is None:
+        return None
+    k = ctx.segment(count)
+    if not isinstance(count, ast.Name | ast.Attribute | ast.Constant):
+        k = f"({k})"
+    title = Text(f"Divide the loss by `{k}`", f"把损失除以 `{k}`")
+    if isinstance(tensor, ast.Name):
+        stmt = ctx.sem.statement_of(call)
+        edit = fixes.insert_statement_before(ctx.source, stmt, f"{tensor.id} = {tensor.id} / {k}")
+        return Fix(title, (edit,), Applicability.SUGGESTION) if edit else None
+    text = f"{ctx.segment(tensor)} / {k}"
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.value is tensor:
+        text = f"({text})"
+    return Fix(title, (fixes.replace(ctx.source, tensor, text),), Applicability.SUGGESTION)

@@ -1,0 +1,315 @@
+from __future__ import annotations
+
+import ast
+
+from ..engine import fixes
+from ..engine.context import Context
+from ..engine.model import Applicability, Fix, Severity, Text
+from ..engine.training import (
+    backward_calls,
+    before,
+    clip_calls,
+    directly_in,
+    iteration_region,
+    same_iteration,
+)
+from .base import Invalid, Rule, Valid
+
+
+class ClipOutOfOrder(Rule):
+    """## What it does
+    Checks for `torch.nn.utils.clip_grad_norm_` / `clip_grad_value_` called in the wrong place
+    of a training iteration: after `optimizer.step()` (with no backward pass in between), or
+    before the iteration's `.backward()`.
+
+    ## Why is this bad?
+    Clipping changes the `.grad` tensors; only the optimizer step reads them. Clipped after the
+    step, the update has already used the unclipped gradients — an exploding gradient goes
+    straight into the weights — and the clipped values are thrown away by the next
+    `zero_grad()`. Clipped before `.backward()`, it acts on the previous iteration's gradients
+    (or on `None` after `zero_grad()`), and the gradients the step uses are never clipped.
+    Either way the code looks protected and is not.
+
+    As the guide says, clipping belongs after the backward pass and before the update.
+
+    One iteration is the body of the training loop around the call, or the function around
+    it (a `train_step(batch)` method). Calls in the other branch of an `if` do not count, and a
+    backward pass the rule cannot see (inside a helper) keeps it silent.
+
+    ## Example
+    ```python
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss_fn(model(x), y).backward()
+        optimizer.step()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    ```
+
+    ## Use instead
+    ```python
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss_fn(model(x), y).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+    ```
+
+    ## Fix safety
+    The fix moves the clipping statement right before the optimizer step that follows the
+    backward pass. It is unsafe: the updates change (they become clipped, as intended). No fix
+    is offered when the statement shares its line, spans several lines, or when a name it
+    assigns is read between its old and new places.
+
+    ## References
+    - [`clip_grad_norm_`](https://pytorch.org/docs/stable/generated/torch.nn.utils.clip_grad_norm_.html)
+    - [`clip_grad_value_`](https://pytorch.org/docs/stable/generated/torch.nn.utils.clip_grad_value_.html)
+    """
+
+    zh = """## 功能
+    检查在训练迭代中位置错误的 `torch.nn.utils.clip_grad_norm_` / `clip_grad_value_` 调用：在
+    `optimizer.step()` 之后（中间没有反向传播），或在本次迭代的 `.backward()` 之前。
+
+    ## 为什么不好？
+    梯度裁剪修改的是 `.grad` 张量，而只有优化器的 step 会读取它们。在 step 之后裁剪时，更新已经用了未裁剪的
+    梯度——爆炸的梯度直接写进了权重——而裁剪后的值会被下一次 `zero_grad()` 丢掉。在 `.backward()` 之前裁剪时，
+    它作用于上一次迭代的梯度（或 `zero_grad()` 之后的 `None`），step 使用的梯度从未被裁剪。两种情况下代码看起来
+    有保护，实际上没有。
+
+    正如指南所说，梯度裁剪应放在反向传播之后、参数更新之前。
+
+    一次迭代指调用所在训练循环的循环体，或其所在的函数（例如 `train_step(batch)` 方法）。`if` 另一分支中的调用
+    不计入；若反向传播在本规则看不到的地方（辅助函数中），则不报告。
+
+    ## 示例
+    ```python
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss_fn(model(x), y).backward()
+        optimizer.step()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    ```
+
+    ## 改为
+    ```python
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss_fn(model(x), y).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+    ```
+
+    ## 修复安全性
+    修复会把裁剪语句移到反向传播之后的那次优化器更新之前。它是不安全的：更新会改变（按预期被裁剪）。若该语句与
+    其他代码同在一行、跨越多行，或它赋值的名字在新旧位置之间被读取，则不提供修复。
+
+    ## 参考
+    - [`clip_grad_norm_`](https://pytorch.org/docs/stable/generated/torch.nn.utils.clip_grad_norm_.html)
+    - [`clip_grad_value_`](https://pytorch.org/docs/stable/generated/torch.nn.utils.clip_grad_value_.html)
+    """
+
+    code = "TDR109"
+    name = "clip-out-of-order"
+    severity = Severity.ERROR
+    fix_safety = Applicability.UNSAFE
+
+    VALID = (
+        "import torch\n"
+        "for x, y in loader:\n"
+        "    optimizer.zero_grad()\n"
+        "    crit(model(x), y).backward()\n"
+        "    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
+        "    optimizer.step()\n",
+        # Accumulation: clip under the guard, before the step.
+        "import torch\nfrom torch.nn.utils import clip_grad_value_\n"
+        "for i, x in enumerate(loader):\n"
+        "    model(x).sum().backward()\n"
+        "    if (i + 1) % 4 == 0:\n"
+        "        clip_grad_value_(model.parameters(), 0.5)\n"
+        "        optimizer.step()\n        optimizer.zero_grad()\n",
+        # Two optimizers: the generator's backward comes after the discriminator's step.
+        "import torch\n"
+        "for x in loader:\n"
+        "    d_loss(x).backward()\n    opt_d.step()\n"
+        "    g_loss(x).backward()\n"
+        "    torch.nn.utils.clip_grad_norm_(gen.parameters(), 1.0)\n"
+        "    opt_g.step()\n",
+        # The backward pass is in a helper the rule cannot see.
+        "import torch\n"
+        "for x in loader:\n"
+        "    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
+        "    optimizer.step()\n",
+        # Different branches.
+        "import torch\n"
+        "for x in loader:\n"
+        "    model(x).sum().backward()\n"
+        "    if plain:\n        optimizer.step()\n"
+        "    else:\n"
+        "        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
+        "        optimizer.step()\n",
+        # A clip function that is not torch's.
+        "import torch\n"
+        "def clip_grad_norm_(params, value):\n    pass\n"
+        "for x in loader:\n"
+        "    model(x).sum().backward()\n    optimizer.step()\n"
+        "    clip_grad_norm_(model.parameters(), 1.0)\n",
+        # Micro-batches in an inner loop, clip and step after it.
+        "import torch\n"
+        "def train_step(model, batches, opt):\n"
+        "    for b in batches:\n        model(b).sum().backward()\n"
+        "    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
+        "    opt.step()\n",
+        Valid(
+            "import torch\nloss.backward()\n"
+            "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\noptimizer.step()\n",
+            notebook=True,
+        ),
+    )
+    INVALID = (
+        Invalid(
+            "import torch\n"
+            "for x, y in loader:\n"
+            "    optimizer.zero_grad()\n"
+            "    crit(model(x), y).backward()\n"
+            "    optimizer.step()\n"
+            "    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n",
+            fixed="import torch\n"
+            "for x, y in loader:\n"
+            "    optimizer.zero_grad()\n"
+            "    crit(model(x), y).backward()\n"
+            "    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
+            "    optimizer.step()\n",
+        ),
+        # Before the backward pass, through an alias; the result is kept.
+        Invalid(
+            "import torch.nn as nn\n"
+            "def train_step(self, batch):\n"
+            "    self.opt.zero_grad()\n"
+            "    norm = nn.utils.clip_grad_norm_(self.model.parameters(), 5.0)  # clip\n"
+            "    loss = self.model(batch).mean()\n"
+            "    loss.backward()\n"
+            "    self.opt.step()\n"
+            "    return loss, norm\n",
+            fixed="import torch.nn as nn\n"
+            "def train_step(self, batch):\n"
+            "    self.opt.zero_grad()\n"
+            "    loss = self.model(batch).mean()\n"
+            "    loss.backward()\n"
+            "    norm = nn.utils.clip_grad_norm_(self.model.parameters(), 5.0)  # clip\n"
+            "    self.opt.step()\n"
+            "    return loss, norm\n",
+        ),
+        # After the conditional step of an accumulation loop.
+        Invalid(
+            "import torch\nfrom torch.nn.utils import clip_grad_norm_ as clip\n"
+            "for i, x in enumerate(loader):\n"
+            "    model(x).sum().backward()\n"
+            "    if (i + 1) % 4 == 0:\n"
+            "        optimizer.step()\n"
+            "        clip(model.parameters(), 1.0)\n"
+            "        optimizer.zero_grad()\n",
+            fixed="import torch\nfrom torch.nn.utils import clip_grad_norm_ as clip\n"
+            "for i, x in enumerate(loader):\n"
+            "    model(x).sum().backward()\n"
+            "    if (i + 1) % 4 == 0:\n"
+            "        clip(model.parameters(), 1.0)\n"
+            "        optimizer.step()\n"
+            "        optimizer.zero_grad()\n",
+        ),
+        # The norm is logged right after the clip: moving it would read it too early.
+        Invalid(
+            "import torch\n"
+            "for x in loader:\n"
+            "    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
+            "    log(norm)\n"
+            "    model(x).sum().backward()\n"
+            "    optimizer.step()\n",
+            fixed=None,
+        ),
+        Invalid(
+            "import torch\nloss.backward()\noptimizer.step()\n"
+            "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n",
+            fixed="import torch\nloss.backward()\n"
+            "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\noptimizer.step()\n",
+            notebook=True,
+        ),
+    )
+
+    def check(self, ctx: Context) -> None:
+        sem = ctx.sem
+        for clip in clip_calls(sem):
+            region = iteration_region(sem, clip)
+            backwards = same_iteration(sem, backward_calls(sem, region), clip)
+            steps = same_iteration(sem, sem.optimizer_steps(region), clip)
+            if not backwards or not steps:
+                continue
+            earlier = [c for c in [*backwards, *steps] if before(c, clip)]
+            later_steps = [s for s in steps if before(clip, s)]
+            if earlier and earlier[-1] in steps and not later_steps:
+                step = earlier[-1]
+                if not directly_in(sem, step, region):
+                    continue
+                message = Text(
+                    "Gradients are clipped after `optimizer.step()`: the update already used "
+                    "the unclipped gradients",
+                    "在 `optimizer.step()` 之后才裁剪梯度：更新已经使用了未裁剪的梯度",
+                )
+                target = step
+            elif not earlier:
+                after = [b for b in backwards if before(clip, b) and directly_in(sem, b, region)]
+                if not after:
+                    continue
+                target_steps = [s for s in later_steps if before(after[0], s)]
+                if not target_steps or not directly_in(sem, target_steps[0], region):
+                    continue
+                message = Text(
+                    "Gradients are clipped before `.backward()`: the step uses gradients that "
+                    "were never clipped",
+                    "在 `.backward()` 之前裁剪梯度：更新使用的梯度从未被裁剪",
+                )
+                target = target_steps[0]
+            else:
+                continue
+            ctx.report(
+                clip,
+                message,
+                fixes=[_move_before(ctx, clip, target)],
+                related=[ctx.related(target, Text("the optimizer step", "优化器更新"))],
+            )
+
+
+def _move_before(ctx: Context, clip: ast.Call, step: ast.Call) -> Fix | None:
+    sem, source = ctx.sem, ctx.source
+    stmt = sem.statement_of(clip)
+    target = sem.statement_of(step)
+    if not isinstance(stmt, ast.Expr | ast.Assign) or stmt.value is not clip:
+        return None
+    if stmt.lineno != stmt.end_lineno or target.lineno != (target.end_lineno or target.lineno):
+        return None
+    block, _ = sem.block_of(stmt)
+    delete = fixes.delete_statement(source, stmt)
+    if delete is None or len(block) < 2:
+        return None
+    first, last = sorted((stmt, target), key=lambda s: s.lineno)
+    assigned = {
+        n.id for t in getattr(stmt, "targets", []) for n in ast.walk(t) if isinstance(n, ast.Name)
+    }
+    read = {n.id for n in ast.walk(clip) if isinstance(n, ast.Name)}
+    for node in ast.walk(sem.tree):
+        row = getattr(node, "lineno", 0)
+        if not (first.lineno < row < last.lineno or node is target):
+            continue
+        if isinstance(node, ast.Name) and (
+            (isinstance(node.ctx, ast.Load) and node.id in assigned)
+            or (isinstance(node.ctx, ast.Store) and node.id in read)
+        ):
+            return None
+    line = source.line(stmt.lineno)
+    text = (source.segment(stmt) + line[source.end(stmt).col :].rstrip("\r\n")).strip()
+    insert = fixes.insert_statement_before(source, target, text)
+    if insert is None:
+        return None
+    return Fix(
+        Text("Move the clipping before the optimizer step", "把梯度裁剪移到优化器更新之前"),
+        (delete, insert),
+        Applicability.UNSAFE,
+    )

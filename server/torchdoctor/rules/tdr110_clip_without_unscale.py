@@ -1,0 +1,351 @@
+from __future__ import annotations
+
+import ast
+
+from ..engine import fixes
+from ..engine.context import Context
+from ..engine.model import Applicability, Fix, Severity, Text
+from ..engine.semantic import FUNCTION_NODES, Kind, argument, scaled_backward_scaler
+from ..engine.training import (
+    backward_calls,
+    before,
+    calls_in,
+    clip_calls,
+    conditions_between,
+    iteration_region,
+    same_iteration,
+)
+from .base import Invalid, Rule, Valid
+
+
+class ClipWithoutUnscale(Rule):
+    """## What it does
+    Checks for `clip_grad_norm_` / `clip_grad_value_` called after
+    `scaler.scale(loss).backward()` with no `scaler.unscale_(optimizer)` in between.
+
+    ## Why is this bad?
+    `scaler.scale(loss)` multiplies the loss, and so every gradient, by the scale factor
+    (65,536 at the start). Until `scaler.unscale_(optimizer)` runs, `.grad` holds these scaled
+    values, and clipping compares them with a threshold meant for the real ones (the
+    `GradScaler` documentation says to unscale first for exactly this reason). With
+    `clip_grad_norm_(params, 1.0)` the measured norm is about 65,536 times too large, so every
+    step is clipped and `scaler.step()` then divides the already clipped gradients by the scale:
+    the update is thousands of times smaller than intended. With `clip_grad_value_` the real
+    gradients are capped at `clip_value / scale`.
+
+    ## Example
+    ```python
+    for x, y in loader:
+        optimizer.zero_grad()
+        with torch.autocast("cuda"):
+            loss = loss_fn(model(x), y)
+        scaler.scale(loss).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(optimizer)
+        scaler.update()
+    ```
+
+    ## Use instead
+    ```python
+    for x, y in loader:
+        optimizer.zero_grad()
+        with torch.autocast("cuda"):
+            loss = loss_fn(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(optimizer)
+        scaler.update()
+    ```
+
+    ## Fix safety
+    The fix inserts `scaler.unscale_(optimizer)` before the clipping, naming the optimizer that
+    `scaler.step(...)` updates. It is safe: `scaler.step()` notices that the gradients are
+    already unscaled and does not divide them again, and with a disabled scaler
+    (`enabled=False`) `unscale_` does nothing. It is offered only when the clipping and
+    `scaler.step(...)` run under the same conditions and one optimizer is stepped: a second
+    `unscale_` before `update()` raises `RuntimeError`, as it would when clipping runs on every
+    micro-batch of an accumulation loop.
+
+    ## References
+    - [Working with unscaled gradients](https://pytorch.org/docs/stable/notes/amp_examples.html#working-with-unscaled-gradients)
+    - [`GradScaler.unscale_`](https://pytorch.org/docs/stable/amp.html#torch.amp.GradScaler.unscale_)
+    """
+
+    zh = """## 功能
+    检查在 `scaler.scale(loss).backward()` 之后、中间没有 `scaler.unscale_(optimizer)` 就调用的
+    `clip_grad_norm_` / `clip_grad_value_`。
+
+    ## 为什么不好？
+    `scaler.scale(loss)` 会把损失（因而每个梯度）乘以缩放因子（初始为 65,536）。在调用
+    `scaler.unscale_(optimizer)` 之前，`.grad` 中保存的都是放大后的值，梯度裁剪会拿它们与针对真实梯度设定的
+    阈值比较（`GradScaler` 文档正是因此要求先 unscale）。使用 `clip_grad_norm_(params, 1.0)` 时，测得的范数
+    大约大了 65,536 倍，于是每一步都会被裁剪，随后 `scaler.step()` 再把已经裁剪过的梯度除以缩放因子：更新量比
+    预期小数千倍。使用 `clip_grad_value_` 时，真实梯度被限制在 `clip_value / scale` 以内。
+
+    ## 示例
+    ```python
+    for x, y in loader:
+        optimizer.zero_grad()
+        with torch.autocast("cuda"):
+            loss = loss_fn(model(x), y)
+        scaler.scale(loss).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(optimizer)
+        scaler.update()
+    ```
+
+    ## 改为
+    ```python
+    for x, y in loader:
+        optimizer.zero_grad()
+        with torch.autocast("cuda"):
+            loss = loss_fn(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(optimizer)
+        scaler.update()
+    ```
+
+    ## 修复安全性
+    修复会在裁剪之前插入 `scaler.unscale_(optimizer)`，其中的优化器取自 `scaler.step(...)` 所更新的那个。
+    它是安全的：`scaler.step()` 会发现梯度已经 unscale，不会再除一次；缩放器被禁用（`enabled=False`）时
+    `unscale_` 什么也不做。只有当裁剪与 `scaler.step(...)` 处于相同条件下、且只更新一个优化器时才提供修复：
+    在 `update()` 之前第二次调用 `unscale_` 会抛出 `RuntimeError`——例如在梯度累积循环中每个 micro-batch
+    都执行裁剪时。
+
+    ## 参考
+    - [使用未缩放的梯度](https://pytorch.org/docs/stable/notes/amp_examples.html#working-with-unscaled-gradients)
+    - [`GradScaler.unscale_`](https://pytorch.org/docs/stable/amp.html#torch.amp.GradScaler.unscale_)
+    """
+
+    code = "TDR110"
+    name = "clip-without-unscale"
+    severity = Severity.ERROR
+    fix_safety = Applicability.SAFE
+
+    VALID = (
+        "import torch\n"
+        "for x, y in loader:\n"
+        "    scaler.scale(crit(model(x), y)).backward()\n"
+        "    scaler.unscale_(optimizer)\n"
+        "    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
+        "    scaler.step(optimizer)\n    scaler.update()\n",
+        # No scaler: plain backward.
+        "import torch\n"
+        "for x, y in loader:\n"
+        "    crit(model(x), y).backward()\n"
+        "    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
+        "    optimizer.step()\n",
+        # The scaled backward is in the other branch.
+        "import torch\n"
+        "for x in loader:\n"
+        "    if use_amp:\n"
+        "        scaler.scale(model(x).sum()).backward()\n"
+        "        scaler.unscale_(opt)\n"
+        "    else:\n"
+        "        model(x).sum().backward()\n"
+        "        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n",
+        # Unscaled in a helper method called in between.
+        "import torch\n"
+        "class Trainer:\n"
+        "    def unscale(self):\n        self.scaler.unscale_(self.opt)\n"
+        "    def step(self, loss):\n"
+        "        self.scaler.scale(loss).backward()\n"
+        "        self.unscale()\n"
+        "        torch.nn.utils.clip_grad_norm_(self.params, 1.0)\n"
+        "        self.scaler.step(self.opt)\n        self.scaler.update()\n",
+        # A disabled scaler.
+        "import torch\n"
+        "scaler = torch.amp.GradScaler('cuda', enabled=False)\n"
+        "for x in loader:\n"
+        "    scaler.scale(model(x).sum()).backward()\n"
+        "    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
+        "    scaler.step(opt)\n    scaler.update()\n",
+        # `.scale()` of a module that is not a scaler.
+        "import torch\nfrom torch import nn\nlayer = nn.Linear(2, 2)\n"
+        "for x in loader:\n"
+        "    layer.scale(x).backward()\n"
+        "    torch.nn.utils.clip_grad_norm_(layer.parameters(), 1.0)\n",
+        # A later plain backward is what the clip follows.
+        "import torch\n"
+        "for x in loader:\n"
+        "    scaler.scale(a(x)).backward()\n"
+        "    scaler.unscale_(opt_a)\n"
+        "    b(x).backward()\n"
+        "    torch.nn.utils.clip_grad_norm_(net_b.parameters(), 1.0)\n"
+        "    opt_b.step()\n",
+        Valid(
+            "import torch\nscaler.scale(loss).backward()\nscaler.unscale_(opt)\n"
+            "torch.nn.utils.clip_grad_value_(model.parameters(), 0.1)\n",
+            notebook=True,
+        ),
+    )
+    INVALID = (
+        Invalid(
+            "import torch\n"
+            "scaler = torch.amp.GradScaler('cuda')\n"
+            "for x, y in loader:\n"
+            "    optimizer.zero_grad()\n"
+            "    with torch.autocast('cuda'):\n        loss = crit(model(x), y)\n"
+            "    scaler.scale(loss).backward()\n"
+            "    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
+            "    scaler.step(optimizer)\n    scaler.update()\n",
+            fixed="import torch\n"
+            "scaler = torch.amp.GradScaler('cuda')\n"
+            "for x, y in loader:\n"
+            "    optimizer.zero_grad()\n"
+            "    with torch.autocast('cuda'):\n        loss = crit(model(x), y)\n"
+            "    scaler.scale(loss).backward()\n"
+            "    scaler.unscale_(optimizer)\n"
+            "    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
+            "    scaler.step(optimizer)\n    scaler.update()\n",
+        ),
+        # Aliased import, attribute names, clip inside the accumulation guard with the step.
+        Invalid(
+            "from torch.nn.utils import clip_grad_value_ as clip\n"
+            "def fit(self):\n"
+            "    for i, x in enumerate(self.loader):\n"
+            "        self.scaler.scale(self.model(x).sum() / 4).backward()\n"
+            "        if (i + 1) % 4 == 0:\n"
+            "            clip(self.model.parameters(), 0.5)\n"
+            "            self.scaler.step(self.optim)\n"
+            "            self.scaler.update()\n",
+            fixed="from torch.nn.utils import clip_grad_value_ as clip\n"
+            "def fit(self):\n"
+            "    for i, x in enumerate(self.loader):\n"
+            "        self.scaler.scale(self.model(x).sum() / 4).backward()\n"
+            "        if (i + 1) % 4 == 0:\n"
+            "            self.scaler.unscale_(self.optim)\n"
+            "            clip(self.model.parameters(), 0.5)\n"
+            "            self.scaler.step(self.optim)\n"
+            "            self.scaler.update()\n",
+        ),
+        # Clipping on every micro-batch, stepping every 4th: unscale_ there would raise.
+        Invalid(
+            "import torch\n"
+            "for i, x in enumerate(loader):\n"
+            "    scaler.scale(model(x).sum() / 4).backward()\n"
+            "    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
+            "    if (i + 1) % 4 == 0:\n"
+            "        scaler.step(opt)\n        scaler.update()\n",
+            fixed=None,
+        ),
+        # No scaler.step to name the optimizer: reported without a fix.
+        Invalid(
+            "import torch\n"
+            "def backward_and_clip(scaler, loss, params):\n"
+            "    scaler.scale(loss).backward()\n"
+            "    return torch.nn.utils.clip_grad_norm_(params, 1.0)\n",
+            fixed=None,
+        ),
+        Invalid(
+            "import torch\nscaler.scale(loss).backward()\n"
+            "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
+            "scaler.step(opt)\nscaler.update()\n",
+            fixed="import torch\nscaler.scale(loss).backward()\nscaler.unscale_(opt)\n"
+            "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
+            "scaler.step(opt)\nscaler.update()\n",
+            notebook=True,
+        ),
+    )
+
+    def check(self, ctx: Context) -> None:
+        sem = ctx.sem
+        for clip in clip_calls(sem):
+            region = iteration_region(sem, clip)
+            earlier = [
+                b for b in same_iteration(sem, backward_calls(sem, region), clip) if before(b, clip)
+            ]
+            if not earlier:
+                continue
+            backward = earlier[-1]
+            scaler = scaled_backward_scaler(backward)
+            if scaler is None or ctx.kind(scaler) not in (None, Kind.SCALER):
+                continue
+            if _disabled(ctx, scaler) or _unscaled_between(ctx, region, backward, clip):
+                continue
+            name = ctx.segment(scaler)
+            ctx.report(
+                clip,
+                Text(
+                    f"Gradients are clipped while still scaled by `{name}`: call "
+                    f"`{name}.unscale_(optimizer)` before clipping",
+                    f"梯度仍处于 `{name}` 的缩放状态就被裁剪了：请在裁剪前调用 "
+                    f"`{name}.unscale_(optimizer)`",
+                ),
+                fixes=[_insert_unscale(ctx, region, clip, name)],
+                related=[ctx.related(backward, Text("scaled backward", "缩放后的反向传播"))],
+            )
+
+
+def _disabled(ctx: Context, scaler: ast.expr) -> bool:
+    """A scaler built with a literal ``enabled=False``."""
+    made = ctx.sem.constructor_call(scaler)
+    if made is None:
+        return False
+    enabled = argument(made, "enabled")
+    return isinstance(enabled, ast.Constant) and enabled.value is False
+
+
+def _unscaled_between(ctx: Context, region: ast.AST, backward: ast.Call, clip: ast.Call) -> bool:
+    """An ``unscale_`` call, or a call of a function of this file that makes one, between the
+    backward pass and the clipping."""
+    sem = ctx.sem
+    for call in calls_in(sem, region):
+        if not (before(backward, call) and before(call, clip)):
+            continue
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr == "unscale_":
+            return True
+        target: ast.AST | None = sem.local_function(func)
+        if target is None and isinstance(func, ast.Attribute):
+            cls = sem.enclosing_class(call)
+            target = next(
+                (
+                    s
+                    for s in (cls.body if cls else [])
+                    if isinstance(s, FUNCTION_NODES) and s.name == func.attr
+                ),
+                None,
+            )
+        if target is not None and any(
+            isinstance(c.func, ast.Attribute) and c.func.attr == "unscale_"
+            for c in calls_in(sem, target)
+        ):
+            return True
+    return False
+
+
+def _insert_unscale(ctx: Context, region: ast.AST, clip: ast.Call, name: str) -> Fix | None:
+    sem = ctx.sem
+    steps = [
+        s
+        for s in calls_in(sem, region)
+        if isinstance(s.func, ast.Attribute)
+        and s.func.attr == "step"
+        and ctx.segment(s.func.value) == name
+        and len(s.args) == 1
+        and before(clip, s)
+    ]
+    optimizers = {ctx.segment(s.args[0]) for s in steps}
+    if len(optimizers) != 1:
+        return None
+    conditions = set(conditions_between(sem, clip, region))
+    if any(set(conditions_between(sem, s, region)) != conditions for s in steps):
+        return None
+    optimizer = optimizers.pop()
+    edit = fixes.insert_statement_before(
+        ctx.source, sem.statement_of(clip), f"{name}.unscale_({optimizer})"
+    )
+    if edit is None:
+        return None
+    return Fix(
+        Text(
+            f"Insert `{name}.unscale_({optimizer})` before clipping",
+            f"在裁剪前插入 `{name}.unscale_({optimizer})`",
+        ),
+        (edit,),
+        Applicability.SAFE,
+    )
