@@ -71,7 +71,9 @@ def test_mapping_page_lists_every_alias() -> None:
     for name in ("torchfix.md", "torchfix.zh.md"):
         text = (DOCS / name).read_text(encoding="utf-8")
         for alias, target in ALIASES.items():
-            row = next((line for line in text.splitlines() if line.startswith(f"| `{alias}` |")), "")
+            row = next(
+                (line for line in text.splitlines() if line.startswith(f"| `{alias}` |")), ""
+            )
             assert row, (name, alias)
             targets = target if isinstance(target, tuple) else (target,)
             for code in targets:

@@ -125,6 +125,17 @@ def _cell(text: str) -> str:
     return " ".join(text.replace("|", "\\|").split())
 
 
+def first_sentence(text: str) -> str:
+    """The text up to its first full stop outside inline code (for table cells)."""
+    in_code = False
+    for i, ch in enumerate(text):
+        if ch == "`":
+            in_code = not in_code
+        elif not in_code and (ch == "。" or (ch == "." and text[i + 1 : i + 2] in (" ", ""))):
+            return text[: i + 1]
+    return text
+
+
 def _severity(rule: type[Rule], locale: str) -> str:
     return _SEVERITY_ZH[rule.severity] if _zh(locale) else rule.severity.value
 
@@ -210,7 +221,7 @@ def _rule_table(rules: Sequence[type[Rule]], locale: str, prefix: str) -> list[s
     )
     lines = [head, "|---|---|---|---|---|---|"]
     for rule in rules:
-        summary = _cell(rule_doc(rule, locale).summary)
+        summary = _cell(first_sentence(rule_doc(rule, locale).summary))
         page = f"{prefix}{rule.code}.md"
         lines.append(
             f"| [{rule.code}]({page}) | `{rule.name}` | {summary} | {_default(rule, locale)} "
