@@ -110,7 +110,7 @@ cd "$EXT"
 step npm-ci env PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund
 step lint npm run --silent lint
 step typecheck npm run --silent typecheck
-step unit npx vitest run --reporter=dot
+step unit env NO_COLOR=1 npx vitest run
 step wheel bundle_wheel
 step vsix package_vsix
 step integration sh -c 'npm run --silent build:tests && node scripts/integration.mjs'

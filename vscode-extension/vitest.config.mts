@@ -6,6 +6,7 @@ export default defineConfig({
     environment: "node",
     pool: "threads",
     maxWorkers: 2,
+    isolate: false,
     testTimeout: 20_000,
   },
 });

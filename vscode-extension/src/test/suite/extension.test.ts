@@ -4,6 +4,7 @@ import * as vscode from "vscode";
 import { EXTENSION_ID, codeOf, sleep, torchdoctorDiagnostics, waitFor, waitForCodes, workspaceFile } from "./helpers";
 
 interface TorchdoctorApi {
+  readonly client: { initializeResult?: { capabilities: { notebookDocumentSync?: unknown } } } | undefined;
   readonly state: string;
   readonly interpreter: string | undefined;
   ready(): Promise<void>;
@@ -111,6 +112,8 @@ describe("torchdoctor in VS Code", () => {
   });
 
   it("reports diagnostics per notebook cell", async () => {
+    const td = await api();
+    assert.ok(td.client?.initializeResult?.capabilities.notebookDocumentSync, "cells are synced as notebook documents");
     const notebook = await vscode.workspace.openNotebookDocument(workspaceFile("explore.ipynb"));
     await vscode.window.showNotebookDocument(notebook);
     const cells = notebook.getCells();
