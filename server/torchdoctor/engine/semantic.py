@@ -1256,6 +1256,31 @@ class Semantic:
         value = arg.value if arg else (expr.args[index] if len(expr.args) > index else None)
         return isinstance(value, ast.Constant) and value.value is False
 
+    def autocast_device(self, expr: ast.expr) -> str | None:
+        """The device type of an ``autocast(...)`` call when the source states it (a string
+        literal, or ``torch.cuda/cpu.amp.autocast``); None when it is computed at run time."""
+        if not isinstance(expr, ast.Call):
+            return None
+        qual = self.qualname(expr.func)
+        if qual in ("torch.cuda.amp.autocast", "torch.cpu.amp.autocast"):
+            return qual.split(".")[1]
+        value = argument(expr, "device_type", 0)
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            return value.value.split(":")[0]
+        return None
+
+    def autocast_dtype(self, expr: ast.expr) -> str | None:
+        """``"float16"``/``"bfloat16"``: the dtype an ``autocast(...)`` call runs in, explicit
+        (``dtype=torch.half``) or the device's default (float16 on CUDA, bfloat16 on CPU,
+        ``torch.get_autocast_dtype``); None when it cannot be told from the source."""
+        if not isinstance(expr, ast.Call):
+            return None
+        value = argument(expr, "dtype", 1)
+        if value is None:
+            return {"cuda": "float16", "cpu": "bfloat16"}.get(self.autocast_device(expr) or "")
+        names = {"torch.float16": "float16", "torch.half": "float16", "torch.bfloat16": "bfloat16"}
+        return names.get(self.qualname(value) or "")
+
     def is_backward(self, call: ast.Call) -> bool:
         """``x.backward(...)`` or ``torch.autograd.backward(...)``."""
         func = call.func

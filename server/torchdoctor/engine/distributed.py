@@ -1,0 +1,226 @@
+"""Facts about distributed training, shared by the TDR5xx rules.
+
+Which code runs in every rank of a process group, which statements a rank check guards
+(``if rank == 0:``, an early ``return`` on the other ranks, ``@rank_zero_only``), which names
+certainly hold a ``DistributedDataParallel``/``DataParallel`` wrapper at a given point, and how
+to spell ``torch.distributed`` in new code. All of it is read from ``Semantic`` facts.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from . import fixes
+from .model import Edit
+from .semantic import FUNCTION_NODES, MODEL_WRAPPERS, Semantic, terminal_name
+from .source import Source
+
+INIT_PROCESS_GROUP = "torch.distributed.init_process_group"
+# Names that say "which process is this": rank variables, main-process predicates.
+_RANK_NAME = re.compile(
+    r"rank|main_proc|is_main|master|primary|global_zero|is_chief|leader|^(local_)?gpu(_id)?$", re.I
+)
+_EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
+
+
+def mentions_rank(expr: ast.AST | None) -> bool:
+    """Whether an expression reads a rank or a main-process predicate: ``rank == 0``,
+    ``dist.get_rank() == 0``, ``is_main_process()``, ``local_rank in (-1, 0)``,
+    ``accelerator.is_main_process``, ``self.trainer.is_global_zero``."""
+    if expr is None:
+        return False
+    for node in ast.walk(expr):
+        name = terminal_name(node)
+        if name and _RANK_NAME.search(name):
+            return True
+    return False
+
+
+def _exits(body: list[ast.stmt]) -> bool:
+    if not body:
+        return False
+    last = body[-1]
+    if isinstance(last, _EXITS):
+        return True
+    return (
+        isinstance(last, ast.Expr)
+        and isinstance(last.value, ast.Call)
+        and terminal_name(last.value.func) in ("exit", "_exit")
+    )
+
+
+def _guarded_here(sem: Semantic, node: ast.AST) -> bool:
+    """A rank check around ``node`` within its function: an enclosing ``if``/``else`` or
+    conditional expression on a rank, or an earlier ``if <rank test>: return``."""
+    child: ast.AST = node
+    for anc in sem.ancestors(node):
+        if isinstance(anc, ast.If | ast.IfExp) and child is not anc.test:
+            if mentions_rank(anc.test):
+                return True
+        if isinstance(child, ast.stmt):
+            try:
+                block, index = sem.block_of(child)
+            except ValueError:
+                block, index = [], 0
+            for prev in block[:index]:
+                if isinstance(prev, ast.If) and mentions_rank(prev.test):
+                    if _exits(prev.body) or _exits(prev.orelse):
+                        return True
+        if isinstance(anc, (*FUNCTION_NODES, ast.Lambda, ast.ClassDef)):
+            return False
+        child = anc
+    return False
+
+
+def _callers(sem: Semantic, func: ast.AST) -> list[ast.Call] | None:
+    """Calls of a function of this file (by its name, or ``self.name`` for a method); None
+    when its name is also used other than by calling it (passed to ``mp.spawn``...)."""
+    if not isinstance(func, FUNCTION_NODES):
+        return None
+    cls = sem.parent(func)
+    if isinstance(cls, ast.ClassDef):
+        return [
+            c
+            for c in sem.calls_by_attr.get(func.name, ())
+            if isinstance(c.func, ast.Attribute) and terminal_name(c.func.value) == "self"
+        ]
+    calls = [c for c in sem.calls_by_name.get(func.name, ()) if sem.local_function(c.func) is func]
+    if len(calls) != len(sem.names.get(func.name, ())):
+        return None
+    return calls
+
+
+def rank_guarded(sem: Semantic, node: ast.AST, _depth: int = 0) -> bool:
+    """Whether ``node`` runs only on some ranks: under a rank check in its function, in a
+    function named or decorated as main-process-only (``save_on_master``, ``@rank_zero_only``),
+    or in a function of this file every call of which is so guarded."""
+    if _guarded_here(sem, node):
+        return True
+    func = sem.enclosing_function(node)
+    if func is None or _depth > 3:
+        return False
+    if _RANK_NAME.search(func.name) or any(mentions_rank(d) for d in func.decorator_list):
+        return True
+    callers = _callers(sem, func)
+    if not callers:
+        return False
+    return all(rank_guarded(sem, c, _depth + 1) for c in callers)
+
+
+def rank_functions(sem: Semantic) -> set[ast.AST]:
+    """The functions (and the module, for top-level code) that run in a process of a group:
+    those that call ``init_process_group``, the functions of this file that call them, the
+    functions they call, and the other methods of a class holding one of them."""
+    found: set[ast.AST] = set()
+    for call in sem.calls_to(INIT_PROCESS_GROUP):
+        found.add(sem.enclosing_function(call) or sem.tree)
+    if not found:
+        return found
+    changed = True
+    while changed:
+        changed = False
+        new: set[ast.AST] = set()
+        for caller in (*sem.functions, sem.tree):
+            if caller not in found and any(
+                _target(sem, c) in found for c in _own_calls(sem, caller)
+            ):
+                new.add(caller)  # calls into a rank function: sets the group up itself
+        for region in found:
+            for call in _own_calls(sem, region):
+                target = _target(sem, call)
+                if target is not None:
+                    new.add(target)
+                cls = sem.local_class(call.func)
+                if cls is not None:  # an instance made here runs its methods here
+                    new.update(s for s in cls.body if isinstance(s, FUNCTION_NODES))
+            cls = sem.parent(region)
+            if isinstance(cls, ast.ClassDef):
+                new.update(s for s in cls.body if isinstance(s, FUNCTION_NODES))
+        new -= found
+        if new:
+            found |= new
+            changed = True
+    return found
+
+
+def _target(sem: Semantic, call: ast.Call) -> ast.AST | None:
+    """The function of this file a call runs: ``helper(...)`` or ``self.method(...)``."""
+    target = sem.local_function(call.func)
+    if target is None and isinstance(call.func, ast.Attribute):
+        cls = sem.enclosing_class(call)
+        if cls is not None and terminal_name(call.func.value) == "self":
+            return next(
+                (s for s in cls.body if isinstance(s, FUNCTION_NODES) and s.name == call.func.attr),
+                None,
+            )
+    return target
+
+
+def _own_calls(sem: Semantic, region: ast.AST) -> list[ast.Call]:
+    return [n for n in sem.walk(region) if isinstance(n, ast.Call)]
+
+
+def in_rank_process(sem: Semantic, node: ast.AST, regions: set[ast.AST]) -> bool:
+    """Whether ``node`` runs in every process of a group: in one of ``regions``
+    (``rank_functions``); top-level code only after the group was set up above it."""
+    func = sem.enclosing_function(node)
+    if func is not None:
+        return func in regions
+    if sem.tree not in regions:
+        return False
+    pos = (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+    return any(
+        (c.lineno, c.col_offset) < pos
+        and sem.enclosing_function(c) is None
+        and (sem.qualname(c.func) == INIT_PROCESS_GROUP or sem.local_function(c.func) in regions)
+        for c in sem.calls
+    )
+
+
+def wrapper_call(sem: Semantic, expr: ast.AST) -> ast.Call | None:
+    """The ``DistributedDataParallel(...)``/``DataParallel(...)`` call that ``expr`` certainly
+    holds where it is read: the call itself, a name whose latest assignment before the use is
+    one and runs on every path to it, or a ``self.attr`` only ever assigned such calls."""
+    if isinstance(expr, ast.Call):
+        return expr if sem.qualname(expr.func) in MODEL_WRAPPERS else None
+    if isinstance(expr, ast.Name):
+        binding = sem.lookup(expr.id, expr)
+        if binding is None or binding.how != "assign" or binding.index is not None:
+            return None
+        if not isinstance(binding.value, ast.Call) or binding.pos > (expr.lineno, expr.col_offset):
+            return None
+        stmt = sem.statement_of(binding.node)
+        try:
+            block, _ = sem.block_of(stmt)
+        except ValueError:
+            return None
+        # The assignment must sit in a block that also holds the use (not in an `if` branch).
+        if not any(s is sem.statement_of(expr) or sem.is_inside(expr, s) for s in block):
+            return None
+        return wrapper_call(sem, binding.value)
+    if isinstance(expr, ast.Attribute) and terminal_name(expr.value) == "self":
+        calls, other = sem.constructions(expr, lambda c: sem.qualname(c.func) in MODEL_WRAPPERS)
+        return calls[0] if calls and not other else None
+    return None
+
+
+def dist_ref(sem: Semantic, source: Source) -> tuple[str, list[Edit]] | None:
+    """How to call ``get_rank`` in new code: ``dist.get_rank`` through an existing alias of
+    ``torch.distributed``, an imported ``get_rank``, ``torch.distributed.get_rank`` through an
+    imported ``torch``, else ``dist.get_rank`` plus ``import torch.distributed as dist`` when
+    the name ``dist`` is free everywhere. None when none of these is possible."""
+    top = sem.scopes[sem.tree].bindings
+    for name, bindings in top.items():
+        if bindings and all(b.how == "import" for b in bindings):
+            quals = {b.qualname for b in bindings}
+            if quals == {"torch.distributed"}:
+                return f"{name}.get_rank", []
+            if quals == {"torch.distributed.get_rank"}:
+                return name, []
+    for name, bindings in top.items():
+        if bindings and all(b.how == "import" and b.qualname == "torch" for b in bindings):
+            return f"{name}.distributed.get_rank", []
+    if "dist" in sem.names or any("dist" in s.bindings for s in sem.scopes.values()):
+        return None
+    return "dist.get_rank", [fixes.import_edit(sem, source, "import torch.distributed as dist")]

@@ -1,0 +1,345 @@
+from __future__ import annotations
+
+import ast
+
+from ..engine import fixes
+from ..engine.context import Context
+from ..engine.model import Applicability, Edit, Fix, Text
+from ..engine.semantic import SCALERS, LoopInfo, argument, scaled_backward_scaler
+from ..engine.training import backward_calls, clip_calls, tensor_of_backward
+from .base import Invalid, Rule, Valid
+
+_LOOP = "import torch\nfor x, y in loader:\n    optimizer.zero_grad()\n"
+
+
+class Fp16WithoutGradScaler(Rule):
+    """## What it does
+    Checks for a training loop that runs its forward pass under float16 autocast on CUDA
+    (`torch.autocast("cuda")`: float16 is the CUDA default) and calls `.backward()` with no
+    `GradScaler` anywhere in the file.
+
+    ## Why is this bad?
+    float16 has 5 exponent bits: values below about 6e-8 round to zero. Under fp16 autocast
+    the activations' gradients are float16, so small gradients underflow and those weights
+    stop learning, without any error or warning. `GradScaler` multiplies the loss (65,536 at
+    the start) before `backward()` so the gradients stay representable, and divides them back
+    before the optimizer step. Measured on an H200 (3-layer MLP under fp16 autocast, loss
+    scaled down to mimic small losses): with the loss times 1e-4, 49.8% of the parameter
+    gradient entries are exactly zero without a scaler and 0% with one; with the loss times
+    1e-6, 100% are zero without a scaler and 0.06% with one.
+
+    bfloat16 has float32's exponent range and needs no scaler, so `dtype=torch.bfloat16`
+    (supported from Ampere GPUs on) is the other way out. Autocast on CPU (bfloat16 by
+    default), autocast whose device or dtype is computed at run time, and files that use a
+    scaler in any form (a `GradScaler`, `scaler.scale(loss)`, a `loss_scaler` helper,
+    `accelerator.backward(loss)`) are not reported.
+
+    ## Example
+    ```python
+    for inputs, targets in loader:
+        optimizer.zero_grad()
+        with torch.autocast("cuda"):
+            loss = criterion(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+    ```
+
+    ## Use instead
+    ```python
+    scaler = torch.amp.GradScaler("cuda")
+    for inputs, targets in loader:
+        optimizer.zero_grad()
+        with torch.autocast("cuda"):
+            loss = criterion(model(inputs), targets)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    ```
+
+    ## Fix safety
+    Two suggestions, never applied in bulk. The first (when the loop has one backward pass and
+    one `optimizer.step()`, and no gradient clipping) creates `scaler = torch.amp.GradScaler(
+    "cuda")` before the loop and routes the backward pass and the step through it. The second
+    passes `dtype=torch.bfloat16` to `autocast`, which needs a GPU with bfloat16 support and
+    changes the numerics of every autocast op.
+
+    ## References
+    - [Automatic Mixed Precision examples](https://pytorch.org/docs/stable/notes/amp_examples.html)
+    - [`torch.amp.GradScaler`](https://pytorch.org/docs/stable/amp.html#gradient-scaling)
+    - [`torch.autocast`](https://pytorch.org/docs/stable/amp.html#torch.autocast)
+    """
+
+    zh = """## 功能
+    检查这样的训练循环：前向传播在 CUDA 上的 float16 autocast 下运行（`torch.autocast("cuda")`：CUDA 的
+    默认 dtype 就是 float16），并调用 `.backward()`，而整个文件中没有任何 `GradScaler`。
+
+    ## 为什么不好？
+    float16 只有 5 位指数：小于约 6e-8 的值会被舍入为零。在 fp16 autocast 下，激活的梯度是 float16，
+    较小的梯度会下溢，相应的权重就不再学习，而且没有任何报错或警告。`GradScaler` 在 `backward()` 之前把损失
+    乘以一个因子（初始为 65,536），使梯度保持可表示，并在优化器更新之前再除回去。在 H200 上实测（fp16
+    autocast 下的 3 层 MLP，把损失缩小以模拟很小的损失）：损失乘以 1e-4 时，没有缩放器有 49.8% 的参数梯度
+    元素恰好为零，有缩放器时为 0%；损失乘以 1e-6 时，没有缩放器 100% 为零，有缩放器时为 0.06%。
+
+    bfloat16 的指数范围与 float32 相同，不需要缩放器，所以 `dtype=torch.bfloat16`（Ampere 及更新的 GPU
+    支持）是另一种解决办法。CPU 上的 autocast（默认 bfloat16）、设备或 dtype 在运行时才确定的 autocast，
+    以及以任何形式使用了缩放器的文件（`GradScaler`、`scaler.scale(loss)`、`loss_scaler` 辅助函数、
+    `accelerator.backward(loss)`）都不会报告。
+
+    ## 示例
+    ```python
+    for inputs, targets in loader:
+        optimizer.zero_grad()
+        with torch.autocast("cuda"):
+            loss = criterion(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+    ```
+
+    ## 改为
+    ```python
+    scaler = torch.amp.GradScaler("cuda")
+    for inputs, targets in loader:
+        optimizer.zero_grad()
+        with torch.autocast("cuda"):
+            loss = criterion(model(inputs), targets)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    ```
+
+    ## 修复安全性
+    提供两个建议，都不会被批量应用。第一个（循环中只有一次反向传播和一次 `optimizer.step()`、且没有梯度
+    裁剪时）在循环之前创建 `scaler = torch.amp.GradScaler("cuda")`，并让反向传播和更新经过它。第二个给
+    `autocast` 传入 `dtype=torch.bfloat16`：这需要支持 bfloat16 的 GPU，并会改变每个 autocast 运算的数值。
+
+    ## 参考
+    - [自动混合精度示例](https://pytorch.org/docs/stable/notes/amp_examples.html)
+    - [`torch.amp.GradScaler`](https://pytorch.org/docs/stable/amp.html#gradient-scaling)
+    - [`torch.autocast`](https://pytorch.org/docs/stable/amp.html#torch.autocast)
+    """
+
+    code = "TDR404"
+    name = "fp16-without-grad-scaler"
+    fix_safety = Applicability.SUGGESTION
+
+    VALID = (
+        # A GradScaler.
+        "import torch\nscaler = torch.amp.GradScaler('cuda')\n"
+        "for x, y in loader:\n"
+        "    with torch.autocast('cuda'):\n        loss = crit(model(x), y)\n"
+        "    scaler.scale(loss).backward()\n    scaler.step(optimizer)\n    scaler.update()\n",
+        # bfloat16, CPU autocast, a disabled one, a device chosen at run time.
+        _LOOP + "    with torch.autocast('cuda', dtype=torch.bfloat16):\n"
+        "        loss = crit(model(x), y)\n    loss.backward()\n    optimizer.step()\n",
+        _LOOP + "    with torch.autocast(device_type='cpu'):\n"
+        "        loss = crit(model(x), y)\n    loss.backward()\n    optimizer.step()\n",
+        _LOOP + "    with torch.cpu.amp.autocast():\n"
+        "        loss = crit(model(x), y)\n    loss.backward()\n    optimizer.step()\n",
+        _LOOP + "    with torch.autocast('cuda', enabled=False):\n"
+        "        loss = crit(model(x), y)\n    loss.backward()\n    optimizer.step()\n",
+        _LOOP + "    with torch.autocast(device.type):\n"
+        "        loss = crit(model(x), y)\n    loss.backward()\n    optimizer.step()\n",
+        _LOOP + "    with torch.autocast('cuda', dtype=amp_dtype):\n"
+        "        loss = crit(model(x), y)\n    loss.backward()\n    optimizer.step()\n",
+        # Evaluation under autocast: no backward pass.
+        "import torch\nwith torch.no_grad():\n    for x in loader:\n"
+        "        with torch.autocast('cuda'):\n            preds.append(model(x))\n",
+        # A scaler passed in, or a helper that scales and steps (timm's NativeScaler).
+        "import torch\ndef train(model, loader, opt, scaler):\n    for x, y in loader:\n"
+        "        with torch.autocast('cuda'):\n            loss = crit(model(x), y)\n"
+        "        scaler.scale(loss).backward()\n        scaler.step(opt)\n        scaler.update()\n",
+        "import torch\nfor x, y in loader:\n    with torch.autocast('cuda'):\n"
+        "        loss = crit(model(x), y)\n    loss_scaler(loss, optimizer, parameters=params)\n"
+        "    loss.backward()\n",
+        # Accelerate scales the loss in its own backward.
+        "import torch\nfor x, y in loader:\n    with torch.autocast('cuda'):\n"
+        "        loss = crit(model(x), y)\n    accelerator.backward(loss)\n    optimizer.step()\n",
+        # A local autocast that is not torch's.
+        "import torch\nfrom contextlib import nullcontext as autocast\n"
+        "for x, y in loader:\n    with autocast('cuda'):\n        loss = crit(model(x), y)\n"
+        "    loss.backward()\n",
+        Valid(
+            _LOOP + "    with torch.autocast('cuda', dtype=torch.bfloat16):\n"
+            "        loss = crit(model(x), y)\n    loss.backward()\n    optimizer.step()\n",
+            notebook=True,
+        ),
+    )
+    INVALID = (
+        Invalid(
+            _LOOP + "    with torch.autocast('cuda'):\n"
+            "        loss = crit(model(x), y)\n    loss.backward()\n    optimizer.step()\n",
+            fixed='import torch\nscaler = torch.amp.GradScaler("cuda")\n'
+            "for x, y in loader:\n    optimizer.zero_grad()\n"
+            "    with torch.autocast('cuda'):\n"
+            "        loss = crit(model(x), y)\n    scaler.scale(loss).backward()\n"
+            "    scaler.step(optimizer)\n    scaler.update()\n",
+        ),
+        # An epoch loop around the batch loop; explicit float16 under an alias.
+        Invalid(
+            "import torch as T\nfrom torch import autocast\n"
+            "def train(model, loader, opt):\n"
+            "    for epoch in range(10):\n"
+            "        for x, y in loader:\n"
+            "            with autocast(device_type='cuda', dtype=T.float16):\n"
+            "                out = model(x)\n"
+            "            loss = crit(out.float(), y)\n"
+            "            opt.zero_grad()\n"
+            "            loss.backward()\n"
+            "            opt.step()\n",
+            fixed="import torch as T\nfrom torch import autocast\n"
+            "def train(model, loader, opt):\n"
+            '    scaler = T.amp.GradScaler("cuda")\n'
+            "    for epoch in range(10):\n"
+            "        for x, y in loader:\n"
+            "            with autocast(device_type='cuda', dtype=T.float16):\n"
+            "                out = model(x)\n"
+            "            loss = crit(out.float(), y)\n"
+            "            opt.zero_grad()\n"
+            "            scaler.scale(loss).backward()\n"
+            "            scaler.step(opt)\n"
+            "            scaler.update()\n",
+        ),
+        # Deprecated spelling (float16 by default); clipping: only the bfloat16 suggestion.
+        Invalid(
+            _LOOP + "    with torch.cuda.amp.autocast():\n"
+            "        loss = crit(model(x), y)\n    loss.backward()\n"
+            "    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n    optimizer.step()\n",
+            fixed=_LOOP + "    with torch.cuda.amp.autocast(dtype=torch.bfloat16):\n"
+            "        loss = crit(model(x), y)\n    loss.backward()\n"
+            "    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n    optimizer.step()\n",
+        ),
+        # A training-step helper without a loop: the dtype suggestion, replacing float16.
+        Invalid(
+            "import torch\ndef train_step(model, x, y, opt):\n"
+            "    with torch.amp.autocast('cuda', torch.half):\n        loss = crit(model(x), y)\n"
+            "    loss.backward()\n    opt.step()\n",
+            fixed="import torch\ndef train_step(model, x, y, opt):\n"
+            "    with torch.amp.autocast('cuda', torch.bfloat16):\n        loss = crit(model(x), y)\n"
+            "    loss.backward()\n    opt.step()\n",
+        ),
+        Invalid(
+            _LOOP + "    with torch.autocast('cuda'):\n"
+            "        loss = crit(model(x), y)\n    loss.backward()\n    optimizer.step()\n",
+            fixed='import torch\nscaler = torch.amp.GradScaler("cuda")\n'
+            "for x, y in loader:\n    optimizer.zero_grad()\n"
+            "    with torch.autocast('cuda'):\n"
+            "        loss = crit(model(x), y)\n    scaler.scale(loss).backward()\n"
+            "    scaler.step(optimizer)\n    scaler.update()\n",
+            notebook=True,
+        ),
+    )
+
+    def check(self, ctx: Context) -> None:
+        sem = ctx.sem
+        if _uses_a_scaler(ctx):
+            return
+        for with_ in sem.withs:
+            for item in with_.items:
+                expr = item.context_expr
+                if not (
+                    sem.is_autocast(expr)
+                    and not sem.autocast_disabled(expr)
+                    and sem.autocast_device(expr) == "cuda"
+                    and sem.autocast_dtype(expr) == "float16"
+                ):
+                    continue
+                loop = sem.repeating_loop(with_)
+                region = loop.node if loop else sem.enclosing_function(with_)
+                if region is None:
+                    continue
+                backwards = [
+                    c
+                    for c in backward_calls(sem, region)
+                    if tensor_of_backward(c) is not None and not sem.grad_disabled(c)
+                ]
+                if not backwards:
+                    continue
+                assert isinstance(expr, ast.Call)
+                ctx.report(
+                    expr,
+                    Text(
+                        "float16 `autocast` with `.backward()` and no `GradScaler`: small "
+                        "gradients underflow to zero",
+                        "使用 float16 `autocast` 并调用 `.backward()`，却没有 `GradScaler`："
+                        "较小的梯度会下溢为零",
+                    ),
+                    fixes=[
+                        _scaler_fix(ctx, with_, loop, backwards) if loop else None,
+                        _bfloat16_fix(ctx, expr),
+                    ],
+                )
+
+
+def _uses_a_scaler(ctx: Context) -> bool:
+    """A GradScaler, ``x.scale(loss).backward()``, any name about a scaler, apex's
+    ``scale_loss``, or a wrapper's ``backward(loss)`` (Accelerate, Fabric, DeepSpeed)."""
+    sem = ctx.sem
+    if next(sem.calls_to(*SCALERS), None) is not None or "scale_loss" in sem.calls_by_attr:
+        return True
+    if any("scaler" in n.lower() for n in (*sem.names, *sem.attributes)):
+        return True
+    return any(
+        scaled_backward_scaler(c) is not None
+        or (isinstance(c.func, ast.Attribute) and tensor_of_backward(c) is not c.func.value)
+        for c in sem.calls_by_attr.get("backward", ())
+    )
+
+
+def _scaler_fix(
+    ctx: Context, with_: ast.AST, loop: LoopInfo, backwards: list[ast.Call]
+) -> Fix | None:
+    sem = ctx.sem
+    steps = sem.optimizer_steps(loop.node)
+    if len(backwards) != 1 or len(steps) != 1 or clip_calls(sem):
+        return None
+    backward, step = backwards[0], steps[0]
+    if not isinstance(backward.func, ast.Attribute) or sem.qualname(backward.func) is not None:
+        return None
+    if step.args or step.keywords or not isinstance(step.func, ast.Attribute):
+        return None
+    stmt = sem.statement_of(step)
+    if not isinstance(stmt, ast.Expr) or stmt.value is not step:
+        return None
+    if any("scaler" in scope.bindings for scope in sem.scopes.values()):
+        return None
+    ref = fixes.module_ref(sem, ctx.source, "torch")
+    outer = sem.enclosing_loops(with_)[-1].node
+    if ref is None:
+        return None
+    torch_name, edits = ref
+    receiver, optimizer = backward.func.value, ctx.segment(step.func.value)
+    before = fixes.insert_statement_before(
+        ctx.source, outer, f'scaler = {torch_name}.amp.GradScaler("cuda")'
+    )
+    update = fixes.insert_statement_after(ctx.source, stmt, "scaler.update()")
+    if before is None or update is None:
+        return None
+    new: list[Edit] = [
+        *edits,
+        before,
+        fixes.replace(ctx.source, receiver, f"scaler.scale({ctx.segment(receiver)})"),
+        fixes.replace(ctx.source, step, f"scaler.step({optimizer})"),
+        update,
+    ]
+    return Fix(
+        Text("Add a `GradScaler`", "添加 `GradScaler`"), tuple(new), Applicability.SUGGESTION
+    )
+
+
+def _bfloat16_fix(ctx: Context, call: ast.Call) -> Fix | None:
+    ref = fixes.module_ref(ctx.sem, ctx.source, "torch")
+    if ref is None:
+        return None
+    torch_name, edits = ref
+    dtype = f"{torch_name}.bfloat16"
+    given = argument(call, "dtype", 1)
+    edit = (
+        fixes.replace(ctx.source, given, dtype)
+        if given is not None
+        else fixes.add_keyword(ctx.source, call, f"dtype={dtype}")
+    )
+    return Fix(
+        Text("Use `dtype=torch.bfloat16`", "改用 `dtype=torch.bfloat16`"),
+        (*edits, edit),
+        Applicability.SUGGESTION,
+    )

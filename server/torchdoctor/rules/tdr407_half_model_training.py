@@ -1,0 +1,376 @@
+from __future__ import annotations
+
+import ast
+
+from ..engine import fixes
+from ..engine.context import Context
+from ..engine.model import Applicability, Edit, Fix, Severity, Text
+from ..engine.semantic import MODULE_SELF_METHODS, Kind, dotted, keyword
+from .base import Invalid, Rule
+
+_FLOAT16 = frozenset({"torch.float16", "torch.half"})
+_FLOAT32 = frozenset({"torch.float32", "torch.float"})
+_HEAD = "import torch\nfrom torch import nn\n"
+
+
+class HalfModelTraining(Rule):
+    """## What it does
+    Checks for a model converted to float16 with `model.half()` or `model.to(torch.float16)`
+    that is then trained: an optimizer is built over its parameters and the file runs
+    `.backward()` after the conversion.
+
+    ## Why is this bad?
+    This is "pure" fp16 training: the weights, their gradients and the optimizer's state all
+    live in float16, with no float32 master copy. float16 has 10 mantissa bits, so near 1.0
+    its values are about 0.001 apart and any update smaller than about 0.0005 is rounded
+    away: the weights stop moving. Adam's default `eps=1e-8` is below float16's smallest
+    value and becomes zero, so a parameter whose gradient is zero or tiny turns into NaN or
+    inf on the first step. Checked on CPU with `bench/cpu_half_training.py` (one step, lr
+    1e-3, gradients 0, 1e-3, 0.1, 0.4): SGD leaves the float16 weights unchanged for the
+    first three gradients (float32 moves all of them), and Adam turns them into NaN and -inf.
+
+    Mixed precision gets the speed without this: keep the model in float32 and run the
+    forward pass under `torch.autocast("cuda")` with a `GradScaler` (or
+    `dtype=torch.bfloat16`); autocast computes in float16 while the optimizer updates the
+    float32 weights. A model converted with `.half()` only for evaluation or export is not
+    reported, nor one whose parameters no optimizer in the file updates.
+
+    ## Example
+    ```python
+    model = Net().cuda().half()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for inputs, targets in loader:
+        loss = criterion(model(inputs.cuda().half()), targets.cuda())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    ```
+
+    ## Use instead
+    ```python
+    model = Net().cuda()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler("cuda")
+    for inputs, targets in loader:
+        with torch.autocast("cuda"):
+            loss = criterion(model(inputs.cuda()), targets.cuda())
+        optimizer.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    ```
+
+    ## Fix safety
+    The suggestion removes the conversion (`.half()`, or the float16 argument of `.to(...)`),
+    so the model trains in float32. It is never applied in bulk: the model then runs slower
+    and uses more memory until you add `torch.autocast` and a `GradScaler` as shown above,
+    and inputs converted with `.half()` elsewhere must be left in float32 too.
+
+    ## References
+    - [Automatic Mixed Precision examples](https://pytorch.org/docs/stable/notes/amp_examples.html)
+    - [`torch.autocast`](https://pytorch.org/docs/stable/amp.html#torch.autocast)
+    - [Mixed precision training (Micikevicius et al., 2018)](https://arxiv.org/abs/1710.03740)
+    """
+
+    zh = """## 功能
+    检查用 `model.half()` 或 `model.to(torch.float16)` 转换为 float16、随后又被训练的模型：文件中有基于它的
+    参数构建的优化器，并且在转换之后执行 `.backward()`。
+
+    ## 为什么不好？
+    这是“纯” fp16 训练：权重、梯度和优化器状态都是 float16，没有 float32 的主权重副本。float16 只有 10 位
+    尾数，在 1.0 附近相邻值相差约 0.001，小于约 0.0005 的更新会被舍入掉：权重不再变化。Adam 默认的
+    `eps=1e-8` 小于 float16 能表示的最小值，会变成零，于是梯度为零或极小的参数在第一步就变成 NaN 或 inf。
+    在 CPU 上用 `bench/cpu_half_training.py` 验证（一步，lr 1e-3，梯度 0、1e-3、0.1、0.4）：SGD 对前三个梯度
+    完全没有改变 float16 权重（float32 则全部改变），而 Adam 把它们变成 NaN 和 -inf。
+
+    混合精度能获得同样的速度而没有这些问题：模型保持 float32，在 `torch.autocast("cuda")` 下运行前向传播并
+    配合 `GradScaler`（或 `dtype=torch.bfloat16`）；autocast 用 float16 计算，而优化器更新的是 float32 权重。
+    只为评估或导出而 `.half()` 的模型，以及文件中没有优化器更新其参数的模型，不会报告。
+
+    ## 示例
+    ```python
+    model = Net().cuda().half()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for inputs, targets in loader:
+        loss = criterion(model(inputs.cuda().half()), targets.cuda())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    ```
+
+    ## 改为
+    ```python
+    model = Net().cuda()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler("cuda")
+    for inputs, targets in loader:
+        with torch.autocast("cuda"):
+            loss = criterion(model(inputs.cuda()), targets.cuda())
+        optimizer.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    ```
+
+    ## 修复安全性
+    该建议删除转换（`.half()`，或 `.to(...)` 的 float16 参数），让模型以 float32 训练。它不会被批量应用：
+    在你按上文加入 `torch.autocast` 和 `GradScaler` 之前，模型会更慢、占用更多显存；其他地方用 `.half()`
+    转换的输入也必须保持 float32。
+
+    ## 参考
+    - [自动混合精度示例](https://pytorch.org/docs/stable/notes/amp_examples.html)
+    - [`torch.autocast`](https://pytorch.org/docs/stable/amp.html#torch.autocast)
+    - [混合精度训练（Micikevicius 等，2018）](https://arxiv.org/abs/1710.03740)
+    """
+
+    code = "TDR407"
+    name = "half-model-training"
+    severity = Severity.INFO
+    fix_safety = Applicability.SUGGESTION
+
+    VALID = (
+        # Only evaluated after .half().
+        _HEAD + "model = nn.Linear(2, 2).cuda().half().eval()\n"
+        "with torch.inference_mode():\n    y = model(x.half())\n",
+        # Trained first, converted for export afterwards.
+        _HEAD + "model = nn.Linear(2, 2)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for x, y in loader:\n    loss = crit(model(x), y)\n    loss.backward()\n    opt.step()\n"
+        "model.half()\ntorch.save(model.state_dict(), 'fp16.pt')\n",
+        # Another model is trained (a frozen fp16 teacher).
+        _HEAD + "teacher = nn.Linear(2, 2).half()\nstudent = nn.Linear(2, 2)\n"
+        "opt = torch.optim.AdamW(student.parameters())\n"
+        "for x in loader:\n    loss = (student(x) - teacher(x.half()).float()).pow(2).mean()\n"
+        "    loss.backward()\n    opt.step()\n",
+        # float32 master weights kept by hand.
+        _HEAD + "model = nn.Linear(2, 2).half()\n"
+        "master = [p.detach().clone().float() for p in model.parameters()]\n"
+        "opt = torch.optim.SGD(master, lr=0.1)\n"
+        "for x in loader:\n    model(x).sum().backward()\n    opt.step()\n",
+        # An optimizer wrapper that keeps float32 master weights.
+        _HEAD + "from apex.fp16_utils import FP16_Optimizer\n"
+        "model = nn.Linear(2, 2).cuda().half()\n"
+        "opt = FP16_Optimizer(torch.optim.SGD(model.parameters(), lr=0.1))\n"
+        "for x in loader:\n    opt.backward(model(x).sum())\n    loss.backward()\n    opt.step()\n",
+        # Tensors, not modules; bfloat16 and float32 models.
+        _HEAD + "x = torch.randn(3).half()\nw = torch.randn(3, requires_grad=True)\n"
+        "opt = torch.optim.SGD([w])\n(w * x.float()).sum().backward()\nopt.step()\n",
+        _HEAD + "model = nn.Linear(2, 2).to(torch.bfloat16)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\nmodel(x).sum().backward()\n",
+        _HEAD + "model = nn.Linear(2, 2).to('cuda', torch.float32)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\nmodel(x).sum().backward()\n",
+        # Converted back to float32 before training.
+        _HEAD + "model = nn.Linear(2, 2)\nmodel.half()\nmodel.float()\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\nmodel(x).sum().backward()\n",
+        # No backward pass in the file.
+        _HEAD + "model = nn.Linear(2, 2).half()\nopt = torch.optim.SGD(model.parameters())\n",
+        # A `half` method of something that is not a module.
+        _HEAD + "class Box:\n    def half(self):\n        return self\n"
+        "model = Box().half()\nopt = torch.optim.SGD(params)\nloss.backward()\n",
+    )
+    INVALID = (
+        Invalid(
+            _HEAD + "model = nn.Linear(2, 2).cuda().half()\n"
+            "opt = torch.optim.Adam(model.parameters(), lr=1e-3)\n"
+            "for x, y in loader:\n    loss = crit(model(x), y)\n    loss.backward()\n"
+            "    opt.step()\n",
+            fixed=_HEAD + "model = nn.Linear(2, 2).cuda()\n"
+            "opt = torch.optim.Adam(model.parameters(), lr=1e-3)\n"
+            "for x, y in loader:\n    loss = crit(model(x), y)\n    loss.backward()\n"
+            "    opt.step()\n",
+        ),
+        # Converted in place after the optimizer was built; training in a helper.
+        Invalid(
+            "import torch as T\nimport torchvision\n"
+            "def train(model, opt):\n    for x, y in loader:\n"
+            "        T.nn.functional.cross_entropy(model(x), y).backward()\n        opt.step()\n"
+            "net = torchvision.models.resnet18()\n"
+            "sgd = T.optim.SGD(net.parameters(), lr=0.1)\nnet.half()\ntrain(net, sgd)\n",
+            fixed="import torch as T\nimport torchvision\n"
+            "def train(model, opt):\n    for x, y in loader:\n"
+            "        T.nn.functional.cross_entropy(model(x), y).backward()\n        opt.step()\n"
+            "net = torchvision.models.resnet18()\n"
+            "sgd = T.optim.SGD(net.parameters(), lr=0.1)\ntrain(net, sgd)\n",
+        ),
+        # .to(device, dtype) and parameter groups of a sub-module.
+        Invalid(
+            _HEAD + "model = nn.Sequential(nn.Linear(2, 2))\n"
+            "model = model.to('cuda', dtype=torch.float16)\n"
+            "opt = torch.optim.SGD([{'params': model[0].parameters()}], lr=0.1)\n"
+            "model(x).sum().backward()\nopt.step()\n",
+            fixed=_HEAD + "model = nn.Sequential(nn.Linear(2, 2))\n"
+            "model = model.to('cuda')\n"
+            "opt = torch.optim.SGD([{'params': model[0].parameters()}], lr=0.1)\n"
+            "model(x).sum().backward()\nopt.step()\n",
+        ),
+        # A trainer class: converted in __init__, trained in another method.
+        Invalid(
+            _HEAD + "class Trainer:\n"
+            "    def __init__(self):\n"
+            "        self.model = nn.Linear(2, 2)\n"
+            "        self.model.to(torch.half)\n"
+            "        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)\n"
+            "    def step(self, x):\n"
+            "        self.model(x).sum().backward()\n        self.opt.step()\n",
+            fixed=_HEAD + "class Trainer:\n"
+            "    def __init__(self):\n"
+            "        self.model = nn.Linear(2, 2)\n"
+            "        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)\n"
+            "    def step(self, x):\n"
+            "        self.model(x).sum().backward()\n        self.opt.step()\n",
+        ),
+    )
+
+    def check(self, ctx: Context) -> None:
+        sem = ctx.sem
+        backwards = [c for c in sem.calls_by_attr.get("backward", ()) if sem.is_backward(c)]
+        backwards += list(sem.calls_to("torch.autograd.backward"))
+        if not backwards:
+            return
+        for call in (*sem.calls_by_attr.get("half", ()), *sem.calls_by_attr.get("to", ())):
+            assert isinstance(call.func, ast.Attribute)
+            if not _to_float16(ctx, call) or sem.kind(call.func.value) is not Kind.MODULE:
+                continue
+            name = _model_name(ctx, call)
+            if name is None or not _trained(ctx, call, name, backwards):
+                continue
+            ctx.report(
+                call,
+                Text(
+                    f"`{name}` is trained in pure float16, without float32 master weights: "
+                    "small updates round away; train in float32 under `torch.autocast` with "
+                    "a `GradScaler`",
+                    f"`{name}` 以纯 float16 训练，没有 float32 主权重：较小的更新会被舍入掉；请保持 "
+                    "float32，在 `torch.autocast` 下配合 `GradScaler` 训练",
+                ),
+                fixes=[_fix(ctx, call, name)],
+            )
+
+
+def _to_float16(ctx: Context, call: ast.Call) -> bool:
+    """``m.half()`` or ``m.to(..., torch.float16 / dtype=torch.half)``."""
+    assert isinstance(call.func, ast.Attribute)
+    if call.func.attr == "half":
+        return not call.args and not call.keywords
+    values = [*call.args, *(k.value for k in call.keywords if k.arg == "dtype")]
+    return any(ctx.qualname(v) in _FLOAT16 for v in values)
+
+
+def _chain_base(expr: ast.expr) -> ast.expr:
+    """``model`` for ``model.cuda().half()``: strip calls of methods returning the module."""
+    while (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Attribute)
+        and expr.func.attr in MODULE_SELF_METHODS
+    ):
+        expr = expr.func.value
+    return expr
+
+
+def _model_name(ctx: Context, call: ast.Call) -> str | None:
+    """The name the converted model is known by afterwards: the assignment's target, or the
+    converted name itself (``model.half()`` converts in place)."""
+    stmt = ctx.sem.statement_of(call)
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        if _chain_base(stmt.value) is not call and not _in_chain(stmt.value, call):
+            return None
+        return dotted(stmt.targets[0])
+    if isinstance(stmt, ast.Expr) and _in_chain(stmt.value, call):
+        return dotted(_chain_base(call))
+    return None
+
+
+def _in_chain(expr: ast.expr, call: ast.Call) -> bool:
+    while True:
+        if expr is call:
+            return True
+        if not (
+            isinstance(expr, ast.Call)
+            and isinstance(expr.func, ast.Attribute)
+            and expr.func.attr in MODULE_SELF_METHODS
+        ):
+            return False
+        expr = expr.func.value
+
+
+def _same_owner(ctx: Context, a: ast.AST, b: ast.AST, name: str) -> bool:
+    """Whether ``name`` means the same thing at ``a`` and ``b``: same function, or a
+    ``self.`` attribute in the same class."""
+    sem = ctx.sem
+    if name.startswith("self."):
+        return sem.enclosing_class(a) is sem.enclosing_class(b) is not None
+    return sem.enclosing_function(a) is sem.enclosing_function(b)
+
+
+def _trained(ctx: Context, call: ast.Call, name: str, backwards: list[ast.Call]) -> bool:
+    sem = ctx.sem
+    for other in (*sem.calls_by_attr.get("float", ()), *sem.calls_by_attr.get("to", ())):
+        assert isinstance(other.func, ast.Attribute)
+        converts_back = other.func.attr == "float" or any(
+            ctx.qualname(v) in _FLOAT32 for v in (*other.args, *(k.value for k in other.keywords))
+        )
+        if (
+            converts_back
+            and dotted(other.func.value) == name
+            and _same_owner(ctx, other, call, name)
+        ):
+            return False
+    optimized = False
+    for opt in sem.calls:
+        if sem.kind(opt) is not Kind.OPTIMIZER or not _same_owner(ctx, opt, call, name):
+            continue
+        if isinstance(sem.parent(opt), ast.Call | ast.keyword):
+            continue  # wrapped by a master-weights optimizer (apex's FP16_Optimizer)
+        for node in ast.walk(opt):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("parameters", "named_parameters")
+                and _owned_by(node.func.value, name)
+            ):
+                optimized = True
+    if not optimized:
+        return False
+    here = sem.enclosing_function(call)
+    return any(
+        sem.enclosing_function(b) is not here
+        or (b.lineno, b.col_offset) > (call.lineno, call.col_offset)
+        for b in backwards
+        if not sem.grad_disabled(b)
+    )
+
+
+def _owned_by(expr: ast.expr, name: str) -> bool:
+    """``model``, ``model.backbone``, ``model[0]`` for the name ``model``."""
+    while isinstance(expr, ast.Subscript | ast.Attribute):
+        if dotted(expr) == name:
+            return True
+        expr = expr.value
+    return dotted(expr) == name
+
+
+def _fix(ctx: Context, call: ast.Call, name: str) -> Fix | None:
+    assert isinstance(call.func, ast.Attribute)
+    sem, source = ctx.sem, ctx.source
+    receiver = call.func.value
+    dtype_args = [a for a in call.args if ctx.qualname(a) in _FLOAT16]
+    dtype_kw = keyword(call, "dtype")
+    edit: Edit | None
+    if call.func.attr == "to" and len(call.args) + len(call.keywords) > 1:
+        item: ast.AST = dtype_args[0] if dtype_args else dtype_kw  # type: ignore[assignment]
+        edit = fixes.remove_argument(source, call, item)
+    else:
+        stmt = sem.statement_of(call)
+        target = stmt.targets[0] if isinstance(stmt, ast.Assign) else None
+        alone = len(sem.block_of(stmt)[0]) > 1
+        same = dotted(receiver) == name and (target is None or dotted(target) == name)
+        if isinstance(stmt, ast.Expr | ast.Assign) and same and alone and stmt.value is call:
+            edit = fixes.delete_statement(source, stmt)
+        else:
+            edit = fixes.replace(source, call, ctx.segment(receiver))
+    if edit is None:
+        return None
+    return Fix(
+        Text(f"Keep `{name}` in float32", f"让 `{name}` 保持 float32"),
+        (edit,),
+        Applicability.SUGGESTION,
+    )

@@ -1,0 +1,292 @@
+from __future__ import annotations
+
+import ast
+import re
+
+from ..engine import fixes
+from ..engine.context import Context
+from ..engine.model import Applicability, Edit, Fix, Severity, Text
+from ..engine.semantic import MODULE_SELF_METHODS, argument, dotted
+from .base import Invalid, Rule
+
+DDP = "torch.nn.parallel.DistributedDataParallel"
+_BATCH_NORMS = frozenset(f"torch.nn.BatchNorm{d}d" for d in (1, 2, 3)) | {
+    "torch.nn.LazyBatchNorm2d"
+}
+# torchvision builders whose models hold BatchNorm layers (detection models use
+# FrozenBatchNorm2d, ViT/Swin/ConvNeXt use LayerNorm: not listed).
+_TORCHVISION_BN = re.compile(
+    r"^torchvision\.models\.(segmentation\.)?("
+    r"resnet\d+|resnext\d+_\w+|wide_resnet\d+_\d+|densenet\d+|mobilenet_v[23]\w*|"
+    r"efficientnet_\w+|regnet_\w+|inception_v3|googlenet|shufflenet_v2_\w+|mnasnet\w+|"
+    r"vgg\d+_bn|deeplabv3_\w+|fcn_resnet\d+|lraspp_\w+)$"
+)
+_HEAD = "import torch\nfrom torch import nn\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+_NET = "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+
+
+class BatchnormWithoutSync(Rule):
+    """## What it does
+    Checks for a model with BatchNorm layers (a class of the file that uses `nn.BatchNorm1d/2d/
+    3d`, an `nn.Sequential` holding one, or a torchvision model built with them, such as
+    `resnet50`) wrapped in `DistributedDataParallel` when the file never calls
+    `nn.SyncBatchNorm.convert_sync_batchnorm`.
+
+    ## Why is this bad?
+    DDP synchronises gradients, not BatchNorm statistics: each process normalises with the
+    mean and variance of its own per-GPU batch. With the small per-GPU batches that large
+    models force (2 to 16 images in detection and segmentation), those statistics are noisy
+    and training is worse than the global batch size suggests; the running statistics used
+    in evaluation come from rank 0's batches only (DDP broadcasts rank 0's buffers). As the
+    guide says, `SyncBatchNorm` computes the statistics over the global batch, at the cost of
+    one all-reduce per BatchNorm layer in every forward pass, so it pays off when per-GPU
+    batches are small. This is a hint, not an error: with large per-GPU batches plain
+    BatchNorm is fine and faster.
+
+    Models without BatchNorm, models built with `SyncBatchNorm` already, and files that call
+    `convert_sync_batchnorm` anywhere (often under a `--sync-bn` flag) are not reported.
+
+    ## Example
+    ```python
+    model = torchvision.models.resnet50().cuda(local_rank)
+    model = DDP(model, device_ids=[local_rank])
+    ```
+
+    ## Use instead
+    ```python
+    model = torchvision.models.resnet50().cuda(local_rank)
+    model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    model = DDP(model, device_ids=[local_rank])
+    ```
+
+    ## Fix safety
+    The fix inserts `model = nn.SyncBatchNorm.convert_sync_batchnorm(model)` before the
+    statement that wraps the model (or converts the argument in place when the model is
+    built inside the call). It is unsafe: it changes the numerics of training, adds
+    communication to every forward pass, and SyncBatchNorm only synchronises on GPUs.
+
+    ## References
+    - [`torch.nn.SyncBatchNorm`](https://pytorch.org/docs/stable/generated/torch.nn.SyncBatchNorm.html)
+    - [`DistributedDataParallel`](https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html)
+    """
+
+    zh = """## 功能
+    检查带 BatchNorm 层的模型（文件中使用了 `nn.BatchNorm1d/2d/3d` 的类、包含它的 `nn.Sequential`，或
+    `resnet50` 等含 BatchNorm 的 torchvision 模型）被 `DistributedDataParallel` 包装，而文件从未调用
+    `nn.SyncBatchNorm.convert_sync_batchnorm`。
+
+    ## 为什么不好？
+    DDP 同步的是梯度，而不是 BatchNorm 统计量：每个进程用自己那张 GPU 上批次的均值和方差做归一化。大模型
+    迫使每张 GPU 的批次很小（检测和分割中常为 2 到 16 张图），这些统计量噪声很大，训练效果不如全局批大小
+    所暗示的那样好；评估时使用的滑动统计量也只来自 rank 0 的批次（DDP 会广播 rank 0 的缓冲区）。正如指南
+    所说，`SyncBatchNorm` 在全局批次上计算统计量，代价是每次前向传播中每个 BatchNorm 层一次 all-reduce，
+    所以在每张 GPU 批次较小时才划算。这只是提示而非错误：每张 GPU 的批次较大时，普通 BatchNorm 就足够而且
+    更快。
+
+    没有 BatchNorm 的模型、已经用 `SyncBatchNorm` 构建的模型，以及在任何地方调用了
+    `convert_sync_batchnorm` 的文件（通常在 `--sync-bn` 选项下）不会报告。
+
+    ## 示例
+    ```python
+    model = torchvision.models.resnet50().cuda(local_rank)
+    model = DDP(model, device_ids=[local_rank])
+    ```
+
+    ## 改为
+    ```python
+    model = torchvision.models.resnet50().cuda(local_rank)
+    model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    model = DDP(model, device_ids=[local_rank])
+    ```
+
+    ## 修复安全性
+    修复在包装模型的语句之前插入 `model = nn.SyncBatchNorm.convert_sync_batchnorm(model)`（模型在调用中
+    直接构建时，则就地转换该参数）。该修复不安全：它改变训练的数值行为，给每次前向传播增加通信，而且
+    SyncBatchNorm 只在 GPU 上同步。
+
+    ## 参考
+    - [`torch.nn.SyncBatchNorm`](https://pytorch.org/docs/stable/generated/torch.nn.SyncBatchNorm.html)
+    - [`DistributedDataParallel`](https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html)
+    """
+
+    code = "TDR504"
+    name = "batchnorm-without-sync"
+    severity = Severity.INFO
+    fix_safety = Applicability.UNSAFE
+
+    VALID = (
+        # Converted already (also under a flag).
+        _HEAD + "import torchvision\nmodel = torchvision.models.resnet50().cuda()\n"
+        "model = nn.SyncBatchNorm.convert_sync_batchnorm(model)\n"
+        "model = DDP(model, device_ids=[0])\n",
+        _HEAD + "import torchvision\nmodel = torchvision.models.resnet50().cuda()\n"
+        "if args.sync_bn:\n    model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)\n"
+        "model = DDP(model, device_ids=[0])\n",
+        # No BatchNorm: LayerNorm, a ViT, a detection model with frozen BatchNorm.
+        _HEAD + _NET + "        self.norm = nn.LayerNorm(8)\nmodel = DDP(Net().cuda())\n",
+        _HEAD + "import torchvision\nmodel = DDP(torchvision.models.vit_b_16().cuda())\n",
+        _HEAD + "from torchvision.models.detection import fasterrcnn_resnet50_fpn\n"
+        "model = DDP(fasterrcnn_resnet50_fpn().cuda())\n",
+        # Built with SyncBatchNorm directly.
+        _HEAD + _NET + "        self.bn = nn.SyncBatchNorm(8)\nmodel = DDP(Net().cuda())\n",
+        # DataParallel (single process: BatchNorm statistics are per replica anyway).
+        _HEAD + "import torchvision\nmodel = nn.DataParallel(torchvision.models.resnet18())\n",
+        # A model of unknown make.
+        _HEAD + "from mymodels import build\nmodel = DDP(build(cfg).cuda())\n",
+        # A local class named like torchvision's builder.
+        _HEAD + "def resnet50():\n    return nn.Linear(2, 2)\nmodel = DDP(resnet50())\n",
+    )
+    INVALID = (
+        Invalid(
+            _HEAD + "import torchvision\n"
+            "def main(rank):\n"
+            "    model = torchvision.models.resnet50().cuda(rank)\n"
+            "    model = DDP(model, device_ids=[rank])\n",
+            fixed=_HEAD + "import torchvision\n"
+            "def main(rank):\n"
+            "    model = torchvision.models.resnet50().cuda(rank)\n"
+            "    model = nn.SyncBatchNorm.convert_sync_batchnorm(model)\n"
+            "    model = DDP(model, device_ids=[rank])\n",
+        ),
+        # A class of the file, `import torch.nn as tnn`, the wrapper under its full name.
+        Invalid(
+            "import torch\nimport torch.nn as tnn\n"
+            "class Block(tnn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.bn = tnn.BatchNorm2d(8)\n"
+            "class Net(Block):\n    pass\n"
+            "net = Net()\nnet.to(device)\n"
+            "ddp = torch.nn.parallel.DistributedDataParallel(net, device_ids=[0])\n",
+            fixed="import torch\nimport torch.nn as tnn\n"
+            "class Block(tnn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.bn = tnn.BatchNorm2d(8)\n"
+            "class Net(Block):\n    pass\n"
+            "net = Net()\nnet.to(device)\n"
+            "net = tnn.SyncBatchNorm.convert_sync_batchnorm(net)\n"
+            "ddp = torch.nn.parallel.DistributedDataParallel(net, device_ids=[0])\n",
+        ),
+        # Built inside the call: the argument is converted in place; nn through torch.
+        Invalid(
+            "import torch\nfrom torch.nn.parallel import DistributedDataParallel\n"
+            "model = DistributedDataParallel(\n"
+            "    torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8)).cuda()\n)\n",
+            fixed="import torch\nfrom torch.nn.parallel import DistributedDataParallel\n"
+            "model = DistributedDataParallel(\n"
+            "    torch.nn.SyncBatchNorm.convert_sync_batchnorm(torch.nn.Sequential("
+            "torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8)).cuda())\n)\n",
+        ),
+        # A trainer attribute.
+        Invalid(
+            _HEAD + "from torchvision.models import mobilenet_v2\n"
+            "class Trainer:\n    def __init__(self, rank):\n"
+            "        self.model = mobilenet_v2().to(rank)\n"
+            "        self.model = DDP(self.model, device_ids=[rank])\n",
+            fixed=_HEAD + "from torchvision.models import mobilenet_v2\n"
+            "class Trainer:\n    def __init__(self, rank):\n"
+            "        self.model = mobilenet_v2().to(rank)\n"
+            "        self.model = nn.SyncBatchNorm.convert_sync_batchnorm(self.model)\n"
+            "        self.model = DDP(self.model, device_ids=[rank])\n",
+        ),
+    )
+
+    def check(self, ctx: Context) -> None:
+        sem = ctx.sem
+        if "convert_sync_batchnorm" in sem.attributes or "convert_sync_batchnorm" in sem.names:
+            return
+        for call in sem.calls_to(DDP):
+            model = argument(call, "module", 0)
+            if model is None or not _has_batchnorm(ctx, model, call):
+                continue
+            ctx.report(
+                call,
+                Text(
+                    "BatchNorm layers under `DistributedDataParallel` normalise each GPU's "
+                    "batch separately; convert them with `nn.SyncBatchNorm.convert_sync_batchnorm`",
+                    "`DistributedDataParallel` 下的 BatchNorm 层只按各自 GPU 的批次归一化；请用 "
+                    "`nn.SyncBatchNorm.convert_sync_batchnorm` 转换",
+                ),
+                fixes=[_fix(ctx, call, model)],
+            )
+
+
+def _has_batchnorm(ctx: Context, expr: ast.AST, at: ast.AST, depth: int = 0) -> bool:
+    """Whether the module ``expr`` holds BatchNorm layers, following ``.to()``/``.cuda()``
+    chains, assignments of names and ``self.attr``, classes of this file and their bases."""
+    sem = ctx.sem
+    if depth > 6:
+        return False
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        if isinstance(func, ast.Attribute) and func.attr in MODULE_SELF_METHODS:
+            return _has_batchnorm(ctx, func.value, at, depth + 1)
+        qual = sem.qualname(func) or ""
+        if _TORCHVISION_BN.match(qual) or qual in _BATCH_NORMS:
+            return True
+        if qual in ("torch.nn.Sequential", "torch.nn.ModuleList", "torch.nn.ModuleDict"):
+            return any(_mentions_batchnorm(ctx, a) for a in (*expr.args, *expr.keywords))
+        cls = sem.local_class(func) if isinstance(func, ast.Name) else None
+        return cls is not None and _class_has_batchnorm(ctx, cls)
+    if isinstance(expr, ast.Name):
+        binding = sem.lookup(expr.id, expr)
+        if binding is not None and binding.how == "assign" and binding.value is not None:
+            return binding.index is None and _has_batchnorm(ctx, binding.value, at, depth + 1)
+        return False
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+        cls = sem.enclosing_class(expr) if expr.value.id == "self" else None
+        values = sem.self_attr_values.get((cls, expr.attr), []) if cls else []
+        return any(
+            v is not at and not sem.is_inside(at, v) and _has_batchnorm(ctx, v, at, depth + 1)
+            for v in values
+        )
+    return False
+
+
+def _mentions_batchnorm(ctx: Context, node: ast.AST) -> bool:
+    return any(
+        isinstance(n, ast.Name | ast.Attribute) and ctx.qualname(n) in _BATCH_NORMS
+        for n in ast.walk(node)
+    )
+
+
+def _class_has_batchnorm(ctx: Context, cls: ast.ClassDef, depth: int = 0) -> bool:
+    if depth > 5:
+        return False
+    if _mentions_batchnorm(ctx, cls):
+        return True
+    for base in cls.bases:
+        local = ctx.sem.local_class(base)
+        if local is not None and local is not cls and _class_has_batchnorm(ctx, local, depth + 1):
+            return True
+    return False
+
+
+def _nn_name(ctx: Context) -> tuple[str, list[Edit]] | None:
+    """``nn`` when ``torch.nn`` is imported under a name, else ``torch.nn`` through torch."""
+    for name, bindings in ctx.sem.scopes[ctx.sem.tree].bindings.items():
+        if bindings and all(b.how == "import" and b.qualname == "torch.nn" for b in bindings):
+            return name, []
+    ref = fixes.module_ref(ctx.sem, ctx.source, "torch")
+    return (f"{ref[0]}.nn", ref[1]) if ref is not None else None
+
+
+def _fix(ctx: Context, call: ast.Call, model: ast.expr) -> Fix | None:
+    ref = _nn_name(ctx)
+    if ref is None:
+        return None
+    nn, edits = ref
+    convert = f"{nn}.SyncBatchNorm.convert_sync_batchnorm"
+    stmt = ctx.sem.statement_of(call)
+    name = dotted(model)
+    edit: Edit | None
+    if name is not None and isinstance(stmt, ast.Assign | ast.Expr) and stmt.value is call:
+        edit = fixes.insert_statement_before(ctx.source, stmt, f"{name} = {convert}({name})")
+    else:
+        edit = fixes.replace(ctx.source, model, f"{convert}({ctx.segment(model)})")
+    if edit is None:
+        return None
+    return Fix(
+        Text(
+            "Convert BatchNorm layers to `SyncBatchNorm`", "把 BatchNorm 层转换为 `SyncBatchNorm`"
+        ),
+        (*edits, edit),
+        Applicability.UNSAFE,
+    )

@@ -1,0 +1,336 @@
+from __future__ import annotations
+
+import ast
+
+from ..engine import fixes
+from ..engine.context import Context
+from ..engine.distributed import (
+    INIT_PROCESS_GROUP,
+    dist_ref,
+    in_rank_process,
+    mentions_rank,
+    rank_functions,
+    rank_guarded,
+)
+from ..engine.model import Applicability, Fix, Text
+from ..engine.semantic import argument
+from .base import Invalid, Rule
+
+_HEAD = "import torch\nimport torch.distributed as dist\n"
+
+
+class SaveOnEveryRank(Rule):
+    """## What it does
+    Checks for `torch.save(...)` in code that runs in every process of a distributed job (a
+    script that calls `torch.distributed.init_process_group`) without a rank check around it:
+    `if rank == 0:`, `if dist.get_rank() == 0:`, `if is_main_process():`,
+    `if local_rank in (-1, 0):`, an earlier `return` on the other ranks, or a helper that is
+    only called under such a check.
+
+    ## Why is this bad?
+    Under `torchrun` or `mp.spawn` every rank runs the same code, so every rank writes the same
+    checkpoint to the same path at the same time. With 8 GPUs the file is written 8 times, the
+    writes race on shared storage (a reader, or a resumed job, can see a truncated file), and
+    the job waits for the slowest copy. The guide's advice holds: save from rank 0 only. The
+    weights are the same on every rank after DDP's gradient all-reduce, so nothing is lost.
+
+    Saves whose path names the rank (`f"shard_{rank}.pt"`) are per-rank files on purpose and
+    are not reported; neither is code that does not set up a process group itself (Lightning,
+    Accelerate and other launchers save from the main process for you), nor a helper
+    function that is never called in the file.
+
+    ## Example
+    ```python
+    import torch
+    import torch.distributed as dist
+
+    def main():
+        dist.init_process_group("nccl")
+        model = build_model()
+        for epoch in range(epochs):
+            train_one_epoch(model)
+            torch.save(model.module.state_dict(), "ckpt.pt")
+    ```
+
+    ## Use instead
+    ```python
+    import torch
+    import torch.distributed as dist
+
+    def main():
+        dist.init_process_group("nccl")
+        model = build_model()
+        for epoch in range(epochs):
+            train_one_epoch(model)
+            if dist.get_rank() == 0:
+                torch.save(model.module.state_dict(), "ckpt.pt")
+    ```
+
+    ## Fix safety
+    The fix wraps the statement in `if dist.get_rank() == 0:`, spelling `torch.distributed`
+    the way the file imports it (adding `import torch.distributed as dist` when the name is
+    free). It is unsafe: `dist.get_rank()` raises when no process group is initialised, so a
+    script that also runs without one needs `not dist.is_initialized() or ...` instead; and
+    if the other ranks read the file right after (a `barrier()` then `torch.load`), they must
+    still wait for rank 0. No fix is offered when the save is not a statement of its own, or
+    when `torch.distributed` cannot be named.
+
+    ## References
+    - [Save and load checkpoints with DDP](https://pytorch.org/tutorials/intermediate/ddp_tutorial.html#save-and-load-checkpoints)
+    - [`torch.distributed.get_rank`](https://pytorch.org/docs/stable/distributed.html#torch.distributed.get_rank)
+    """
+
+    zh = """## 功能
+    检查在分布式任务的每个进程中都会运行的代码（调用了 `torch.distributed.init_process_group` 的脚本）
+    里没有 rank 判断的 `torch.save(...)`。rank 判断包括：`if rank == 0:`、`if dist.get_rank() == 0:`、
+    `if is_main_process():`、`if local_rank in (-1, 0):`、之前对其他 rank 提前 `return`，或只在这类判断下
+    调用的辅助函数。
+
+    ## 为什么不好？
+    在 `torchrun` 或 `mp.spawn` 下每个 rank 都运行同一份代码，于是每个 rank 都在同一时刻把同一个检查点写到
+    同一个路径。8 张 GPU 就把文件写 8 次，这些写入在共享存储上互相竞争（读取者或恢复的任务可能看到被截断的
+    文件），任务还要等最慢的那次写完。指南的建议是对的：只在 rank 0 保存。DDP 的梯度 all-reduce 之后每个
+    rank 上的权重都一样，不会丢失任何东西。
+
+    路径中包含 rank 的保存（`f"shard_{rank}.pt"`）是有意为每个 rank 写文件，不会报告；自身不建立进程组的代码
+    （Lightning、Accelerate 等启动器会替你只在主进程保存）以及文件中从未调用的辅助函数也不会报告。
+
+    ## 示例
+    ```python
+    import torch
+    import torch.distributed as dist
+
+    def main():
+        dist.init_process_group("nccl")
+        model = build_model()
+        for epoch in range(epochs):
+            train_one_epoch(model)
+            torch.save(model.module.state_dict(), "ckpt.pt")
+    ```
+
+    ## 改为
+    ```python
+    import torch
+    import torch.distributed as dist
+
+    def main():
+        dist.init_process_group("nccl")
+        model = build_model()
+        for epoch in range(epochs):
+            train_one_epoch(model)
+            if dist.get_rank() == 0:
+                torch.save(model.module.state_dict(), "ckpt.pt")
+    ```
+
+    ## 修复安全性
+    修复把该语句包进 `if dist.get_rank() == 0:`，并按文件导入 `torch.distributed` 的方式书写（名字 `dist`
+    未被占用时添加 `import torch.distributed as dist`）。该修复不安全：没有初始化进程组时 `dist.get_rank()`
+    会抛出异常，因此也会在非分布式模式下运行的脚本需要改写为 `not dist.is_initialized() or ...`；并且若其他
+    rank 随后读取该文件（`barrier()` 之后 `torch.load`），它们仍须等待 rank 0。保存不是独立语句，或无法引用
+    `torch.distributed` 时，不提供修复。
+
+    ## 参考
+    - [在 DDP 中保存和加载检查点](https://pytorch.org/tutorials/intermediate/ddp_tutorial.html#save-and-load-checkpoints)
+    - [`torch.distributed.get_rank`](https://pytorch.org/docs/stable/distributed.html#torch.distributed.get_rank)
+    """
+
+    code = "TDR505"
+    name = "save-on-every-rank"
+    fix_safety = Applicability.UNSAFE
+
+    VALID = (
+        # Guarded in the common spellings.
+        _HEAD + "def main():\n    dist.init_process_group('nccl')\n    rank = dist.get_rank()\n"
+        "    if rank == 0:\n        torch.save(model.state_dict(), 'm.pt')\n",
+        _HEAD + "def main():\n    dist.init_process_group('nccl')\n"
+        "    if dist.get_rank() == 0:\n        torch.save(model.state_dict(), 'm.pt')\n",
+        _HEAD + "from utils import is_main_process\n"
+        "def main():\n    dist.init_process_group('nccl')\n"
+        "    for epoch in range(3):\n        train()\n"
+        "        if is_main_process():\n            torch.save(model.state_dict(), 'm.pt')\n",
+        _HEAD + "def main(args):\n    dist.init_process_group('nccl')\n"
+        "    if args.local_rank in (-1, 0):\n        torch.save(model.state_dict(), 'm.pt')\n",
+        _HEAD + "def main(args):\n    dist.init_process_group('nccl')\n"
+        "    if not args.distributed or args.rank % 8 == 0:\n"
+        "        torch.save(model.state_dict(), 'm.pt')\n",
+        # An early return on the other ranks.
+        _HEAD + "def main():\n    dist.init_process_group('nccl')\n    train()\n"
+        "    if dist.get_rank() != 0:\n        return\n    torch.save(model.state_dict(), 'm.pt')\n",
+        # A helper only called under a rank check, or named / decorated as main-only.
+        _HEAD + "def save_checkpoint(state, path):\n    torch.save(state, path)\n"
+        "def main():\n    dist.init_process_group('nccl')\n"
+        "    if dist.get_rank() == 0:\n        save_checkpoint({'m': 1}, 'c.pt')\n",
+        _HEAD + "def save_on_master(*args, **kwargs):\n    torch.save(*args, **kwargs)\n"
+        "def main():\n    dist.init_process_group('nccl')\n    save_on_master({'m': 1}, 'c.pt')\n",
+        _HEAD + "from lightning.pytorch.utilities import rank_zero_only\n"
+        "@rank_zero_only\ndef dump(state):\n    torch.save(state, 'c.pt')\n"
+        "def main():\n    dist.init_process_group('nccl')\n    dump({})\n",
+        # Per-rank files on purpose.
+        _HEAD + "def main():\n    dist.init_process_group('nccl')\n    rank = dist.get_rank()\n"
+        "    torch.save(optimizer.state_dict(), f'optim_rank{rank}.pt')\n",
+        # No process group in this file: Accelerate / Lightning / single-process scripts.
+        "import torch\nfrom accelerate import Accelerator\naccelerator = Accelerator()\n"
+        "torch.save(model.state_dict(), 'm.pt')\n",
+        "import torch\ntorch.save(model.state_dict(), 'm.pt')\n",
+        # The launcher process saves once before spawning the workers.
+        _HEAD + "import torch.multiprocessing as mp\n"
+        "def worker(rank, world):\n    dist.init_process_group('nccl', rank=rank, world_size=world)\n"
+        "    if rank == 0:\n        torch.save(model.state_dict(), 'm.pt')\n"
+        "if __name__ == '__main__':\n    torch.save(config, 'config.pt')\n"
+        "    mp.spawn(worker, args=(2,), nprocs=2)\n",
+        # A method never called in this file: who calls it is unknown.
+        _HEAD + "class Trainer:\n"
+        "    def __init__(self):\n        dist.init_process_group('nccl')\n"
+        "    def export(self, path):\n        torch.save(self.model.state_dict(), path)\n",
+        # A local function named like torch.save.
+        _HEAD + "def save(obj, path):\n    pass\n"
+        "def main():\n    dist.init_process_group('nccl')\n    save(model.state_dict(), 'm.pt')\n",
+        # Serialising into memory to send to other ranks.
+        _HEAD + "import io\ndef main():\n    dist.init_process_group('nccl')\n"
+        "    buffer = io.BytesIO()\n    torch.save(obj, buffer)\n    send(buffer.getvalue())\n",
+        # Accelerate's / Lightning's own flag.
+        _HEAD + "def main(accelerator):\n    dist.init_process_group('nccl')\n"
+        "    if accelerator.is_main_process:\n        torch.save(model.state_dict(), 'm.pt')\n",
+    )
+    INVALID = (
+        Invalid(
+            _HEAD + "def main():\n    dist.init_process_group('nccl')\n"
+            "    for epoch in range(3):\n        train()\n"
+            "        torch.save(model.state_dict(), 'm.pt')\n",
+            fixed=_HEAD + "def main():\n    dist.init_process_group('nccl')\n"
+            "    for epoch in range(3):\n        train()\n"
+            "        if dist.get_rank() == 0:\n"
+            "            torch.save(model.state_dict(), 'm.pt')\n",
+        ),
+        # Aliases: torch.distributed reached through `import torch as T`.
+        Invalid(
+            "import torch as T\n"
+            "def main():\n    T.distributed.init_process_group(backend='nccl')\n"
+            "    T.save({'model': model.state_dict()}, 'ckpt.pt')  # final\n",
+            fixed="import torch as T\n"
+            "def main():\n    T.distributed.init_process_group(backend='nccl')\n"
+            "    if T.distributed.get_rank() == 0:\n"
+            "        T.save({'model': model.state_dict()}, 'ckpt.pt')  # final\n",
+        ),
+        # An imported get_rank, and a helper called unguarded from the worker (mp.spawn).
+        Invalid(
+            "import torch\nimport torch.multiprocessing as mp\n"
+            "from torch.distributed import init_process_group, get_rank\n"
+            "def save_checkpoint(state):\n    torch.save(state, 'c.pt')\n"
+            "def worker(rank, world):\n    init_process_group('nccl', rank=rank, world_size=world)\n"
+            "    save_checkpoint({'epoch': 1})\n"
+            "if __name__ == '__main__':\n    mp.spawn(worker, args=(2,), nprocs=2)\n",
+            fixed="import torch\nimport torch.multiprocessing as mp\n"
+            "from torch.distributed import init_process_group, get_rank\n"
+            "def save_checkpoint(state):\n    if get_rank() == 0:\n"
+            "        torch.save(state, 'c.pt')\n"
+            "def worker(rank, world):\n    init_process_group('nccl', rank=rank, world_size=world)\n"
+            "    save_checkpoint({'epoch': 1})\n"
+            "if __name__ == '__main__':\n    mp.spawn(worker, args=(2,), nprocs=2)\n",
+        ),
+        # The group is set up by a helper; `torch.distributed` through `import torch`.
+        Invalid(
+            "import torch\nfrom torch.distributed import init_process_group\n"
+            "def setup():\n    init_process_group('nccl')\n"
+            "def main():\n    setup()\n    torch.save(model.state_dict(), 'm.pt')\n"
+            "if __name__ == '__main__':\n    main()\n",
+            fixed="import torch\nfrom torch.distributed import init_process_group\n"
+            "def setup():\n    init_process_group('nccl')\n"
+            "def main():\n    setup()\n    if torch.distributed.get_rank() == 0:\n"
+            "        torch.save(model.state_dict(), 'm.pt')\n"
+            "if __name__ == '__main__':\n    main()\n",
+        ),
+        # No module name for torch.distributed yet: `import torch.distributed as dist` is added.
+        Invalid(
+            "from torch import save\nfrom torch.distributed import init_process_group\n"
+            "def main():\n    init_process_group('nccl')\n    save({}, 'c.pt')\n",
+            fixed="from torch import save\nfrom torch.distributed import init_process_group\n"
+            "import torch.distributed as dist\n"
+            "def main():\n    init_process_group('nccl')\n    if dist.get_rank() == 0:\n"
+            "        save({}, 'c.pt')\n",
+        ),
+        # A trainer class: the method is called from another method.
+        Invalid(
+            _HEAD + "class Trainer:\n"
+            "    def __init__(self):\n        dist.init_process_group('nccl')\n"
+            "    def save(self):\n        torch.save(self.model.state_dict(), 'm.pt')\n"
+            "    def fit(self):\n        self.save()\n",
+            fixed=_HEAD + "class Trainer:\n"
+            "    def __init__(self):\n        dist.init_process_group('nccl')\n"
+            "    def save(self):\n        if dist.get_rank() == 0:\n"
+            "            torch.save(self.model.state_dict(), 'm.pt')\n"
+            "    def fit(self):\n        self.save()\n",
+        ),
+        # A torchrun script: top-level code after the group is set up; not its own line.
+        Invalid(
+            _HEAD
+            + "dist.init_process_group('nccl')\ntrain(); torch.save(model.state_dict(), 'm.pt')\n",
+            fixed=None,
+        ),
+        # `dist` names something else and torch.distributed has no usable name: no fix.
+        Invalid(
+            "from torch import save\nfrom torch.distributed import init_process_group\n"
+            "dist = 4\n"
+            "def main():\n    init_process_group('nccl')\n    save({}, 'c.pt')\n",
+            fixed=None,
+        ),
+    )
+
+    def check(self, ctx: Context) -> None:
+        sem = ctx.sem
+        regions = rank_functions(sem)
+        if not regions:
+            return
+        for call in sem.calls_to("torch.save"):
+            if not in_rank_process(sem, call, regions) or rank_guarded(sem, call):
+                continue
+            target = argument(call, "f", 1)
+            if mentions_rank(target) or _in_memory(ctx, target) or _never_called(ctx, call):
+                continue
+            ctx.report(
+                call,
+                Text(
+                    "`torch.save` runs on every rank of the process group; save from rank 0 only",
+                    "`torch.save` 会在进程组的每个 rank 上运行；请只在 rank 0 保存",
+                ),
+                fixes=[_fix(ctx, call)],
+            )
+
+
+def _in_memory(ctx: Context, target: ast.expr | None) -> bool:
+    """A save into an ``io.BytesIO`` buffer: serialising to send, not writing a file."""
+    call = target if isinstance(target, ast.Call) else ctx.sem.constructor_call(target)
+    name = ctx.qualname(call.func) if call is not None else None
+    return name == "io.BytesIO"
+
+
+def _never_called(ctx: Context, call: ast.Call) -> bool:
+    """A method or helper of this file that nothing in the file calls or passes on, and that
+    does not set up the group itself: its callers may well check the rank."""
+    sem = ctx.sem
+    func = sem.enclosing_function(call)
+    if func is None or any(
+        sem.qualname(c.func) == INIT_PROCESS_GROUP
+        for c in sem.walk(func)
+        if isinstance(c, ast.Call)
+    ):
+        return False
+    return not sem.names.get(func.name) and not sem.calls_by_attr.get(func.name)
+
+
+def _fix(ctx: Context, call: ast.Call) -> Fix | None:
+    stmt = ctx.sem.statement_of(call)
+    if not isinstance(stmt, ast.Expr) or stmt.value is not call:
+        return None
+    ref = dist_ref(ctx.sem, ctx.source)
+    if ref is None:
+        return None
+    get_rank, edits = ref
+    wrap = fixes.wrap_statements(ctx.source, [stmt], f"if {get_rank}() == 0")
+    if wrap is None:
+        return None
+    return Fix(
+        Text(f"Save only when `{get_rank}() == 0`", f"仅在 `{get_rank}() == 0` 时保存"),
+        (*edits, *wrap),
+        Applicability.UNSAFE,
+    )

@@ -1,0 +1,216 @@
+from __future__ import annotations
+
+import ast
+
+from ..engine import fixes
+from ..engine.context import Context
+from ..engine.distributed import wrapper_call
+from ..engine.model import Applicability, Fix, Text
+from ..engine.semantic import argument
+from .base import Invalid, Rule
+
+_HEAD = (
+    "import torch\nfrom torch import nn\n"
+    "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+)
+
+
+class SaveWrappedStateDict(Rule):
+    """## What it does
+    Checks for `torch.save(m.state_dict(), ...)` (also as a value of a checkpoint dict) where
+    `m` is a `DistributedDataParallel` or `DataParallel` wrapper rather than the model inside
+    it.
+
+    ## Why is this bad?
+    A wrapper holds the model as its `module` attribute, so every key of its state dict starts
+    with `module.`: `module.fc.weight` instead of `fc.weight`. Loading the file into a plain
+    model (for evaluation, export, or a single-GPU run) fails with PyTorch's error:
+
+    ```
+    RuntimeError: Error(s) in loading state_dict for Linear:
+        Missing key(s) in state_dict: "weight", "bias".
+        Unexpected key(s) in state_dict: "module.weight", "module.bias".
+    ```
+
+    People then strip the prefix by hand or load with `strict=False`, which silently loads
+    nothing (see TDR605). Saving `m.module.state_dict()` stores the plain model's keys, which
+    load into the model with or without a wrapper around it.
+
+    Only names that certainly hold a wrapper where they are saved are reported: a model that
+    is wrapped in one branch only (`model = DDP(model) if distributed else model`) is left
+    alone, since `model.module` would fail in the other branch.
+
+    ## Example
+    ```python
+    model = DDP(model, device_ids=[local_rank])
+    ...
+    torch.save(model.state_dict(), "model.pt")
+    ```
+
+    ## Use instead
+    ```python
+    model = DDP(model, device_ids=[local_rank])
+    ...
+    torch.save(model.module.state_dict(), "model.pt")
+    ```
+
+    ## Fix safety
+    The fix inserts `.module` before `.state_dict()`. It is safe: the weights saved are the
+    same tensors, only without the wrapper's `module.` prefix. Code that loads such a file
+    back into a wrapped model should load it into `m.module`, as PyTorch's DDP tutorial does.
+
+    ## References
+    - [Saving and loading models: `DataParallel`](https://pytorch.org/tutorials/beginner/saving_loading_models.html#saving-torch-nn-dataparallel-models)
+    - [`DistributedDataParallel`](https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html)
+    """
+
+    zh = """## 功能
+    检查 `torch.save(m.state_dict(), ...)`（也包括作为检查点字典中的值）：其中 `m` 是
+    `DistributedDataParallel` 或 `DataParallel` 包装器，而不是其内部的模型。
+
+    ## 为什么不好？
+    包装器把模型保存在它的 `module` 属性中，所以它的 state dict 的每个键都以 `module.` 开头：是
+    `module.fc.weight` 而不是 `fc.weight`。把这样的文件加载到普通模型（用于评估、导出或单 GPU 运行）时，
+    PyTorch 会报错：
+
+    ```
+    RuntimeError: Error(s) in loading state_dict for Linear:
+        Missing key(s) in state_dict: "weight", "bias".
+        Unexpected key(s) in state_dict: "module.weight", "module.bias".
+    ```
+
+    于是人们手工去掉前缀，或用 `strict=False` 加载，而后者会悄悄地什么都不加载（见 TDR605）。保存
+    `m.module.state_dict()` 存下的是普通模型的键，无论模型外面有没有包装器都能加载。
+
+    只报告在保存处一定是包装器的名字：只在某个分支中被包装的模型（`model = DDP(model) if distributed else
+    model`）不会报告，因为在另一个分支中 `model.module` 会出错。
+
+    ## 示例
+    ```python
+    model = DDP(model, device_ids=[local_rank])
+    ...
+    torch.save(model.state_dict(), "model.pt")
+    ```
+
+    ## 改为
+    ```python
+    model = DDP(model, device_ids=[local_rank])
+    ...
+    torch.save(model.module.state_dict(), "model.pt")
+    ```
+
+    ## 修复安全性
+    修复在 `.state_dict()` 之前插入 `.module`。该修复是安全的：保存的是同样的权重张量，只是没有包装器的
+    `module.` 前缀。若要把这样的文件加载回被包装的模型，应加载到 `m.module` 中，正如 PyTorch 的 DDP
+    教程所做的那样。
+
+    ## 参考
+    - [保存与加载模型：`DataParallel`](https://pytorch.org/tutorials/beginner/saving_loading_models.html#saving-torch-nn-dataparallel-models)
+    - [`DistributedDataParallel`](https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html)
+    """
+
+    code = "TDR506"
+    name = "save-wrapped-state-dict"
+    fix_safety = Applicability.SAFE
+
+    VALID = (
+        # Already the inner model.
+        _HEAD + "model = DDP(nn.Linear(2, 2))\ntorch.save(model.module.state_dict(), 'm.pt')\n",
+        _HEAD + "net = nn.Linear(2, 2)\nddp = DDP(net)\ntorch.save(net.state_dict(), 'm.pt')\n",
+        # Wrapped in one branch only: `.module` would fail in the other.
+        _HEAD + "model = nn.Linear(2, 2)\nmodel = DDP(model) if distributed else model\n"
+        "torch.save(model.state_dict(), 'm.pt')\n",
+        _HEAD + "model = nn.Linear(2, 2)\nif distributed:\n    model = DDP(model)\n"
+        "torch.save(model.state_dict(), 'm.pt')\n",
+        # Unwrapped again before saving.
+        _HEAD + "model = DDP(nn.Linear(2, 2))\nmodel = model.module\n"
+        "torch.save(model.state_dict(), 'm.pt')\n",
+        # A compiled wrapper and a local class named like DDP.
+        _HEAD + "model = torch.compile(DDP(nn.Linear(2, 2)))\n"
+        "torch.save(model.state_dict(), 'm.pt')\n",
+        "import torch\nfrom torch import nn\nclass DDP(nn.Module):\n    pass\n"
+        "model = DDP()\ntorch.save(model.state_dict(), 'm.pt')\n",
+        # Saved through another library, not torch.save.
+        _HEAD + "model = DDP(nn.Linear(2, 2))\naccelerator.save(model.state_dict(), 'm.pt')\n",
+        # The optimizer's state dict is not prefixed.
+        _HEAD + "model = DDP(nn.Linear(2, 2))\nopt = torch.optim.SGD(model.parameters())\n"
+        "torch.save(opt.state_dict(), 'o.pt')\n",
+    )
+    INVALID = (
+        Invalid(
+            _HEAD + "model = nn.Linear(2, 2).cuda()\nmodel = DDP(model, device_ids=[0])\n"
+            "for epoch in range(3):\n    train(model)\n"
+            "    torch.save(model.state_dict(), 'm.pt')\n",
+            fixed=_HEAD + "model = nn.Linear(2, 2).cuda()\nmodel = DDP(model, device_ids=[0])\n"
+            "for epoch in range(3):\n    train(model)\n"
+            "    torch.save(model.module.state_dict(), 'm.pt')\n",
+        ),
+        # A checkpoint dict, DataParallel under another alias.
+        Invalid(
+            "import torch as T\nimport torch.nn as nn\n"
+            "net = nn.DataParallel(nn.Linear(2, 2))\n"
+            "T.save({'model': net.state_dict(), 'epoch': 3}, 'ckpt.pt')\n",
+            fixed="import torch as T\nimport torch.nn as nn\n"
+            "net = nn.DataParallel(nn.Linear(2, 2))\n"
+            "T.save({'model': net.module.state_dict(), 'epoch': 3}, 'ckpt.pt')\n",
+        ),
+        # The dict is built first; a trainer attribute only ever holds the wrapper.
+        Invalid(
+            "import torch\nimport torch.nn.parallel as par\n"
+            "class Trainer:\n"
+            "    def __init__(self, model, rank):\n"
+            "        self.model = par.DistributedDataParallel(model, device_ids=[rank])\n"
+            "    def save(self, path):\n"
+            "        state = {'model': self.model.state_dict()}\n"
+            "        torch.save(state, path)\n",
+            fixed="import torch\nimport torch.nn.parallel as par\n"
+            "class Trainer:\n"
+            "    def __init__(self, model, rank):\n"
+            "        self.model = par.DistributedDataParallel(model, device_ids=[rank])\n"
+            "    def save(self, path):\n"
+            "        state = {'model': self.model.module.state_dict()}\n"
+            "        torch.save(state, path)\n",
+        ),
+        Invalid(
+            _HEAD + "model = DDP(nn.Linear(2, 2))\ntorch.save(obj=model.state_dict(), f='m.pt')\n",
+            fixed=_HEAD + "model = DDP(nn.Linear(2, 2))\n"
+            "torch.save(obj=model.module.state_dict(), f='m.pt')\n",
+            notebook=True,
+        ),
+    )
+
+    def check(self, ctx: Context) -> None:
+        sem = ctx.sem
+        saved = [argument(c, "obj", 0) for c in sem.calls_to("torch.save")]
+        saved += [v for _call, d in sem.saved_dicts() for v in d.values]
+        for value in saved:
+            if not (
+                isinstance(value, ast.Call)
+                and isinstance(value.func, ast.Attribute)
+                and value.func.attr == "state_dict"
+                and not value.args
+            ):
+                continue
+            owner = value.func.value
+            if wrapper_call(sem, owner) is None:
+                continue
+            text = ctx.segment(owner)
+            ctx.report(
+                value,
+                Text(
+                    f"`{text}` is a DDP/DataParallel wrapper: its state dict keys start with "
+                    f"`module.`; save `{text}.module.state_dict()`",
+                    f"`{text}` 是 DDP/DataParallel 包装器：它的 state dict 键都以 `module.` 开头；"
+                    f"请保存 `{text}.module.state_dict()`",
+                ),
+                fixes=[
+                    Fix(
+                        Text(
+                            f"Save `{text}.module.state_dict()`",
+                            f"改为保存 `{text}.module.state_dict()`",
+                        ),
+                        (fixes.insert(ctx.source.end(owner), ".module"),),
+                        Applicability.SAFE,
+                    )
+                ],
+            )
