@@ -32,6 +32,10 @@ export default tseslint.config(
     },
   },
   {
+    files: ["**/*.js"],
+    languageOptions: { sourceType: "commonjs", globals: { require: "readonly", exports: "writable", module: "writable" } },
+  },
+  {
     files: ["**/*.mjs"],
     languageOptions: {
       globals: { process: "readonly", console: "readonly", setTimeout: "readonly", clearTimeout: "readonly", URL: "readonly" },

@@ -36,6 +36,10 @@ const extensions = path.join(run, "extensions");
 const home = path.join(run, "home");
 for (const d of [userData, serverData, extensions, home]) fs.mkdirSync(d, { recursive: true });
 writeUserSettings(userData);
+// A stand-in for the Python extension's environments API, installed as a regular extension.
+fs.cpSync(path.join(EXT_DIR, "src", "test", "fixtures", "python-extension"), path.join(extensions, "ms-python.python-0.0.1"), {
+  recursive: true,
+});
 writeUserSettings(serverData);
 const results = path.join(run, "results.txt");
 fs.writeFileSync(results, "");

@@ -44,6 +44,8 @@ export interface TorchdoctorApi {
   readonly client: LanguageClient | undefined;
   readonly state: ServerState;
   readonly interpreter: string | undefined;
+  /** Where the interpreter came from: "setting", "pythonExtension" or "path". */
+  readonly interpreterSource: InterpreterSource | undefined;
   /** Resolves once the current (re)start attempt has finished. */
   ready(): Promise<void>;
   restart(): Promise<void>;
@@ -90,6 +92,10 @@ class Torchdoctor implements TorchdoctorApi {
 
   get interpreter(): string | undefined {
     return this.current.python;
+  }
+
+  get interpreterSource(): InterpreterSource | undefined {
+    return this.current.source;
   }
 
   ready(): Promise<void> {

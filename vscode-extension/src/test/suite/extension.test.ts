@@ -7,6 +7,7 @@ interface TorchdoctorApi {
   readonly client: { initializeResult?: { capabilities: { notebookDocumentSync?: unknown } } } | undefined;
   readonly state: string;
   readonly interpreter: string | undefined;
+  readonly interpreterSource: string | undefined;
   ready(): Promise<void>;
 }
 
@@ -178,6 +179,39 @@ describe("torchdoctor in VS Code", () => {
     }
     await waitForCodes(uri, ["TDR602"]);
     assert.equal(td.state, "running");
+  });
+
+  it("uses the Python extension's interpreter when torchdoctor.interpreter is empty, and follows its changes", async () => {
+    const td = await api();
+    const python = td.interpreter;
+    assert.ok(python);
+    const config = vscode.workspace.getConfiguration("torchdoctor");
+    const missing = "/nonexistent/bin/python3";
+    try {
+      await vscode.commands.executeCommand("testPython.selectInterpreter", python);
+      await config.update("interpreter", undefined, vscode.ConfigurationTarget.Workspace);
+      await waitFor("the Python extension's interpreter", async () => {
+        await td.ready();
+        return td.state === "running" && td.interpreterSource === "pythonExtension" ? true : undefined;
+      });
+      assert.equal(td.interpreter, python);
+      const editor = await openPython("train.py");
+      await waitForCodes(editor.document.uri, ["TDR602"]);
+
+      // The user picks another interpreter in the Python extension: torchdoctor follows.
+      await vscode.commands.executeCommand("testPython.selectInterpreter", missing);
+      await waitFor("a restart with the new interpreter", async () => {
+        await td.ready();
+        return td.interpreter === missing && td.state === "error" ? true : undefined;
+      });
+    } finally {
+      await config.update("interpreter", python, vscode.ConfigurationTarget.Workspace);
+      await vscode.commands.executeCommand("testPython.selectInterpreter", "");
+    }
+    await waitFor("the configured interpreter again", async () => {
+      await td.ready();
+      return td.state === "running" && td.interpreterSource === "setting" ? true : undefined;
+    });
   });
 
   it("restarts the server and publishes again", async () => {
