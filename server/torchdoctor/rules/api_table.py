@@ -54,7 +54,7 @@ class ApiEntry:
     extra: str = ""  # rename: keywords the fix adds
     drop_in: bool = False  # same signature and behaviour: imports may be rewritten too
     when_keyword: tuple[str, object] | None = None  # only calls passing this literal keyword
-    how: str = "warning"  # warning | error | docs: how torch 2.13 marks it
+    how: str = "warning"  # how torch 2.13 marks it: warning | error | docs | legacy
     torchfix: bool = False  # also in TorchFix 0.7's table
     note: Text | None = None
 
@@ -354,7 +354,7 @@ ENTRIES: tuple[ApiEntry, ...] = (
     ),
     *(
         ApiEntry(
-            f"torch.{name}", "torch.tensor` or `torch.empty", "2.0", fix="legacy_ctor", how="docs"
+            f"torch.{name}", "torch.tensor` or `torch.empty", "2.0", fix="legacy_ctor", how="legacy"
         )
         for name in _LEGACY_DTYPES
     ),
@@ -364,7 +364,7 @@ ENTRIES: tuple[ApiEntry, ...] = (
             "torch.tensor` or `torch.empty",
             "2.0",
             fix="legacy_ctor",
-            how="docs",
+            how="legacy",
         )
         for name in _LEGACY_DTYPES
     ),
@@ -799,6 +799,9 @@ def report_uses(ctx: Context, status: str) -> None:
             target = torch_version.format_version(torch_version.target_version(ctx.settings))
             en = f"`{shown}` was removed in PyTorch {entry.removed} and fails on {target}"
             zh = f"`{shown}` 已在 PyTorch {entry.removed} 中移除，在 {target} 上调用会失败"
+        elif entry.how == "legacy":
+            en = f"`{shown}(...)` is a legacy constructor (sizes give uninitialised memory)"
+            zh = f"`{shown}(...)` 是旧式构造函数（传入尺寸时得到未初始化的内存）"
         else:
             en, zh = f"`{shown}` is deprecated", f"`{shown}` 已弃用"
         if advice_en:
