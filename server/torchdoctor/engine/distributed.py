@@ -19,7 +19,9 @@ from .source import Source
 INIT_PROCESS_GROUP = "torch.distributed.init_process_group"
 # Names that say "which process is this": rank variables, main-process predicates.
 _RANK_NAME = re.compile(
-    r"rank|main_proc|is_main|master|primary|global_zero|is_chief|leader|^(local_)?gpu(_id)?$", re.I
+    r"rank|main_proc|is_main|master|primary|global_zero|process_zero|should_save|is_chief|"
+    r"leader|^(local_)?gpu(_id)?$",
+    re.I,
 )
 _EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 
@@ -110,37 +112,46 @@ def rank_guarded(sem: Semantic, node: ast.AST, _depth: int = 0) -> bool:
 
 def rank_functions(sem: Semantic) -> set[ast.AST]:
     """The functions (and the module, for top-level code) that run in a process of a group:
-    those that call ``init_process_group``, the functions of this file that call them, the
-    functions they call, and the other methods of a class holding one of them."""
-    found: set[ast.AST] = set()
+    those that set the group up (they call ``init_process_group``, or a function of this file
+    that does), the functions they call, and the methods of classes whose instances they make
+    or that hold one of them."""
+    roots: set[ast.AST] = set()
     for call in sem.calls_to(INIT_PROCESS_GROUP):
-        found.add(sem.enclosing_function(call) or sem.tree)
-    if not found:
-        return found
-    changed = True
-    while changed:
-        changed = False
-        new: set[ast.AST] = set()
-        for caller in (*sem.functions, sem.tree):
-            if caller not in found and any(
-                _target(sem, c) in found for c in _own_calls(sem, caller)
-            ):
-                new.add(caller)  # calls into a rank function: sets the group up itself
-        for region in found:
-            for call in _own_calls(sem, region):
-                target = _target(sem, call)
-                if target is not None:
-                    new.add(target)
-                cls = sem.local_class(call.func)
-                if cls is not None:  # an instance made here runs its methods here
-                    new.update(s for s in cls.body if isinstance(s, FUNCTION_NODES))
-            cls = sem.parent(region)
-            if isinstance(cls, ast.ClassDef):
-                new.update(s for s in cls.body if isinstance(s, FUNCTION_NODES))
-        new -= found
-        if new:
-            found |= new
-            changed = True
+        roots.add(sem.enclosing_function(call) or sem.tree)
+    if not roots:
+        return roots
+    calls = {region: _own_calls(sem, region) for region in (*sem.functions, sem.tree)}
+    targets = {
+        region: [(c, _target(sem, c)) for c in region_calls]
+        for region, region_calls in calls.items()
+    }
+    grew = True
+    while grew:  # upward: callers of a function that sets the group up set it up too
+        new = {
+            r
+            for r, pairs in targets.items()
+            if r not in roots and any(t in roots for _, t in pairs)
+        }
+        roots |= new
+        grew = bool(new)
+    found = set(roots)
+    todo = list(roots)
+    while todo:  # downward: what those functions call runs in the group
+        region = todo.pop()
+        reached: list[ast.AST] = []
+        for call, target in targets.get(region, ()):
+            if target is not None:
+                reached.append(target)
+            cls = sem.local_class(call.func)
+            if cls is not None:  # an instance made here runs its methods here
+                reached.extend(s for s in cls.body if isinstance(s, FUNCTION_NODES))
+        owner = sem.parent(region)
+        if isinstance(owner, ast.ClassDef):
+            reached.extend(s for s in owner.body if isinstance(s, FUNCTION_NODES))
+        for item in reached:
+            if item not in found:
+                found.add(item)
+                todo.append(item)
     return found
 
 

@@ -15,8 +15,9 @@ _LOOP = "import torch\nfor x, y in loader:\n    optimizer.zero_grad()\n"
 class Fp16WithoutGradScaler(Rule):
     """## What it does
     Checks for a training loop that runs its forward pass under float16 autocast on CUDA
-    (`torch.autocast("cuda")`: float16 is the CUDA default) and calls `.backward()` with no
-    `GradScaler` anywhere in the file.
+    (`torch.autocast("cuda")`: float16 is the CUDA default, `torch.get_autocast_dtype("cuda")`)
+    and calls `.backward()` in the same loop (or, for a step helper without a loop, in the
+    same function) with no `GradScaler` anywhere in the file.
 
     ## Why is this bad?
     float16 has 5 exponent bits: values below about 6e-8 round to zero. Under fp16 autocast
@@ -33,6 +34,10 @@ class Fp16WithoutGradScaler(Rule):
     default), autocast whose device or dtype is computed at run time, and files that use a
     scaler in any form (a `GradScaler`, `scaler.scale(loss)`, a `loss_scaler` helper,
     `accelerator.backward(loss)`) are not reported.
+
+    The guide introduces the two as `torch.cuda.amp.autocast` and `torch.cuda.amp.GradScaler`;
+    since PyTorch 2.4 those spellings are deprecated in favour of `torch.autocast("cuda")` and
+    `torch.amp.GradScaler("cuda")` (see TDR401), which the examples here use.
 
     ## Example
     ```python
@@ -71,7 +76,8 @@ class Fp16WithoutGradScaler(Rule):
 
     zh = """## 功能
     检查这样的训练循环：前向传播在 CUDA 上的 float16 autocast 下运行（`torch.autocast("cuda")`：CUDA 的
-    默认 dtype 就是 float16），并调用 `.backward()`，而整个文件中没有任何 `GradScaler`。
+    默认 dtype 就是 float16，见 `torch.get_autocast_dtype("cuda")`），并在同一循环中（对于没有循环的单步
+    辅助函数，则在同一函数中）调用 `.backward()`，而整个文件中没有任何 `GradScaler`。
 
     ## 为什么不好？
     float16 只有 5 位指数：小于约 6e-8 的值会被舍入为零。在 fp16 autocast 下，激活的梯度是 float16，
@@ -84,6 +90,10 @@ class Fp16WithoutGradScaler(Rule):
     支持）是另一种解决办法。CPU 上的 autocast（默认 bfloat16）、设备或 dtype 在运行时才确定的 autocast，
     以及以任何形式使用了缩放器的文件（`GradScaler`、`scaler.scale(loss)`、`loss_scaler` 辅助函数、
     `accelerator.backward(loss)`）都不会报告。
+
+    指南以 `torch.cuda.amp.autocast` 和 `torch.cuda.amp.GradScaler` 介绍这两个组件；自 PyTorch 2.4 起这些
+    写法已弃用，应改用 `torch.autocast("cuda")` 和 `torch.amp.GradScaler("cuda")`（见 TDR401），本页示例
+    即采用新写法。
 
     ## 示例
     ```python

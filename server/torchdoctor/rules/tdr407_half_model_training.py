@@ -33,7 +33,9 @@ class HalfModelTraining(Rule):
     forward pass under `torch.autocast("cuda")` with a `GradScaler` (or
     `dtype=torch.bfloat16`); autocast computes in float16 while the optimizer updates the
     float32 weights. A model converted with `.half()` only for evaluation or export is not
-    reported, nor one whose parameters no optimizer in the file updates.
+    reported, nor one whose parameters no `torch.optim` optimizer of the file updates
+    directly (an optimizer wrapped by a master-weights optimizer such as apex's
+    `FP16_Optimizer` keeps float32 copies).
 
     ## Example
     ```python
@@ -85,7 +87,8 @@ class HalfModelTraining(Rule):
 
     混合精度能获得同样的速度而没有这些问题：模型保持 float32，在 `torch.autocast("cuda")` 下运行前向传播并
     配合 `GradScaler`（或 `dtype=torch.bfloat16`）；autocast 用 float16 计算，而优化器更新的是 float32 权重。
-    只为评估或导出而 `.half()` 的模型，以及文件中没有优化器更新其参数的模型，不会报告。
+    只为评估或导出而 `.half()` 的模型，以及文件中没有 `torch.optim` 优化器直接更新其参数的模型，不会报告
+    （被 apex 的 `FP16_Optimizer` 等主权重优化器包装的优化器保留了 float32 副本）。
 
     ## 示例
     ```python

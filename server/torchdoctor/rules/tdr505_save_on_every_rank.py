@@ -31,11 +31,14 @@ class SaveOnEveryRank(Rule):
     Under `torchrun` or `mp.spawn` every rank runs the same code, so every rank writes the same
     checkpoint to the same path at the same time. With 8 GPUs the file is written 8 times, the
     writes race on shared storage (a reader, or a resumed job, can see a truncated file), and
-    the job waits for the slowest copy. The guide's advice holds: save from rank 0 only. The
-    weights are the same on every rank after DDP's gradient all-reduce, so nothing is lost.
+    the job waits for the slowest copy. Save from rank 0 only, as PyTorch's DDP tutorial does:
+    the weights are the same on every rank after DDP's gradient all-reduce, so nothing is lost.
 
-    Saves whose path names the rank (`f"shard_{rank}.pt"`) are per-rank files on purpose and
-    are not reported; neither is code that does not set up a process group itself (Lightning,
+    Only code that runs after the file sets up a process group is checked: the function that
+    calls `init_process_group`, the functions it calls or that call it, and the methods of a
+    class created there. Saves whose path names the rank (`f"shard_{rank}.pt"`) are per-rank
+    files on purpose, and saves into an `io.BytesIO` buffer serialise data to send; neither
+    is reported. Nor is code that does not set up a process group itself (Lightning,
     Accelerate and other launchers save from the main process for you), nor a helper
     function that is never called in the file.
 
@@ -69,10 +72,11 @@ class SaveOnEveryRank(Rule):
     ## Fix safety
     The fix wraps the statement in `if dist.get_rank() == 0:`, spelling `torch.distributed`
     the way the file imports it (adding `import torch.distributed as dist` when the name is
-    free). It is unsafe: `dist.get_rank()` raises when no process group is initialised, so a
-    script that also runs without one needs `not dist.is_initialized() or ...` instead; and
-    if the other ranks read the file right after (a `barrier()` then `torch.load`), they must
-    still wait for rank 0. No fix is offered when the save is not a statement of its own, or
+    free); when the file sets the group up only under a condition (`if args.distributed:`),
+    the test is `not dist.is_initialized() or dist.get_rank() == 0`, so single-process runs
+    still save. It is unsafe: `dist.get_rank()` raises when no process group is initialised,
+    which the plain test does not guard against; and if the other ranks read the file right
+    after (a `barrier()` then `torch.load`), they must still wait for rank 0. No fix is offered when the save is not a statement of its own, or
     when `torch.distributed` cannot be named.
 
     ## References
@@ -89,11 +93,13 @@ class SaveOnEveryRank(Rule):
     ## 为什么不好？
     在 `torchrun` 或 `mp.spawn` 下每个 rank 都运行同一份代码，于是每个 rank 都在同一时刻把同一个检查点写到
     同一个路径。8 张 GPU 就把文件写 8 次，这些写入在共享存储上互相竞争（读取者或恢复的任务可能看到被截断的
-    文件），任务还要等最慢的那次写完。指南的建议是对的：只在 rank 0 保存。DDP 的梯度 all-reduce 之后每个
-    rank 上的权重都一样，不会丢失任何东西。
+    文件），任务还要等最慢的那次写完。应像 PyTorch 的 DDP 教程那样只在 rank 0 保存：DDP 的梯度 all-reduce
+    之后每个 rank 上的权重都一样，不会丢失任何东西。
 
-    路径中包含 rank 的保存（`f"shard_{rank}.pt"`）是有意为每个 rank 写文件，不会报告；自身不建立进程组的代码
-    （Lightning、Accelerate 等启动器会替你只在主进程保存）以及文件中从未调用的辅助函数也不会报告。
+    只检查文件建立进程组之后运行的代码：调用 `init_process_group` 的函数、它调用的或调用它的函数，以及在其中
+    创建的类的方法。路径中包含 rank 的保存（`f"shard_{rank}.pt"`）是有意为每个 rank 写文件，保存到
+    `io.BytesIO` 缓冲区则是为了发送而序列化数据，二者都不会报告。自身不建立进程组的代码（Lightning、
+    Accelerate 等启动器会替你只在主进程保存）以及文件中从未调用的辅助函数也不会报告。
 
     ## 示例
     ```python
@@ -124,9 +130,10 @@ class SaveOnEveryRank(Rule):
 
     ## 修复安全性
     修复把该语句包进 `if dist.get_rank() == 0:`，并按文件导入 `torch.distributed` 的方式书写（名字 `dist`
-    未被占用时添加 `import torch.distributed as dist`）。该修复不安全：没有初始化进程组时 `dist.get_rank()`
-    会抛出异常，因此也会在非分布式模式下运行的脚本需要改写为 `not dist.is_initialized() or ...`；并且若其他
-    rank 随后读取该文件（`barrier()` 之后 `torch.load`），它们仍须等待 rank 0。保存不是独立语句，或无法引用
+    未被占用时添加 `import torch.distributed as dist`）；若文件只在某个条件下建立进程组（`if
+    args.distributed:`），判断条件为 `not dist.is_initialized() or dist.get_rank() == 0`，单进程运行时仍会
+    保存。该修复不安全：没有初始化进程组时 `dist.get_rank()` 会抛出异常，而普通的判断并不防范这一点；并且若
+    其他 rank 随后读取该文件（`barrier()` 之后 `torch.load`），它们仍须等待 rank 0。保存不是独立语句，或无法引用
     `torch.distributed` 时，不提供修复。
 
     ## 参考
@@ -178,6 +185,11 @@ class SaveOnEveryRank(Rule):
         "    if rank == 0:\n        torch.save(model.state_dict(), 'm.pt')\n"
         "if __name__ == '__main__':\n    torch.save(config, 'config.pt')\n"
         "    mp.spawn(worker, args=(2,), nprocs=2)\n",
+        # The single-process path of a script that also has a distributed one.
+        _HEAD + "def train(model):\n    pass\n"
+        "def main_single(model):\n    train(model)\n    torch.save(model.state_dict(), 'm.pt')\n"
+        "def main_ddp(model, rank):\n    dist.init_process_group('nccl')\n    train(model)\n"
+        "    if rank == 0:\n        torch.save(model.state_dict(), 'm.pt')\n",
         # A method never called in this file: who calls it is unknown.
         _HEAD + "class Trainer:\n"
         "    def __init__(self):\n        dist.init_process_group('nccl')\n"
@@ -201,6 +213,16 @@ class SaveOnEveryRank(Rule):
             "    for epoch in range(3):\n        train()\n"
             "        if dist.get_rank() == 0:\n"
             "            torch.save(model.state_dict(), 'm.pt')\n",
+        ),
+        # The group is optional: single-process runs keep saving.
+        Invalid(
+            _HEAD + "def main(args):\n    if args.distributed:\n"
+            "        dist.init_process_group('nccl')\n"
+            "    train()\n    torch.save(model.state_dict(), 'm.pt')\n",
+            fixed=_HEAD + "def main(args):\n    if args.distributed:\n"
+            "        dist.init_process_group('nccl')\n"
+            "    train()\n    if not dist.is_initialized() or dist.get_rank() == 0:\n"
+            "        torch.save(model.state_dict(), 'm.pt')\n",
         ),
         # Aliases: torch.distributed reached through `import torch as T`.
         Invalid(
@@ -318,6 +340,15 @@ def _never_called(ctx: Context, call: ast.Call) -> bool:
     return not sem.names.get(func.name) and not sem.calls_by_attr.get(func.name)
 
 
+def _group_is_optional(ctx: Context) -> bool:
+    """Every ``init_process_group`` call runs under a condition (``if args.distributed:``)."""
+    sem = ctx.sem
+    return all(
+        any(isinstance(a, ast.If | ast.IfExp) for a in sem.ancestors(c))
+        for c in sem.calls_to(INIT_PROCESS_GROUP)
+    )
+
+
 def _fix(ctx: Context, call: ast.Call) -> Fix | None:
     stmt = ctx.sem.statement_of(call)
     if not isinstance(stmt, ast.Expr) or stmt.value is not call:
@@ -326,11 +357,14 @@ def _fix(ctx: Context, call: ast.Call) -> Fix | None:
     if ref is None:
         return None
     get_rank, edits = ref
-    wrap = fixes.wrap_statements(ctx.source, [stmt], f"if {get_rank}() == 0")
+    test = f"{get_rank}() == 0"
+    if get_rank.endswith(".get_rank") and _group_is_optional(ctx):
+        test = f"not {get_rank.removesuffix('.get_rank')}.is_initialized() or {test}"
+    wrap = fixes.wrap_statements(ctx.source, [stmt], f"if {test}")
     if wrap is None:
         return None
     return Fix(
-        Text(f"Save only when `{get_rank}() == 0`", f"仅在 `{get_rank}() == 0` 时保存"),
+        Text(f"Save only when `{test}`", f"仅在 `{test}` 时保存"),
         (*edits, *wrap),
         Applicability.UNSAFE,
     )

@@ -33,8 +33,9 @@ class SaveWrappedStateDict(Rule):
     ```
 
     People then strip the prefix by hand or load with `strict=False`, which silently loads
-    nothing (see TDR605). Saving `m.module.state_dict()` stores the plain model's keys, which
-    load into the model with or without a wrapper around it.
+    nothing (see TDR605). The guide notes the prefix and suggests adjusting the keys when
+    loading; saving `m.module.state_dict()` avoids it at the source: the file holds the plain
+    model's keys, which load into the model with or without a wrapper around it.
 
     Only names that certainly hold a wrapper where they are saved are reported: a model that
     is wrapped in one branch only (`model = DDP(model) if distributed else model`) is left
@@ -56,8 +57,10 @@ class SaveWrappedStateDict(Rule):
 
     ## Fix safety
     The fix inserts `.module` before `.state_dict()`. It is safe: the weights saved are the
-    same tensors, only without the wrapper's `module.` prefix. Code that loads such a file
-    back into a wrapped model should load it into `m.module`, as PyTorch's DDP tutorial does.
+    same tensors, only without the wrapper's `module.` prefix. One exception makes it unsafe:
+    when the file also loads a state dict into the wrapper itself (`ddp_model.load_state_dict
+    (torch.load(path))`, as PyTorch's DDP tutorial does to resume), that load would now miss
+    the `module.` keys; load into `ddp_model.module` instead.
 
     ## References
     - [Saving and loading models: `DataParallel`](https://pytorch.org/tutorials/beginner/saving_loading_models.html#saving-torch-nn-dataparallel-models)
@@ -79,8 +82,9 @@ class SaveWrappedStateDict(Rule):
         Unexpected key(s) in state_dict: "module.weight", "module.bias".
     ```
 
-    于是人们手工去掉前缀，或用 `strict=False` 加载，而后者会悄悄地什么都不加载（见 TDR605）。保存
-    `m.module.state_dict()` 存下的是普通模型的键，无论模型外面有没有包装器都能加载。
+    于是人们手工去掉前缀，或用 `strict=False` 加载，而后者会悄悄地什么都不加载（见 TDR605）。指南提到了这个
+    前缀，建议在加载时处理键名；保存 `m.module.state_dict()` 则从源头避免它：文件中是普通模型的键，无论模型
+    外面有没有包装器都能加载。
 
     只报告在保存处一定是包装器的名字：只在某个分支中被包装的模型（`model = DDP(model) if distributed else
     model`）不会报告，因为在另一个分支中 `model.module` 会出错。
@@ -101,8 +105,9 @@ class SaveWrappedStateDict(Rule):
 
     ## 修复安全性
     修复在 `.state_dict()` 之前插入 `.module`。该修复是安全的：保存的是同样的权重张量，只是没有包装器的
-    `module.` 前缀。若要把这样的文件加载回被包装的模型，应加载到 `m.module` 中，正如 PyTorch 的 DDP
-    教程所做的那样。
+    `module.` 前缀。有一个例外会使它不安全：若文件还把 state dict 加载到包装器本身
+    （`ddp_model.load_state_dict(torch.load(path))`，PyTorch 的 DDP 教程就是这样恢复训练的），这次加载会
+    缺少 `module.` 开头的键；请改为加载到 `ddp_model.module`。
 
     ## 参考
     - [保存与加载模型：`DataParallel`](https://pytorch.org/tutorials/beginner/saving_loading_models.html#saving-torch-nn-dataparallel-models)
@@ -171,6 +176,15 @@ class SaveWrappedStateDict(Rule):
             "        state = {'model': self.model.module.state_dict()}\n"
             "        torch.save(state, path)\n",
         ),
+        # The file also resumes into the wrapper: the fix is then unsafe (still offered).
+        Invalid(
+            _HEAD + "model = DDP(nn.Linear(2, 2).cuda(), device_ids=[0])\n"
+            "model.load_state_dict(torch.load('m.pt', map_location='cuda:0'))\n"
+            "torch.save(model.state_dict(), 'm.pt')\n",
+            fixed=_HEAD + "model = DDP(nn.Linear(2, 2).cuda(), device_ids=[0])\n"
+            "model.load_state_dict(torch.load('m.pt', map_location='cuda:0'))\n"
+            "torch.save(model.module.state_dict(), 'm.pt')\n",
+        ),
         Invalid(
             _HEAD + "model = DDP(nn.Linear(2, 2))\ntorch.save(obj=model.state_dict(), f='m.pt')\n",
             fixed=_HEAD + "model = DDP(nn.Linear(2, 2))\n"
@@ -181,6 +195,10 @@ class SaveWrappedStateDict(Rule):
 
     def check(self, ctx: Context) -> None:
         sem = ctx.sem
+        loads_wrapper = any(
+            isinstance(c.func, ast.Attribute) and wrapper_call(sem, c.func.value) is not None
+            for c in sem.calls_by_attr.get("load_state_dict", ())
+        )
         saved = [argument(c, "obj", 0) for c in sem.calls_to("torch.save")]
         saved += [v for _call, d in sem.saved_dicts() for v in d.values]
         for value in saved:
@@ -210,7 +228,7 @@ class SaveWrappedStateDict(Rule):
                             f"改为保存 `{text}.module.state_dict()`",
                         ),
                         (fixes.insert(ctx.source.end(owner), ".module"),),
-                        Applicability.SAFE,
+                        Applicability.UNSAFE if loads_wrapper else Applicability.SAFE,
                     )
                 ],
             )
