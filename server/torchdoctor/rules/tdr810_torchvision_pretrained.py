@@ -266,6 +266,11 @@ class TorchvisionPretrained(Rule):
             fixed=None,
         ),
         Invalid("import torchvision\nm = torchvision.models.vit_h_14(pretrained=True)", fixed=None),
+        # Already passes `weights=`: a fix would repeat the keyword.
+        Invalid(
+            "import torchvision\nm = torchvision.models.resnet18(pretrained=False, weights=None)",
+            fixed=None,
+        ),
         Invalid(
             "import torchvision\nm = torchvision.models.alexnet(pretrained=True)\n",
             fixed="import torchvision\n"
@@ -317,6 +322,8 @@ class TorchvisionPretrained(Rule):
         main: ast.expr | ast.keyword | None,
         backbone: ast.expr | ast.keyword | None,
     ) -> Fix | None:
+        if any(k.arg in ("weights", "weights_backbone") or k.arg is None for k in call.keywords):
+            return None  # never pass a keyword twice
         weights, backbone_weights = WEIGHTS[key]
         task = key.split(".")[0] + "." if "." in key else ""
         edits: list[Edit] = []
