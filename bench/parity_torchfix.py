@@ -41,25 +41,28 @@ DEFAULT_VENV = Path("/tmp/torchdoctor-torchfix")
 TORCHFIX = "torchfix==0.7.0"
 DEFAULT_OFF = ("TOR3", "TOR4", "TOR9")
 
-# Runs inside the scratch environment: file paths on stdin, one JSON finding per line out.
+# Runs inside the scratch environment: "path<TAB>key" lines on stdin; out, one JSON line per file
+# as soon as it is done: {"path", "key", "findings": [{"row", "code"}], "error"?}.
 DRIVER = r"""
 import json, re, sys
 from concurrent.futures import ProcessPoolExecutor
 NOQA = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>[A-Z][0-9]+(?:[,\s]+[A-Z][0-9]+)*))?", re.I)
 
-def run(path):
+def run(item):
+    path, key = item
     from torchfix.torchfix import TorchChecker
+    out = {"path": path, "key": key, "findings": []}
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.readlines()
     except (OSError, UnicodeDecodeError):
-        return []
+        return out
     try:
         checker = TorchChecker(None, lines)
         found = list(checker.run()) if checker.module is not None else []
     except Exception as exc:
-        return [{"path": path, "error": type(exc).__name__}]
-    out = []
+        out["error"] = type(exc).__name__
+        return out
     for row, col, message, _ in found:
         code = message.split()[0]
         line = lines[row - 1] if row <= len(lines) else ""
@@ -71,15 +74,14 @@ def run(path):
             listed = [c.upper() for c in re.split(r"[,\s]+", codes.strip())]
             if any(code.startswith(c) for c in listed):
                 continue
-        out.append({"path": path, "row": row, "code": code})
+        out["findings"].append({"row": row, "code": code})
     return out
 
 if __name__ == "__main__":
-    paths = [p for p in sys.stdin.read().splitlines() if p]
+    items = [tuple(line.split("\t")) for line in sys.stdin.read().splitlines() if line]
     with ProcessPoolExecutor(int(sys.argv[1])) as pool:
-        for result in pool.map(run, paths, chunksize=8):
-            for item in result:
-                print(json.dumps(item))
+        for result in pool.map(run, items, chunksize=4):
+            print(json.dumps(result), flush=True)
 """
 
 
@@ -123,13 +125,47 @@ def python_files(paths: list[Path]) -> list[Path]:
     return out
 
 
-def run_torchfix(python: Path, files: list[Path], jobs: int) -> list[dict]:
-    proc = subprocess.run(
-        [str(python), "-c", DRIVER, str(jobs)],
-        input="\n".join(str(f) for f in files),
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+def _key(path: Path) -> str:
+    st = path.stat()
+    return f"{st.st_mtime_ns}:{st.st_size}"
+
+
+def run_torchfix(python: Path, files: list[Path], jobs: int, cache_path: Path) -> list[dict]:
+    """TorchFix's findings, one dict per finding; results are cached per file (path, mtime,
+    size) in ``cache_path``, so a rerun only checks changed files."""
+    cache: dict[str, dict] = {}
+    if cache_path.exists():
+        for line in cache_path.read_text().splitlines():
+            item = json.loads(line)
+            cache[item["path"]] = item
+    todo = [f for f in files if cache.get(str(f), {}).get("key") != _key(f)]
+    if todo:
+        print(f"TorchFix: {len(todo)} files to check ({len(files) - len(todo)} cached)",
+              file=sys.stderr)  # fmt: skip
+        proc = subprocess.Popen(
+            [str(python), "-c", DRIVER, str(jobs)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write("\n".join(f"{f}\t{_key(f)}" for f in todo))
+        proc.stdin.close()
+        with cache_path.open("a") as sink:
+            for done, line in enumerate(proc.stdout, start=1):
+                item = json.loads(line)
+                cache[item["path"]] = item
+                sink.write(line)
+                sink.flush()
+                if done % 250 == 0:
+                    print(f"  {done}/{len(todo)}", file=sys.stderr)
+        if proc.wait() != 0:
+            raise SystemExit("TorchFix driver failed")
+    out: list[dict] = []
+    for f in files:
+        item = cache[str(f)]
+        if "error" in item:
+            out.append({"path": str(f), "error": item["error"]})
+        out.extend({"path": str(f), **finding} for finding in item["findings"])
+    return out
 
 
 def statement_rows(text: str) -> dict[int, int]:
@@ -148,24 +184,31 @@ def statement_rows(text: str) -> dict[int, int]:
     return rows
 
 
-def run_torchdoctor(files: list[Path], codes: frozenset[str]) -> dict[str, set[tuple[int, str]]]:
-    out: dict[str, set[tuple[int, str]]] = {}
-    for path in files:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
-        result = check_any(text, str(path), codes=codes)
-        if not result.findings:
-            continue
+def _check_one(args: tuple[Path, frozenset[str]]) -> tuple[str, set[tuple[int, str]]]:
+    path, codes = args
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return str(path), set()
+    result = check_any(text, str(path), codes=codes)
+    places: set[tuple[int, str]] = set()
+    if result.findings:
         stmt = statement_rows(text)
-        places: set[tuple[int, str]] = set()
         for f in result.findings:
             places.add((f.range.start.row, f.code))
             if f.range.start.row in stmt:
                 places.add((stmt[f.range.start.row], f.code))
-        out[str(path)] = places
-    return out
+    return str(path), places
+
+
+def run_torchdoctor(
+    files: list[Path], codes: frozenset[str], jobs: int
+) -> dict[str, set[tuple[int, str]]]:
+    from multiprocessing import Pool
+
+    with Pool(jobs) as pool:
+        results = pool.map(_check_one, [(f, codes) for f in files], chunksize=8)
+    return {path: places for path, places in results if places}
 
 
 def explain(code: str, path: str, row: int) -> str:
@@ -211,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(files)} files under {', '.join(str(r) for r in roots)}", file=sys.stderr)
 
     start = time.perf_counter()
-    theirs = run_torchfix(python, files, args.jobs)
+    theirs = run_torchfix(python, files, args.jobs, args.venv / "torchfix-cache.jsonl")
     tf_seconds = time.perf_counter() - start
     errors = [t for t in theirs if "error" in t]
     theirs = [t for t in theirs if "error" not in t]
@@ -221,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     mapped = {code: resolve_selector(code) for code in sorted({t["code"] for t in theirs})}
     codes = frozenset().union(*mapped.values()) if mapped else frozenset()
     start = time.perf_counter()
-    ours = run_torchdoctor(files, codes)
+    ours = run_torchdoctor(files, codes, args.jobs)
     td_seconds = time.perf_counter() - start
 
     total: Counter[str] = Counter()
