@@ -121,7 +121,7 @@ def rank_functions(sem: Semantic) -> set[ast.AST]:
     if not roots:
         return roots
     calls = {region: _own_calls(sem, region) for region in (*sem.functions, sem.tree)}
-    targets = {
+    targets: dict[ast.AST, list[tuple[ast.Call, ast.AST | None]]] = {
         region: [(c, _target(sem, c)) for c in region_calls]
         for region, region_calls in calls.items()
     }
@@ -139,7 +139,7 @@ def rank_functions(sem: Semantic) -> set[ast.AST]:
     while todo:  # downward: what those functions call runs in the group
         region = todo.pop()
         reached: list[ast.AST] = []
-        for call, target in targets.get(region, ()):
+        for call, target in targets.get(region, []):
             if target is not None:
                 reached.append(target)
             cls = sem.local_class(call.func)

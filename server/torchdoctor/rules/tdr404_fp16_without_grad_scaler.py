@@ -20,7 +20,8 @@ class Fp16WithoutGradScaler(Rule):
     same function) with no `GradScaler` anywhere in the file.
 
     ## Why is this bad?
-    float16 has 5 exponent bits: values below about 6e-8 round to zero. Under fp16 autocast
+    float16 has 5 exponent bits: its smallest positive value is 2**-24 (about 6e-8), and
+    values below half of that round to zero. Under fp16 autocast
     the activations' gradients are float16, so small gradients underflow and those weights
     stop learning, without any error or warning. `GradScaler` multiplies the loss (65,536 at
     the start) before `backward()` so the gradients stay representable, and divides them back
@@ -80,8 +81,8 @@ class Fp16WithoutGradScaler(Rule):
     辅助函数，则在同一函数中）调用 `.backward()`，而整个文件中没有任何 `GradScaler`。
 
     ## 为什么不好？
-    float16 只有 5 位指数：小于约 6e-8 的值会被舍入为零。在 fp16 autocast 下，激活的梯度是 float16，
-    较小的梯度会下溢，相应的权重就不再学习，而且没有任何报错或警告。`GradScaler` 在 `backward()` 之前把损失
+    float16 只有 5 位指数：它能表示的最小正数是 2**-24（约 6e-8），小于其一半的值会被舍入为零。在 fp16
+    autocast 下，激活的梯度是 float16，较小的梯度会下溢，相应的权重就不再学习，而且没有任何报错或警告。`GradScaler` 在 `backward()` 之前把损失
     乘以一个因子（初始为 65,536），使梯度保持可表示，并在优化器更新之前再除回去。在 H200 上实测（fp16
     autocast 下的 3 层 MLP，把损失缩小以模拟很小的损失）：损失乘以 1e-4 时，没有缩放器有 49.8% 的参数梯度
     元素恰好为零，有缩放器时为 0%；损失乘以 1e-6 时，没有缩放器 100% 为零，有缩放器时为 0.06%。

@@ -11,6 +11,8 @@ from .base import Invalid, Rule
 _FLOAT16 = frozenset({"torch.float16", "torch.half"})
 _FLOAT32 = frozenset({"torch.float32", "torch.float"})
 _HEAD = "import torch\nfrom torch import nn\n"
+# Libraries whose fp16 optimizers keep float32 master weights of a `.half()` model.
+_MASTER_WEIGHT_LIBRARIES = frozenset({"apex", "deepspeed"})
 
 
 class HalfModelTraining(Rule):
@@ -21,21 +23,22 @@ class HalfModelTraining(Rule):
 
     ## Why is this bad?
     This is "pure" fp16 training: the weights, their gradients and the optimizer's state all
-    live in float16, with no float32 master copy. float16 has 10 mantissa bits, so near 1.0
-    its values are about 0.001 apart and any update smaller than about 0.0005 is rounded
-    away: the weights stop moving. Adam's default `eps=1e-8` is below float16's smallest
-    value and becomes zero, so a parameter whose gradient is zero or tiny turns into NaN or
-    inf on the first step. Checked on CPU with `bench/cpu_half_training.py` (one step, lr
-    1e-3, gradients 0, 1e-3, 0.1, 0.4): SGD leaves the float16 weights unchanged for the
-    first three gradients (float32 moves all of them), and Adam turns them into NaN and -inf.
+    live in float16, with no float32 master copy. float16 has 10 mantissa bits: near 1.0 its
+    values are 0.0005 to 0.001 apart, so an update below about 0.00025 is rounded away and
+    the weight does not move at all. Adam's default `eps=1e-8` is below float16's smallest
+    positive value and becomes zero, so a parameter whose gradient is zero or small turns
+    into NaN or inf on the first step. Checked on CPU with `bench/cpu_half_training.py` (one
+    step on weights of 1.0, lr 1e-3, gradients 0, 1e-3, 0.1, 0.4): SGD leaves the float16
+    weights with gradients 1e-3 and 0.1 unchanged (updates of 1e-6 and 1e-4, which float32
+    applies), and Adam turns the weights with gradients 0 and 1e-3 into NaN and -inf.
 
     Mixed precision gets the speed without this: keep the model in float32 and run the
     forward pass under `torch.autocast("cuda")` with a `GradScaler` (or
     `dtype=torch.bfloat16`); autocast computes in float16 while the optimizer updates the
     float32 weights. A model converted with `.half()` only for evaluation or export is not
     reported, nor one whose parameters no `torch.optim` optimizer of the file updates
-    directly (an optimizer wrapped by a master-weights optimizer such as apex's
-    `FP16_Optimizer` keeps float32 copies).
+    directly, nor files that use apex or DeepSpeed, whose fp16 optimizers keep float32
+    master copies of a `.half()` model.
 
     ## Example
     ```python
@@ -80,15 +83,16 @@ class HalfModelTraining(Rule):
 
     ## 为什么不好？
     这是“纯” fp16 训练：权重、梯度和优化器状态都是 float16，没有 float32 的主权重副本。float16 只有 10 位
-    尾数，在 1.0 附近相邻值相差约 0.001，小于约 0.0005 的更新会被舍入掉：权重不再变化。Adam 默认的
-    `eps=1e-8` 小于 float16 能表示的最小值，会变成零，于是梯度为零或极小的参数在第一步就变成 NaN 或 inf。
-    在 CPU 上用 `bench/cpu_half_training.py` 验证（一步，lr 1e-3，梯度 0、1e-3、0.1、0.4）：SGD 对前三个梯度
-    完全没有改变 float16 权重（float32 则全部改变），而 Adam 把它们变成 NaN 和 -inf。
+    尾数：在 1.0 附近相邻值相差 0.0005 到 0.001，小于约 0.00025 的更新会被舍入掉，权重完全不动。Adam 默认的
+    `eps=1e-8` 小于 float16 能表示的最小正数，会变成零，于是梯度为零或较小的参数在第一步就变成 NaN 或 inf。
+    在 CPU 上用 `bench/cpu_half_training.py` 验证（对值为 1.0 的权重更新一步，lr 1e-3，梯度 0、1e-3、0.1、
+    0.4）：SGD 对梯度为 1e-3 和 0.1 的 float16 权重毫无改变（更新量 1e-6 和 1e-4，float32 会正常应用），而
+    Adam 把梯度为 0 和 1e-3 的权重变成 NaN 和 -inf。
 
     混合精度能获得同样的速度而没有这些问题：模型保持 float32，在 `torch.autocast("cuda")` 下运行前向传播并
     配合 `GradScaler`（或 `dtype=torch.bfloat16`）；autocast 用 float16 计算，而优化器更新的是 float32 权重。
-    只为评估或导出而 `.half()` 的模型，以及文件中没有 `torch.optim` 优化器直接更新其参数的模型，不会报告
-    （被 apex 的 `FP16_Optimizer` 等主权重优化器包装的优化器保留了 float32 副本）。
+    只为评估或导出而 `.half()` 的模型，以及文件中没有 `torch.optim` 优化器直接更新其参数的模型，不会报告；
+    使用 apex 或 DeepSpeed 的文件也不会报告，它们的 fp16 优化器会为 `.half()` 模型保留 float32 主权重副本。
 
     ## 示例
     ```python
@@ -154,6 +158,12 @@ class HalfModelTraining(Rule):
         "model = nn.Linear(2, 2).cuda().half()\n"
         "opt = FP16_Optimizer(torch.optim.SGD(model.parameters(), lr=0.1))\n"
         "for x in loader:\n    opt.backward(model(x).sum())\n    loss.backward()\n    opt.step()\n",
+        _HEAD + "from apex.optimizers import FP16_Optimizer\n"
+        "model = nn.Linear(2, 2).cuda().half()\n"
+        "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "optimizer = FP16_Optimizer(optimizer, dynamic_loss_scale=True)\n"
+        "for x in loader:\n    optimizer.backward(model(x).sum())\n    loss.backward()\n"
+        "    optimizer.step()\n",
         # Tensors, not modules; bfloat16 and float32 models.
         _HEAD + "x = torch.randn(3).half()\nw = torch.randn(3, requires_grad=True)\n"
         "opt = torch.optim.SGD([w])\n(w * x.float()).sum().backward()\nopt.step()\n",
@@ -227,7 +237,9 @@ class HalfModelTraining(Rule):
         sem = ctx.sem
         backwards = [c for c in sem.calls_by_attr.get("backward", ()) if sem.is_backward(c)]
         backwards += list(sem.calls_to("torch.autograd.backward"))
-        if not backwards:
+        if not backwards or any(
+            (qual or "").split(".")[0] in _MASTER_WEIGHT_LIBRARIES for _n, _a, qual in sem.imports
+        ):
             return
         for call in (*sem.calls_by_attr.get("half", ()), *sem.calls_by_attr.get("to", ())):
             assert isinstance(call.func, ast.Attribute)

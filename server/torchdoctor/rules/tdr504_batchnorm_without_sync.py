@@ -131,6 +131,10 @@ class BatchnormWithoutSync(Rule):
         _HEAD + _NET + "        self.bn = nn.SyncBatchNorm(8)\nmodel = DDP(Net().cuda())\n",
         # DataParallel (single process: BatchNorm statistics are per replica anyway).
         _HEAD + "import torchvision\nmodel = nn.DataParallel(torchvision.models.resnet18())\n",
+        # A torchvision model built with another normalisation layer.
+        _HEAD + "import torchvision\n"
+        "model = torchvision.models.resnet50(norm_layer=nn.SyncBatchNorm).cuda()\n"
+        "model = DDP(model, device_ids=[0])\n",
         # A model of unknown make.
         _HEAD + "from mymodels import build\nmodel = DDP(build(cfg).cuda())\n",
         # A local class named like torchvision's builder.
@@ -219,7 +223,9 @@ def _has_batchnorm(ctx: Context, expr: ast.AST, at: ast.AST, depth: int = 0) -> 
         if isinstance(func, ast.Attribute) and func.attr in MODULE_SELF_METHODS:
             return _has_batchnorm(ctx, func.value, at, depth + 1)
         qual = sem.qualname(func) or ""
-        if _TORCHVISION_BN.match(qual) or qual in _BATCH_NORMS:
+        if _TORCHVISION_BN.match(qual):
+            return argument(expr, "norm_layer") is None  # GroupNorm or SyncBatchNorm chosen
+        if qual in _BATCH_NORMS:
             return True
         if qual in ("torch.nn.Sequential", "torch.nn.ModuleList", "torch.nn.ModuleDict"):
             return any(_mentions_batchnorm(ctx, a) for a in (*expr.args, *expr.keywords))

@@ -321,6 +321,8 @@ class SaveOnEveryRank(Rule):
 
 def _in_memory(ctx: Context, target: ast.expr | None) -> bool:
     """A save into an ``io.BytesIO`` buffer: serialising to send, not writing a file."""
+    if target is None:
+        return False
     call = target if isinstance(target, ast.Call) else ctx.sem.constructor_call(target)
     name = ctx.qualname(call.func) if call is not None else None
     return name == "io.BytesIO"
