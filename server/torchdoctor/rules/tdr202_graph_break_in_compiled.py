@@ -1,0 +1,316 @@
+from __future__ import annotations
+
+import ast
+
+from ..engine import graphs
+from ..engine.context import Context
+from ..engine.model import Severity, Text
+from ..engine.semantic import Semantic
+from .base import Invalid, Rule, Valid
+
+
+class GraphBreakInCompiled(Rule):
+    """## What it does
+    Checks code that `torch.compile` compiles for constructs that always cause a graph break:
+    a branch (`if`, `while`, conditional expression, comprehension filter) on a tensor's value
+    (`if x.sum() > 0:`, `if mask.any():`, `if torch.equal(a, b):`), `.item()` and `.tolist()`,
+    and the builtin `print(...)`. Compiled code is a function decorated with `@torch.compile`
+    (any form), a local function passed to `torch.compile(fn)`, and the `forward` of a class of
+    the same file whose instance is passed to `torch.compile(...)` or gets `.compile()`.
+
+    ## Why is this bad?
+    Dynamo cannot put a Python decision that depends on tensor data into a graph. It stops the
+    graph there, runs the statement in Python and starts a new graph after it (or raises with
+    `fullgraph=True`). Each break costs a device-to-host synchronisation, splits the kernels that
+    Inductor could have fused, and adds guards and recompilations; a break inside a loop body
+    splits every iteration. The break reasons PyTorch 2.13 reports (verified) are
+    `Data-dependent branching` ("Detected data-dependent branching (e.g. `if my_tensor.sum() >
+    0:`)"), `Unsupported Tensor.item() call with capture_scalar_outputs=False`, `Tensor.tolist()
+    with non-integer tensor` and `Failed to trace builtin operator` for `print`.
+
+    To see the breaks of a real run, set `TORCH_LOGS=graph_breaks` (each break is printed with
+    its reason and the user line), or call `torch._dynamo.explain(fn)(*inputs)`, whose
+    `graph_break_count` and `break_reasons` list them.
+
+    Not reported, because they compile without a break (verified on 2.13): branches on shapes
+    (`x.shape[0] > 2`, `x.dim()`, `x.numel()`), on Python flags, `None` checks and
+    `self.training`; `assert` on a tensor; `.cpu()`; and `.numpy()` (traced through
+    `torch._numpy`). The guide's advice to read the compile logs to find what was skipped stands;
+    this rule points at the usual suspects before the first run. Code under an
+    `if torch.compiler.is_compiling():` check, functions marked `@torch.compiler.disable`, and
+    `.item()`/`.tolist()` in a file that sets `capture_scalar_outputs` are not reported. Nor are
+    `print`, `.item()` and `.tolist()` inside an `if` branch or an `except` handler: such code is
+    usually debug output behind a flag, and Dynamo traces it away when the flag is off.
+
+    ## Example
+    ```python
+    @torch.compile
+    def step(x):
+        if x.sum() > 0:
+            x = x * 2
+        print(x.mean().item())
+        return x
+    ```
+
+    ## Use instead
+    ```python
+    @torch.compile
+    def step(x):
+        x = torch.where(x.sum() > 0, x * 2, x)
+        return x
+
+    out = step(x)
+    print(out.mean().item())  # outside the compiled function
+    ```
+    When the branches differ in structure, `torch.cond(pred, true_fn, false_fn, (x,))` keeps
+    both in one graph; `torch.export` accepts the same `torch.cond`.
+
+    ## Fix safety
+    No fix is offered: rewriting a branch with `torch.where` evaluates both sides, and moving a
+    `print` or `.item()` out of the function changes the program.
+
+    ## References
+    - [`torch.compile` troubleshooting: graph breaks](https://pytorch.org/docs/stable/torch.compiler_troubleshooting.html)
+    - [`torch.cond`](https://pytorch.org/docs/stable/generated/torch.cond.html)
+    - [`torch.where`](https://pytorch.org/docs/stable/generated/torch.where.html)
+    """
+
+    zh = """## 功能
+    检查会被 `torch.compile` 编译的代码中必然导致图中断（graph break）的写法：基于张量值的分支（`if`、
+    `while`、条件表达式、推导式中的过滤条件，例如 `if x.sum() > 0:`、`if mask.any():`、
+    `if torch.equal(a, b):`），`.item()` 和 `.tolist()`，以及内置的 `print(...)`。被编译的代码指：用
+    `@torch.compile`（任意写法）装饰的函数、传给 `torch.compile(fn)` 的本文件函数，以及实例被传给
+    `torch.compile(...)` 或调用了 `.compile()` 的本文件类的 `forward`。
+
+    ## 为什么不好？
+    Dynamo 无法把依赖张量数据的 Python 判断放进图里。它会在此处结束当前图，用 Python 执行该语句，然后再
+    开始一张新图（`fullgraph=True` 时直接报错）。每次中断都带来一次设备到主机的同步，拆散了 Inductor 本可
+    融合的内核，还会增加守卫和重新编译；中断位于循环体内时，每次迭代都会被拆开。PyTorch 2.13 报告的中断
+    原因（已核实）为 `Data-dependent branching`（"Detected data-dependent branching (e.g.
+    `if my_tensor.sum() > 0:`)"）、`Unsupported Tensor.item() call with
+    capture_scalar_outputs=False`、`Tensor.tolist() with non-integer tensor`，以及 `print` 的
+    `Failed to trace builtin operator`。
+
+    要查看实际运行中的图中断，可设置 `TORCH_LOGS=graph_breaks`（每次中断都会连同原因和用户代码行一起
+    打印），或调用 `torch._dynamo.explain(fn)(*inputs)`，其 `graph_break_count` 与 `break_reasons`
+    会列出它们。
+
+    以下写法编译时不会中断（已在 2.13 上核实），因此不报告：基于形状的分支（`x.shape[0] > 2`、
+    `x.dim()`、`x.numel()`）、基于 Python 标志、`None` 判断和 `self.training` 的分支；对张量的
+    `assert`；`.cpu()`；以及 `.numpy()`（通过 `torch._numpy` 追踪）。指南建议查看编译日志来找出被跳过的
+    部分，这一点依然成立；本规则在第一次运行之前就指出最常见的原因。位于
+    `if torch.compiler.is_compiling():` 判断之下的代码、标注了 `@torch.compiler.disable` 的函数，以及
+    设置了 `capture_scalar_outputs` 的文件中的 `.item()`/`.tolist()` 不会被报告。位于 `if` 分支或
+    `except` 处理块中的 `print`、`.item()` 和 `.tolist()` 也不报告：这类代码通常是受标志控制的调试输出，
+    标志关闭时 Dynamo 会把它整个略过。
+
+    ## 示例
+    ```python
+    @torch.compile
+    def step(x):
+        if x.sum() > 0:
+            x = x * 2
+        print(x.mean().item())
+        return x
+    ```
+
+    ## 改为
+    ```python
+    @torch.compile
+    def step(x):
+        x = torch.where(x.sum() > 0, x * 2, x)
+        return x
+
+    out = step(x)
+    print(out.mean().item())  # 放到被编译的函数之外
+    ```
+    当两个分支的结构不同时，`torch.cond(pred, true_fn, false_fn, (x,))` 能把两者都保留在同一张图中；
+    `torch.export` 也接受同样的 `torch.cond`。
+
+    ## 修复安全性
+    不提供修复：用 `torch.where` 改写分支会计算两边，而把 `print` 或 `.item()` 移出函数会改变程序。
+
+    ## 参考
+    - [`torch.compile` 故障排查：图中断](https://pytorch.org/docs/stable/torch.compiler_troubleshooting.html)
+    - [`torch.cond`](https://pytorch.org/docs/stable/generated/torch.cond.html)
+    - [`torch.where`](https://pytorch.org/docs/stable/generated/torch.where.html)
+    """
+
+    code = "TDR202"
+    name = "graph-break-in-compiled"
+    severity = Severity.INFO
+
+    VALID = (
+        # Branches on shapes, flags, None and self.training compile without a break.
+        "import torch\n@torch.compile\ndef f(x, y=None, scale=True):\n"
+        "    if x.shape[0] > 2 and x.dim() == 2:\n        x = x + 1\n"
+        "    if y is not None:\n        x = x + y\n"
+        "    if scale:\n        x = x * 2\n    return x\n",
+        "import torch\nclass Net(torch.nn.Module):\n    def forward(self, x):\n"
+        "        if self.training:\n            x = x * 0.5\n"
+        "        if x.numel() > 0:\n            x = x.relu()\n        return x\n"
+        "model = torch.compile(Net())\n",
+        # assert on a tensor, .cpu() and .numpy() do not break.
+        "import torch\n@torch.compile\ndef f(x):\n    assert (x > -100).all()\n"
+        "    return x.cpu() + 1\n",
+        # .item() and print outside compiled code.
+        "import torch\n@torch.compile\ndef f(x):\n    return x * 2\n"
+        "y = f(x)\nprint(y.sum().item())\nif y.sum() > 0:\n    pass\n",
+        # The forward of a class that is never compiled.
+        "import torch\nclass Net(torch.nn.Module):\n    def forward(self, x):\n"
+        "        if x.sum() > 0:\n            return x\n        return -x\n"
+        "model = Net()\nout = model(x)\n",
+        # Compiling a function does not compile an unrelated module's forward.
+        "import torch\nclass Net(torch.nn.Module):\n    def forward(self, x):\n"
+        "        print(x.item())\n        return x\n"
+        "def step(x):\n    return x * 2\nnet = Net()\nfast = torch.compile(step)\n",
+        # Another class compiled, a function named compile, re.compile, disable=True.
+        "import torch\nimport re\nclass A(torch.nn.Module):\n    def forward(self, x):\n"
+        "        return x\nclass B(torch.nn.Module):\n    def forward(self, x):\n"
+        "        if x.any():\n            return x\n        return x + 1\n"
+        "a = torch.compile(A())\npat = re.compile('x')\nb = torch.compile(B(), disable=True)\n",
+        "import torch\ndef compile(f):\n    return f\n@compile\ndef g(x):\n    print(x)\n"
+        "    return x.item()\n",
+        # Deliberately eager paths.
+        "import torch\n@torch.compile\ndef f(x):\n"
+        "    if not torch.compiler.is_compiling():\n        print(x.sum().item())\n"
+        "    return x + 1\n",
+        "import torch\nclass Net(torch.nn.Module):\n    @torch.compiler.disable\n"
+        "    def forward(self, x):\n        print(x)\n        return x\n"
+        "m = torch.compile(Net())\n",
+        # Debug output behind a flag, or in an except handler.
+        "import torch\nclass Net(torch.nn.Module):\n    def forward(self, x):\n"
+        "        if self.debug:\n            print('mean', x.mean().item())\n"
+        "        try:\n            y = x.relu()\n        except RuntimeError:\n"
+        "            print(x.tolist())\n            raise\n        return y\n"
+        "net = torch.compile(Net())\n",
+        # capture_scalar_outputs puts .item() into the graph.
+        "import torch\ntorch._dynamo.config.capture_scalar_outputs = True\n"
+        "@torch.compile\ndef f(x):\n    n = x.sum().item()\n    return x * n\n",
+        # A local function named print, numpy's any, a nested function never called here.
+        "import torch\nimport numpy as np\ndef print(*a):\n    pass\n@torch.compile\n"
+        "def f(x):\n    print(x)\n    if np.any(FLAGS):\n        x = x + 1\n"
+        "    def later(y):\n        return y.item()\n    return x\n",
+        Valid(
+            "import torch\n@torch.compile(mode='max-autotune')\ndef f(x):\n"
+            "    return torch.where(x.sum() > 0, x * 2, x)\n",
+            notebook=True,
+        ),
+    )
+    INVALID = (
+        Invalid(
+            "import torch\n@torch.compile\ndef f(x):\n    if x.sum() > 0:\n"
+            "        return x * 2\n    return x\n",
+            fixed=None,
+        ),
+        Invalid(
+            "import torch\n@torch.compile(fullgraph=True)\ndef f(x):\n    n = x.max().item()\n"
+            "    return x / n\n",
+            fixed=None,
+        ),
+        # The forward of a class whose instance is compiled, through a name and .cuda().
+        Invalid(
+            "import torch\nimport torch.nn as nn\nclass Net(nn.Module):\n"
+            "    def forward(self, x):\n        print('shape', x.shape)\n        return x\n"
+            "model = Net().cuda()\nmodel = torch.compile(model)\n",
+            fixed=None,
+        ),
+        # Inherited forward, alias of torch.compile, while on a tensor.
+        Invalid(
+            "import torch\nfrom torch import compile as tc\nclass Base(torch.nn.Module):\n"
+            "    def forward(self, x):\n        while x.abs().max() > 1:\n            x = x / 2\n"
+            "        return x\nclass Net(Base):\n    pass\nnet = tc(Net())\n",
+            fixed=None,
+        ),
+        # A function passed to torch.compile; tolist.
+        Invalid(
+            "import torch\ndef step(x):\n    values = x.tolist()\n    return torch.tensor(values)\n"
+            "fast_step = torch.compile(step)\n",
+            fixed=None,
+        ),
+        # nn.Module.compile(), torch.equal, conditional expression.
+        Invalid(
+            "import torch\nclass Net(torch.nn.Module):\n    def forward(self, x, y):\n"
+            "        return x if torch.equal(x, y) else y\nnet = Net()\nnet.compile()\n",
+            fixed=None,
+        ),
+        Invalid(
+            "import torch\n@torch.compile\ndef f(x, mask):\n    if not mask.any():\n"
+            "        return x\n    return x[mask]\n",
+            fixed=None,
+            notebook=True,
+        ),
+    )
+
+    def check(self, ctx: Context) -> None:
+        sem = ctx.sem
+        text = ctx.source.text.lower()
+        capture = "capture_scalar_outputs" in text
+        reorder_print = "reorderable_logging_functions" in text
+        for func, where in graphs.compiled_functions(sem).items():
+            related = [ctx.related(where, Text("compiled here", "在此处编译"))]
+            for test, call in graphs.data_dependent_branches(sem, func):
+                if _method(call) in ("item", "tolist") and not capture:
+                    continue  # reported below as the `.item()` call
+                ctx.report(
+                    test,
+                    Text(
+                        f"Branching on a tensor value (`{ctx.segment(test)}`) in compiled code "
+                        "causes a graph break; use `torch.where` or `torch.cond`",
+                        f"在被编译的代码中基于张量值分支（`{ctx.segment(test)}`）会导致图中断；"
+                        "请改用 `torch.where` 或 `torch.cond`",
+                    ),
+                    related=related,
+                )
+            for node in sem.walk_body(func.body):
+                if not isinstance(node, ast.Call) or _conditional(sem, node, func):
+                    continue
+                method = _method(node)
+                if method in ("item", "tolist") and not capture and not node.args:
+                    if ctx.qualname(node.func) is not None:
+                        continue
+                    ctx.report(
+                        node,
+                        Text(
+                            f"`.{method}()` in compiled code causes a graph break; keep the "
+                            "value as a tensor, or read it after the compiled call",
+                            f"在被编译的代码中调用 `.{method}()` 会导致图中断；请保持为张量，"
+                            "或在编译调用之后再读取",
+                        ),
+                        related=related,
+                    )
+                elif (
+                    isinstance(node.func, ast.Name)
+                    and node.func.id == "print"
+                    and not reorder_print
+                    and sem.lookup("print", node) is None
+                ):
+                    ctx.report(
+                        node,
+                        Text(
+                            "`print(...)` in compiled code causes a graph break; print outside "
+                            "the compiled function",
+                            "在被编译的代码中调用 `print(...)` 会导致图中断；请在被编译的函数之外打印",
+                        ),
+                        related=related,
+                    )
+
+
+def _method(call: ast.Call) -> str | None:
+    return call.func.attr if isinstance(call.func, ast.Attribute) else None
+
+
+def _conditional(sem: Semantic, node: ast.AST, func: ast.AST) -> bool:
+    """Whether ``node`` runs only on some calls: in a branch of an ``if`` or conditional
+    expression, or in an ``except`` handler (debug output behind a flag is traced away when the
+    flag is off)."""
+    child = node
+    for anc in sem.ancestors(node):
+        if anc is func:
+            return False
+        if isinstance(anc, ast.If | ast.IfExp) and child is not anc.test:
+            return True
+        if isinstance(anc, ast.ExceptHandler):
+            return True
+        child = anc
+    return False

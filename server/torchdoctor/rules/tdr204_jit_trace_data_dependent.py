@@ -1,0 +1,246 @@
+from __future__ import annotations
+
+import ast
+
+from ..engine import graphs
+from ..engine.context import Context
+from ..engine.model import Severity, Text
+from ..engine.semantic import argument
+from .base import Invalid, Rule, Valid
+
+
+class JitTraceDataDependent(Rule):
+    """## What it does
+    Checks for `torch.jit.trace(m, ...)` where `m` is an instance of a class defined in the same
+    file (or a function of the file) whose `forward` (or body) branches on a tensor value:
+    `if x.sum() > 0:`, `while mask.any():`, `a if torch.equal(x, y) else b`,
+    `if x.max().item() > 1:`.
+
+    ## Why is this bad?
+    Tracing runs the model once with the example input and records the tensor operations it
+    executes; Python control flow is not recorded. The branch taken by the example input is
+    baked into the traced module, which then silently computes the same path for every input.
+    Verified on 2.13: a `forward` returning `x + 1` when `x.sum() > 0` and `x - 1` otherwise,
+    traced with `torch.ones(3)`, returns `0.` instead of `-2.` for `-torch.ones(3)`. The only sign
+    is a `TracerWarning: Converting a tensor to a Python boolean might cause the trace to be
+    incorrect`, easy to miss among other warnings. The guide notes that exporting turns a dynamic
+    graph into a static one, so dynamic control flow may not be exported correctly.
+
+    `torch.jit.trace` itself is deprecated in 2.13 ("`torch.jit.trace` is deprecated. Please
+    switch to `torch.compile` or `torch.export`."); `torch.export` with `torch.cond` captures both
+    branches, and fails loudly on data-dependent Python branches instead of picking one.
+
+    Branches on shapes are also frozen by tracing, but they are not reported: models commonly
+    branch on shapes that are fixed in deployment. Input checks (`if torch.isnan(x).any():
+    raise ...`, or a branch that only warns or logs) are not reported either: the traced path
+    is the normal one, only the check is lost. Branches under `if torch.jit.is_tracing():` and
+    classes or functions that are never traced are not reported.
+
+    ## Example
+    ```python
+    class Gate(nn.Module):
+        def forward(self, x):
+            if x.mean() > 0:
+                return self.a(x)
+            return self.b(x)
+
+    traced = torch.jit.trace(Gate(), (example,))
+    ```
+
+    ## Use instead
+    ```python
+    class Gate(nn.Module):
+        def forward(self, x):
+            return torch.cond(x.mean() > 0, self.a, self.b, (x,))
+
+    ep = torch.export.export(Gate(), (example,))
+    ```
+
+    ## Fix safety
+    No fix is offered: the rewrite depends on what the branches do (`torch.where` for
+    element-wise choices, `torch.cond` for different computations).
+
+    ## References
+    - [`torch.jit.trace`](https://pytorch.org/docs/stable/generated/torch.jit.trace.html)
+    - [`torch.export`](https://pytorch.org/docs/stable/export.html)
+    - [`torch.cond`](https://pytorch.org/docs/stable/generated/torch.cond.html)
+    """
+
+    zh = """## 功能
+    检查 `torch.jit.trace(m, ...)` 调用：`m` 是本文件中定义的类的实例（或本文件的函数），而其 `forward`
+    （或函数体）基于张量值做分支：`if x.sum() > 0:`、`while mask.any():`、
+    `a if torch.equal(x, y) else b`、`if x.max().item() > 1:`。
+
+    ## 为什么不好？
+    追踪（trace）会用示例输入运行一次模型，记录执行过的张量运算；Python 控制流不会被记录。示例输入走过的
+    那条分支被固化进追踪结果，之后对任何输入都默默地走同一条路径。已在 2.13 上核实：一个在
+    `x.sum() > 0` 时返回 `x + 1`、否则返回 `x - 1` 的 `forward`，用 `torch.ones(3)` 追踪后，对
+    `-torch.ones(3)` 返回 `0.` 而不是 `-2.`。唯一的迹象是一条 `TracerWarning: Converting a tensor to
+    a Python boolean might cause the trace to be incorrect`，很容易被其他警告淹没。指南也指出，导出是把
+    动态图追踪成静态图，模型中的动态控制流可能无法正确导出。
+
+    `torch.jit.trace` 本身在 2.13 中已弃用（"`torch.jit.trace` is deprecated. Please switch to
+    `torch.compile` or `torch.export`."）；`torch.export` 配合 `torch.cond` 能同时捕获两个分支，遇到
+    依赖数据的 Python 分支时会明确报错，而不是默默选一条。
+
+    基于形状的分支同样会被追踪固化，但不会被报告：模型常常依据部署时固定的形状做分支。输入检查
+    （`if torch.isnan(x).any(): raise ...`，或只发警告、写日志的分支）也不报告：追踪到的是正常路径，
+    丢失的只是检查本身。位于 `if torch.jit.is_tracing():` 之下的分支，以及从未被追踪的类或函数也不会被报告。
+
+    ## 示例
+    ```python
+    class Gate(nn.Module):
+        def forward(self, x):
+            if x.mean() > 0:
+                return self.a(x)
+            return self.b(x)
+
+    traced = torch.jit.trace(Gate(), (example,))
+    ```
+
+    ## 改为
+    ```python
+    class Gate(nn.Module):
+        def forward(self, x):
+            return torch.cond(x.mean() > 0, self.a, self.b, (x,))
+
+    ep = torch.export.export(Gate(), (example,))
+    ```
+
+    ## 修复安全性
+    不提供修复：如何改写取决于分支做什么（逐元素选择用 `torch.where`，不同计算用 `torch.cond`）。
+
+    ## 参考
+    - [`torch.jit.trace`](https://pytorch.org/docs/stable/generated/torch.jit.trace.html)
+    - [`torch.export`](https://pytorch.org/docs/stable/export.html)
+    - [`torch.cond`](https://pytorch.org/docs/stable/generated/torch.cond.html)
+    """
+
+    code = "TDR204"
+    name = "jit-trace-data-dependent"
+    severity = Severity.WARNING
+
+    VALID = (
+        # No tensor-dependent control flow: shapes, flags, None checks.
+        "import torch\nclass Net(torch.nn.Module):\n    def forward(self, x, y=None):\n"
+        "        if x.dim() == 3:\n            x = x.unsqueeze(0)\n"
+        "        if y is not None and self.training:\n            x = x + y\n"
+        "        return torch.where(x.sum() > 0, x, -x)\n"
+        "traced = torch.jit.trace(Net(), (torch.randn(2, 3),))\n",
+        # The class with the branch is never traced.
+        "import torch\nclass Gate(torch.nn.Module):\n    def forward(self, x):\n"
+        "        if x.mean() > 0:\n            return x\n        return -x\n"
+        "class Plain(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
+        "gate = Gate()\ntraced = torch.jit.trace(Plain(), (x,))\n",
+        # Scripted, not traced; exported with torch.export.
+        "import torch\nclass Gate(torch.nn.Module):\n    def forward(self, x):\n"
+        "        if x.mean() > 0:\n            return x\n        return -x\n"
+        "scripted = torch.jit.script(Gate())\nep = torch.export.export(Gate(), (x,))\n",
+        # A trace-aware branch.
+        "import torch\nclass Net(torch.nn.Module):\n    def forward(self, x):\n"
+        "        if not torch.jit.is_tracing():\n            if x.isnan().any():\n"
+        "                raise ValueError('nan')\n        return x + 1\n"
+        "traced = torch.jit.trace(Net(), (x,))\n",
+        # An input check: the traced path is the normal one.
+        "import torch\nimport warnings\nclass Net(torch.nn.Module):\n    def forward(self, x):\n"
+        "        if torch.isnan(x).any():\n            raise ValueError('nan input')\n"
+        "        if x.abs().max() > 1e4:\n            warnings.warn('large input')\n"
+        "        return x + 1\ntraced = torch.jit.trace(Net(), (x,))\n",
+        # A model from elsewhere; another library's trace.
+        "import torch\nfrom models import Gate\ntraced = torch.jit.trace(Gate(), (x,))\n",
+        "import torch\nimport jax\nclass Gate:\n    def forward(self, x):\n"
+        "        if x.sum() > 0:\n            return x\n        return -x\n"
+        "out = jax.jit(Gate().forward)\n",
+        Valid(
+            "import torch\nclass Net(torch.nn.Module):\n    def forward(self, x):\n"
+            "        return x.relu()\ntraced = torch.jit.trace(Net(), (x,))\n",
+            notebook=True,
+        ),
+    )
+    INVALID = (
+        Invalid(
+            "import torch\nimport torch.nn as nn\nclass Gate(nn.Module):\n"
+            "    def forward(self, x):\n        if x.mean() > 0:\n            return x * 2\n"
+            "        return -x\nmodel = Gate().eval()\ntraced = torch.jit.trace(model, (x,))\n",
+            fixed=None,
+        ),
+        # Alias, inherited forward, .item() in the test.
+        Invalid(
+            "import torch\nfrom torch.jit import trace\nclass Base(torch.nn.Module):\n"
+            "    def forward(self, x):\n        while x.abs().max().item() > 1:\n"
+            "            x = x / 2\n        return x\nclass Net(Base):\n    pass\n"
+            "t = trace(Net(), example_inputs=(x,))\n",
+            fixed=None,
+        ),
+        # A traced function.
+        Invalid(
+            "import torch\ndef f(x, y):\n    return x if torch.equal(x, y) else y\n"
+            "tf = torch.jit.trace(f, (a, b))\n",
+            fixed=None,
+        ),
+        Invalid(
+            "import torch\nclass Gate(torch.nn.Module):\n    def forward(self, x):\n"
+            "        if x.any():\n            return x\n        return -x\n"
+            "traced = torch.jit.trace(Gate(), (x,))\n",
+            fixed=None,
+            notebook=True,
+        ),
+    )
+
+    def check(self, ctx: Context) -> None:
+        sem = ctx.sem
+        for call in sem.calls_to(graphs.JIT_TRACE):
+            target = argument(call, "func", 0)
+            funcs: list[tuple[str, graphs.Function]] = []
+            local = sem.local_function(target) if isinstance(target, ast.Name) else None
+            if local is not None:
+                funcs.append((local.name, local))
+            else:
+                for cls in graphs.instance_classes(sem, target):
+                    forward = graphs.class_method(sem, cls, "forward")
+                    if forward is not None:
+                        funcs.append((f"{cls.name}.forward", forward))
+            for name, func in funcs:
+                branches = [
+                    (test, c)
+                    for test, c in graphs.data_dependent_branches(sem, func)
+                    if not _validation(sem.parent(test))
+                ]
+                if not branches:
+                    continue
+                test = branches[0][0]
+                ctx.report(
+                    call,
+                    Text(
+                        f"`torch.jit.trace` records only the branch the example input takes: "
+                        f"`{name}` branches on a tensor value (`{ctx.segment(test)}`); use "
+                        "`torch.export` with `torch.cond`",
+                        f"`torch.jit.trace` 只记录示例输入走过的分支：`{name}` 基于张量值分支"
+                        f"（`{ctx.segment(test)}`）；请改用 `torch.export` 并配合 `torch.cond`",
+                    ),
+                    related=[
+                        ctx.related(t, Text("branch on a tensor value", "基于张量值的分支"))
+                        for t, _call in branches
+                    ],
+                )
+                break
+
+
+def _validation(node: ast.AST | None) -> bool:
+    """``if torch.isnan(x).any(): raise ...`` (or only warns/logs): an input check whose traced
+    path is the normal one."""
+    if not isinstance(node, ast.If) or node.orelse:
+        return False
+    return all(
+        isinstance(stmt, ast.Raise)
+        or (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call))
+        for stmt in node.body
+    ) and any(isinstance(stmt, ast.Raise) or _warns(stmt) for stmt in node.body)
+
+
+def _warns(stmt: ast.stmt) -> bool:
+    if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+        return False
+    func = stmt.value.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return name in ("warn", "warning", "error", "print", "info", "debug")

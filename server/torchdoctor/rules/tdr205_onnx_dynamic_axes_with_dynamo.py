@@ -1,0 +1,257 @@
+from __future__ import annotations
+
+import ast
+
+from ..engine import fixes, graphs
+from ..engine.context import Context
+from ..engine.model import Applicability, Fix, Severity, Text
+from ..engine.semantic import argument, has_star_kwargs, keyword
+from .base import Invalid, Rule, Valid
+
+
+class OnnxDynamicAxesWithDynamo(Rule):
+    """## What it does
+    Checks for `torch.onnx.export(..., dynamic_axes=...)` that uses the default
+    (`torch.export`-based) exporter: no `dynamo=False`, and no `dynamic_shapes=`.
+
+    ## Why is this bad?
+    `dynamic_axes` belongs to the legacy TorchScript exporter. Since PyTorch 2.9 `torch.onnx.export`
+    defaults to `dynamo=True`, and that exporter only converts `dynamic_axes` on a best-effort
+    basis. PyTorch 2.13 warns on every such call (verified): "'dynamic_axes' is not recommended
+    when dynamo=True, and may lead to 'torch._dynamo.exc.UserError: Constraints violated.' Supply
+    the 'dynamic_shapes' argument instead if export is unsuccessful.", followed by a
+    `DeprecationWarning` that the conversion helper `from_dynamic_axes_to_dynamic_shapes` "will be
+    removed in a future release". When the conversion fails, export stops with "Failed to
+    convert 'dynamic_axes' to 'dynamic_shapes'. Please provide 'dynamic_shapes' directly."
+    Code written for the old exporter keeps working for now, on a path that is going away.
+
+    Calls with `dynamo=False` (the legacy exporter, where `dynamic_axes` is the right option), a
+    `dynamo=` that is not a literal, `dynamic_shapes=` already given, `**kwargs`, and exports of
+    an `ExportedProgram` made in the file are not reported.
+
+    ## Example
+    ```python
+    torch.onnx.export(
+        model, (x,), "model.onnx", input_names=["x"], output_names=["y"],
+        dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}},
+    )
+    ```
+
+    ## Use instead
+    ```python
+    torch.onnx.export(
+        model, (x,), "model.onnx", input_names=["x"], output_names=["y"],
+        dynamic_shapes=({0: "batch"},),
+    )
+    ```
+    `dynamic_shapes` follows the structure of the example inputs (a tuple for positional inputs)
+    and names only inputs: output dimensions are inferred. String names such as `"batch"` are
+    accepted by `torch.onnx.export` and become the axis names of the ONNX graph;
+    `torch.export.Dim("batch")` works as well.
+
+    ## Fix safety
+    The suggestion replaces `dynamic_axes=` with the equivalent `dynamic_shapes=` tuple, built
+    from `input_names=` and the literal example inputs (entries for outputs are dropped, inputs
+    without dynamic axes get `None`, a list of axes `[0, 1]` gets generated names). It is only
+    a suggestion: it is offered only when `input_names`, `dynamic_axes` and the example inputs
+    are literals, and `torch.export` may still reject a dimension that the model specialises.
+
+    ## References
+    - [`torch.onnx.export`](https://pytorch.org/docs/stable/onnx_export.html)
+    - [`torch.export`: expressing dynamism](https://pytorch.org/docs/stable/export.html)
+    """
+
+    zh = """## 功能
+    检查使用默认（基于 `torch.export` 的）导出器的 `torch.onnx.export(..., dynamic_axes=...)` 调用：
+    没有 `dynamo=False`，也没有 `dynamic_shapes=`。
+
+    ## 为什么不好？
+    `dynamic_axes` 属于旧的 TorchScript 导出器。自 PyTorch 2.9 起，`torch.onnx.export` 默认
+    `dynamo=True`，而该导出器只会尽力转换 `dynamic_axes`。PyTorch 2.13 对每个这样的调用都会警告（已核实）：
+    "'dynamic_axes' is not recommended when dynamo=True, and may lead to
+    'torch._dynamo.exc.UserError: Constraints violated.' Supply the 'dynamic_shapes' argument
+    instead if export is unsuccessful."，随后还有一条 `DeprecationWarning`，说明转换函数
+    `from_dynamic_axes_to_dynamic_shapes` "will be removed in a future release"。转换失败时，导出会以
+    "Failed to convert 'dynamic_axes' to 'dynamic_shapes'. Please provide 'dynamic_shapes'
+    directly." 终止。为旧导出器写的代码暂时还能运行，但走的是一条即将被移除的路径。
+
+    带 `dynamo=False` 的调用（旧导出器，`dynamic_axes` 正是它的选项）、`dynamo=` 不是字面量、已经给出
+    `dynamic_shapes=`、带 `**kwargs` 的调用，以及导出本文件中生成的 `ExportedProgram` 的调用不会被报告。
+
+    ## 示例
+    ```python
+    torch.onnx.export(
+        model, (x,), "model.onnx", input_names=["x"], output_names=["y"],
+        dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}},
+    )
+    ```
+
+    ## 改为
+    ```python
+    torch.onnx.export(
+        model, (x,), "model.onnx", input_names=["x"], output_names=["y"],
+        dynamic_shapes=({0: "batch"},),
+    )
+    ```
+    `dynamic_shapes` 的结构与示例输入一致（位置输入对应一个元组），且只描述输入：输出的维度会被推断出来。
+    `torch.onnx.export` 接受 `"batch"` 这样的字符串名，它们会成为 ONNX 图中的轴名；
+    `torch.export.Dim("batch")` 同样可用。
+
+    ## 修复安全性
+    建议修复把 `dynamic_axes=` 替换为等价的 `dynamic_shapes=` 元组，依据 `input_names=` 和字面量示例输入
+    生成（输出的条目被去掉，没有动态轴的输入对应 `None`，轴列表 `[0, 1]` 会生成名字）。它只是建议：仅当
+    `input_names`、`dynamic_axes` 和示例输入都是字面量时才提供，而且若模型把某个维度特化了，`torch.export`
+    仍可能拒绝它。
+
+    ## 参考
+    - [`torch.onnx.export`](https://pytorch.org/docs/stable/onnx_export.html)
+    - [`torch.export`：表达动态性](https://pytorch.org/docs/stable/export.html)
+    """
+
+    code = "TDR205"
+    name = "onnx-dynamic-axes-with-dynamo"
+    severity = Severity.INFO
+    fix_safety = Applicability.SUGGESTION
+
+    VALID = (
+        # The legacy exporter, where dynamic_axes is the option to use.
+        "import torch\ntorch.onnx.export(model, (x,), 'm.onnx', dynamo=False,\n"
+        "                  input_names=['x'], dynamic_axes={'x': {0: 'batch'}})\n",
+        # Already converted, or both given.
+        "import torch\ntorch.onnx.export(model, (x,), 'm.onnx', input_names=['x'],\n"
+        "                  dynamic_shapes=({0: 'batch'},))\n",
+        "import torch\ntorch.onnx.export(model, (x,), 'm.onnx', dynamic_shapes=shapes,\n"
+        "                  dynamic_axes=axes)\n",
+        # A computed flag, **kwargs, an ExportedProgram.
+        "import torch\ntorch.onnx.export(model, (x,), 'm.onnx', dynamo=legacy is False,\n"
+        "                  dynamic_axes={'x': {0: 'batch'}})\n",
+        "import torch\ntorch.onnx.export(model, (x,), 'm.onnx', **opts)\n",
+        "import torch\nep = torch.export.load('m.pt2')\n"
+        "torch.onnx.export(ep, f='m.onnx', dynamic_axes={'x': {0: 'batch'}})\n",
+        # Another library's export.
+        "import torch\nimport tf2onnx\ntf2onnx.export(model, dynamic_axes={'x': {0: 'b'}})\n",
+        Valid(
+            "import torch\ntorch.onnx.export(model, (x,), 'm.onnx', dynamo=False,\n"
+            "                  dynamic_axes={'x': {0: 'batch'}})\n",
+            notebook=True,
+        ),
+    )
+    INVALID = (
+        Invalid(
+            "import torch\ntorch.onnx.export(model, (x,), 'model.onnx', input_names=['x'],\n"
+            "                  output_names=['y'],\n"
+            "                  dynamic_axes={'x': {0: 'batch'}, 'y': {0: 'batch'}})\n",
+            fixed="import torch\ntorch.onnx.export(model, (x,), 'model.onnx', input_names=['x'],\n"
+            "                  output_names=['y'],\n"
+            "                  dynamic_shapes=({0: 'batch'},))\n",
+        ),
+        # dynamo=True stated; several inputs, one static, a list of axes.
+        Invalid(
+            "import torch as T\nT.onnx.export(net, (ids, mask, 3), 'm.onnx', dynamo=True,\n"
+            "              input_names=['ids', 'mask', 'n'],\n"
+            "              dynamic_axes={'ids': [0, 1]})\n",
+            fixed="import torch as T\nT.onnx.export(net, (ids, mask, 3), 'm.onnx', dynamo=True,\n"
+            "              input_names=['ids', 'mask', 'n'],\n"
+            "              dynamic_shapes=({0: 'ids_dim_0', 1: 'ids_dim_1'}, None, None))\n",
+        ),
+        # A single tensor as args.
+        Invalid(
+            "import torch\nfrom torch.onnx import export\n"
+            "export(model, torch.randn(2, 3), 'm.onnx', input_names=['x'],\n"
+            "       dynamic_axes={'x': {0: 'batch'}})\n",
+            fixed="import torch\nfrom torch.onnx import export\n"
+            "export(model, torch.randn(2, 3), 'm.onnx', input_names=['x'],\n"
+            "       dynamic_shapes=({0: 'batch'},))\n",
+        ),
+        # Axes held in a variable: reported, no suggestion.
+        Invalid(
+            "import torch\ntorch.onnx.export(model, (x,), 'm.onnx', input_names=['x'],\n"
+            "                  dynamic_axes=axes)\n",
+            fixed=None,
+        ),
+        Invalid(
+            "import torch\ntorch.onnx.export(model, dummy, 'm.onnx', dynamic_axes={'x': {0: 'b'}})\n",
+            fixed=None,
+            notebook=True,
+        ),
+    )
+
+    def check(self, ctx: Context) -> None:
+        sem = ctx.sem
+        for call in sem.calls_to(graphs.ONNX_EXPORT):
+            axes = keyword(call, "dynamic_axes")
+            if axes is None or keyword(call, "dynamic_shapes") or has_star_kwargs(call):
+                continue
+            dynamo = keyword(call, "dynamo")
+            if dynamo is not None and graphs.literal_bool(dynamo.value) is not True:
+                continue
+            if graphs.is_exported_program(sem, argument(call, "model", 0)):
+                continue
+            ctx.report(
+                axes,
+                Text(
+                    "`dynamic_axes=` is converted with a warning by the default (dynamo) ONNX "
+                    "exporter and may fail with 'Constraints violated'; pass `dynamic_shapes=` "
+                    "instead",
+                    "默认（dynamo）ONNX 导出器只会带着警告转换 `dynamic_axes=`，并可能以 "
+                    "'Constraints violated' 失败；请改传 `dynamic_shapes=`",
+                ),
+                fixes=[_convert(ctx, call, axes)],
+            )
+
+
+def _convert(ctx: Context, call: ast.Call, axes: ast.keyword) -> Fix | None:
+    """Replace ``dynamic_axes=`` with the ``dynamic_shapes=`` tuple it means for the inputs."""
+    names = graphs.literal_strings(argument(call, "input_names"))
+    args = argument(call, "args", 1)
+    if names is None or not isinstance(axes.value, ast.Dict) or args is None:
+        return None
+    if isinstance(args, ast.Tuple | ast.List):
+        inputs = graphs.export_inputs(call)
+    elif isinstance(args, ast.Call) and (ctx.qualname(args.func) or "").startswith("torch."):
+        inputs = [args]  # a single tensor
+    else:
+        return None
+    if not inputs or argument(call, "kwargs") is not None:
+        return None
+    by_name: dict[str, str] = {}
+    for key, value in zip(axes.value.keys, axes.value.values, strict=True):
+        if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+            return None
+        spec = _axes_spec(ctx, key.value, value)
+        if spec is None:
+            return None
+        by_name[key.value] = spec
+    specs = [
+        by_name.get(names[i], "None") if i < len(names) else "None" for i in range(len(inputs))
+    ]
+    if all(s == "None" for s in specs):
+        return None
+    shapes = f"({specs[0]},)" if len(specs) == 1 else f"({', '.join(specs)})"
+    return Fix(
+        Text(
+            "Convert `dynamic_axes` to `dynamic_shapes`",
+            "把 `dynamic_axes` 转换为 `dynamic_shapes`",
+        ),
+        (fixes.replace(ctx.source, axes, f"dynamic_shapes={shapes}"),),
+        Applicability.SUGGESTION,
+    )
+
+
+def _axes_spec(ctx: Context, name: str, value: ast.expr) -> str | None:
+    """``{0: 'batch'}`` kept as written; ``[0, 1]`` becomes ``{0: 'x_dim_0', 1: 'x_dim_1'}``."""
+    if isinstance(value, ast.Dict):
+        ok = all(
+            isinstance(k, ast.Constant)
+            and isinstance(k.value, int)
+            and isinstance(v, ast.Constant)
+            and isinstance(v.value, str)
+            for k, v in zip(value.keys, value.values, strict=True)
+        )
+        return ctx.segment(value) if ok and value.keys else None
+    if isinstance(value, ast.List | ast.Tuple):
+        dims = [e.value for e in value.elts if isinstance(e, ast.Constant) and type(e.value) is int]
+        if len(dims) != len(value.elts) or not dims:
+            return None
+        return "{" + ", ".join(f"{d}: {f'{name}_dim_{d}'!r}" for d in dims) + "}"
+    return None
