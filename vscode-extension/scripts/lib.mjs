@@ -68,7 +68,7 @@ export function makeWorkspace(dir, extraSettings = {}) {
 }
 
 /** Settings for every VS Code profile in `userDataDir`: quiet, offline, trusting the test folder. */
-export function writeUserSettings(userDataDir) {
+export function writeUserSettings(userDataDir, extra = {}) {
   const settings = {
     "security.workspace.trust.enabled": false,
     "workbench.startupEditor": "none",
@@ -87,6 +87,7 @@ export function writeUserSettings(userDataDir) {
     "workbench.secondarySideBar.defaultVisibility": "hidden",
     "workbench.layoutControl.enabled": false,
     "editor.minimap.enabled": false,
+    ...extra,
   };
   for (const sub of ["User", path.join("data", "User"), path.join("data", "Machine")]) {
     fs.mkdirSync(path.join(userDataDir, sub), { recursive: true });

@@ -4,6 +4,7 @@
  * torchdoctor where it is missing.
  */
 import * as fs from "node:fs";
+import * as readline from "node:readline";
 import * as vscode from "vscode";
 import {
   CloseAction,
@@ -14,7 +15,7 @@ import {
   type LanguageClientOptions,
   type ServerOptions as ClientServerOptions,
 } from "vscode-languageclient/node";
-import { resolveInterpreter, type InterpreterSource, errorText } from "./interpreter";
+import { resolveInterpreter, workspaceInterpreterSetting, type InterpreterSource, errorText } from "./interpreter";
 import { ACTION_TITLES, CrashTracker, crashedMessage, noInterpreterMessage, probeFailureMessage, type Action, type UserMessage } from "./messages";
 import {
   classifyPipFailure,
@@ -24,6 +25,7 @@ import {
   pythonEnv,
   run,
   serverArgs,
+  stderrLevel,
   venvPython,
   type ProbeInfo,
 } from "./python";
@@ -46,6 +48,8 @@ export interface TorchdoctorApi {
   readonly interpreter: string | undefined;
   /** Where the interpreter came from: "setting", "pythonExtension" or "path". */
   readonly interpreterSource: InterpreterSource | undefined;
+  /** The messages shown to the user in this session, oldest first. */
+  readonly messages: readonly string[];
   /** Resolves once the current (re)start attempt has finished. */
   ready(): Promise<void>;
   restart(): Promise<void>;
@@ -79,6 +83,7 @@ class Torchdoctor implements TorchdoctorApi {
   private readonly crashes = new CrashTracker();
   private queue: Promise<void> = Promise.resolve();
   private readonly shownMessages = new Set<string>();
+  readonly messages: string[] = [];
   private restartTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly context: vscode.ExtensionContext) {
@@ -206,13 +211,21 @@ class Torchdoctor implements TorchdoctorApi {
 
     const folders = (vscode.workspace.workspaceFolders ?? []).map((f) => f.uri).filter((u) => u.scheme === "file");
     const inspected = vscode.workspace.getConfiguration(SECTION, folders[0]).inspect<string>("interpreter");
+    const trusted = vscode.workspace.isTrusted;
+    // Untrusted: VS Code hides the workspace's value; read it (as data) to tell the user it is ignored.
+    const hidden = trusted
+      ? undefined
+      : workspaceInterpreterSetting([
+          ...folders.map((u) => vscode.Uri.joinPath(u, ".vscode", "settings.json").fsPath),
+          ...(vscode.workspace.workspaceFile?.scheme === "file" ? [vscode.workspace.workspaceFile.fsPath] : []),
+        ]);
     const resolution = await resolveInterpreter({
       setting: {
         globalValue: inspected?.globalValue,
-        workspaceValue: inspected?.workspaceValue,
+        workspaceValue: inspected?.workspaceValue ?? hidden,
         workspaceFolderValue: inspected?.workspaceFolderValue,
       },
-      trusted: vscode.workspace.isTrusted,
+      trusted,
       workspaceFolders: folders.map((u) => u.fsPath),
       ...(isPythonExtensionInstalled() ? { pythonExtension: () => selectedInterpreter(folders[0]) } : {}),
     });
@@ -293,6 +306,18 @@ class Torchdoctor implements TorchdoctorApi {
         { scheme: "vscode-notebook-cell", language: "python" },
       ],
       outputChannel: this.output,
+      stdioOptions: {
+        stdout: (input, channel) => {
+          readline.createInterface({ input, crlfDelay: Infinity }).on("line", (line) => {
+            channel.info(line);
+          });
+        },
+        stderr: (input, channel) => {
+          readline.createInterface({ input, crlfDelay: Infinity }).on("line", (line) => {
+            channel[stderrLevel(line)](line);
+          });
+        },
+      },
       revealOutputChannelOn: RevealOutputChannelOn.Never,
       initializationOptions: () => toServerOptions(settingsFor().settings),
       markdown: { isTrusted: false, supportHtml: false },
@@ -345,6 +370,7 @@ class Torchdoctor implements TorchdoctorApi {
   }
 
   private async show(message: UserMessage): Promise<void> {
+    this.messages.push(message.text);
     const titles = message.actions.map((a) => ACTION_TITLES[a]);
     const show =
       message.severity === "error"

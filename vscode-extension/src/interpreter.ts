@@ -197,3 +197,59 @@ export function errorText(err: unknown): string {
   if (err instanceof Error) return err.message;
   return String(err);
 }
+
+/**
+ * Reads a JSON-with-comments settings file (`.vscode/settings.json`, `*.code-workspace`):
+ * comments and trailing commas are dropped. Returns `undefined` when it cannot be parsed.
+ */
+export function parseJsonc(text: string): unknown {
+  let out = "";
+  let i = 0;
+  while (i < text.length) {
+    const c = text.charAt(i);
+    const next = text.charAt(i + 1);
+    if (c === '"') {
+      let j = i + 1;
+      while (j < text.length && text[j] !== '"') j += text[j] === "\\" ? 2 : 1;
+      out += text.slice(i, j + 1);
+      i = j + 1;
+    } else if (c === "/" && next === "/") {
+      while (i < text.length && text[i] !== "\n") i++;
+    } else if (c === "/" && next === "*") {
+      const end = text.indexOf("*/", i + 2);
+      i = end < 0 ? text.length : end + 2;
+    } else {
+      out += c;
+      i++;
+    }
+  }
+  try {
+    return JSON.parse(out.replace(/,(\s*[}\]])/g, "$1"));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The `torchdoctor.interpreter` a workspace's own settings files set, read as data (never run).
+ * VS Code hides restricted settings of untrusted workspaces from the configuration API; this
+ * lets the user be told that the value was ignored.
+ */
+export function workspaceInterpreterSetting(files: readonly string[]): string | undefined {
+  for (const file of files) {
+    let text: string;
+    try {
+      text = fs.readFileSync(file, "utf8");
+    } catch {
+      continue;
+    }
+    const parsed = parseJsonc(text);
+    if (typeof parsed !== "object" || parsed === null) continue;
+    const record = parsed as Record<string, unknown>;
+    const settings = file.endsWith(".code-workspace") ? record.settings : record;
+    if (typeof settings !== "object" || settings === null) continue;
+    const value = (settings as Record<string, unknown>)["torchdoctor.interpreter"];
+    if (typeof value === "string" && value.trim() !== "") return value.trim();
+  }
+  return undefined;
+}

@@ -212,3 +212,24 @@ export function classifyPipFailure(output: string): InstallFailureKind {
 export function venvPython(venvDir: string, platform: NodeJS.Platform = process.platform): string {
   return platform === "win32" ? path.join(venvDir, "Scripts", "python.exe") : path.join(venvDir, "bin", "python");
 }
+
+export type LineLevel = "debug" | "info" | "warn" | "error";
+
+/**
+ * The output level of a line the server wrote to stderr. Python's logging lines start with their
+ * level (`INFO torchdoctor.lsp: ...`); INFO goes to debug because the server sends the same text
+ * as `window/logMessage`. Tracebacks and anything unrecognised are errors.
+ */
+export function stderrLevel(line: string): LineLevel {
+  const m = /^(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)[\s:]/.exec(line);
+  switch (m?.[1]) {
+    case "DEBUG":
+    case "INFO":
+      return "debug";
+    case "WARNING":
+    case "WARN":
+      return "warn";
+    default:
+      return "error";
+  }
+}

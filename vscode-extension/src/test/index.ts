@@ -13,8 +13,11 @@ export function run(): Promise<void> {
     if (logFile) fs.appendFileSync(logFile, line + "\n");
   };
   const mocha = new Mocha({ ui: "bdd", timeout: 90_000, color: false, reporter: "spec" });
+  // TORCHDOCTOR_TEST_SUITE=untrusted runs untrusted.test.js alone; otherwise it is left out.
+  const untrusted = process.env.TORCHDOCTOR_TEST_SUITE === "untrusted";
   const suiteDir = path.join(__dirname, "suite");
-  for (const file of fs.readdirSync(suiteDir).filter((f) => f.endsWith(".test.js")).sort()) {
+  const files = fs.readdirSync(suiteDir).filter((f) => f.endsWith(".test.js") && (f === "untrusted.test.js") === untrusted);
+  for (const file of files.sort()) {
     mocha.addFile(path.join(suiteDir, file));
   }
   return new Promise((resolve, reject) => {

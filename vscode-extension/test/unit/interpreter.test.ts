@@ -2,7 +2,15 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { expandPath, isInside, resolveInterpreter, whichOnPath, type ResolveInput } from "../../src/interpreter";
+import {
+  expandPath,
+  isInside,
+  parseJsonc,
+  resolveInterpreter,
+  whichOnPath,
+  workspaceInterpreterSetting,
+  type ResolveInput,
+} from "../../src/interpreter";
 
 let root: string;
 let binDir: string;
@@ -151,5 +159,22 @@ describe("whichOnPath", () => {
     executable(path.join(second, "python3"));
     expect(await whichOnPath("python3", { PATH: `${second}${path.delimiter}${binDir}` }, "linux")).toBe(path.join(second, "python3"));
     expect(await whichOnPath("python", { PATH: binDir }, "linux")).toBeUndefined();
+  });
+});
+
+describe("reading a workspace's interpreter setting as data", () => {
+  it("parses JSON with comments and trailing commas", () => {
+    const text = '{\n  // the venv\n  "torchdoctor.interpreter": "./venv/bin/python", /* keep */\n  "a": "http://x//y",\n}\n';
+    expect(parseJsonc(text)).toEqual({ "torchdoctor.interpreter": "./venv/bin/python", a: "http://x//y" });
+    expect(parseJsonc("{ nope")).toBeUndefined();
+  });
+
+  it("finds the setting in .vscode/settings.json or a .code-workspace file", () => {
+    const settings = path.join(root, "settings.json");
+    const wsFile = path.join(root, "project.code-workspace");
+    fs.writeFileSync(settings, '{ "editor.tabSize": 2 }');
+    fs.writeFileSync(wsFile, '{ "folders": [], "settings": { "torchdoctor.interpreter": "/w/bin/python" } }');
+    expect(workspaceInterpreterSetting([path.join(root, "missing.json"), settings, wsFile])).toBe("/w/bin/python");
+    expect(workspaceInterpreterSetting([settings])).toBeUndefined();
   });
 });

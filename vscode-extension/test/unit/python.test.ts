@@ -10,6 +10,7 @@ import {
   probe,
   pythonEnv,
   run,
+  stderrLevel,
   venvPython,
   type RunResult,
 } from "../../src/python";
@@ -126,5 +127,19 @@ describe("installing", () => {
   it("finds the interpreter of a virtual environment", () => {
     expect(venvPython("/s/env", "linux")).toBe("/s/env/bin/python");
     expect(venvPython("C:\\s\\env", "win32")).toMatch(/Scripts[\\/]python\.exe$/);
+  });
+});
+
+describe("stderrLevel", () => {
+  it("maps Python logging lines to output levels", () => {
+    expect(stderrLevel("INFO torchdoctor.lsp: torchdoctor 0.1.0 ready")).toBe("debug");
+    expect(stderrLevel("DEBUG:pygls:sending")).toBe("debug");
+    expect(stderrLevel("WARNING pygls.protocol.json_rpc: Cancel notification for unknown message id")).toBe("warn");
+    expect(stderrLevel("ERROR torchdoctor.lsp: analysis failed")).toBe("error");
+  });
+  it("treats tracebacks and anything else as errors", () => {
+    expect(stderrLevel("Traceback (most recent call last):")).toBe("error");
+    expect(stderrLevel("  File \"x.py\", line 1")).toBe("error");
+    expect(stderrLevel("INFORMATION")).toBe("error");
   });
 });
