@@ -75,18 +75,16 @@ def _guarded_here(sem: Semantic, node: ast.AST) -> bool:
     return False
 
 
-def _callers(sem: Semantic, func: ast.AST) -> list[ast.Call] | None:
-    """Calls of a function of this file (by its name, or ``self.name`` for a method); None
-    when its name is also used other than by calling it (passed to ``mp.spawn``...)."""
+def callers(sem: Semantic, func: ast.AST) -> list[ast.Call] | None:
+    """Calls of a function of this file: by its name, or for a method any ``x.name(...)``
+    that is not an imported function (``self.save()``, ``trainer.save()``, not
+    ``torch.save()``). None when a function's name is also used other than by calling it
+    (passed to ``mp.spawn``...)."""
     if not isinstance(func, FUNCTION_NODES):
         return None
     cls = sem.parent(func)
     if isinstance(cls, ast.ClassDef):
-        return [
-            c
-            for c in sem.calls_by_attr.get(func.name, ())
-            if isinstance(c.func, ast.Attribute) and terminal_name(c.func.value) == "self"
-        ]
+        return [c for c in sem.calls_by_attr.get(func.name, ()) if sem.qualname(c.func) is None]
     calls = [c for c in sem.calls_by_name.get(func.name, ()) if sem.local_function(c.func) is func]
     if len(calls) != len(sem.names.get(func.name, ())):
         return None
@@ -104,10 +102,10 @@ def rank_guarded(sem: Semantic, node: ast.AST, _depth: int = 0) -> bool:
         return False
     if _RANK_NAME.search(func.name) or any(mentions_rank(d) for d in func.decorator_list):
         return True
-    callers = _callers(sem, func)
-    if not callers:
+    calls = callers(sem, func)
+    if not calls:
         return False
-    return all(rank_guarded(sem, c, _depth + 1) for c in callers)
+    return all(rank_guarded(sem, c, _depth + 1) for c in calls)
 
 
 def rank_functions(sem: Semantic) -> set[ast.AST]:

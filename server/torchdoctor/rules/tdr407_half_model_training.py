@@ -215,6 +215,13 @@ class HalfModelTraining(Rule):
             "opt = torch.optim.SGD([{'params': model[0].parameters()}], lr=0.1)\n"
             "model(x).sum().backward()\nopt.step()\n",
         ),
+        # The only statement of a block becomes `pass`.
+        Invalid(
+            _HEAD + "model = nn.Linear(2, 2)\nif fp16:\n    model.half()\n"
+            "opt = torch.optim.SGD(model.parameters(), lr=0.1)\nmodel(x).sum().backward()\n",
+            fixed=_HEAD + "model = nn.Linear(2, 2)\nif fp16:\n    pass\n"
+            "opt = torch.optim.SGD(model.parameters(), lr=0.1)\nmodel(x).sum().backward()\n",
+        ),
         # A trainer class: converted in __init__, trained in another method.
         Invalid(
             _HEAD + "class Trainer:\n"
@@ -286,9 +293,7 @@ def _model_name(ctx: Context, call: ast.Call) -> str | None:
     converted name itself (``model.half()`` converts in place)."""
     stmt = ctx.sem.statement_of(call)
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
-        if _chain_base(stmt.value) is not call and not _in_chain(stmt.value, call):
-            return None
-        return dotted(stmt.targets[0])
+        return dotted(stmt.targets[0]) if _in_chain(stmt.value, call) else None
     if isinstance(stmt, ast.Expr) and _in_chain(stmt.value, call):
         return dotted(_chain_base(call))
     return None
@@ -371,15 +376,18 @@ def _fix(ctx: Context, call: ast.Call, name: str) -> Fix | None:
     dtype_kw = keyword(call, "dtype")
     edit: Edit | None
     if call.func.attr == "to" and len(call.args) + len(call.keywords) > 1:
-        item: ast.AST = dtype_args[0] if dtype_args else dtype_kw  # type: ignore[assignment]
-        edit = fixes.remove_argument(source, call, item)
+        item: ast.AST | None = dtype_args[0] if dtype_args else dtype_kw
+        edit = fixes.remove_argument(source, call, item) if item is not None else None
     else:
+        # `model.half()` / `model = model.half()` go; in a chain only the call goes.
         stmt = sem.statement_of(call)
         target = stmt.targets[0] if isinstance(stmt, ast.Assign) else None
-        alone = len(sem.block_of(stmt)[0]) > 1
         same = dotted(receiver) == name and (target is None or dotted(target) == name)
-        if isinstance(stmt, ast.Expr | ast.Assign) and same and alone and stmt.value is call:
-            edit = fixes.delete_statement(source, stmt)
+        if isinstance(stmt, ast.Expr | ast.Assign) and same and stmt.value is call:
+            if len(sem.block_of(stmt)[0]) > 1:
+                edit = fixes.delete_statement(source, stmt)
+            else:
+                edit = fixes.replace(source, stmt, "pass")
         else:
             edit = fixes.replace(source, call, ctx.segment(receiver))
     if edit is None:

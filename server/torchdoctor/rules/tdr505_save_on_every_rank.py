@@ -6,6 +6,7 @@ from ..engine import fixes
 from ..engine.context import Context
 from ..engine.distributed import (
     INIT_PROCESS_GROUP,
+    callers,
     dist_ref,
     in_rank_process,
     mentions_rank,
@@ -193,7 +194,13 @@ class SaveOnEveryRank(Rule):
         # A method never called in this file: who calls it is unknown.
         _HEAD + "class Trainer:\n"
         "    def __init__(self):\n        dist.init_process_group('nccl')\n"
-        "    def export(self, path):\n        torch.save(self.model.state_dict(), path)\n",
+        "    def save(self, path):\n        torch.save(self.model.state_dict(), path)\n",
+        # A method called only under a rank check, from outside its class.
+        _HEAD + "class Trainer:\n"
+        "    def __init__(self):\n        dist.init_process_group('nccl')\n"
+        "    def save(self, path):\n        torch.save(self.model.state_dict(), path)\n"
+        "def main():\n    trainer = Trainer()\n"
+        "    if trainer.rank == 0:\n        trainer.save('m.pt')\n",
         # A local function named like torch.save.
         _HEAD + "def save(obj, path):\n    pass\n"
         "def main():\n    dist.init_process_group('nccl')\n    save(model.state_dict(), 'm.pt')\n",
@@ -339,7 +346,7 @@ def _never_called(ctx: Context, call: ast.Call) -> bool:
         if isinstance(c, ast.Call)
     ):
         return False
-    return not sem.names.get(func.name) and not sem.calls_by_attr.get(func.name)
+    return callers(sem, func) == []
 
 
 def _group_is_optional(ctx: Context) -> bool:

@@ -17,9 +17,9 @@ _HEAD = (
 
 class SaveWrappedStateDict(Rule):
     """## What it does
-    Checks for `torch.save(m.state_dict(), ...)` (also as a value of a checkpoint dict) where
-    `m` is a `DistributedDataParallel` or `DataParallel` wrapper rather than the model inside
-    it.
+    Checks for `torch.save(m.state_dict(), ...)` (also as a value of a checkpoint dict, or
+    through a name such as `sd = m.state_dict()`) where `m` is a `DistributedDataParallel` or
+    `DataParallel` wrapper rather than the model inside it.
 
     ## Why is this bad?
     A wrapper holds the model as its `module` attribute, so every key of its state dict starts
@@ -68,8 +68,8 @@ class SaveWrappedStateDict(Rule):
     """
 
     zh = """## 功能
-    检查 `torch.save(m.state_dict(), ...)`（也包括作为检查点字典中的值）：其中 `m` 是
-    `DistributedDataParallel` 或 `DataParallel` 包装器，而不是其内部的模型。
+    检查 `torch.save(m.state_dict(), ...)`（也包括作为检查点字典中的值，或经由 `sd = m.state_dict()` 这样的
+    名字）：其中 `m` 是 `DistributedDataParallel` 或 `DataParallel` 包装器，而不是其内部的模型。
 
     ## 为什么不好？
     包装器把模型保存在它的 `module` 属性中，所以它的 state dict 的每个键都以 `module.` 开头：是
@@ -150,6 +150,13 @@ class SaveWrappedStateDict(Rule):
             "for epoch in range(3):\n    train(model)\n"
             "    torch.save(model.module.state_dict(), 'm.pt')\n",
         ),
+        # Through a name.
+        Invalid(
+            _HEAD
+            + "model = DDP(nn.Linear(2, 2))\nsd = model.state_dict()\ntorch.save(sd, 'm.pt')\n",
+            fixed=_HEAD + "model = DDP(nn.Linear(2, 2))\nsd = model.module.state_dict()\n"
+            "torch.save(sd, 'm.pt')\n",
+        ),
         # A checkpoint dict, DataParallel under another alias.
         Invalid(
             "import torch as T\nimport torch.nn as nn\n"
@@ -201,7 +208,9 @@ class SaveWrappedStateDict(Rule):
         )
         saved = [argument(c, "obj", 0) for c in sem.calls_to("torch.save")]
         saved += [v for _call, d in sem.saved_dicts() for v in d.values]
-        for value in saved:
+        # `sd = model.state_dict()` then `torch.save(sd, ...)`.
+        saved += [sem.constructor_call(v) for v in saved if isinstance(v, ast.Name)]
+        for value in dict.fromkeys(saved):
             if not (
                 isinstance(value, ast.Call)
                 and isinstance(value.func, ast.Attribute)
