@@ -93,9 +93,7 @@ def conditions_between(sem: Semantic, node: ast.AST, loop: ast.AST) -> list[ast.
         if isinstance(anc, ast.If | ast.IfExp | ast.Match | ast.ExceptHandler | ast.BoolOp):
             if not (isinstance(anc, ast.If | ast.IfExp) and child is anc.test):
                 out.append(anc)
-        elif isinstance(anc, LOOP_NODES) or (
-            isinstance(anc, ast.Try) and child in anc.orelse
-        ):
+        elif isinstance(anc, LOOP_NODES) or (isinstance(anc, ast.Try) and child in anc.orelse):
             out.append(anc)
         child = anc
     return out
@@ -503,3 +501,40 @@ def _dotted(expr: ast.AST) -> str | None:
     if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
         return f"{expr.value.id}.{expr.attr}"
     return None
+
+
+def read_later(sem: Semantic, name: str, node: ast.AST) -> bool:
+    """Whether ``name`` may be read after ``node`` has run: a later load in the same function
+    (or module), any load in a loop around ``node`` (the next iteration), any load in a nested
+    function, and, for module-level code, any load in a function."""
+    scope = sem.enclosing_function(node) or sem.tree
+    end = (getattr(node, "end_lineno", 0) or 0, getattr(node, "end_col_offset", 0) or 0)
+    loops = [loop.node for loop in sem.enclosing_loops(node)]
+    for load in sem.names.get(name, ()):
+        if load is node or sem.is_inside(load, node):
+            continue
+        owner = sem.enclosing_function(load) or sem.tree
+        if owner is not scope:
+            if scope is sem.tree or sem.is_inside(owner, scope):
+                return True
+            continue
+        if any(sem.is_inside(load, loop) for loop in loops):
+            return True
+        if _pos(load) > end and not _rebound_by_later_for(sem, name, load, end):
+            return True
+    return False
+
+
+def _rebound_by_later_for(sem: Semantic, name: str, load: ast.AST, end: tuple[int, int]) -> bool:
+    """``for x, y in other_loader:`` after ``end`` binds the ``x`` that ``load`` reads."""
+    for anc in sem.ancestors(load):
+        if isinstance(anc, (*FUNCTION_NODES, ast.Lambda, ast.ClassDef)):
+            return False
+        if (
+            isinstance(anc, ast.For | ast.AsyncFor)
+            and _pos(anc) > end
+            and not sem.is_inside(load, anc.iter)
+            and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(anc.target))
+        ):
+            return True
+    return False
