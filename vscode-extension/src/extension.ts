@@ -354,8 +354,10 @@ class Torchdoctor implements TorchdoctorApi {
         },
         provideCodeActions: async (document, range, context, token, next) => {
           const actions = await next(document, range, context, token);
-          if (this.settings.fixAll || actions === null || actions === undefined) return actions;
-          // torchdoctor.fixAll off: no source.fixAll.torchdoctor (so nothing runs on save).
+          const automatic = context.triggerKind === vscode.CodeActionTriggerKind.Automatic;
+          if (this.settings.fixAll || !automatic || actions === null || actions === undefined) return actions;
+          // torchdoctor.fixAll off: no source.fixAll.torchdoctor on save or in the light bulb;
+          // explicit requests (the Fix All command, the Source Action menu) still get it.
           return actions.filter((a) => !(a instanceof vscode.CodeAction && isFixAllKind(a.kind)));
         },
       },

@@ -112,6 +112,39 @@ describe("torchdoctor in VS Code", () => {
     await vscode.commands.executeCommand("workbench.action.files.revert");
   });
 
+  it("fixes on save through source.fixAll.torchdoctor, unless torchdoctor.fixAll is off", async () => {
+    const editor = await openPython("train.py");
+    const document = editor.document;
+    const original = document.getText();
+    const fixed = 'torch.load("checkpoint.pt", map_location="cpu")';
+    const editorConfig = vscode.workspace.getConfiguration("editor", { languageId: "python" });
+    const config = vscode.workspace.getConfiguration("torchdoctor");
+    const touchAndSave = async (): Promise<void> => {
+      const edit = new vscode.WorkspaceEdit();
+      edit.insert(document.uri, new vscode.Position(0, 0), "# touched\n");
+      assert.ok(await vscode.workspace.applyEdit(edit));
+      await waitForCodes(document.uri, ["TDR602"]);
+      assert.ok(await document.save());
+    };
+    await editorConfig.update("codeActionsOnSave", { "source.fixAll.torchdoctor": "always" }, vscode.ConfigurationTarget.Workspace, true);
+    try {
+      await config.update("fixAll", false, vscode.ConfigurationTarget.Workspace);
+      await touchAndSave();
+      assert.ok(!document.getText().includes(fixed), "with torchdoctor.fixAll off, saving fixes nothing");
+
+      await config.update("fixAll", true, vscode.ConfigurationTarget.Workspace);
+      await touchAndSave();
+      assert.ok(document.getText().includes(fixed), "saving applied the safe TDR602 fix");
+    } finally {
+      await editorConfig.update("codeActionsOnSave", undefined, vscode.ConfigurationTarget.Workspace, true);
+      await config.update("fixAll", undefined, vscode.ConfigurationTarget.Workspace);
+      const restore = new vscode.WorkspaceEdit();
+      restore.replace(document.uri, new vscode.Range(0, 0, document.lineCount, 0), original);
+      await vscode.workspace.applyEdit(restore);
+      await document.save();
+    }
+  });
+
   it("reports diagnostics per notebook cell", async () => {
     const td = await api();
     assert.ok(td.client?.initializeResult?.capabilities.notebookDocumentSync, "cells are synced as notebook documents");
