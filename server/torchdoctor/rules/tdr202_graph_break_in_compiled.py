@@ -19,18 +19,19 @@ class GraphBreakInCompiled(Rule):
     the same file whose instance is passed to `torch.compile(...)` or gets `.compile()`.
 
     ## Why is this bad?
-    Dynamo cannot put a Python decision that depends on tensor data into a graph. It stops the
-    graph there, runs the statement in Python and starts a new graph after it (or raises with
-    `fullgraph=True`). Each break costs a device-to-host synchronisation, splits the kernels that
-    Inductor could have fused, and adds guards and recompilations; a break inside a loop body
-    splits every iteration. The break reasons PyTorch 2.13 reports (verified) are
-    `Data-dependent branching` ("Detected data-dependent branching (e.g. `if my_tensor.sum() >
-    0:`)"), `Unsupported Tensor.item() call with capture_scalar_outputs=False`, `Tensor.tolist()
-    with non-integer tensor` and `Failed to trace builtin operator` for `print`.
+    Dynamo cannot put a Python decision that depends on tensor data into a graph: it ends the
+    graph there, runs the statement in Python and starts a new graph after it (with
+    `fullgraph=True` it raises instead). Each break costs a device-to-host synchronisation and
+    splits kernels that Inductor could have fused; a break inside a loop splits every iteration.
 
-    To see the breaks of a real run, set `TORCH_LOGS=graph_breaks` (each break is printed with
-    its reason and the user line), or call `torch._dynamo.explain(fn)(*inputs)`, whose
-    `graph_break_count` and `break_reasons` list them.
+    To see the breaks of a run, set `TORCH_LOGS=graph_breaks` (each break is printed with its
+    reason and line), or call `torch._dynamo.explain(fn)(*inputs)` and read `graph_break_count`
+    and `break_reasons`.
+
+    The reasons PyTorch 2.13 reports for these constructs (verified) are `Data-dependent
+    branching` ("Detected data-dependent branching (e.g. `if my_tensor.sum() > 0:`)"),
+    `Unsupported Tensor.item() call with capture_scalar_outputs=False`, `Tensor.tolist() with
+    non-integer tensor` and `Failed to trace builtin operator` for `print`.
 
     Not reported, because they compile without a break (verified on 2.13): branches on shapes
     (`x.shape[0] > 2`, `x.dim()`, `x.numel()`), on Python flags, `None` checks and
@@ -83,17 +84,17 @@ class GraphBreakInCompiled(Rule):
     `torch.compile(...)` 或调用了 `.compile()` 的本文件类的 `forward`。
 
     ## 为什么不好？
-    Dynamo 无法把依赖张量数据的 Python 判断放进图里。它会在此处结束当前图，用 Python 执行该语句，然后再
-    开始一张新图（`fullgraph=True` 时直接报错）。每次中断都带来一次设备到主机的同步，拆散了 Inductor 本可
-    融合的内核，还会增加守卫和重新编译；中断位于循环体内时，每次迭代都会被拆开。PyTorch 2.13 报告的中断
-    原因（已核实）为 `Data-dependent branching`（"Detected data-dependent branching (e.g.
-    `if my_tensor.sum() > 0:`)"）、`Unsupported Tensor.item() call with
-    capture_scalar_outputs=False`、`Tensor.tolist() with non-integer tensor`，以及 `print` 的
-    `Failed to trace builtin operator`。
+    Dynamo 无法把依赖张量数据的 Python 判断放进图里：它会在此处结束当前图，用 Python 执行该语句，然后再
+    开始一张新图（`fullgraph=True` 时直接报错）。每次中断都带来一次设备到主机的同步，并拆散 Inductor 本可
+    融合的内核；中断位于循环体内时，每次迭代都会被拆开。
 
-    要查看实际运行中的图中断，可设置 `TORCH_LOGS=graph_breaks`（每次中断都会连同原因和用户代码行一起
-    打印），或调用 `torch._dynamo.explain(fn)(*inputs)`，其 `graph_break_count` 与 `break_reasons`
-    会列出它们。
+    要查看一次运行中的图中断，可设置 `TORCH_LOGS=graph_breaks`（每次中断都会连同原因和代码行一起打印），
+    或调用 `torch._dynamo.explain(fn)(*inputs)`，查看 `graph_break_count` 与 `break_reasons`。
+
+    PyTorch 2.13 对这些写法报告的中断原因（已核实）为 `Data-dependent branching`（"Detected
+    data-dependent branching (e.g. `if my_tensor.sum() > 0:`)"）、`Unsupported Tensor.item() call
+    with capture_scalar_outputs=False`、`Tensor.tolist() with non-integer tensor`，以及 `print` 的
+    `Failed to trace builtin operator`。
 
     以下写法编译时不会中断（已在 2.13 上核实），因此不报告：基于形状的分支（`x.shape[0] > 2`、
     `x.dim()`、`x.numel()`）、基于 Python 标志、`None` 判断和 `self.training` 的分支；对张量的

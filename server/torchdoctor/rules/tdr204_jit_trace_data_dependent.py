@@ -5,7 +5,7 @@ import ast
 from ..engine import graphs
 from ..engine.context import Context
 from ..engine.model import Severity, Text
-from ..engine.semantic import argument
+from ..engine.semantic import Semantic, argument
 from .base import Invalid, Rule, Valid
 
 
@@ -33,8 +33,9 @@ class JitTraceDataDependent(Rule):
     Branches on shapes are also frozen by tracing, but they are not reported: models commonly
     branch on shapes that are fixed in deployment. Input checks (`if torch.isnan(x).any():
     raise ...`, or a branch that only warns or logs) are not reported either: the traced path
-    is the normal one, only the check is lost. Branches under `if torch.jit.is_tracing():` and
-    classes or functions that are never traced are not reported.
+    is the normal one, only the check is lost. Branches under `if torch.jit.is_tracing():` or in
+    training-only code (`if self.training:`; models are traced in eval mode), and classes or
+    functions that are never traced are not reported.
 
     ## Example
     ```python
@@ -85,7 +86,8 @@ class JitTraceDataDependent(Rule):
 
     基于形状的分支同样会被追踪固化，但不会被报告：模型常常依据部署时固定的形状做分支。输入检查
     （`if torch.isnan(x).any(): raise ...`，或只发警告、写日志的分支）也不报告：追踪到的是正常路径，
-    丢失的只是检查本身。位于 `if torch.jit.is_tracing():` 之下的分支，以及从未被追踪的类或函数也不会被报告。
+    丢失的只是检查本身。位于 `if torch.jit.is_tracing():` 之下或仅在训练时运行（`if self.training:`；
+    模型通常在 eval 模式下追踪）的分支，以及从未被追踪的类或函数也不会被报告。
 
     ## 示例
     ```python
@@ -146,6 +148,12 @@ class JitTraceDataDependent(Rule):
         "        if torch.isnan(x).any():\n            raise ValueError('nan input')\n"
         "        if x.abs().max() > 1e4:\n            warnings.warn('large input')\n"
         "        return x + 1\ntraced = torch.jit.trace(Net(), (x,))\n",
+        # Training-only code is not traced (models are traced in eval mode).
+        "import torch\nclass Net(torch.nn.Module):\n    def forward(self, x):\n"
+        "        if self.training and x.sum() > 0:\n            x = x * 2\n"
+        "        if not self.training:\n            return x\n"
+        "        else:\n            if x.max() > 1:\n                x = x / 2\n"
+        "        return x\ntraced = torch.jit.trace(Net().eval(), (x,))\n",
         # A model from elsewhere; another library's trace.
         "import torch\nfrom models import Gate\ntraced = torch.jit.trace(Gate(), (x,))\n",
         "import torch\nimport jax\nclass Gate:\n    def forward(self, x):\n"
@@ -204,7 +212,7 @@ class JitTraceDataDependent(Rule):
                 branches = [
                     (test, c)
                     for test, c in graphs.data_dependent_branches(sem, func)
-                    if not _validation(sem.parent(test))
+                    if not _validation(sem.parent(test)) and not _training_only(sem, test, func)
                 ]
                 if not branches:
                     continue
@@ -244,3 +252,33 @@ def _warns(stmt: ast.stmt) -> bool:
     func = stmt.value.func
     name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
     return name in ("warn", "warning", "error", "print", "info", "debug")
+
+
+def _training_only(sem: Semantic, node: ast.AST, func: ast.AST) -> bool:
+    """Whether ``node`` runs only in training mode (``if self.training: ...``, the ``else`` of
+    ``if not self.training:``): models are traced in eval mode, so that path is not traced."""
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+        if any(_is_training(p) for p in node.values):
+            return True  # ``if self.training and x.sum() > 0:``
+    child = node
+    for anc in sem.ancestors(node):
+        if anc is func:
+            return False
+        if isinstance(anc, ast.If) and child is not anc.test:
+            test = anc.test
+            negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+            if negated:
+                assert isinstance(test, ast.UnaryOp)
+                test = test.operand
+            parts = (
+                test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else []
+            )
+            if _is_training(test) or (not negated and any(_is_training(p) for p in parts)):
+                if (child in anc.body) != negated:
+                    return True
+        child = anc
+    return False
+
+
+def _is_training(expr: ast.AST) -> bool:
+    return isinstance(expr, ast.Attribute) and expr.attr == "training"
