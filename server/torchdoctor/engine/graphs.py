@@ -241,6 +241,37 @@ def data_dependent_branches(sem: Semantic, func: Function) -> Iterator[tuple[ast
                 yield test, call
 
 
+def training_only(sem: Semantic, node: ast.AST, func: ast.AST) -> bool:
+    """Whether ``node`` runs only in training mode, within ``func``: under
+    ``if self.training:`` (or ``and``-ed with it), in the ``else`` of ``if not self.training:``,
+    or on the right of ``self.training and ...``. Exported and traced models run in eval mode."""
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+        if any(_is_training(p) for p in node.values):
+            return True  # ``if self.training and x.sum() > 0:``
+    child = node
+    for anc in sem.ancestors(node):
+        if anc is func:
+            return False
+        if isinstance(anc, ast.If) and child is not anc.test:
+            test = anc.test
+            negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+            if negated:
+                assert isinstance(test, ast.UnaryOp)
+                test = test.operand
+            parts = (
+                test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else []
+            )
+            if _is_training(test) or (not negated and any(_is_training(p) for p in parts)):
+                if (child in anc.body) != negated:
+                    return True
+        child = anc
+    return False
+
+
+def _is_training(expr: ast.AST) -> bool:
+    return isinstance(expr, ast.Attribute) and expr.attr == "training"
+
+
 # ------------------------------------------------------------------ export calls -----------
 def export_inputs(call: ast.Call, position: int = 1) -> list[ast.expr] | None:
     """The example positional inputs of an export call when they are a literal tuple (or

@@ -5,7 +5,7 @@ import ast
 from ..engine import graphs
 from ..engine.context import Context
 from ..engine.model import Severity, Text
-from ..engine.semantic import Semantic, argument
+from ..engine.semantic import argument
 from .base import Invalid, Rule, Valid
 
 
@@ -212,7 +212,8 @@ class JitTraceDataDependent(Rule):
                 branches = [
                     (test, c)
                     for test, c in graphs.data_dependent_branches(sem, func)
-                    if not _validation(sem.parent(test)) and not _training_only(sem, test, func)
+                    if not _validation(sem.parent(test))
+                    and not graphs.training_only(sem, test, func)
                 ]
                 if not branches:
                     continue
@@ -252,33 +253,3 @@ def _warns(stmt: ast.stmt) -> bool:
     func = stmt.value.func
     name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
     return name in ("warn", "warning", "error", "print", "info", "debug")
-
-
-def _training_only(sem: Semantic, node: ast.AST, func: ast.AST) -> bool:
-    """Whether ``node`` runs only in training mode (``if self.training: ...``, the ``else`` of
-    ``if not self.training:``): models are traced in eval mode, so that path is not traced."""
-    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
-        if any(_is_training(p) for p in node.values):
-            return True  # ``if self.training and x.sum() > 0:``
-    child = node
-    for anc in sem.ancestors(node):
-        if anc is func:
-            return False
-        if isinstance(anc, ast.If) and child is not anc.test:
-            test = anc.test
-            negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
-            if negated:
-                assert isinstance(test, ast.UnaryOp)
-                test = test.operand
-            parts = (
-                test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else []
-            )
-            if _is_training(test) or (not negated and any(_is_training(p) for p in parts)):
-                if (child in anc.body) != negated:
-                    return True
-        child = anc
-    return False
-
-
-def _is_training(expr: ast.AST) -> bool:
-    return isinstance(expr, ast.Attribute) and expr.attr == "training"
