@@ -26,9 +26,10 @@ class JitTraceDataDependent(Rule):
     incorrect`, easy to miss among other warnings. The guide notes that exporting turns a dynamic
     graph into a static one, so dynamic control flow may not be exported correctly.
 
-    `torch.jit.trace` itself is deprecated in 2.13 ("`torch.jit.trace` is deprecated. Please
-    switch to `torch.compile` or `torch.export`."); `torch.export` with `torch.cond` captures both
-    branches, and fails loudly on data-dependent Python branches instead of picking one.
+    The guide presents TorchScript (scripting or tracing) as one of two export paths; in PyTorch
+    2.13 `torch.jit.trace` itself warns "`torch.jit.trace` is deprecated. Please switch to
+    `torch.compile` or `torch.export`." `torch.export` with `torch.cond` captures both branches,
+    and fails loudly on a data-dependent Python branch instead of picking one.
 
     Branches on shapes are also frozen by tracing, but they are not reported: models commonly
     branch on shapes that are fixed in deployment. Input checks (`if torch.isnan(x).any():
@@ -80,9 +81,10 @@ class JitTraceDataDependent(Rule):
     a Python boolean might cause the trace to be incorrect`，很容易被其他警告淹没。指南也指出，导出是把
     动态图追踪成静态图，模型中的动态控制流可能无法正确导出。
 
-    `torch.jit.trace` 本身在 2.13 中已弃用（"`torch.jit.trace` is deprecated. Please switch to
-    `torch.compile` or `torch.export`."）；`torch.export` 配合 `torch.cond` 能同时捕获两个分支，遇到
-    依赖数据的 Python 分支时会明确报错，而不是默默选一条。
+    指南把 TorchScript（脚本化或追踪）列为两条导出路径之一；在 PyTorch 2.13 中，`torch.jit.trace` 本身会
+    警告 "`torch.jit.trace` is deprecated. Please switch to `torch.compile` or `torch.export`."。
+    `torch.export` 配合 `torch.cond` 能同时捕获两个分支，遇到依赖数据的 Python 分支时会明确报错，而不是
+    默默选一条。
 
     基于形状的分支同样会被追踪固化，但不会被报告：模型常常依据部署时固定的形状做分支。输入检查
     （`if torch.isnan(x).any(): raise ...`，或只发警告、写日志的分支）也不报告：追踪到的是正常路径，
