@@ -156,6 +156,10 @@ class JitTraceDataDependent(Rule):
         "        if not self.training:\n            return x\n"
         "        else:\n            if x.max() > 1:\n                x = x / 2\n"
         "        return x\ntraced = torch.jit.trace(Net().eval(), (x,))\n",
+        # A local function named trace.
+        "import torch\nclass Gate(torch.nn.Module):\n    def forward(self, x):\n"
+        "        if x.mean() > 0:\n            return x\n        return -x\n"
+        "def trace(model, inputs):\n    return model(*inputs)\nout = trace(Gate(), (x,))\n",
         # A model from elsewhere; another library's trace.
         "import torch\nfrom models import Gate\ntraced = torch.jit.trace(Gate(), (x,))\n",
         "import torch\nimport jax\nclass Gate:\n    def forward(self, x):\n"

@@ -128,6 +128,11 @@ class OnnxDynamicAxesWithDynamo(Rule):
         "import torch\ntorch.onnx.export(model, (x,), 'm.onnx', **opts)\n",
         "import torch\nep = torch.export.load('m.pt2')\n"
         "torch.onnx.export(ep, f='m.onnx', dynamic_axes={'x': {0: 'batch'}})\n",
+        # A local function named export, and a parameter shadowing the import.
+        "import torch\ndef export(model, args, path, dynamic_axes=None):\n    pass\n"
+        "export(model, (x,), 'm.onnx', dynamic_axes={'x': {0: 'b'}})\n",
+        "from torch.onnx import export\ndef save(export):\n"
+        "    export(model, (x,), dynamic_axes={'x': {0: 'b'}})\n",
         # Another library's export.
         "import torch\nimport tf2onnx\ntf2onnx.export(model, dynamic_axes={'x': {0: 'b'}})\n",
         Valid(
