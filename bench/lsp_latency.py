@@ -3,12 +3,13 @@
 A real LSP client talks to ``python -m torchdoctor server`` over stdio, opens a generated
 ~1,000-line and a ~10,000-line PyTorch training file, makes small edits one at a time with
 ``debounceMs: 0`` and waits for the diagnostics of each new version. Prints p50/p95 per file, the
-server's resident memory, and the same with 100 documents open. When ``fixit`` is importable,
-``fixit lsp`` runs through the same steps for comparison.
+server's resident memory, and the same with 100 documents open. When ``fixit`` is importable
+(or ``--fixit-python`` names a Python that has ``fixit[lsp]``), ``fixit lsp`` runs through the
+same steps for comparison.
 
 Goals: p50 <= 30 ms on 1,000 lines, <= 250 ms on 10,000 lines; <= 150 MB RSS with 100 documents.
 
-    python bench/lsp_latency.py [--edits 30] [--docs 100]
+    python bench/lsp_latency.py [--edits 30] [--docs 100] [--fixit-python PATH]
 """
 
 from __future__ import annotations
@@ -219,12 +220,19 @@ def summary(latencies: list[float]) -> str:
 
 
 async def run(
-    name: str, command: list[str], options: dict[str, object], args: argparse.Namespace
+    name: str,
+    command: list[str],
+    options: dict[str, object],
+    args: argparse.Namespace,
+    *,
+    sizes: tuple[int, ...] = (1_000, 10_000),
+    many: bool = True,
+    engine: bool = True,
 ) -> None:
     print(f"== {name}: {' '.join(command)}")
     session = await start(command, options)
     try:
-        for lines in (1_000, 10_000):
+        for lines in sizes:
             text = generate(lines)
             uri = f"file:///bench/train_{lines}.py"
             since = len(session.published.get(uri, []))
@@ -234,12 +242,14 @@ async def run(
             findings = session.published[uri][-1][2]
             lat = edit_latencies(session, uri, text, args.edits)
             result = await lat
+            alone = f"   (engine alone: {engine_alone(text):.1f} ms)" if engine else ""
             print(
                 f"{text.count(chr(10)):6d} lines  open {1000 * (first - opened):7.1f} ms  "
-                f"{findings:4d} findings  {args.edits} edits: {summary(result)}"
-                f"   (engine alone: {engine_alone(text):.1f} ms)"
+                f"{findings:4d} findings  {args.edits} edits: {summary(result)}{alone}"
             )
-        print(f"server RSS with 2 documents: {session.rss_mb():6.1f} MB")
+        print(f"server RSS with {len(sizes)} documents: {session.rss_mb():6.1f} MB")
+        if not many:
+            return
         text = generate(1_000)
         uris = [f"file:///bench/many/doc_{i}.py" for i in range(args.docs)]
         for uri in uris:
@@ -264,6 +274,15 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--edits", type=int, default=30)
     parser.add_argument("--docs", type=int, default=100)
+    parser.add_argument(
+        "--fixit-python",
+        help="A Python with `fixit[lsp]` installed (default: this one, when it has fixit).",
+    )
+    parser.add_argument(
+        "--fixit-full",
+        action="store_true",
+        help="Also run fixit on the 10,000-line file and with 100 documents (slow).",
+    )
     args = parser.parse_args()
     print(
         f"load average: {', '.join(f'{v:.1f}' for v in psutil.getloadavg())} on {psutil.cpu_count()} CPUs"
@@ -274,12 +293,17 @@ async def main() -> None:
         {"debounceMs": 0, "logLevel": "error"},
         args,
     )
-    if importlib.util.find_spec("fixit") is not None:
-        await run(
-            "fixit", [sys.executable, "-m", "fixit", "lsp", "--debounce-interval", "0"], {}, args
-        )
+    fixit_python = args.fixit_python
+    if fixit_python is None and importlib.util.find_spec("fixit") is not None:
+        fixit_python = sys.executable
+    if fixit_python:
+        command = [fixit_python, "-m", "fixit", "lsp", "--debounce-interval", "0"]
+        # fixit re-parses with libcst on every change: by default only the 1,000-line file.
+        full = args.fixit_full
+        sizes = (1_000, 10_000) if full else (1_000,)
+        await run("fixit", command, {}, args, sizes=sizes, many=full, engine=False)
     else:
-        print("fixit is not installed here: no side-by-side figures (pip install fixit)")
+        print("fixit is not installed here: no side-by-side figures (pip install 'fixit[lsp]')")
 
 
 if __name__ == "__main__":
