@@ -170,6 +170,7 @@ async def test_apply_fixes_command_and_debug_info(client: LanguageClient) -> Non
     assert info["torchdoctor"]
     assert info["pygls"].startswith("2.1")
     assert "torch" in info  # the installed version, read without importing torch
+    assert info["torchImported"] is False
     assert "TDR602" in info["document"]["enabled"]
 
 

@@ -1039,6 +1039,7 @@ def create_server() -> TorchDoctorServer:
             "pygls": _dist_version("pygls"),
             "lsprotocol": _dist_version("lsprotocol"),
             "torch": _dist_version("torch"),
+            "torchImported": "torch" in sys.modules,  # the server never imports it
             "locale": doctor.locale,
             "positionEncoding": doctor.encoding,
             "diagnostics": "pull" if doctor.pull else "push",
