@@ -85,6 +85,86 @@ if __name__ == "__main__":
 """
 
 
+# Every qualified name TorchFix 0.7 reports on (its deprecated/removed table, its other checks).
+_SYMBOLS = """
+    torch.solve torch.qr torch.symeig torch.chain_matmul torch.cholesky torch.ger torch.lu_solve
+    torch.norm torch.range torch.svd torch.triangular_solve torch.lu torch.matrix_rank torch.lstsq
+    torch.nn.UpsamplingNearest2d torch.nn.UpsamplingBilinear2d torch.testing.assert_allclose
+    torch.nn.utils.weight_norm torch.utils._pytree._register_pytree_node
+    torch.backends.cuda.sdp_kernel functorch.vmap functorch.grad functorch.vjp functorch.jvp
+    functorch.jacrev functorch.jacfwd functorch.hessian functorch.functionalize
+    torch.utils.checkpoint.checkpoint torch.load torch.log torch.exp
+    torch.utils.data._utils.collate.default_collate torch.utils.data._utils.collate.default_convert
+    torchvision.transforms.v2.ToTensor torch.utils.data.DataLoader torch.library.Library
+"""
+TORCHFIX_SYMBOLS = frozenset(_SYMBOLS.split())
+ROOTS = ("torch", "functorch", "torchvision")
+
+
+def may_have_torchfix_findings(text: str) -> bool:
+    """False only for files on which TorchFix cannot report anything, so that the slow run
+    can skip them without changing the counts. TorchFix resolves a call through the imports
+    of its root name (libcst's QualifiedNameProvider, which does not follow assignments or
+    relative imports); this over-approximates that with every import binding of the name."""
+    if "torch" not in text:
+        return False
+    if "torchvision" in text:  # TOR201-TOR203: any torchvision use
+        return True
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return True  # let TorchFix decide
+    bound: dict[str, set[str]] = defaultdict(set)
+    chains: list[ast.Attribute] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] in ROOTS:
+                    if alias.asname:
+                        bound[alias.asname].add(alias.name)
+                    else:
+                        top = alias.name.split(".")[0]
+                        bound[top].add(top)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            if node.module.split(".")[0] in ROOTS:
+                for alias in node.names:
+                    qual = f"{node.module}.{alias.name}"
+                    if qual in TORCHFIX_SYMBOLS:
+                        return True
+                    bound[alias.asname or alias.name].add(qual)
+        elif isinstance(node, ast.Attribute):
+            if node.attr == "require_grad" and isinstance(node.ctx, ast.Store):
+                return True  # TOR002 needs no import
+            chains.append(node)
+    for node in chains:
+        parts = [node.attr]
+        base: ast.expr = node.value
+        while isinstance(base, ast.Attribute):
+            parts.append(base.attr)
+            base = base.value
+        if isinstance(base, ast.Name) and base.id in bound:
+            suffix = ".".join(reversed(parts))
+            if any(f"{qual}.{suffix}" in TORCHFIX_SYMBOLS for qual in bound[base.id]):
+                return True
+    return False
+
+
+def _prefilter_one(path: Path) -> tuple[str, bool]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return str(path), False
+    return str(path), may_have_torchfix_findings(text)
+
+
+def candidates(files: list[Path], jobs: int) -> list[Path]:
+    from multiprocessing import Pool
+
+    with Pool(jobs) as pool:
+        keep = dict(pool.map(_prefilter_one, files, chunksize=16))
+    return [f for f in files if keep[str(f)]]
+
+
 def ensure_venv(path: Path) -> Path:
     python = path / "bin" / "python"
     marker = path / ".torchdoctor-parity"
@@ -241,6 +321,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all", action="store_true", help="Also TorchFix's off-by-default codes.")
     parser.add_argument("--misses", type=Path, help="Write every miss to this file.")
     parser.add_argument("--quick", action="store_true", help="Only the fixtures.")
+    parser.add_argument(
+        "--no-prefilter",
+        action="store_true",
+        help="Run TorchFix on every file, not only candidates.",
+    )
     args = parser.parse_args(argv)
 
     python = ensure_venv(args.venv)
@@ -250,8 +335,13 @@ def main(argv: list[str] | None = None) -> int:
         roots = [FIXTURES]
     else:
         roots = [FIXTURES, torch_sources(), site_packages(python) / "transformers"]
-    files = python_files(roots)
-    print(f"{len(files)} files under {', '.join(str(r) for r in roots)}", file=sys.stderr)
+    all_files = python_files(roots)
+    files = all_files if args.no_prefilter else candidates(all_files, args.jobs)
+    print(
+        f"{len(all_files)} files under {', '.join(str(r) for r in roots)}; "
+        f"{len(files)} where TorchFix can report anything",
+        file=sys.stderr,
+    )
 
     start = time.perf_counter()
     theirs = run_torchfix(python, files, args.jobs, args.venv / "torchfix-cache.jsonl")
@@ -282,7 +372,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             misses.append((code, path, row, explain(code, path, row)))
 
-    print(f"\nTorchFix {tf_seconds:.0f} s, torchdoctor {td_seconds:.0f} s, {len(files)} files")
+    print(
+        f"\n{len(all_files)} files, {len(files)} where TorchFix can report anything; "
+        f"TorchFix {tf_seconds:.0f} s, torchdoctor {td_seconds:.0f} s on those"
+    )
     print(f"{'TorchFix':<9}{'torchdoctor':<16}{'findings':>9}{'matched':>9}{'share':>8}")
     for code in sorted(total):
         targets = ",".join(sorted(mapped[code])) or "(none)"
