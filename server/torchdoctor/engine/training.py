@@ -78,8 +78,18 @@ def before(a: ast.AST, b: ast.AST) -> bool:
 def iteration_loop(sem: Semantic, node: ast.AST) -> LoopInfo | None:
     """The loop one run of which is "one iteration" for ``node``: the innermost loop around it
     (same function) that repeats training-like work (a batch loop, an epoch loop, ``while``,
-    ``for ... in range(...)``)."""
-    return sem.repeating_loop(node)
+    ``for ... in range(...)``) or runs a backward pass (``for i, batch in pbar:``)."""
+    for loop in sem.enclosing_loops(node):
+        if is_iteration_loop(sem, loop):
+            return loop
+    return None
+
+
+def is_iteration_loop(sem: Semantic, loop: LoopInfo) -> bool:
+    """A loop that repeats training-like work or runs a backward pass."""
+    return sem.repeats(loop) or any(
+        isinstance(n, ast.Call) and sem.is_backward(n) for n in sem.walk_body(loop.node.body)
+    )
 
 
 def conditions_between(sem: Semantic, node: ast.AST, loop: ast.AST) -> list[ast.AST]:
@@ -508,6 +518,9 @@ def read_later(sem: Semantic, name: str, node: ast.AST) -> bool:
     (or module), any load in a loop around ``node`` (the next iteration), any load in a nested
     function, and, for module-level code, any load in a function."""
     scope = sem.enclosing_function(node) or sem.tree
+    binding = sem.lookup(name, node)
+    if binding is None or binding.scope is not scope:
+        return True  # a global or a closure variable: read where this function cannot see
     end = (getattr(node, "end_lineno", 0) or 0, getattr(node, "end_col_offset", 0) or 0)
     loops = [loop.node for loop in sem.enclosing_loops(node)]
     for load in sem.names.get(name, ()):

@@ -34,16 +34,16 @@ class LossAccumulatedWithGraph(Rule):
     losses of 50 iterations of an MLP (1024→4096→10, batch 512) peaked at 409 MiB as tensors and
     24 MiB with `.item()`; on a CPU (`bench/cpu_loss_accumulation.py`, torch 2.13) the surviving
     graphs hold 403 MiB after 50 iterations, and 0 MiB with `.item()`. After `.backward()` the
-    activations are freed, but the chain of autograd nodes still grows by several nodes per
-    iteration (24,404 nodes after 3,050 iterations of a plain training loop), and the total
-    still requires grad. The PyTorch FAQ shows this exact loop as the first cause of memory
+    activations are freed, but the total still requires grad and the chain of autograd nodes
+    behind it grows by every operation of every iteration. The PyTorch FAQ shows this exact loop as the first cause of memory
     growth.
 
     It is a leak even when the total is only printed or logged later. The rule stays silent
     when the accumulation runs under `torch.no_grad()`/`torch.inference_mode()` (or the loss
-    was computed there), when the accumulator is reset inside the loop, and when the
-    accumulated value is itself backpropagated or returned (summing the losses of an unrolled
-    sequence before one backward pass is intended).
+    was computed there), when the accumulator is reset inside the loop, when the accumulated
+    value is itself backpropagated, and when it is returned from a loop that has no backward
+    pass of its own (summing the losses of an unrolled sequence for one backward pass by the
+    caller is intended). A total returned from a loop that trains is still reported.
 
     ## Example
     ```python
@@ -92,12 +92,13 @@ class LossAccumulatedWithGraph(Rule):
     （开着梯度做评估，或记录的辅助损失），所有保存的激活值都会留下：在 H200 上实测，对 MLP（1024→4096→10，
     batch 512）50 次迭代的损失求和，以张量累加时峰值为 409 MiB，使用 `.item()` 时为 24 MiB；在 CPU 上
     （`bench/cpu_loss_accumulation.py`，torch 2.13），50 次迭代后残留的计算图占 403 MiB，使用 `.item()`
-    时为 0 MiB。在 `.backward()` 之后激活值已被释放，但自动求导节点链仍会每次迭代增长若干个节点（一个普通训练
-    循环 3,050 次迭代后有 24,404 个节点），累计值也仍然需要梯度。PyTorch FAQ 把这个循环列为内存增长的头号原因。
+    时为 0 MiB。在 `.backward()` 之后激活值已被释放，但累计值仍然需要梯度，
+    其背后的自动求导节点链会随每次迭代的每个操作不断增长。PyTorch FAQ 把这个循环列为内存增长的头号原因。
 
     即使累计值之后只用于打印或记录日志，这仍然是泄漏。以下情况不报告：累加在 `torch.no_grad()`/
-    `torch.inference_mode()` 下进行（或损失是在其中计算的）；累加器在循环内被重置；累加的值本身会被反向传播
-    或被返回（先把展开序列的各步损失相加、再做一次反向传播是有意为之）。
+    `torch.inference_mode()` 下进行（或损失是在其中计算的）；累加器在循环内被重置；累加的值本身会被反向传播；
+    或它从一个自身不做反向传播的循环中被返回（先把展开序列的各步损失相加、交给调用者
+    做一次反向传播是有意为之）。从训练循环中返回的累计值仍会被报告。
 
     ## 示例
     ```python

@@ -9,6 +9,7 @@ from ..engine.training import (
     accumulated_steps,
     backward_calls,
     calls_in,
+    is_iteration_loop,
     is_zero_grad,
     iteration_loop,
     runs_every_iteration,
@@ -177,6 +178,16 @@ class ZeroGradInAccumulation(Rule):
         "        optimizer.zero_grad()\n        model(x).sum().backward()\n"
         "        optimizer.step()\n"
         "    if epoch % 5 == 0:\n        swa_optimizer.step()\n",
+        # zero_grad once per epoch, before a batch loop over a progress bar.
+        "import torch\n"
+        "for epoch in range(epochs):\n"
+        "    pbar = enumerate(train_loader)\n"
+        "    optimizer.zero_grad()\n"
+        "    for i, (imgs, targets) in pbar:\n"
+        "        scaler.scale(compute_loss(model(imgs), targets)).backward()\n"
+        "        if ni - last_opt_step >= accumulate:\n"
+        "            scaler.step(optimizer)\n            scaler.update()\n"
+        "            optimizer.zero_grad()\n",
         # zero_grad of something that is not an optimizer or a model.
         "import torch\n"
         "for i, x in enumerate(loader):\n"
@@ -289,7 +300,7 @@ class ZeroGradInAccumulation(Rule):
         sem = ctx.sem
         seen: set[ast.Call] = set()
         for loop in sem.all_loops():
-            if not sem.repeats(loop):
+            if not is_iteration_loop(sem, loop):
                 continue
             for step, guard in accumulated_steps(sem, loop):
                 if not any(

@@ -9,6 +9,7 @@ from ..engine.training import (
     accumulated_steps,
     accumulation_count,
     backward_calls,
+    is_iteration_loop,
     iteration_loop,
     rescales_gradients,
     tensor_of_backward,
@@ -229,7 +230,7 @@ class AccumulationLossNotScaled(Rule):
     def check(self, ctx: Context) -> None:
         sem = ctx.sem
         for loop in sem.all_loops():
-            if not sem.repeats(loop):
+            if not is_iteration_loop(sem, loop):
                 continue
             steps = accumulated_steps(sem, loop)
             if not steps or rescales_gradients(sem, loop.node.body):
