@@ -46,9 +46,10 @@ _RESTRIDE = frozenset(
 class RedundantContiguous(Rule):
     """## What it does
     Checks for `.contiguous()` calls that provably do nothing: on the direct result of a
-    tensor factory (`torch.zeros/ones/empty/full/rand/randn/randint/randperm/arange/linspace/
-    logspace/eye`, `torch.tensor([...])` of a literal), on a local name assigned once from one
-    and never re-strided in place, or right after another `.contiguous()`.
+    tensor factory (`torch.zeros`, `ones`, `empty`, `full`, `rand`, `randn`, `randint`,
+    `randperm`, `arange`, `linspace`, `logspace`, `eye`, and `torch.tensor([...])` of a
+    literal), on a local name assigned once from one and never re-strided in place, or right
+    after another `.contiguous()`.
 
     ## Why is this bad?
     These tensors are already contiguous, and `.contiguous()` on a contiguous tensor returns
@@ -88,8 +89,9 @@ class RedundantContiguous(Rule):
     """
 
     zh = """## 功能
-    检查可以证明毫无作用的 `.contiguous()` 调用：直接作用于张量工厂函数的结果（`torch.zeros/ones/empty/
-    full/rand/randn/randint/randperm/arange/linspace/logspace/eye`，以及字面量的 `torch.tensor([...])`），
+    检查可以证明毫无作用的 `.contiguous()` 调用：直接作用于张量工厂函数的结果（`torch.zeros`、`ones`、
+    `empty`、`full`、`rand`、`randn`、`randint`、`randperm`、`arange`、`linspace`、`logspace`、`eye`，
+    以及字面量的 `torch.tensor([...])`），
     作用于只被这样赋值一次、且之后没有原地改变步长的局部变量，或紧跟在另一个 `.contiguous()` 之后。
 
     ## 为什么不好？
