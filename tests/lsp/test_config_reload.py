@@ -144,3 +144,13 @@ async def test_disabled_server_publishes_nothing(client: LanguageClient) -> None
     uri = "file:///tmp/td_cfg/off.py"
     open_doc(client, uri, LOAD)
     assert (await published(client, uri)).diagnostics == []
+
+
+async def test_excluded_files_are_not_checked(client: LanguageClient, tmp_path: Path) -> None:
+    root, uri = project(tmp_path, 'exclude = ["pkg/generated_*.py"]')
+    await initialize(client, root_uri=root)
+    skipped = uri.replace("train.py", "generated_1.py")
+    open_doc(client, skipped, LOAD)
+    open_doc(client, uri, LOAD)
+    assert codes((await published(client, uri)).diagnostics) == ["TDR602"]
+    assert (await published(client, skipped)).diagnostics == []

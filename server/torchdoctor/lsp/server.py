@@ -115,6 +115,10 @@ def analyse(job: Job, resolver: SettingsResolver) -> Analysis:
     settings, problems = resolver.resolve(job.path, job.client)
     docs_base = settings.docs_base_url
     out: dict[str, list[types.Diagnostic]] = {}
+    if settings.exclude and settings.is_excluded(Path(job.path)):
+        # `exclude` in [tool.torchdoctor]: the file is not checked, as on the command line.
+        uris = [c.uri for c in job.cells] if job.cells is not None else [job.uri]
+        return Analysis(job.version, False, {u: [] for u in uris}, problems)
     if job.cells is not None:
         for cell in job.cells:
             out[cell.uri] = []
@@ -149,6 +153,8 @@ def compute_fix_all(
 ) -> tuple[dict[str, list[types.TextEdit]], dict[str, int], str | None]:
     """Bulk fixes through the engine's fix loop, as text edits per document."""
     settings, _problems = resolver.resolve(job.path, job.client)
+    if settings.exclude and settings.is_excluded(Path(job.path)):
+        return {}, {}, None
     allow_unsafe = settings.unsafe_fixes if unsafe is None else unsafe
     if job.cells is not None:
         changed, applied, error = fix_cells(
