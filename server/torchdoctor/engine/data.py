@@ -279,16 +279,18 @@ def device_kind(sem: Semantic, expr: ast.AST | None, _depth: int = 0) -> str | N
         return None
     if isinstance(expr, ast.IfExp):
         kinds = {device_kind(sem, expr.body, _depth + 1), device_kind(sem, expr.orelse, _depth + 1)}
+        if None in kinds:
+            return None
         # A CUDA device with a CPU fallback for machines without a GPU is a CUDA device.
-        return "cuda" if "cuda" in kinds else ("host" if kinds == {"host"} else None)
+        return "cuda" if "cuda" in kinds else "host"
     if isinstance(expr, ast.Call):
         qual = sem.qualname(expr.func)
         if qual == "torch.device":
             return device_kind(sem, argument(expr, "type", 0), _depth + 1)
         if qual == "torch.cuda.current_device":
             return "cuda"
-    found, _unknown = sources(sem, expr, _depth + 1)
-    if found == [expr]:
+    found, unknown = sources(sem, expr, _depth + 1)
+    if found == [expr] or unknown:
         return None
     kinds = {device_kind(sem, value, _depth + 1) for value in found}
     if not kinds or None in kinds:

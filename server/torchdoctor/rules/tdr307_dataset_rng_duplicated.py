@@ -363,7 +363,9 @@ def _per_sample_methods(cls: ast.ClassDef) -> list[ast.FunctionDef | ast.AsyncFu
     """``__getitem__``/``__iter__`` (what runs in the workers) and the methods of the class
     they call on ``self``, transitively."""
     methods = {s.name: s for s in cls.body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)}
-    todo = [n for n in ("__getitem__", "__getitems__", "__iter__", "__next__") if n in methods]
+    todo: list[str] = [
+        n for n in ("__getitem__", "__getitems__", "__iter__", "__next__") if n in methods
+    ]
     seen: set[str] = set()
     while todo:
         name = todo.pop()
