@@ -195,7 +195,16 @@ async def test_notebook_fix_all(client: LanguageClient) -> None:
             ],
         )
     )
-    await published(client, b)
+    diags = (await published(client, b)).diagnostics
+    # Quick fix and noqa on a cell: edits name the cell.
+    cell_actions = await actions(client, b, [diags[1]], line=1)
+    quick, disable = cell_actions[0], next(a for a in cell_actions if a.title.startswith("Disable"))
+    assert apply_text_edits(cells[b], edits_for(quick.edit, b)).splitlines()[1] == (
+        'y = torch.load("b", map_location="cpu")'
+    )
+    assert apply_text_edits(cells[b], edits_for(disable.edit, b)).splitlines()[1] == (
+        'y = torch.load("b")  # noqa: TDR602'
+    )
     found = await actions(client, b, [], only=["notebook.source.fixAll"])
     assert [a.kind for a in found] == ["notebook.source.fixAll.torchdoctor"]
     resolved = await client.code_action_resolve_async(found[0])

@@ -120,7 +120,13 @@ async def test_pull_diagnostics_with_result_ids(pull_client: LanguageClient) -> 
     )
     assert isinstance(same, types.RelatedUnchangedDocumentDiagnosticReport)
     assert same.result_id == full.result_id
-    change(client, uri, 2, (1, 22), (1, 22), ', map_location="cpu"')
+    # Typing below the finding changes nothing: the report says so.
+    change(client, uri, 2, (2, 0), (2, 0), "x = 1\n")
+    below = await client.text_document_diagnostic_async(
+        types.DocumentDiagnosticParams(text_document=ident, previous_result_id=full.result_id)
+    )
+    assert isinstance(below, types.RelatedUnchangedDocumentDiagnosticReport)
+    change(client, uri, 3, (1, 22), (1, 22), ', map_location="cpu"')
     fixed = await client.text_document_diagnostic_async(
         types.DocumentDiagnosticParams(text_document=ident, previous_result_id=full.result_id)
     )

@@ -183,12 +183,21 @@ def to_diagnostic(
 
 
 def result_id(diagnostics: Sequence[types.Diagnostic]) -> str:
-    """A stable id of a diagnostics list: equal lists give equal ids (for pull diagnostics)."""
+    """A stable id of a diagnostics list: equal lists give equal ids (for pull diagnostics).
+
+    The document version inside ``data`` is left out: an edit that changes no finding (typing
+    below them, say) gets an "unchanged" report. Code actions look up the current data anyway.
+    """
     digest = hashlib.sha256()
     for d in diagnostics:
+        data = d.data
+        if isinstance(data, dict):
+            data = {k: v for k, v in data.items() if k != "version"}
         digest.update(
             json.dumps(
-                [_range_list(d.range), d.code, d.message, d.data], sort_keys=True, default=str
+                [_range_list(d.range), d.code, d.message, d.severity, d.tags, data],
+                sort_keys=True,
+                default=str,
             ).encode()
         )
     return digest.hexdigest()[:20]
