@@ -1,0 +1,158 @@
+"""The training-step rules (TDR102, TDR103, TDR107, TDR109, TDR110), run against the installed
+torch: the code they report behaves as their docs say, and their fixes give the intended
+behaviour. (The linter never imports torch; tests may.)"""
+
+from __future__ import annotations
+
+import pytest
+
+from torchdoctor.engine.fixes import apply_edits
+from torchdoctor.engine.runner import check_text
+
+torch = pytest.importorskip("torch")
+
+
+def _fixed(code: str, rule: str) -> str:
+    findings = [f for f in check_text(code, "x.py", codes=frozenset({rule})).findings]
+    assert findings and findings[0].fix is not None, code
+    return apply_edits(code, list(findings[0].fix.edits))
+
+
+def _run(code: str) -> dict[str, object]:
+    scope: dict[str, object] = {}
+    exec(compile(code, "x.py", "exec"), scope)
+    return scope
+
+
+SETUP = """\
+import torch
+from torch import nn
+torch.manual_seed(0)
+model = nn.Linear(4, 1, bias=False)
+optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+xs = [torch.full((1, 4), float(i + 1)) for i in range(4)]
+seen = []
+"""
+
+ACCUMULATION = (
+    SETUP
+    + """\
+for i, x in enumerate(xs):
+    optimizer.zero_grad()
+    model(x).sum().backward()
+    if (i + 1) % 4 == 0:
+        seen.append(model.weight.grad.clone())
+        optimizer.step()
+"""
+)
+
+
+def test_tdr107_fix_accumulates_all_micro_batches() -> None:
+    before = _run(ACCUMULATION)["seen"]
+    after = _run(_fixed(ACCUMULATION, "TDR107"))["seen"]
+    # d(sum(w.x))/dw = x: the reported loop keeps only the last micro-batch, the fixed one all four.
+    assert torch.equal(before[0], torch.full((1, 4), 4.0))  # type: ignore[index]
+    assert torch.equal(after[0], torch.full((1, 4), 1.0 + 2 + 3 + 4))  # type: ignore[index]
+
+
+CLIP_AFTER_STEP = (
+    SETUP
+    + """\
+before = model.weight.detach().clone()
+for x in xs[3:]:
+    optimizer.zero_grad()
+    model(x).sum().backward()
+    optimizer.step()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+moved = (model.weight.detach() - before).norm().item()
+"""
+)
+
+
+def test_tdr109_fix_clips_the_update() -> None:
+    assert _run(CLIP_AFTER_STEP)["moved"] == pytest.approx(8.0)  # |x| = 4 * 2, unclipped
+    assert _run(_fixed(CLIP_AFTER_STEP, "TDR109"))["moved"] == pytest.approx(1.0)
+
+
+CLIP_SCALED = (
+    SETUP
+    + """\
+scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+before = model.weight.detach().clone()
+for x in xs[3:]:
+    optimizer.zero_grad()
+    scaler.scale(model(x).sum()).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    scaler.step(optimizer)
+    scaler.update()
+moved = (model.weight.detach() - before).norm().item()
+"""
+)
+
+
+def test_tdr110_fix_clips_unscaled_gradients() -> None:
+    # Clipping the scaled gradient to norm 1, then unscaling by 1024, leaves a 1/1024 update.
+    assert _run(CLIP_SCALED)["moved"] == pytest.approx(1.0 / 1024)
+    assert _run(_fixed(CLIP_SCALED, "TDR110"))["moved"] == pytest.approx(1.0)
+
+
+LOSS_TOTAL = (
+    SETUP
+    + """\
+total = 0.0
+for x in xs:
+    optimizer.zero_grad()
+    loss = nn.functional.mse_loss(model(x), torch.zeros(1, 1))
+    loss.backward()
+    optimizer.step()
+    total += loss
+"""
+)
+
+
+def test_tdr103_total_keeps_a_graph_and_the_fix_does_not() -> None:
+    total = _run(LOSS_TOTAL)["total"]
+    assert isinstance(total, torch.Tensor) and total.requires_grad and total.grad_fn is not None
+    fixed = _run(_fixed(LOSS_TOTAL, "TDR103"))["total"]
+    assert isinstance(fixed, float) and fixed == pytest.approx(total.item())
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "torch.zeros(3, 4)",
+        "torch.ones(3, 4)",
+        "torch.empty(3, 4)",
+        "torch.full((3, 4), 2.0)",
+        "torch.rand(3, 4)",
+        "torch.randn(3, 4)",
+        "torch.randint(0, 5, (3, 4))",
+        "torch.randperm(6)",
+        "torch.arange(12)",
+        "torch.linspace(0, 1, 5)",
+        "torch.logspace(0, 1, 5)",
+        "torch.eye(3)",
+        "torch.tensor([[1, 2], [3, 4]])",
+    ],
+)
+def test_tdr102_reported_contiguous_returns_its_input(expr: str) -> None:
+    code = f"import torch\ny = {expr}.contiguous()\n"
+    assert check_text(code, "x.py", codes=frozenset({"TDR102"})).findings
+    t = eval(expr, {"torch": torch})
+    assert t.is_contiguous() and t.contiguous() is t
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import torch\nsrc = torch.randn(3, 4).t()\ny = torch.tensor(src).contiguous()\n",
+        "import torch\ny = torch.empty(2, 3, 4, 5, memory_format=torch.channels_last).contiguous()\n",
+        "import torch\ny = torch.randn(3, 4).t().contiguous().reshape(4, 3)\n",
+    ],
+)
+def test_tdr102_silent_where_the_call_would_copy(code: str) -> None:
+    findings = check_text(code, "x.py", codes=frozenset({"TDR102"})).findings
+    assert findings == []
+    body = code.replace(".contiguous()", "").replace("y = ", "y_plain = ")
+    scope = _run(body)
+    assert not scope["y_plain"].is_contiguous()  # type: ignore[attr-defined]
