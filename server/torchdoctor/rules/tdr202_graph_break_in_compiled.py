@@ -21,12 +21,16 @@ class GraphBreakInCompiled(Rule):
     ## Why is this bad?
     Dynamo cannot put a Python decision that depends on tensor data into a graph: it ends the
     graph there, runs the statement in Python and starts a new graph after it (with
-    `fullgraph=True` it raises instead). Each break costs a device-to-host synchronisation and
-    splits kernels that Inductor could have fused; a break inside a loop splits every iteration.
+    `fullgraph=True` it raises instead). Each break splits kernels that Inductor could have fused;
+    on a GPU, deciding `if x.sum() > 0:` in Python also waits for every queued kernel.
 
     To see the breaks of a run, set `TORCH_LOGS=graph_breaks` (each break is printed with its
     reason and line), or call `torch._dynamo.explain(fn)(*inputs)` and read `graph_break_count`
     and `break_reasons`.
+
+    On a CPU the break itself is cheap: `bench/cpu_graph_break.py` (1M elements, 2 threads)
+    measured 0.43 ms per call with the break vs 0.46 ms without the branch, and 0.67 ms for the
+    `torch.where` rewrite, which computes both sides.
 
     The reasons PyTorch 2.13 reports for these constructs (verified) are `Data-dependent
     branching` ("Detected data-dependent branching (e.g. `if my_tensor.sum() > 0:`)"),
@@ -85,11 +89,14 @@ class GraphBreakInCompiled(Rule):
 
     ## 为什么不好？
     Dynamo 无法把依赖张量数据的 Python 判断放进图里：它会在此处结束当前图，用 Python 执行该语句，然后再
-    开始一张新图（`fullgraph=True` 时直接报错）。每次中断都带来一次设备到主机的同步，并拆散 Inductor 本可
-    融合的内核；中断位于循环体内时，每次迭代都会被拆开。
+    开始一张新图（`fullgraph=True` 时直接报错）。每次中断都会拆散 Inductor 本可融合的内核；在 GPU 上，用
+    Python 判断 `if x.sum() > 0:` 还要等待所有已排队的内核执行完毕。
 
     要查看一次运行中的图中断，可设置 `TORCH_LOGS=graph_breaks`（每次中断都会连同原因和代码行一起打印），
     或调用 `torch._dynamo.explain(fn)(*inputs)`，查看 `graph_break_count` 与 `break_reasons`。
+
+    在 CPU 上中断本身开销很小：`bench/cpu_graph_break.py`（100 万个元素，2 个线程）测得带中断时每次调用
+    0.43 ms，没有该分支时 0.46 ms，而用 `torch.where` 改写后为 0.67 ms，因为它会计算两边。
 
     PyTorch 2.13 对这些写法报告的中断原因（已核实）为 `Data-dependent branching`（"Detected
     data-dependent branching (e.g. `if my_tensor.sum() > 0:`)"）、`Unsupported Tensor.item() call
