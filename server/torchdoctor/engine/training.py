@@ -110,10 +110,23 @@ def conditions_between(sem: Semantic, node: ast.AST, loop: ast.AST) -> list[ast.
 
 
 def runs_every_iteration(sem: Semantic, node: ast.AST, loop: ast.AST) -> bool:
-    """Whether ``node`` runs exactly once on every iteration of ``loop`` that reaches it: no
-    ``if``, ``match``, handler or nested loop stands between them (``with`` and ``try`` bodies
-    do not count)."""
-    return not conditions_between(sem, node, loop)
+    """Whether ``node`` runs exactly once on every iteration of ``loop``: no ``if``, ``match``,
+    handler or nested loop stands between them (``with`` and ``try`` bodies do not count), and
+    no earlier ``continue`` may skip it (``break``, ``return`` and ``raise`` end the loop)."""
+    if conditions_between(sem, node, loop):
+        return False
+    assert isinstance(loop, LOOP_NODES)
+    return not any(
+        isinstance(stmt, ast.Continue) and before(stmt, node) and _loop_of(sem, stmt) is loop
+        for stmt in sem.walk_body(loop.body)
+    )
+
+
+def _loop_of(sem: Semantic, stmt: ast.AST) -> ast.AST | None:
+    for anc in sem.ancestors(stmt):
+        if isinstance(anc, LOOP_NODES):
+            return anc
+    return None
 
 
 def is_accumulation_test(sem: Semantic, test: ast.expr) -> bool:

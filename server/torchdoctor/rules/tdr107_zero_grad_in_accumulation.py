@@ -39,7 +39,8 @@ class ZeroGradInAccumulation(Rule):
 
     Only steps under a test that counts micro-batches (a `%` remainder, or a name about
     accumulation such as `accum_steps`) are considered: a step skipped for another reason
-    (`if torch.isfinite(norm):`) next to a per-iteration `zero_grad()` is a normal loop.
+    (`if torch.isfinite(norm):`) next to a per-iteration `zero_grad()` is a normal loop. A
+    `zero_grad()` that an earlier `continue` can skip is not reported either.
 
     ## Example
     ```python
@@ -87,7 +88,7 @@ class ZeroGradInAccumulation(Rule):
     起，它默认把梯度设为 `None`（`set_to_none=True`），在下一次反向传播之前释放这部分内存。
 
     只考虑处于“计数”条件下的更新（`%` 取余，或名字与累积有关，如 `accum_steps`）：因为其他原因跳过的更新
-    （`if torch.isfinite(norm):`）配合每次迭代的 `zero_grad()` 是正常的循环。
+    （`if torch.isfinite(norm):`）配合每次迭代的 `zero_grad()` 是正常的循环。之前的 `continue` 可能跳过的 `zero_grad()` 也不报告。
 
     ## 示例
     ```python
@@ -178,6 +179,15 @@ class ZeroGradInAccumulation(Rule):
         "        optimizer.zero_grad()\n        model(x).sum().backward()\n"
         "        optimizer.step()\n"
         "    if epoch % 5 == 0:\n        swa_optimizer.step()\n",
+        # The iteration ends early unless it steps: the zero_grad runs only after a step.
+        "import torch\n"
+        "for i, x in enumerate(loader):\n"
+        "    model(x).sum().backward()\n"
+        "    if (i + 1) % 4 == 0:\n"
+        "        optimizer.step()\n"
+        "    else:\n"
+        "        continue\n"
+        "    optimizer.zero_grad()\n",
         # zero_grad once per epoch, before a batch loop over a progress bar.
         "import torch\n"
         "for epoch in range(epochs):\n"
