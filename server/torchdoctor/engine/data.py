@@ -117,8 +117,12 @@ def sources(sem: Semantic, expr: ast.AST | None, _depth: int = 0) -> tuple[list[
         if binding.how == "param":
             values = param_values(sem, binding)
         else:
+            # In the scope that binds it, a name holds its latest value (a loader rebuilt
+            # later for another purpose is not this one); read from a function, any of them.
             scope = sem.scopes.get(binding.scope)
             same = scope.bindings.get(expr.id, []) if scope is not None else [binding]
+            if sem.scope_of(expr).node is binding.scope:
+                same = [binding]
             if all(b.how == "assign" and b.index is None and b.value is not None for b in same):
                 values = [b.value for b in same if b.value is not None]
     elif (

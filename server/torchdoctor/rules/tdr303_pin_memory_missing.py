@@ -137,6 +137,13 @@ class PinMemoryMissing(Rule):
         # The loop counter of enumerate is not a batch.
         _HEAD + "loader = DataLoader(ds)\nfor i, batch in enumerate(loader):\n"
         "    step = torch.tensor(i).cuda()\n",
+        # A loader rebuilt later (for a plot) is not the one the training loop moved to CUDA.
+        Valid(
+            _HEAD + "loader = DataLoader(ds, batch_size=256, pin_memory=True)\n"
+            "for x, y in loader:\n    x = x.cuda()\n"
+            "loader = DataLoader(ds, batch_size=15)\nfor x, y in loader:\n    break\n",
+            notebook=True,
+        ),
         # A local class named DataLoader is not torch's.
         "import torch\nclass DataLoader:\n    def __init__(self, ds):\n        self.ds = ds\n"
         "    def __iter__(self):\n        return iter(self.ds)\n"
