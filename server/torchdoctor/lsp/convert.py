@@ -8,6 +8,7 @@ Nothing here talks to a client or keeps state.
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import json
 import re
@@ -103,6 +104,12 @@ class TextLocator:
 
 
 # ---- diagnostics --------------------------------------------------------------------------
+@functools.lru_cache(maxsize=4096)
+def doc_link(code: str, base: str | None, locale: str | None) -> str:
+    """The rule's page (cached: it looks for the installed docs on disk)."""
+    return rule_url(code, base, locale)
+
+
 def fix_title(fix: Fix, locale: str | None) -> str:
     """The fix's title, saying so when it is unsafe."""
     title = fix.title.get(locale)
@@ -174,7 +181,7 @@ def to_diagnostic(
         message=finding.message.get(locale),
         severity=SEVERITY.get(finding.severity, types.DiagnosticSeverity.Warning),
         code=finding.code,
-        code_description=types.CodeDescription(rule_url(finding.code, docs_base, locale)),
+        code_description=types.CodeDescription(doc_link(finding.code, docs_base, locale)),
         source=SOURCE,
         tags=tags or None,
         related_information=related or None,
@@ -445,7 +452,7 @@ def rule_hover(
         parts.append(f"**{'示例' if zh else 'Example'}**\n\n{_shorten(example)}")
     if instead:
         parts.append(f"**{'改为' if zh else 'Use instead'}**\n\n{_shorten(instead)}")
-    url = rule_url(rule.code, docs_base, locale)
+    url = doc_link(rule.code, docs_base, locale)
     label = f"查看 {rule.code} 的指南" if zh else f"Open the guide for {rule.code}"
     parts.append(f"[{label}]({url})")
     return "\n\n".join(parts)
