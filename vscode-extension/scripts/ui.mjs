@@ -143,7 +143,11 @@ try {
       if (attempt === 4) throw err;
     }
   }
-  check("hovering the finding explains TDR105", (await hover.innerText()).includes("TDR105"));
+  check("hovering the finding shows TDR105", (await hover.innerText()).includes("TDR105"));
+  // The server's own hover (rule name, why, fix) joins VS Code's marker hover.
+  await page.locator(".monaco-hover:visible", { hasText: "eval-without-no-grad" }).first().waitFor({ timeout: 20_000 });
+  check("the hover carries the server's explanation of the rule", true);
+  await page.waitForTimeout(300);
 
   const shot = path.join(EXT_DIR, "screenshots", "problems-and-hover.png");
   fs.mkdirSync(path.dirname(shot), { recursive: true });
