@@ -20,8 +20,25 @@ describe("readSettings", () => {
       expect(contributed, `torchdoctor.${key} is contributed`).toBeDefined();
       expect(contributed?.default, `default of torchdoctor.${key}`).toEqual(value);
     }
-    for (const [key, property] of Object.entries(properties)) {
-      expect(property.description ?? property.markdownDescription, `${key} is documented`).toBeTruthy();
+  });
+
+  it("documents every setting and command in English and Chinese", () => {
+    const read = (name: string): Record<string, unknown> =>
+      JSON.parse(fs.readFileSync(path.join(__dirname, "..", "..", name), "utf8")) as Record<string, unknown>;
+    const manifest = read("package.json") as {
+      contributes: { configuration: { properties: Record<string, Record<string, unknown>> }; commands: { title: string }[] };
+    };
+    const texts = [
+      ...Object.values(manifest.contributes.configuration.properties).map((p) => p.markdownDescription ?? p.description),
+      ...manifest.contributes.commands.map((c) => c.title),
+    ];
+    for (const locale of ["package.nls.json", "package.nls.zh-cn.json"]) {
+      const table = read(locale);
+      for (const text of texts) {
+        const key = /^%(.+)%$/.exec(String(text))?.[1];
+        expect(key, `${String(text)} is localised`).toBeDefined();
+        expect(table[key ?? ""], `${locale} has ${key ?? ""}`).toEqual(expect.stringMatching(/\S/));
+      }
     }
   });
 
