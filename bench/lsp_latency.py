@@ -105,6 +105,13 @@ class Session:
     def pid(self) -> int:
         return self.client._server.pid  # type: ignore[union-attr]
 
+    def cpu_s(self) -> float:
+        """CPU seconds the server has used so far (less sensitive to a busy machine than wall
+        time)."""
+        proc = psutil.Process(self.pid)
+        times = [p.cpu_times() for p in [proc, *proc.children(recursive=True)]]
+        return sum(t.user + t.system for t in times)
+
     def rss_mb(self) -> float:
         proc = psutil.Process(self.pid)
         return sum(p.memory_info().rss for p in [proc, *proc.children(recursive=True)]) / 2**20
@@ -240,12 +247,14 @@ async def run(
             open_doc(session, uri, text)
             first = await wait_publish(session, uri, 1, since)
             findings = session.published[uri][-1][2]
-            lat = edit_latencies(session, uri, text, args.edits)
-            result = await lat
+            cpu = session.cpu_s()
+            result = await edit_latencies(session, uri, text, args.edits)
+            cpu_per_edit = (session.cpu_s() - cpu) * 1000 / args.edits
             alone = f"   (engine alone: {engine_alone(text):.1f} ms)" if engine else ""
             print(
                 f"{text.count(chr(10)):6d} lines  open {1000 * (first - opened):7.1f} ms  "
-                f"{findings:4d} findings  {args.edits} edits: {summary(result)}{alone}"
+                f"{findings:4d} findings  {args.edits} edits: {summary(result)}  "
+                f"server CPU/edit {cpu_per_edit:6.1f} ms{alone}"
             )
         print(f"server RSS with {len(sizes)} documents: {session.rss_mb():6.1f} MB")
         if not many:
