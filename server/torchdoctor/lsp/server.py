@@ -350,7 +350,14 @@ class Doctor:
         ws = self.server.workspace
         if unit.notebook:
             nb = ws.get_notebook_document(notebook_uri=unit.uri)
-            return nb.version if nb else None
+            if nb is None:
+                return None
+            # Cell versions too: some clients change cells through textDocument/didChange.
+            cells = ws.text_documents
+            return nb.version, tuple(
+                (c.document, getattr(cells.get(_norm(c.document)), "version", None))
+                for c in nb.cells
+            )
         doc = ws.text_documents.get(unit.key)
         return doc.version if doc else None
 
