@@ -303,8 +303,8 @@ def explain(code: str, path: str, row: int) -> str:
     if code == "TOR102":
         if "map_location" in kwargs or any(len(c.args) >= 2 for c in calls):
             return "TOR102: `weights_only` defaults to True since torch 2.6 (target 2.13)"
-        if None in kwargs:
-            return "TOR102: **kwargs may hold map_location/weights_only"
+        if None in kwargs or any(isinstance(a, ast.Starred) for c in calls for a in c.args):
+            return "TOR102: *args/**kwargs may hold map_location (TDR602 stays quiet)"
     if code == "TOR003" and None in kwargs:
         return "TOR003: **kwargs may already hold use_reentrant (a fix would duplicate it)"
     if code == "TOR002":
