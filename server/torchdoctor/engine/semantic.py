@@ -238,6 +238,24 @@ _RECORDED = frozenset(
 )
 
 
+_SCOPE_TYPES = frozenset(SCOPE_NODES)
+# Fields that can hold child nodes, per node type (singleton operator/context nodes excluded).
+_NO_CHILD_FIELDS = frozenset(
+    {"ctx", "op", "ops", "type_comment", "kind", "conversion", "is_async"}
+)
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _child_fields(kind: type) -> tuple[str, ...]:
+    fields = tuple(
+        f
+        for f in getattr(kind, "_fields", ())
+        if f not in _NO_CHILD_FIELDS
+    )
+    _CHILD_FIELDS[kind] = fields
+    return fields
+
+
 def _pos(node: ast.AST) -> tuple[int, int]:
     return (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
 
@@ -257,10 +275,14 @@ class Semantic:
         self.imports: list[tuple[ast.Import | ast.ImportFrom, ast.alias, str | None]] = []
         self.loops: dict[ast.AST, LoopInfo] = {}
         self.withs: list[ast.With | ast.AsyncWith] = []
+        self.assigns: list[ast.Assign] = []
+        self.aug_assigns: list[ast.AugAssign] = []
         self.functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
         self.classes: list[ast.ClassDef] = []
         self.self_attr_values: dict[tuple[ast.AST, str], list[ast.expr]] = defaultdict(list)
         self._qual_cache: dict[ast.AST, str | None] = {}
+        # Facts derived by engine modules (training, data, graphs...), computed once per file.
+        self.memo: dict[object, object] = {}
         self._kind_cache: dict[int, Kind | None] = {}
         self._evidence: dict[tuple[ast.AST, str], Kind] | None = None
         self._visit_module(tree)
@@ -270,36 +292,46 @@ class Semantic:
     def _visit_module(self, tree: ast.Module) -> None:
         scope = Scope(tree, None)
         self.scopes[tree] = scope
-        # Iterative walk; each entry: (node, parent, scope)
+        # Iterative pre-order walk; each entry: (node, parent, scope). This is the hot path of
+        # the whole linter: keep it free of per-node allocations beyond the stack entries.
         stack: list[tuple[ast.AST, ast.AST | None, Scope]] = [(tree, None, scope)]
         parents = self.parents
         record = self._record
-        skip = _SINGLETONS
+        recorded = _RECORDED
+        scope_types = _SCOPE_TYPES
+        fields_of = _CHILD_FIELDS
+        push = stack.append
         while stack:
             node, parent, scope = stack.pop()
             if parent is not None:
                 parents[node] = parent
+            kind = type(node)
             inner = scope
-            if isinstance(node, SCOPE_NODES) and node is not scope.node:
+            if kind in scope_types and node is not scope.node:
                 inner = self._enter_scope(node, scope)
-            if type(node) in _RECORDED:
+            if kind in recorded:
                 record(node, scope, inner)
-            children: list[ast.AST] = []
-            for name in node._fields:
-                value = getattr(node, name, None)
-                if type(value) is list:
-                    children.extend(
-                        v for v in value if isinstance(v, ast.AST) and type(v) not in skip
-                    )
-                elif isinstance(value, ast.AST) and type(value) not in skip:
-                    children.append(value)
+            fields = fields_of.get(kind)
+            if fields is None:
+                fields = _child_fields(kind)
             header = inner is not scope
-            for child in reversed(children):
-                # Decorators, defaults, bases and annotations belong to the enclosing scope.
-                if header and self._outside_scope(node, child):
-                    stack.append((child, node, scope))
-                else:
-                    stack.append((child, node, inner))
+            for name in reversed(fields):
+                value = getattr(node, name, None)
+                if value is None:
+                    continue
+                if type(value) is list:
+                    for child in reversed(value):
+                        if isinstance(child, ast.AST):
+                            # Decorators, defaults, bases and annotations: the enclosing scope.
+                            if header and self._outside_scope(node, child):
+                                push((child, node, scope))
+                            else:
+                                push((child, node, inner))
+                elif isinstance(value, ast.AST):
+                    if header and self._outside_scope(node, value):
+                        push((value, node, scope))
+                    else:
+                        push((value, node, inner))
 
     @staticmethod
     def _outside_scope(node: ast.AST, child: ast.AST) -> bool:
@@ -393,11 +425,13 @@ class Semantic:
             if isinstance(node.ctx, ast.Load):
                 self.names[node.id].append(node)
         elif isinstance(node, ast.Assign):
+            self.assigns.append(node)
             for target in node.targets:
                 self._bind_target(target, scope, "assign", node.value, None)
         elif isinstance(node, ast.AnnAssign):
             self._bind_target(node.target, scope, "assign", node.value, None)
         elif isinstance(node, ast.AugAssign):
+            self.aug_assigns.append(node)
             self._bind_target(node.target, scope, "other", None, None)
         elif isinstance(node, ast.NamedExpr):
             self._bind_target(node.target, scope, "assign", node.value, None)

@@ -87,8 +87,24 @@ def iteration_loop(sem: Semantic, node: ast.AST) -> LoopInfo | None:
 
 def is_iteration_loop(sem: Semantic, loop: LoopInfo) -> bool:
     """A loop that repeats training-like work or runs a backward pass."""
-    return sem.repeats(loop) or any(
-        isinstance(n, ast.Call) and sem.is_backward(n) for n in sem.walk_body(loop.node.body)
+    key = ("iteration-loop", loop.node)
+    known = sem.memo.get(key)
+    if known is None:
+        known = sem.repeats(loop) or (
+            has_backward_calls(sem)
+            and any(
+                isinstance(n, ast.Call) and sem.is_backward(n)
+                for n in sem.walk_body(loop.node.body)
+            )
+        )
+        sem.memo[key] = known
+    return bool(known)
+
+
+def has_backward_calls(sem: Semantic) -> bool:
+    """Whether the file has any ``.backward()`` or ``torch.autograd.backward``/``grad`` call."""
+    return bool(sem.calls_by_attr.get("backward") or sem.calls_by_name.get("backward")) or bool(
+        sem.calls_by_attr.get("grad") or sem.calls_by_name.get("grad")
     )
 
 
@@ -442,25 +458,21 @@ def directly_in(sem: Semantic, node: ast.AST, region: ast.AST) -> bool:
 def accumulations(sem: Semantic) -> Iterator[tuple[ast.stmt | ast.Call, ast.expr, ast.expr]]:
     """Places that add a value into something that outlives the statement: ``acc += v``,
     ``acc = acc + v`` and ``acc.append(v)``, as (node, accumulator, value)."""
-    for node in ast.walk(sem.tree):
-        if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
-            yield node, node.target, node.value
-        elif (
-            isinstance(node, ast.Assign)
-            and len(node.targets) == 1
+    for aug in sem.aug_assigns:
+        if isinstance(aug.op, ast.Add):
+            yield aug, aug.target, aug.value
+    for node in sem.assigns:
+        if (
+            len(node.targets) == 1
             and isinstance(node.value, ast.BinOp)
             and isinstance(node.value.op, ast.Add)
             and ast.dump(node.targets[0]).replace("Store", "Load") == ast.dump(node.value.left)
         ):
             yield node, node.targets[0], node.value.right
-        elif (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "append"
-            and len(node.args) == 1
-            and not node.keywords
-        ):
-            yield node, node.func.value, node.args[0]
+    for call in sem.calls_by_attr.get("append", ()):
+        if len(call.args) == 1 and not call.keywords:
+            assert isinstance(call.func, ast.Attribute)
+            yield call, call.func.value, call.args[0]
 
 
 def accumulator_name(expr: ast.expr) -> str | None:

@@ -26,6 +26,10 @@ _MAX_DEPTH = 8
 Func = ast.FunctionDef | ast.AsyncFunctionDef
 
 
+# Words without which no worker process can be started (a cheap first filter).
+_STARTERS = ("DataLoader", "Process", "Pool", "spawn", "multiprocessing", "start_processes")
+
+
 class DataLoaderWithoutMainGuard(Rule):
     """## What it does
     Checks for scripts whose module-level code starts worker processes outside an
@@ -387,6 +391,8 @@ class DataLoaderWithoutMainGuard(Rule):
     )
 
     def check(self, ctx: Context) -> None:
+        if not any(word in ctx.source.text for word in _STARTERS):
+            return
         body = ctx.tree.body
         reachable = self._reachable_functions(ctx)
         reported: set[ast.stmt] = set()

@@ -651,6 +651,8 @@ def _functions_setting_epoch(ctx: Context) -> set[str]:
     """Names of the file's functions that call ``set_epoch`` (directly or through each other)."""
     sem = ctx.sem
     found: set[str] = set()
+    if not sem.calls_by_attr.get("set_epoch"):
+        return found
     changed = True
     while changed:
         changed = False

@@ -280,6 +280,8 @@ class TorchvisionPretrained(Rule):
     )
 
     def check(self, ctx: Context) -> None:
+        if "torchvision" not in ctx.source.text:
+            return
         for call in ctx.sem.calls:
             if not call.args and not call.keywords:
                 continue
