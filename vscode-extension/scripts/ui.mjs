@@ -75,7 +75,37 @@ async function installFlow(page) {
   const freshEnv = path.join(run, "fresh-env");
   execFileSync(PYTHON, ["-m", "venv", freshEnv], { stdio: "pipe" });
   const freshPython = path.join(freshEnv, "bin", "python");
-  const ws = makeWorkspace(path.join(run, "workspace-fresh"), { "torchdoctor.interpreter": freshPython });
+  await clickInstall(page, "workspace-fresh", freshPython);
+  const status = (await page.locator(".statusbar-item", { hasText: "torchdoctor" }).first().innerText()).trim();
+  check(`after "Install torchdoctor" diagnostics arrive from the new install ("${status}")`, status.includes("fresh-env"));
+}
+
+/**
+ * The system's Python, which refuses pip installs (PEP 668, as on Debian): "Install torchdoctor"
+ * creates an environment of the extension's own and the server runs from there. Skipped where
+ * the system Python is not marked externally managed (pip would then change the system).
+ */
+async function systemPythonFlow(page) {
+  const system = "/usr/bin/python3";
+  let managed;
+  try {
+    const marker = execFileSync(system, ["-c", "import os, sysconfig; print(os.path.join(sysconfig.get_path('stdlib'), 'EXTERNALLY-MANAGED'))"], { encoding: "utf8" }).trim();
+    managed = fs.existsSync(marker);
+  } catch {
+    managed = false;
+  }
+  if (!managed) {
+    checks.push(`skip - ${system} is not externally managed here`);
+    return;
+  }
+  await clickInstall(page, "workspace-system", system);
+  const status = (await page.locator(".statusbar-item", { hasText: "torchdoctor" }).first().innerText()).trim();
+  check(`an externally managed Python gets an environment of torchdoctor's own ("${status}")`, status.includes("python-env"));
+}
+
+/** Opens a workspace whose interpreter lacks torchdoctor, checks the one message, clicks Install. */
+async function clickInstall(page, name, python) {
+  const ws = makeWorkspace(path.join(run, name), { "torchdoctor.interpreter": python });
   await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(ws)}`);
   await page.waitForSelector(".monaco-workbench", { timeout: 60_000 });
   const row = page.locator(".explorer-folders-view .monaco-list-row", { hasText: "train.py" }).first();
@@ -83,14 +113,12 @@ async function installFlow(page) {
   await row.click();
   const toast = page.locator(".notification-toast", { hasText: "torchdoctor is not installed in" });
   await toast.first().waitFor({ timeout: 60_000 });
-  check("a message says torchdoctor is missing from the interpreter", (await toast.first().innerText()).includes(freshPython));
+  check(`a message says torchdoctor is missing from ${python}`, (await toast.first().innerText()).includes(python));
   await page.waitForTimeout(1000);
   check("the message is shown once", (await toast.count()) === 1);
   await toast.locator(".monaco-button", { hasText: "Install torchdoctor" }).first().click();
   const squiggle = page.locator(".squiggly-warning, .squiggly-error, .squiggly-info").first();
   await squiggle.waitFor({ state: "attached", timeout: 240_000 });
-  const status = (await page.locator(".statusbar-item", { hasText: "torchdoctor" }).first().innerText()).trim();
-  check(`after "Install torchdoctor" diagnostics arrive from the new install ("${status}")`, status.includes("fresh-env"));
 }
 
 let browser;
@@ -154,7 +182,10 @@ try {
   await page.screenshot({ path: shot });
   check(`screenshot saved (${Math.round(fs.statSync(shot).size / 1024)} KB)`, true);
 
-  if (process.env.TORCHDOCTOR_UI_SKIP_INSTALL !== "1") await installFlow(page);
+  if (process.env.TORCHDOCTOR_UI_SKIP_INSTALL !== "1") {
+    await installFlow(page);
+    await systemPythonFlow(page);
+  }
   exitCode = 0;
 } catch (err) {
   console.error(String(err?.stack ?? err));
