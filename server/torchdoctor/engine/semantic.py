@@ -256,6 +256,25 @@ def _child_fields(kind: type) -> tuple[str, ...]:
     return fields
 
 
+_NESTED_SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda})
+
+
+def _children(node: ast.AST) -> list[ast.AST]:
+    """The child nodes of ``node`` (operator and context singletons left out)."""
+    kind = type(node)
+    fields = _CHILD_FIELDS.get(kind)
+    if fields is None:
+        fields = _child_fields(kind)
+    out: list[ast.AST] = []
+    for name in fields:
+        value = getattr(node, name, None)
+        if type(value) is list:
+            out.extend(v for v in value if isinstance(v, ast.AST))
+        elif isinstance(value, ast.AST):
+            out.append(value)
+    return out
+
+
 def _pos(node: ast.AST) -> tuple[int, int]:
     return (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
 
@@ -283,6 +302,7 @@ class Semantic:
         self._qual_cache: dict[ast.AST, str | None] = {}
         # Facts derived by engine modules (training, data, graphs...), computed once per file.
         self.memo: dict[object, object] = {}
+        self._function_cache: dict[ast.AST, ast.FunctionDef | ast.AsyncFunctionDef | None] = {}
         self._kind_cache: dict[int, Kind | None] = {}
         self._evidence: dict[tuple[ast.AST, str], Kind] | None = None
         self._visit_module(tree)
@@ -517,12 +537,18 @@ class Semantic:
         raise ValueError("statement not found in its parent")
 
     def enclosing_function(self, node: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        cache = self._function_cache
+        if node in cache:
+            return cache[node]
+        found: ast.FunctionDef | ast.AsyncFunctionDef | None = None
         for anc in self.ancestors(node):
             if isinstance(anc, FUNCTION_NODES):
-                return anc
+                found = anc
+                break
             if isinstance(anc, ast.Lambda):
-                return None
-        return None
+                break
+        cache[node] = found
+        return found
 
     def enclosing_class(self, node: ast.AST) -> ast.ClassDef | None:
         for anc in self.ancestors(node):
@@ -544,6 +570,29 @@ class Semantic:
             if isinstance(anc, ast.If) and is_main_guard(anc) and child in anc.body:
                 return True
             child = anc
+        return False
+
+    def runs_as_script(self, node: ast.AST) -> bool:
+        """Whether the file runs ``node`` when executed as a script, rather than being a library
+        module: ``node`` at module level, an ``if __name__ == "__main__":`` block, or a
+        module-level call of a function the file defines."""
+        if self.at_module_level(node):
+            return True
+        local = {
+            stmt.name
+            for stmt in self.tree.body
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef)
+        }
+        for stmt in self.tree.body:
+            if is_main_guard(stmt):
+                return True
+            if (
+                isinstance(stmt, ast.Expr)
+                and isinstance(stmt.value, ast.Call)
+                and isinstance(stmt.value.func, ast.Name)
+                and stmt.value.func.id in local
+            ):
+                return True
         return False
 
     def runs_on_import(self, node: ast.AST) -> bool:
@@ -573,15 +622,14 @@ class Semantic:
 
     def walk(self, node: ast.AST, *, into_functions: bool = False) -> Iterator[ast.AST]:
         """Nodes under ``node`` (itself excluded), by default not entering nested defs/classes."""
-        stack = list(ast.iter_child_nodes(node))
+        stop = () if into_functions else _NESTED_SCOPES
+        stack = _children(node)
         while stack:
             child = stack.pop()
             yield child
-            if not into_functions and isinstance(
-                child, (*FUNCTION_NODES, ast.ClassDef, ast.Lambda)
-            ):
+            if type(child) in stop:
                 continue
-            stack.extend(ast.iter_child_nodes(child))
+            stack.extend(_children(child))
 
     def walk_body(
         self, stmts: Iterable[ast.stmt], *, into_functions: bool = False
@@ -593,6 +641,15 @@ class Semantic:
             yield from self.walk(stmt, into_functions=into_functions)
 
     def is_inside(self, node: ast.AST, container: ast.AST) -> bool:
+        """Whether ``node`` is a descendant of ``container``."""
+        if hasattr(node, "lineno") and getattr(container, "end_lineno", None) is not None:
+            # Descendants lie within their ancestor's span: rule most candidates out cheaply.
+            if not (
+                (container.lineno, container.col_offset)  # type: ignore[attr-defined]
+                <= (node.lineno, node.col_offset)  # type: ignore[attr-defined]
+                <= (container.end_lineno, container.end_col_offset)  # type: ignore[attr-defined]
+            ):
+                return False
         return any(anc is container for anc in self.ancestors(node))
 
     # ---------------------------------------------------------------- names ------------
@@ -667,6 +724,29 @@ class Semantic:
                 for call in self.calls_by_name.get(alias.asname, ()):
                     if alias.asname not in last_parts and self.qualname(call.func) in wanted:
                         yield call
+
+    def round_trip(self, call: ast.Call) -> bool:
+        """Whether a ``torch.save`` or ``torch.load`` call is half of a round trip: the same
+        function saves to a file or buffer and then loads it back, spelled alike (tests of
+        serialisation, per-process temporary files)."""
+        saves = list(self.calls_to("torch.save"))
+        if call in saves:
+            pairs = [(call, load) for load in self.calls_to("torch.load")]
+        else:
+            pairs = [(save, call) for save in saves]
+        scope = self.enclosing_function(call)
+        for save, load in pairs:
+            target, source = argument(save, "f", 1), argument(load, "f", 0)
+            if (
+                target is not None
+                and source is not None
+                and self.enclosing_function(save) is scope
+                and self.enclosing_function(load) is scope
+                and (save.lineno, save.col_offset) < (load.lineno, load.col_offset)
+                and ast.dump(target) == ast.dump(source)
+            ):
+                return True
+        return False
 
     def references_to(self, *qualnames: str) -> Iterator[ast.Name | ast.Attribute]:
         """Loads of a name or attribute that resolves to one of ``qualnames``."""

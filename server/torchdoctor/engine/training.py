@@ -548,19 +548,31 @@ def read_later(sem: Semantic, name: str, node: ast.AST) -> bool:
         return True  # a global or a closure variable: read where this function cannot see
     end = (getattr(node, "end_lineno", 0) or 0, getattr(node, "end_col_offset", 0) or 0)
     loops = [loop.node for loop in sem.enclosing_loops(node)]
-    for load in sem.names.get(name, ()):
-        if load is node or sem.is_inside(load, node):
+    for owner, loads in _loads_by_owner(sem, name).items():
+        if owner is not scope and not (scope is sem.tree or sem.is_inside(owner, scope)):
             continue
-        owner = sem.enclosing_function(load) or sem.tree
-        if owner is not scope:
-            if scope is sem.tree or sem.is_inside(owner, scope):
+        for load in loads:
+            if load is node or sem.is_inside(load, node):
+                continue
+            if owner is not scope:
                 return True
-            continue
-        if any(sem.is_inside(load, loop) for loop in loops):
-            return True
-        if _pos(load) > end and not _rebound_by_later_for(sem, name, load, end):
-            return True
+            if any(sem.is_inside(load, loop) for loop in loops):
+                return True
+            if _pos(load) > end and not _rebound_by_later_for(sem, name, load, end):
+                return True
     return False
+
+
+def _loads_by_owner(sem: Semantic, name: str) -> dict[ast.AST, list[ast.Name]]:
+    """Loads of ``name`` grouped by the function they run in (the module for top-level code)."""
+    key = ("loads-by-owner", name)
+    table = sem.memo.get(key)
+    if table is None:
+        table = {}
+        for load in sem.names.get(name, ()):
+            table.setdefault(sem.enclosing_function(load) or sem.tree, []).append(load)
+        sem.memo[key] = table
+    return table  # type: ignore[return-value]
 
 
 def _rebound_by_later_for(sem: Semantic, name: str, load: ast.AST, end: tuple[int, int]) -> bool:

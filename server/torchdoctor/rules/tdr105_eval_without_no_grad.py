@@ -222,6 +222,14 @@ class EvalWithoutNoGrad(Rule):
         "    def __init__(self):\n        super().__init__()\n"
         "        self.body = torch.nn.Linear(2, 2)\n"
         "    def predict(self, x):\n        return self.body(x)\n",
+        # A model whose base class the file cannot resolve (transformers' relative imports): its
+        # predict* helpers run inside forward, during training too.
+        "import torch\nfrom torch import nn\nfrom ...modeling_utils import PreTrainedModel\n"
+        "class Seg(PreTrainedModel):\n"
+        "    def __init__(self, config):\n        super().__init__(config)\n"
+        "        self.class_predictor = nn.Linear(8, 3)\n"
+        "    def forward(self, x):\n        return self.predict(x)\n"
+        "    def predict(self, logits):\n        return self.class_predictor(logits)\n",
         # A training loop that does not mention an evaluation loader.
         "import torch\nmodel = torch.nn.Linear(2, 2)\nfor x in train_loader:\n"
         "    loss = model(x).sum()\n    loss.backward()\n",
@@ -533,8 +541,21 @@ def _is_model(ctx: Context, expr: ast.expr) -> bool:
 
 def _trains(ctx: Context, stmts: list[ast.stmt], seen: set[ast.AST], depth: int = 0) -> bool:
     """Whether ``stmts`` (or local functions they call) compute gradients or manage grad mode."""
+    memo = ctx.sem.memo
+    for stmt in stmts:
+        key = ("tdr105-stmt-trains", stmt)
+        known = memo.get(key)
+        if known is None:
+            known = _statement_trains(ctx, stmt, seen, depth)
+            memo[key] = known
+        if known:
+            return True
+    return False
+
+
+def _statement_trains(ctx: Context, stmt: ast.stmt, seen: set[ast.AST], depth: int) -> bool:
     sem = ctx.sem
-    for node in sem.walk_body(stmts):
+    for node in sem.walk_body([stmt]):
         if isinstance(node, ast.Call):
             func = node.func
             qual = ctx.qualname(func)
@@ -558,7 +579,13 @@ def _trains(ctx: Context, stmts: list[ast.stmt], seen: set[ast.AST], depth: int 
             local = sem.local_function(func)
             if local is not None and local not in seen and depth < 6:
                 seen.add(local)
-                if _trains(ctx, list(local.body), seen, depth + 1):
+                key = ("tdr105-trains", local)
+                known = sem.memo.get(key)
+                if known is None:
+                    sem.memo[key] = False  # in progress: a recursive call adds nothing
+                    known = _trains(ctx, list(local.body), seen, depth + 1)
+                    sem.memo[key] = known
+                if known:
                     return True
         elif isinstance(node, ast.Assign):
             for target in node.targets:
@@ -633,12 +660,22 @@ def _skipped_place(ctx: Context, node: ast.AST) -> bool:
             bases = sem.class_bases(cls)
             if any(b.rsplit(".", 1)[-1] in ("TestCase", "LightningModule") for b in bases):
                 return True
-            if sem.class_kind(cls) is Kind.MODULE:
+            if sem.class_kind(cls) is Kind.MODULE or _defines_forward(cls):
                 return True
         if _called_without_grad(ctx, func):
             return True
         func = sem.enclosing_function(func)
     return False
+
+
+def _defines_forward(cls: ast.ClassDef) -> bool:
+    """A class with a ``forward`` method is a model whose base the file cannot resolve
+    (``class Net(PreTrainedModel)`` with a relative import): its ``predict*`` helpers are part of
+    the forward pass, and the caller decides the grad mode."""
+    return any(
+        isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and stmt.name == "forward"
+        for stmt in cls.body
+    )
 
 
 def _decorator_target(decorator: ast.expr) -> ast.expr:
