@@ -16,7 +16,8 @@ import {
   type ServerOptions as ClientServerOptions,
 } from "vscode-languageclient/node";
 import { resolveInterpreter, workspaceInterpreterSetting, type InterpreterSource, errorText } from "./interpreter";
-import { ACTION_TITLES, CrashTracker, crashedMessage, noInterpreterMessage, probeFailureMessage, type Action, type UserMessage } from "./messages";
+import { setTranslator, t } from "./l10n";
+import { actionTitle, CrashTracker, crashedMessage, noInterpreterMessage, probeFailureMessage, type Action, type UserMessage } from "./messages";
 import {
   classifyPipFailure,
   installTarget,
@@ -287,7 +288,7 @@ class Torchdoctor implements TorchdoctorApi {
       this.setState("error", errorText(err));
       this.showOnce(`startFailed:${python}`, {
         severity: "error",
-        text: `torchdoctor's language server failed to start with ${python}.`,
+        text: t("torchdoctor's language server failed to start with {0}.", python),
         actions: ["showOutput", "restart"],
       });
     }
@@ -373,7 +374,7 @@ class Torchdoctor implements TorchdoctorApi {
 
   private async show(message: UserMessage): Promise<void> {
     this.messages.push(message.text);
-    const titles = message.actions.map((a) => ACTION_TITLES[a]);
+    const titles = message.actions.map(actionTitle);
     const show =
       message.severity === "error"
         ? vscode.window.showErrorMessage
@@ -381,7 +382,7 @@ class Torchdoctor implements TorchdoctorApi {
           ? vscode.window.showWarningMessage
           : vscode.window.showInformationMessage;
     const picked = await show(message.text, ...titles);
-    const action = message.actions.find((a) => ACTION_TITLES[a] === picked);
+    const action = message.actions.find((a) => actionTitle(a) === picked);
     if (action !== undefined) await this.runAction(action);
   }
 
@@ -419,9 +420,9 @@ class Torchdoctor implements TorchdoctorApi {
     const log = (text: string): void => { this.output.append(text); };
 
     const ok = await vscode.window.withProgress(
-      { location: vscode.ProgressLocation.Notification, title: "Installing torchdoctor", cancellable: false },
+      { location: vscode.ProgressLocation.Notification, title: t("Installing torchdoctor"), cancellable: false },
       async (progress) => {
-        progress.report({ message: `into ${python}` });
+        progress.report({ message: t("into {0}", python) });
         this.output.info(`Running ${python} ${pipInstallArgs(target).join(" ")}`);
         const first = await run(python, pipInstallArgs(target), { cwd: this.processCwd, env: pythonEnv(), timeoutMs: 10 * 60_000, onOutput: log });
         if (first.code === 0) return true;
@@ -432,7 +433,7 @@ class Torchdoctor implements TorchdoctorApi {
         }
         // The system manages this Python (PEP 668) or it has no pip: use a private environment.
         const venvDir = vscode.Uri.joinPath(this.context.globalStorageUri, "python-env").fsPath;
-        progress.report({ message: "into an environment of its own" });
+        progress.report({ message: t("into an environment of its own") });
         fs.mkdirSync(this.context.globalStorageUri.fsPath, { recursive: true });
         this.output.info(`${python} does not allow installing packages; creating ${venvDir}.`);
         const venv = await run(python, ["-m", "venv", "--clear", venvDir], { cwd: this.processCwd, env: pythonEnv(), timeoutMs: 5 * 60_000, onOutput: log });
@@ -448,17 +449,17 @@ class Torchdoctor implements TorchdoctorApi {
       },
     );
     if (ok) {
-      void vscode.window.showInformationMessage("torchdoctor is installed; starting its server.");
+      void vscode.window.showInformationMessage(t("torchdoctor is installed; starting its server."));
       this.shownMessages.clear();
       await this.restart();
     } else {
       const picked = await vscode.window.showErrorMessage(
-        `Installing torchdoctor into ${python} failed. The output has pip's messages.`,
-        ACTION_TITLES.showOutput,
-        ACTION_TITLES.selectInterpreter,
+        t("Installing torchdoctor into {0} failed. The output has pip's messages.", python),
+        actionTitle("showOutput"),
+        actionTitle("selectInterpreter"),
       );
-      if (picked === ACTION_TITLES.showOutput) this.output.show();
-      else if (picked === ACTION_TITLES.selectInterpreter) await this.runAction("selectInterpreter");
+      if (picked === actionTitle("showOutput")) this.output.show();
+      else if (picked === actionTitle("selectInterpreter")) await this.runAction("selectInterpreter");
     }
   }
 
@@ -467,7 +468,7 @@ class Torchdoctor implements TorchdoctorApi {
     const client = this.client;
     if (editor === undefined) return false;
     if (client === undefined || client.state !== State.Running) {
-      void vscode.window.showWarningMessage("torchdoctor's server is not running.");
+      void vscode.window.showWarningMessage(t("torchdoctor's server is not running."));
       return false;
     }
     const document = editor.document;
@@ -483,7 +484,7 @@ class Torchdoctor implements TorchdoctorApi {
       (a): a is vscode.CodeAction => a instanceof Object && "kind" in a && a.kind !== undefined && FIX_ALL_KIND.contains(a.kind),
     );
     if (fixAll === undefined) {
-      void vscode.window.setStatusBarMessage("torchdoctor: nothing to fix", 3000);
+      void vscode.window.setStatusBarMessage(t("torchdoctor: nothing to fix"), 3000);
       return false;
     }
     let applied = true;
@@ -519,8 +520,8 @@ class Torchdoctor implements TorchdoctorApi {
       } else {
         const items = [...candidates.values()].map((c) => ({ label: c.value, code: c }));
         const chosen = await vscode.window.showQuickPick(
-          [...items, { label: "All rules", code: { value: "" } }],
-          { placeHolder: "Open the documentation of which rule?" },
+          [...items, { label: t("All rules"), code: { value: "" } }],
+          { placeHolder: t("Open the documentation of which rule?") },
         );
         pick = chosen?.code;
       }
@@ -539,6 +540,7 @@ class Torchdoctor implements TorchdoctorApi {
 let instance: Torchdoctor | undefined;
 
 export async function activate(context: vscode.ExtensionContext): Promise<TorchdoctorApi> {
+  setTranslator((template, ...args) => vscode.l10n.t(template, ...args));
   const td = new Torchdoctor(context);
   instance = td;
   let hadPython = isPythonExtensionInstalled();

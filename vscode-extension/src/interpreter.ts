@@ -9,6 +9,7 @@
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import { t } from "./l10n";
 
 export type InterpreterSource = "setting" | "pythonExtension" | "path";
 
@@ -51,11 +52,11 @@ export type Resolution = Resolved | NotResolved;
 export function describeSource(source: InterpreterSource): string {
   switch (source) {
     case "setting":
-      return "the torchdoctor.interpreter setting";
+      return t("the torchdoctor.interpreter setting");
     case "pythonExtension":
-      return "the Python extension's selected environment";
+      return t("the Python extension's selected environment");
     case "path":
-      return "PATH";
+      return t("PATH");
   }
 }
 
@@ -134,10 +135,15 @@ export async function resolveInterpreter(input: ResolveInput): Promise<Resolutio
   } else {
     if (workspaceValue !== undefined) {
       untrustedNotice =
-        `This workspace is not trusted, so torchdoctor does not run the interpreter "${workspaceValue}" ` +
-        "from its settings" +
-        (userValue !== undefined ? "; it uses your user-level torchdoctor.interpreter instead." : "; it uses the Python on PATH instead.") +
-        " Trust the workspace to use it.";
+        userValue !== undefined
+          ? t(
+              'This workspace is not trusted, so torchdoctor does not run the interpreter "{0}" from its settings; it uses your user-level torchdoctor.interpreter instead. Trust the workspace to use it.',
+              workspaceValue,
+            )
+          : t(
+              'This workspace is not trusted, so torchdoctor does not run the interpreter "{0}" from its settings; it uses the Python on PATH instead. Trust the workspace to use it.',
+              workspaceValue,
+            );
       notes.push(untrustedNotice);
     }
     configured = userValue;
@@ -153,9 +159,10 @@ export async function resolveInterpreter(input: ResolveInput): Promise<Resolutio
       command = found;
     }
     if (!input.trusted && isInside(command, input.workspaceFolders)) {
-      untrustedNotice =
-        `This workspace is not trusted, so torchdoctor does not run "${command}", which lies inside it. ` +
-        "Trust the workspace to use it.";
+      untrustedNotice = t(
+        'This workspace is not trusted, so torchdoctor does not run "{0}", which lies inside it. Trust the workspace to use it.',
+        command,
+      );
       notes.push(untrustedNotice);
     } else {
       return { ok: true, command, source: "setting", notes, ...(untrustedNotice !== undefined ? { untrustedNotice } : {}) };

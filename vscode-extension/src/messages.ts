@@ -2,6 +2,7 @@
  * What the user is told when the server cannot start, and which actions the message offers.
  * No `vscode` import.
  */
+import { t } from "./l10n";
 import type { ProbeFailureKind } from "./python";
 
 export type Action = "install" | "selectInterpreter" | "showOutput" | "openSettings" | "restart";
@@ -14,6 +15,11 @@ export const ACTION_TITLES: Record<Action, string> = {
   restart: "Restart Server",
 };
 
+/** An action's button title, in the user's language. */
+export function actionTitle(action: Action): string {
+  return t(ACTION_TITLES[action]);
+}
+
 export interface UserMessage {
   severity: "error" | "warning" | "info";
   text: string;
@@ -25,43 +31,43 @@ export function probeFailureMessage(kind: ProbeFailureKind, python: string, deta
     case "notInstalled":
       return {
         severity: "warning",
-        text: `torchdoctor is not installed in ${python}. Install it there to get PyTorch diagnostics?`,
+        text: t("torchdoctor is not installed in {0}. Install it there to get PyTorch diagnostics?", python),
         actions: ["install", "selectInterpreter"],
       };
     case "serverMissing":
       return {
         severity: "warning",
-        text: `The torchdoctor in ${python} cannot run its language server (${detail}). Reinstall it there?`,
+        text: t("The torchdoctor in {0} cannot run its language server ({1}). Reinstall it there?", python, detail),
         actions: ["install", "selectInterpreter", "showOutput"],
       };
     case "pythonTooOld":
       return {
         severity: "error",
-        text: `torchdoctor needs Python 3.10 or newer, but ${python} is ${detail}. Choose a newer interpreter.`,
+        text: t("torchdoctor needs Python 3.10 or newer, but {0} is {1}. Choose a newer interpreter.", python, detail),
         actions: ["selectInterpreter", "openSettings"],
       };
     case "notFound":
       return {
         severity: "error",
-        text: `torchdoctor cannot find the Python interpreter ${python}. Check torchdoctor.interpreter or choose another interpreter.`,
+        text: t("torchdoctor cannot find the Python interpreter {0}. Check torchdoctor.interpreter or choose another interpreter.", python),
         actions: ["selectInterpreter", "openSettings"],
       };
     case "notExecutable":
       return {
         severity: "error",
-        text: `torchdoctor cannot run ${python}: permission denied. Choose another interpreter.`,
+        text: t("torchdoctor cannot run {0}: permission denied. Choose another interpreter.", python),
         actions: ["selectInterpreter", "openSettings"],
       };
     case "timeout":
       return {
         severity: "error",
-        text: `${python} did not answer in time, so torchdoctor's server was not started.`,
+        text: t("{0} did not answer in time, so torchdoctor's server was not started.", python),
         actions: ["restart", "showOutput"],
       };
     case "notPython":
       return {
         severity: "error",
-        text: `${python} does not look like a working Python interpreter. Choose another one.`,
+        text: t("{0} does not look like a working Python interpreter. Choose another one.", python),
         actions: ["selectInterpreter", "showOutput"],
       };
   }
@@ -70,7 +76,7 @@ export function probeFailureMessage(kind: ProbeFailureKind, python: string, deta
 export function noInterpreterMessage(): UserMessage {
   return {
     severity: "error",
-    text: "torchdoctor found no Python interpreter. Install Python 3.10+ or set torchdoctor.interpreter.",
+    text: t("torchdoctor found no Python interpreter. Install Python 3.10+ or set torchdoctor.interpreter."),
     actions: ["openSettings", "showOutput"],
   };
 }
@@ -78,7 +84,7 @@ export function noInterpreterMessage(): UserMessage {
 export function crashedMessage(): UserMessage {
   return {
     severity: "error",
-    text: "torchdoctor's language server stopped repeatedly and will not be restarted automatically.",
+    text: t("torchdoctor's language server stopped repeatedly and will not be restarted automatically."),
     actions: ["showOutput", "restart"],
   };
 }

@@ -1,6 +1,7 @@
 /** The status bar item's text and tooltip, computed without `vscode`. */
 import * as path from "node:path";
 import { describeSource, type InterpreterSource } from "./interpreter";
+import { t } from "./l10n";
 
 export type ServerState = "starting" | "running" | "stopped" | "disabled" | "notInstalled" | "error";
 
@@ -29,7 +30,8 @@ const ICONS: Record<ServerState, string> = {
   error: "$(error)",
 };
 
-const STATE_WORDS: Record<ServerState, string> = {
+/** State names, as templates for `t`. */
+export const STATE_WORDS: Record<ServerState, string> = {
   starting: "starting",
   running: "running",
   stopped: "stopped",
@@ -53,13 +55,17 @@ export function interpreterLabel(python: string | undefined, version?: readonly 
 export function statusView(input: StatusInput): StatusView {
   const label = interpreterLabel(input.python, input.pythonVersion, input.isVenv ?? false);
   const text = `${ICONS[input.state]} torchdoctor` + (input.python !== undefined ? ` · ${label}` : "");
-  const lines = [`torchdoctor: ${STATE_WORDS[input.state]}`];
+  const lines = [`torchdoctor: ${t(STATE_WORDS[input.state])}`];
   if (input.python !== undefined) {
-    lines.push(`Interpreter: ${input.python}` + (input.source !== undefined ? ` (from ${describeSource(input.source)})` : ""));
+    lines.push(
+      input.source !== undefined
+        ? t("Interpreter: {0} (from {1})", input.python, describeSource(input.source))
+        : t("Interpreter: {0}", input.python),
+    );
   }
   if (input.torchdoctorVersion) lines.push(`torchdoctor ${input.torchdoctorVersion}`);
   if (input.detail) lines.push(input.detail);
-  lines.push("Click to show the output.");
+  lines.push(t("Click to show the output."));
   const severity = input.state === "error" ? "error" : input.state === "notInstalled" ? "warning" : "ok";
   return { text, tooltip: lines.join("\n"), severity };
 }
