@@ -41,7 +41,7 @@ class Attention(nn.Module):
         q, k, v = qkv.permute(2, 0, 3, 1, 4)
         attn = (q @ k.transpose(-2, -1)) * self.scale
         attn = attn.softmax(dim=-1)
-        out = (attn @ v).transpose(1, 2).view(b, n, c)
+        out = (attn @ v).permute(0, 2, 1, 3).view(b, n, c)
         return self.proj(out)
 
 

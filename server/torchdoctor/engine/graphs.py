@@ -295,7 +295,7 @@ def written_inputs(sem: Semantic, call: ast.Call) -> bool:
             return False
         args = binding.value
     if isinstance(args, ast.Tuple | ast.List):
-        return True
+        return bool(args.elts)  # ``args=()``: the inputs are all in ``kwargs=``
     return isinstance(args, ast.Call) and (sem.qualname(args.func) or "").startswith("torch.")
 
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+import itertools
 
 from ..engine import fixes
 from ..engine.context import Context
@@ -23,7 +24,11 @@ class ViewOnTransposed(Rule):
     """## What it does
     Checks for `.view(...)` called on the result of `.t()`, `.T`, `.mT`, `.transpose()`,
     `.permute()`, `.swapaxes()`, `.swapdims()`, `.movedim()` or `.expand()`, directly or through
-    a local name assigned from one of them.
+    a local name assigned from one of them, when the new shape has too few dimensions to keep
+    the reordered dimensions apart: the view has to merge two dimensions that are no longer
+    neighbours in memory. Views that only split dimensions, or that merge dimensions the
+    transposition left in order (`x.permute(0, 2, 3, 1).view(n, -1, c)`), work and are not
+    reported; neither are shapes whose length the code does not show (`.view(*size)`).
 
     ## Why is this bad?
     These operations return a tensor that shares memory with its input but walks it with
@@ -71,7 +76,10 @@ class ViewOnTransposed(Rule):
 
     zh = """## 功能
     检查在 `.t()`、`.T`、`.mT`、`.transpose()`、`.permute()`、`.swapaxes()`、`.swapdims()`、
-    `.movedim()` 或 `.expand()` 的结果上（直接调用，或通过由它们赋值的局部变量）调用 `.view(...)`。
+    `.movedim()` 或 `.expand()` 的结果上（直接调用，或通过由它们赋值的局部变量）调用 `.view(...)`，
+    且新形状的维数太少、必须合并在内存中已不相邻的两个维度。只拆分维度、或只合并转置后仍保持顺序的维度
+    （`x.permute(0, 2, 3, 1).view(n, -1, c)`）的视图可以成功，不报告；代码中看不出维数的形状
+    （`.view(*size)`）也不报告。
 
     ## 为什么不好？
     这些操作返回的张量与输入共享内存，但步长（stride）不同，因此通常不是连续的。`.view()` 从不拷贝：
@@ -152,6 +160,18 @@ class ViewOnTransposed(Rule):
         "import torch\ny = torch.randn(3, 4).t()\ndef f(y):\n    return y.view(-1)",
         # The transpose comes after the view.
         "import torch\nx = torch.randn(3, 4)\nz = x.view(-1)\ny = x.t()",
+        # Views that split dimensions, or merge dimensions the permutation kept in order: they
+        # work (found in transformers, timm).
+        "import torch\ndef f(x, b, c, h, w):\n    return x.permute(1, 2, 0).view(b, c, h, w)",
+        "import torch\ndef f(x, dim):\n    return x.permute(0, 2, 3, 1).view(1, -1, dim)",
+        "import torch\ndef f(x, b, c, h, w):\n    return x.transpose(1, 2).view(b, c, h, w)",
+        "import torch\ndef f(t, n, s):\n    return t.permute(1, 0).view(1, n, s, s)",
+        "import torch\ndef f(w, k):\n    return w.T.view(4, -1, k)",
+        "import torch\ndef f(x):\n    return x.permute(2, 0, 1).view(4, 6)",
+        # The number of dimensions is not written out.
+        "import torch\ndef f(x, b, c, size):\n    return x.transpose(1, 2).view(b, c, *size)",
+        "import torch\ndef f(x, shape):\n    return x.transpose(1, 2).view(shape)",
+        "import torch\ndef f(x, dims):\n    return x.permute(*dims).view(-1)",
         # A file that does not import torch.
         "import mylib\ny = mylib.torch_like().t().view(-1)",
         Valid(
@@ -169,8 +189,8 @@ class ViewOnTransposed(Rule):
             fixed="import torch\ndef f(x):\n    return x.transpose(1, 2).reshape(x.size(0), -1)",
         ),
         Invalid(
-            "import torch as T\nx = T.zeros(2, 3, 4)\ny = x.permute(2, 0, 1).view(4, 6)",
-            fixed="import torch as T\nx = T.zeros(2, 3, 4)\ny = x.permute(2, 0, 1).reshape(4, 6)",
+            "import torch as T\nx = T.zeros(2, 3, 4)\ny = x.permute(2, 0, 1).view(-1)",
+            fixed="import torch as T\nx = T.zeros(2, 3, 4)\ny = x.permute(2, 0, 1).reshape(-1)",
         ),
         Invalid(
             "import torch\nx = torch.zeros(2, 3)\ny = x.T.view(6)",
@@ -179,6 +199,14 @@ class ViewOnTransposed(Rule):
         Invalid(
             "import torch\ndef f(x):\n    return x.mT.view(-1)",
             fixed="import torch\ndef f(x):\n    return x.mT.reshape(-1)",
+        ),
+        Invalid(
+            "import torch\ndef f(x):\n    return x.permute([0, 2, 1]).view((x.size(0), -1))",
+            fixed="import torch\ndef f(x):\n    return x.permute([0, 2, 1]).reshape((x.size(0), -1))",
+        ),
+        Invalid(
+            "import torch\ndef f(q):\n    return q.transpose(-2, -1).view(-1)",
+            fixed="import torch\ndef f(q):\n    return q.transpose(-2, -1).reshape(-1)",
         ),
         Invalid(
             "import torch\ndef f(x):\n    y = x.swapaxes(0, 1)\n    return y.view(-1)",
@@ -213,7 +241,7 @@ class ViewOnTransposed(Rule):
             if not call.args or call.keywords or _reinterprets_dtype(ctx, call):
                 continue
             source = self._strided_source(ctx, func.value)
-            if source is None:
+            if source is None or not _merges_across(source, call):
                 continue
             method = _method_name(source)
             if ("view" in user_methods or method in user_methods) and not _rooted_in_torch(
@@ -281,6 +309,76 @@ def _is_strided(ctx: Context, expr: ast.expr) -> bool:
             and not _keeps_order(expr, 0)
         )
     return False
+
+
+def _merges_across(source: ast.expr, view: ast.Call) -> bool:
+    """Whether ``view`` asks for no more dimensions than there are places where neighbouring
+    dimensions of the transposed tensor are not neighbours in memory: then it must merge across
+    one of them, which fails (for sizes above 1). Views that may only split, or merge runs the
+    transposition kept in order, can work."""
+    rank = _view_rank(view)
+    breaks = _breaks(source)
+    return rank is not None and breaks is not None and rank <= breaks
+
+
+def _view_rank(call: ast.Call) -> int | None:
+    """The number of dimensions ``.view(...)`` asks for, when the call writes them out."""
+    args: list[ast.expr] = list(call.args)
+    if len(args) == 1 and isinstance(args[0], ast.Tuple | ast.List):
+        args = list(args[0].elts)
+    elif len(args) == 1 and not isinstance(args[0], ast.Constant | ast.UnaryOp | ast.BinOp):
+        return None  # ``view(shape)``: a name may hold a whole shape
+    if any(isinstance(a, ast.Starred) for a in args):
+        return None
+    return len(args)
+
+
+def _int_args(args: list[ast.expr]) -> list[int] | None:
+    if len(args) == 1 and isinstance(args[0], ast.Tuple | ast.List):
+        args = list(args[0].elts)
+    out: list[int] = []
+    for arg in args:
+        if isinstance(arg, ast.UnaryOp) and isinstance(arg.op, ast.USub):
+            inner = _int_args([arg.operand])
+            if inner is None:
+                return None
+            out.append(-inner[0])
+        elif isinstance(arg, ast.Constant) and type(arg.value) is int:
+            out.append(arg.value)
+        else:
+            return None
+    return out
+
+
+def _breaks(source: ast.expr) -> int | None:
+    """A lower bound of the places where neighbouring dimensions of the transposed tensor are
+    not neighbours in memory (the input taken as contiguous); None when the code does not say."""
+    name = _method_name(source)
+    if isinstance(source, ast.Attribute) or name in ("t", "expand"):
+        return 1  # ``.T``/``.mT``/``.t()`` swap two dimensions; ``expand`` adds stride-0 ones
+    assert isinstance(source, ast.Call)
+    skip = 0 if isinstance(source.func, ast.Attribute) and name in _STRIDED_METHODS else 1
+    dims = _int_args(source.args[skip:])
+    if dims is None or source.keywords:
+        return None
+    if name == "permute":
+        n = len(dims)
+        if n == 0 or sorted(d % n for d in dims) != list(range(n)):
+            return None
+        order = [d % n for d in dims]
+    elif len(dims) == 2 and (min(dims) >= 0 or max(dims) < 0):
+        # Only the dimensions up to the larger one (or from the smaller negative one) are known.
+        n = max(dims) + 1 if min(dims) >= 0 else -min(dims)
+        a, b = (d % n for d in dims)
+        order = list(range(n))
+        if name == "movedim":
+            order.remove(a)
+            order.insert(b, a)
+        else:
+            order[a], order[b] = b, a
+    else:
+        return None
+    return sum(1 for x, y in itertools.pairwise(order) if y != x + 1)
 
 
 def _keeps_order(call: ast.Call, skip: int) -> bool:

@@ -14,7 +14,8 @@ class RetainGraphInLoop(Rule):
     """## What it does
     Checks for `.backward(retain_graph=True)` (or `torch.autograd.grad/backward(...,
     retain_graph=True)`) inside a training loop when it is the last backward pass of the
-    iteration.
+    iteration. A loop that backpropagates the same graph again and again (the loss is built
+    before the loop and not reassigned in it) needs `retain_graph=True` and is not reported.
 
     ## Why is this bad?
     `retain_graph=True` keeps the whole autograd graph — every saved activation — alive after
@@ -55,7 +56,8 @@ class RetainGraphInLoop(Rule):
 
     zh = """## 功能
     检查训练循环中作为本次迭代最后一次反向传播的 `.backward(retain_graph=True)`（或
-    `torch.autograd.grad/backward(..., retain_graph=True)`）。
+    `torch.autograd.grad/backward(..., retain_graph=True)`）。循环中反复对同一张图做反向传播（损失在循环之前
+    构建、循环中不再赋值）时需要 `retain_graph=True`，不报告。
 
     ## 为什么不好？
     `retain_graph=True` 会在反向传播之后继续保留整张自动求导图以及其中保存的所有激活值。只有当同一次迭代中还要
@@ -104,6 +106,12 @@ class RetainGraphInLoop(Rule):
         # Outside a loop.
         "import torch\nloss.backward(retain_graph=True)",
         "import torch\nfor x in loader:\n    loss.backward(retain_graph=False)",
+        # One graph, built before the loop, backpropagated many times (torch's autograd tests).
+        "import torch\ndef f(model, x):\n    loss = model(x).sum()\n    for _ in range(10):\n"
+        "        loss.backward(retain_graph=True)\n",
+        "import torch\nimport torch.distributed.autograd as dist_autograd\n"
+        "def f(context_id, t):\n    loss = (t * 2).sum()\n    for _ in range(100):\n"
+        "        dist_autograd.backward(context_id, [loss], retain_graph=True)\n",
     )
     INVALID = (
         Invalid(
@@ -128,6 +136,8 @@ class RetainGraphInLoop(Rule):
             loop = sem.repeating_loop(call)
             if loop is None or self._later_backward(ctx, loop.node, call):
                 continue
+            if _graph_built_before(ctx, loop.node, call):
+                continue
             ctx.report(
                 keyword(call, "retain_graph") or call,
                 Text(
@@ -149,3 +159,25 @@ class RetainGraphInLoop(Rule):
             if (node.lineno, node.col_offset) > here:
                 return True
         return False
+
+
+def _graph_built_before(ctx: Context, loop: ast.AST, call: ast.Call) -> bool:
+    """The differentiated tensors are names bound before the loop and never reassigned in it:
+    the loop backpropagates one graph many times, which needs ``retain_graph=True``."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and ctx.qualname(func) is None:
+        exprs = [func.value]  # loss.backward(...)
+    else:
+        exprs = list(call.args)  # torch.autograd.backward(loss, ...), dist_autograd.backward(...)
+    names = [n for e in exprs for n in ast.walk(e) if isinstance(n, ast.Name)]
+    if not names:
+        return False
+    stored = {
+        n.id for n in ctx.sem.walk(loop) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
+    start = (getattr(loop, "lineno", 0), getattr(loop, "col_offset", 0))
+    for name in names:
+        binding = ctx.sem.lookup(name.id, name)
+        if name.id in stored or binding is None or binding.pos >= start:
+            return False
+    return True

@@ -44,7 +44,9 @@ class PreferInferenceMode(Rule):
     or `torch.enable_grad()`, and nothing it computes is kept after it — no name assigned in it
     is read later (except plain numbers such as `loss.item()`), nothing is stored into an
     attribute, a subscript or an outer container, nothing is returned or yielded from it, and
-    no module is converted in it.
+    no module is converted in it. Blocks that export or trace a model (`torch.onnx.export`,
+    `torch.jit.trace`...) are left alone: the TorchScript-based ONNX exporter fails under
+    inference mode.
 
     ## Why is this bad?
     `torch.inference_mode()` is `no_grad()` plus less bookkeeping: tensors created in it skip
@@ -94,7 +96,8 @@ class PreferInferenceMode(Rule):
     对于结果无法进入自动求导的 `with torch.no_grad():` 代码块，建议使用 `torch.inference_mode()`：代码块中
     没有 `.backward()`、`.requires_grad_()`、`requires_grad=True` 或 `torch.enable_grad()`，并且它计算的东西
     在块结束后都不会被保留——块内赋值的名字之后不再被读取（`loss.item()` 这类普通数值除外），没有存入属性、
-    下标或外部容器，没有从块内返回或 yield，也没有在其中转换模块。
+    下标或外部容器，没有从块内返回或 yield，也没有在其中转换模块。导出或追踪模型的块（`torch.onnx.export`、`torch.jit.trace` 等）不报告：
+    基于 TorchScript 的 ONNX 导出器在推理模式下会失败。
 
     ## 为什么不好？
     `torch.inference_mode()` 相当于 `no_grad()` 再减少一些记录工作：在其中创建的张量不做视图跟踪和版本计数，
@@ -142,6 +145,11 @@ class PreferInferenceMode(Rule):
     fix_safety = Applicability.UNSAFE
 
     VALID = (
+        # Exports and traces (the TorchScript-based ONNX exporter fails under inference mode).
+        "import torch\nmodel = torch.nn.Linear(2, 2)\nwith torch.no_grad():\n"
+        "    torch.onnx.export(model, torch.randn(1, 2), 'model.onnx')\n",
+        "import torch\nfrom torch import onnx\ndef export(model, x):\n    with torch.no_grad():\n"
+        "        onnx.export(model, x, 'model.onnx', do_constant_folding=True)\n",
         # A result is used after the block (a target for a loss).
         "import torch\nimport torch.nn.functional as F\n"
         "for x, y in loader:\n"
@@ -305,6 +313,8 @@ def _call_keeps(ctx: Context, call: ast.Call, with_: ast.AST) -> bool:
     qual = ctx.qualname(func)
     if qual in _AUTOGRAD_CALLS or qual == "torch.nn.Parameter":
         return True
+    if qual is not None and qual.startswith(("torch.onnx.", "torch.jit.")):
+        return True  # the TorchScript-based ONNX exporter fails under inference mode
     requires = keyword(call, "requires_grad")
     if requires is not None and not (
         isinstance(requires.value, ast.Constant) and requires.value.value is False

@@ -130,6 +130,9 @@ class ExportWithoutDynamicShapes(Rule):
     fix_safety = Applicability.UNSAFE
 
     VALID = (
+        # All inputs in kwargs= from the caller, after `args=()` (transformers' ONNX exporter).
+        "import copy\nimport torch\ndef export(ep, sample_inputs):\n"
+        "    return torch.onnx.export(ep, args=(), kwargs=copy.deepcopy(dict(sample_inputs)))\n",
         "import torch\nbatch = torch.export.Dim('batch')\n"
         "ep = torch.export.export(model, (x,), dynamic_shapes=({0: batch},))\n",
         # Fixed shapes stated on purpose.

@@ -149,6 +149,11 @@ class DeprecatedCudaAmp(Rule):
     tags = ("deprecated",)
 
     VALID = (
+        # Code that recognises the old objects to handle callers still using them (torch._dynamo).
+        "import torch\ndef f(func):\n"
+        "    if func in [torch.amp.autocast, torch.cuda.amp.autocast, torch.cpu.amp.autocast]:\n"
+        "        return 'cuda' if func is torch.cuda.amp.autocast else 'cpu'\n",
+        "import torch\ndef f(func):\n    return func == torch.cuda.amp.GradScaler\n",
         "import torch\nscaler = torch.amp.GradScaler('cuda')\n"
         "with torch.amp.autocast('cuda', dtype=torch.bfloat16):\n    y = model(x)\n",
         "import torch\nwith torch.autocast(device_type='cuda'):\n    y = model(x)\n",
@@ -295,7 +300,7 @@ class DeprecatedCudaAmp(Rule):
         imports: dict[ast.ImportFrom, None] = {}
         seen: set[int] = set()
         for ref in sem.references_to(*OLD):
-            if id(ref) in seen or _in_fallback(sem, ref):
+            if id(ref) in seen or _in_fallback(sem, ref) or _recognised_only(sem, ref):
                 continue
             seen.add(id(ref))
             if isinstance(ref, ast.Name):
@@ -465,6 +470,20 @@ def _in_annotation(sem: Semantic, node: ast.AST) -> bool:
             return False
         child = anc
     return False
+
+
+def _recognised_only(sem: Semantic, node: ast.AST) -> bool:
+    """``func is torch.cuda.amp.autocast`` or ``func in [torch.cuda.amp.autocast, ...]``: code that
+    recognises the old object (to handle callers that still use it) without using it."""
+    parent = sem.parent(node)
+    if isinstance(parent, ast.List | ast.Tuple | ast.Set):
+        parent = sem.parent(parent)
+        return isinstance(parent, ast.Compare) and all(
+            isinstance(op, ast.In | ast.NotIn) for op in parent.ops
+        )
+    return isinstance(parent, ast.Compare) and all(
+        isinstance(op, ast.Is | ast.IsNot | ast.Eq | ast.NotEq) for op in parent.ops
+    )
 
 
 def _in_fallback(sem: Semantic, node: ast.AST) -> bool:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import ast
+
 from ..engine.context import Context
 from ..engine.model import Severity, Text
 from .base import Invalid, Rule
@@ -7,7 +9,10 @@ from .base import Invalid, Rule
 
 class EmptyCacheInLoop(Rule):
     """## What it does
-    Checks for `torch.cuda.empty_cache()` inside a training or evaluation loop.
+    Checks for `torch.cuda.empty_cache()` inside a training or evaluation loop. Not reported:
+    a call followed by `break` (it runs once), and a `while` loop that retries after an
+    exception (the out-of-memory back-off of timm's `benchmark.py`: halve the batch size, free
+    the cache, try again).
 
     ## Why is this bad?
     PyTorch's caching allocator keeps freed GPU blocks so the next iteration can reuse them
@@ -47,7 +52,8 @@ class EmptyCacheInLoop(Rule):
     """
 
     zh = """## 功能
-    检查训练或评估循环中的 `torch.cuda.empty_cache()`。
+    检查训练或评估循环中的 `torch.cuda.empty_cache()`。以下情况不报告：调用之后紧跟 `break`（只运行一次）；
+    捕获异常后重试的 `while` 循环（timm 的 `benchmark.py` 中的显存不足回退：减半批大小、清空缓存、再试）。
 
     ## 为什么不好？
     PyTorch 的缓存分配器会保留已释放的显存块，让下一次迭代无需再向驱动申请即可复用。`empty_cache()`
@@ -87,6 +93,14 @@ class EmptyCacheInLoop(Rule):
     severity = Severity.WARNING
 
     VALID = (
+        # An out-of-memory back-off: each retry frees the cache once.
+        "import torch\ndef run(batch_size):\n    while batch_size:\n        try:\n"
+        "            torch.cuda.empty_cache()\n            return bench(batch_size)\n"
+        "        except RuntimeError:\n            batch_size //= 2\n",
+        # Runs once: the loop ends right after.
+        "import torch\nfor i in range(torch.cuda.device_count()):\n"
+        "    if torch.cuda.memory_allocated(i) > 0:\n        torch.cuda.empty_cache()\n"
+        "        break\n",
         "import torch\nfor x in loader:\n    step(x)\ntorch.cuda.empty_cache()",
         # Once per model of a benchmark sweep.
         "import torch\nfor name in ['a', 'b']:\n    run(name)\n    torch.cuda.empty_cache()",
@@ -108,7 +122,8 @@ class EmptyCacheInLoop(Rule):
 
     def check(self, ctx: Context) -> None:
         for call in ctx.sem.calls_to("torch.cuda.empty_cache"):
-            if ctx.sem.repeating_loop(call) is None:
+            loop = ctx.sem.repeating_loop(call)
+            if loop is None or _runs_once(ctx, call) or _retry_loop(loop.node):
                 continue
             ctx.report(
                 call,
@@ -119,3 +134,17 @@ class EmptyCacheInLoop(Rule):
                     "且并不会为本进程腾出显存",
                 ),
             )
+
+
+def _runs_once(ctx: Context, call: ast.Call) -> bool:
+    """``torch.cuda.empty_cache()`` followed by ``break`` in the same block."""
+    stmt = ctx.sem.statement_of(call)
+    block, index = ctx.sem.block_of(stmt)
+    return any(isinstance(s, ast.Break) for s in block[index + 1 :])
+
+
+def _retry_loop(loop: ast.AST) -> bool:
+    """A ``while`` loop that catches an exception and tries again."""
+    return isinstance(loop, ast.While) and any(
+        isinstance(node, ast.Try) and node.handlers for node in ast.walk(loop)
+    )

@@ -1,13 +1,17 @@
 from __future__ import annotations
 
+import os
+
 from ..engine.context import Context
 from ..engine.model import Severity, Text
-from .base import Invalid, Rule
+from .base import Invalid, Rule, Valid
 
 
 class DataParallel(Rule):
     """## What it does
-    Checks for `nn.DataParallel(...)` (also spelled `torch.nn.parallel.DataParallel`).
+    Checks for `nn.DataParallel(...)` (also spelled `torch.nn.parallel.DataParallel`), except
+    in tests (`unittest.TestCase` classes, `test_*.py` files), which wrap models in it on
+    purpose to check that checkpoints and wrappers still work with it.
 
     ## Why is this bad?
     `DataParallel` runs one Python process that scatters each batch to the GPUs, replicates the
@@ -45,7 +49,8 @@ class DataParallel(Rule):
     """
 
     zh = """## 功能
-    检查 `nn.DataParallel(...)`（也写作 `torch.nn.parallel.DataParallel`）。
+    检查 `nn.DataParallel(...)`（也写作 `torch.nn.parallel.DataParallel`），测试代码除外（`unittest.TestCase`
+    类、`test_*.py` 文件）：测试会有意用它包装模型，以检查检查点和包装器仍然兼容。
 
     ## 为什么不好？
     `DataParallel` 在单个 Python 进程中把每个 batch 分发到各 GPU，每次前向都复制一遍模型，并在 0 号卡上汇总
@@ -85,6 +90,14 @@ class DataParallel(Rule):
 
     VALID = (
         "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(model)",
+        # Tests that check code still handles a DataParallel-wrapped model.
+        "import unittest\nimport torch\nfrom torch import nn\n"
+        "class TestCheckpointer(unittest.TestCase):\n"
+        "    def test_wrapped(self):\n        m = nn.DataParallel(nn.Linear(2, 2))\n",
+        Valid(
+            "import torch\ndef test_load():\n    m = torch.nn.DataParallel(model)\n",
+            filename="test_checkpoint.py",
+        ),
         # A user class of the same name.
         "import torch\nclass DataParallel:\n    pass\nm = DataParallel()",
         "import torch\nfrom mylib import DataParallel\nm = DataParallel(model)",
@@ -99,7 +112,15 @@ class DataParallel(Rule):
     )
 
     def check(self, ctx: Context) -> None:
+        base = os.path.basename(ctx.path)
+        if base.startswith("test_") or base.endswith("_test.py"):
+            return
         for call in ctx.sem.calls_to("torch.nn.DataParallel"):
+            cls = ctx.sem.enclosing_class(call)
+            if cls is not None and any(
+                b.rsplit(".", 1)[-1] == "TestCase" for b in ctx.sem.class_bases(cls)
+            ):
+                continue
             ctx.report(
                 call.func,
                 Text(

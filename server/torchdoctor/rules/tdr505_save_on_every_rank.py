@@ -26,7 +26,8 @@ class SaveOnEveryRank(Rule):
     script that calls `torch.distributed.init_process_group`) without a rank check around it:
     `if rank == 0:`, `if dist.get_rank() == 0:`, `if is_main_process():`,
     `if local_rank in (-1, 0):`, an earlier `return` on the other ranks, or a helper that is
-    only called under such a check.
+    only called under such a check. A save that the same function loads back (each process
+    round-tripping its own temporary file) is not reported.
 
     ## Why is this bad?
     Under `torchrun` or `mp.spawn` every rank runs the same code, so every rank writes the same
@@ -89,7 +90,7 @@ class SaveOnEveryRank(Rule):
     检查在分布式任务的每个进程中都会运行的代码（调用了 `torch.distributed.init_process_group` 的脚本）
     里没有 rank 判断的 `torch.save(...)`。rank 判断包括：`if rank == 0:`、`if dist.get_rank() == 0:`、
     `if is_main_process():`、`if local_rank in (-1, 0):`、之前对其他 rank 提前 `return`，或只在这类判断下
-    调用的辅助函数。
+    调用的辅助函数。同一函数随后又读回的保存（每个进程往返读写自己的临时文件）不报告。
 
     ## 为什么不好？
     在 `torchrun` 或 `mp.spawn` 下每个 rank 都运行同一份代码，于是每个 rank 都在同一时刻把同一个检查点写到
@@ -147,6 +148,11 @@ class SaveOnEveryRank(Rule):
     fix_safety = Applicability.UNSAFE
 
     VALID = (
+        # Each process saves its own temporary file and reads it back.
+        "import tempfile\nimport torch\nimport torch.distributed as dist\n"
+        "def check(model):\n    dist.init_process_group('nccl')\n"
+        "    with tempfile.NamedTemporaryFile() as tmp:\n        torch.save(model, tmp.name)\n"
+        "        model = torch.load(tmp.name, weights_only=False)\n",
         # Guarded in the common spellings.
         _HEAD + "def main():\n    dist.init_process_group('nccl')\n    rank = dist.get_rank()\n"
         "    if rank == 0:\n        torch.save(model.state_dict(), 'm.pt')\n",
@@ -315,6 +321,8 @@ class SaveOnEveryRank(Rule):
                 continue
             target = argument(call, "f", 1)
             if mentions_rank(target) or _in_memory(ctx, target) or _never_called(ctx, call):
+                continue
+            if sem.round_trip(call):
                 continue
             ctx.report(
                 call,

@@ -16,6 +16,8 @@ NO_FIX = frozenset({"torch.compile", "torch.jit.script", "torch.jit.trace"})
 class SaveWholeModel(Rule):
     """## What it does
     Checks for `torch.save(model, ...)` where `model` is an `nn.Module`, not its `state_dict()`.
+    A round trip is not reported: a function that saves the module and loads the same file or
+    buffer back with `torch.load` (tests of pickling itself).
 
     ## Why is this bad?
     Saving the module pickles the object: the file stores a reference to the model's class by
@@ -67,6 +69,7 @@ class SaveWholeModel(Rule):
 
     zh = """## 功能
     检查 `torch.save(model, ...)`：`model` 是 `nn.Module`，保存的却不是它的 `state_dict()`。
+    往返读写不报告：同一函数保存模块后又用 `torch.load` 读回同一文件或缓冲区（测试 pickle 本身）。
 
     ## 为什么不好？
     保存整个模块就是 pickle 整个对象：文件里记录的是模型类的导入路径（如 `models.resnet.MyNet`），而不是
@@ -117,6 +120,10 @@ class SaveWholeModel(Rule):
     fix_safety = Applicability.UNSAFE
 
     VALID = (
+        # A round trip: a test of whole-module pickling reads back what it saved.
+        "import io\nimport torch\nfrom torch import nn\ndef check():\n"
+        "    model = nn.Linear(2, 2)\n    b = io.BytesIO()\n    torch.save(model, b)\n"
+        "    b.seek(0)\n    return torch.load(b, weights_only=False)\n",
         "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\n"
         "torch.save(model.state_dict(), 'm.pt')",
         # A checkpoint dict.
@@ -219,7 +226,7 @@ class SaveWholeModel(Rule):
     def check(self, ctx: Context) -> None:
         for call in ctx.sem.calls_to("torch.save"):
             obj = argument(call, "obj", 0)
-            if obj is None or ctx.kind(obj) is not Kind.MODULE:
+            if obj is None or ctx.kind(obj) is not Kind.MODULE or ctx.sem.round_trip(call):
                 continue
             ctx.report(
                 obj,

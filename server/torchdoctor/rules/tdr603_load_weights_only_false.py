@@ -12,7 +12,9 @@ LOADS = ("torch.load", "torch.serialization.load")
 
 class LoadWeightsOnlyFalse(Rule):
     """## What it does
-    Checks for `torch.load(..., weights_only=False)`.
+    Checks for `torch.load(..., weights_only=False)`, except a round trip: loading the file or
+    buffer that the same function has just written with `torch.save` (tests that save a whole
+    model and read it back), which cannot hold anyone else's pickle.
 
     ## Why is this bad?
     With `weights_only=False`, `torch.load` runs Python's full unpickler: a checkpoint can name
@@ -57,7 +59,8 @@ class LoadWeightsOnlyFalse(Rule):
     """
 
     zh = """## 功能
-    检查 `torch.load(..., weights_only=False)`。
+    检查 `torch.load(..., weights_only=False)`，往返读写除外：读取同一函数刚用 `torch.save` 写入的文件或缓冲区
+    （保存整个模型再读回的测试），其中不可能有别人的 pickle。
 
     ## 为什么不好？
     设置 `weights_only=False` 时，`torch.load` 使用 Python 完整的反序列化器（unpickler）：检查点文件可以指定
@@ -109,6 +112,12 @@ class LoadWeightsOnlyFalse(Rule):
         # Other libraries' load functions.
         "import torch\nimport numpy as np\nx = np.load('a.npy', allow_pickle=False)\n"
         "y = np.load('b.npz', weights_only=False)",
+        # A round trip: the function reads back what it has just saved.
+        "import io\nimport torch\ndef check(model):\n    b = io.BytesIO()\n"
+        "    torch.save(model, b)\n    b.seek(0)\n    return torch.load(b, weights_only=False)\n",
+        "import tempfile\nimport torch\ndef check(model):\n"
+        "    with tempfile.NamedTemporaryFile() as tmp:\n        torch.save(model, tmp.name)\n"
+        "        return torch.load(tmp.name, weights_only=False)\n",
         # A local function named load.
         "import torch\ndef load(path, weights_only=True):\n    return path\n"
         "x = load('a', weights_only=False)",
@@ -149,6 +158,8 @@ class LoadWeightsOnlyFalse(Rule):
                 continue
             value = kw.value
             if not (isinstance(value, ast.Constant) and value.value is False):
+                continue
+            if ctx.sem.round_trip(call):
                 continue
             ctx.report(
                 kw,

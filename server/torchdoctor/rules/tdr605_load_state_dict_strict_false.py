@@ -11,6 +11,10 @@ from .base import Invalid, Rule
 class LoadStateDictStrictFalse(Rule):
     """## What it does
     Checks for `model.load_state_dict(..., strict=False)` whose return value is thrown away.
+    Not reported: a state dict whose keys were taken from the same model's `state_dict()`
+    (YOLOv5's `intersect_dicts(csd, model.state_dict())`), a function that checks
+    `missing_keys`/`unexpected_keys` itself, and a call with a comment about `strict` on its
+    line or the two lines above (the partial load is deliberate and explained).
 
     ## Why is this bad?
     `strict=False` skips keys that do not match instead of raising. That is what you want when a
@@ -42,7 +46,9 @@ class LoadStateDictStrictFalse(Rule):
     """
 
     zh = """## 功能
-    检查丢弃了返回值的 `model.load_state_dict(..., strict=False)`。
+    检查丢弃了返回值的 `model.load_state_dict(..., strict=False)`。以下情况不报告：状态字典的键取自同一模型的
+    `state_dict()`（YOLOv5 的 `intersect_dicts(csd, model.state_dict())`）；函数自己检查了
+    `missing_keys`/`unexpected_keys`；调用所在行或其上两行有关于 `strict` 的注释（有意且有说明的部分加载）。
 
     ## 为什么不好？
     `strict=False` 会跳过不匹配的键而不报错。当预期缺少一个新的输出头时，这正是你想要的——但它也会吞掉所有错误：
@@ -81,6 +87,18 @@ class LoadStateDictStrictFalse(Rule):
         "import torch\nmissing, unexpected = model.load_state_dict(sd, strict=False)",
         "import torch\nmodel.load_state_dict(sd, strict=True)",
         "import torch\nlog(model.load_state_dict(sd, strict=False))",
+        # Keys taken from the model itself (YOLOv5).
+        "import torch\ndef load(model, ckpt):\n    csd = ckpt['model'].float().state_dict()\n"
+        "    csd = intersect_dicts(csd, model.state_dict(), exclude=['anchor'])\n"
+        "    model.load_state_dict(csd, strict=False)\n",
+        # The function checks the keys itself (transformers' load_sharded_checkpoint).
+        "import torch\ndef load(model, sd, strict):\n"
+        "    missing_keys = [k for k in model.state_dict() if k not in sd]\n"
+        "    if strict and missing_keys:\n        raise RuntimeError(missing_keys)\n"
+        "    model.load_state_dict(sd, strict=False)\n",
+        # A deliberate partial load, explained (Lightning).
+        "import torch\n# choose non-strict loading: layers may have been added in the worker\n"
+        "module.load_state_dict(ckpt, strict=False)\n",
     )
     INVALID = (
         Invalid(
@@ -105,7 +123,7 @@ class LoadStateDictStrictFalse(Rule):
             if kw is None or not (isinstance(kw.value, ast.Constant) and kw.value.value is False):
                 continue
             stmt = ctx.sem.parent(call)
-            if not isinstance(stmt, ast.Expr):
+            if not isinstance(stmt, ast.Expr) or _explained_or_checked(ctx, call):
                 continue
             ctx.report(
                 call,
@@ -135,3 +153,34 @@ class LoadStateDictStrictFalse(Rule):
             (Edit(ctx.source.start(stmt), end, text),),
             Applicability.SUGGESTION,
         )
+
+
+def _explained_or_checked(ctx: Context, call: ast.Call) -> bool:
+    """Keys taken from the model's own ``state_dict()``, keys checked by the function, or a
+    comment about ``strict`` on the call's line or the two above."""
+    for row in range(max(1, call.lineno - 2), call.lineno + 1):
+        line = ctx.source.line(row)
+        if "#" in line and "strict" in line[line.index("#") :].lower():
+            return True
+    func = ctx.sem.enclosing_function(call)
+    body = func.body if func is not None else ctx.sem.tree.body
+    for stmt in body:
+        for node in ast.walk(stmt):
+            name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+            if name in ("missing_keys", "unexpected_keys") and node is not call:
+                return True
+    assert isinstance(call.func, ast.Attribute)
+    arg = call.args[0] if call.args else None
+    if not isinstance(arg, ast.Name):
+        return False
+    binding = ctx.sem.lookup(arg.id, arg)
+    if binding is None or binding.value is None:
+        return False
+    receiver = ast.dump(call.func.value)
+    return any(
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "state_dict"
+        and ast.dump(node.func.value) == receiver
+        for node in ast.walk(binding.value)
+    )

@@ -15,6 +15,11 @@ class OnnxExportNotValidated(Rule):
     (`onnxruntime.InferenceSession`, `torch.testing.assert_close`, `torch.allclose`,
     `numpy.testing.assert_allclose`). Off by default.
 
+    Only scripts and notebooks are checked (the export at module level, an
+    `if __name__ == "__main__":` block, or a module-level call of one of the file's functions):
+    a library function that exports on behalf of its callers (`LightningModule.to_onnx`,
+    exporter back ends) leaves the validation to them.
+
     ## Why is this bad?
     An export can succeed and still compute something else: a data-dependent branch frozen to
     the path taken by the example input, a shape specialised to the example batch, an operator
@@ -48,6 +53,9 @@ class OnnxExportNotValidated(Rule):
     （`onnxruntime.InferenceSession`、`torch.testing.assert_close`、`torch.allclose`、
     `numpy.testing.assert_allclose`）的文件。默认关闭。
 
+    只检查脚本和 notebook（导出位于模块顶层、在 `if __name__ == "__main__":` 块中，或在模块顶层调用本文件的函数）：
+    代替调用方导出的库函数（`LightningModule.to_onnx`、导出器后端）把验证留给调用方。
+
     ## 为什么不好？
     导出可能成功却算出不一样的东西：依赖数据的分支被固定在示例输入走过的那条路径上，形状被特化为示例的 batch，
     某个算子被替换成数值行为不同的实现，训练与部署的前处理不一致。指南建议在导出后立即用真实输入比较输出；这只需
@@ -80,6 +88,9 @@ class OnnxExportNotValidated(Rule):
     default = False
 
     VALID = (
+        # A library function exporting on behalf of its callers (Lightning's to_onnx).
+        "import torch\nclass Module(torch.nn.Module):\n    def to_onnx(self, path, sample):\n"
+        "        torch.onnx.export(self, sample, path)\n",
         "import torch\nimport onnxruntime as ort\ntorch.onnx.export(m, (x,), 'm.onnx')\n"
         "s = ort.InferenceSession('m.onnx')",
         "import torch\nep = torch.export.export(m, (x,))\n"
@@ -90,6 +101,16 @@ class OnnxExportNotValidated(Rule):
     INVALID = (
         Invalid("import torch\ntorch.onnx.export(model, (x,), 'model.onnx')", fixed=None),
         Invalid("from torch.export import export\nep = export(model, (x,))", fixed=None),
+        Invalid(
+            "import torch\ndef main():\n    torch.onnx.export(model, (x,), 'model.onnx')\n"
+            "if __name__ == '__main__':\n    main()\n",
+            fixed=None,
+        ),
+        Invalid(
+            "import torch\ndef export(model, x):\n    torch.onnx.export(model, (x,), 'm.onnx')\n"
+            "export(net, sample)\n",
+            fixed=None,
+        ),
     )
 
     def check(self, ctx: Context) -> None:
@@ -102,6 +123,8 @@ class OnnxExportNotValidated(Rule):
         if any(sem.calls_by_attr.get(n) or sem.calls_by_name.get(n) for n in _CHECKS):
             return
         first = min(exports, key=lambda c: (c.lineno, c.col_offset))
+        if ctx.notebook is None and not sem.runs_as_script(first):
+            return  # a library exporting on behalf of its callers
         ctx.report(
             first,
             Text(

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import ast
+import os
 
 from ..engine import fixes
 from ..engine.context import Context
 from ..engine.model import Applicability, Edit, Fix, Severity, Text
-from .base import Invalid, Rule
+from ..engine.semantic import Semantic
+from .base import Invalid, Rule, Valid
 
 _SEEDERS = frozenset({"manual_seed", "manual_seed_all", "seed_everything", "set_seed", "seed"})
 
@@ -14,7 +16,14 @@ class UnseededTraining(Rule):
     """## What it does
     Checks for a script with a training loop (`.backward()` and an optimizer step) that never
     seeds its random number generators (`torch.manual_seed`, Lightning's `seed_everything`,
-    transformers' `set_seed`, `random.seed`, `np.random.seed`). Off by default.
+    transformers' `set_seed`, `random.seed`, `np.random.seed`, or any function of the project
+    whose name contains `seed`, such as timm's `random_seed` or YOLOv5's `init_seeds`). Off by
+    default.
+
+    Only scripts are checked: notebooks, and files that run their training when executed (an
+    `if __name__ == "__main__":` block, the loop at module level, or a module-level call of one
+    of their functions). Library modules with a training step (optimizer wrappers, trainer
+    classes) and test files are not: the seed belongs to the script that uses them.
 
     ## Why is this bad?
     Weight initialisation, data shuffling, dropout and augmentations all draw random numbers.
@@ -58,7 +67,11 @@ class UnseededTraining(Rule):
 
     zh = """## 功能
     检查含有训练循环（`.backward()` 与优化器更新）、却从未给随机数生成器设定种子（`torch.manual_seed`、Lightning 的
-    `seed_everything`、transformers 的 `set_seed`、`random.seed`、`np.random.seed`）的脚本。默认关闭。
+    `seed_everything`、transformers 的 `set_seed`、`random.seed`、`np.random.seed`，或名称中含 `seed` 的项目函数，如 timm 的 `random_seed`、YOLOv5 的
+    `init_seeds`）的脚本。默认关闭。
+
+    只检查脚本：notebook，以及运行时执行训练的文件（有 `if __name__ == "__main__":` 块、循环位于模块顶层，或在模块
+    顶层调用本文件的函数）。带训练步骤的库模块（优化器封装、训练器类）和测试文件不检查：种子应由使用它们的脚本设定。
 
     ## 为什么不好？
     权重初始化、数据打乱、dropout 和数据增强都要取随机数。不设种子时，同一份代码跑两次得到的曲线不同，无法区分一次
@@ -112,6 +125,21 @@ class UnseededTraining(Rule):
         "for x in loader:\n    loss.backward()\n    opt.step()",
         # No training loop.
         "import torch\ny = model(x)",
+        # A seed helper of the project (timm's random_seed, YOLOv5's init_seeds).
+        "import torch\nfrom timm.utils import random_seed\nrandom_seed(42, 0)\n"
+        "for x in loader:\n    loss.backward()\n    opt.step()",
+        "import torch\nfrom utils.general import init_seeds\ninit_seeds(1)\n"
+        "for x in loader:\n    loss.backward()\n    opt.step()",
+        # A library module: an optimizer wrapper or a trainer class, nothing runs on its own.
+        "import torch\nclass FP16Optimizer:\n    def step(self, loss):\n"
+        "        loss.backward()\n        self.optimizer.step()\n",
+        "import torch\ndef train_epoch(model, loader, optimizer):\n    for x in loader:\n"
+        "        model(x).sum().backward()\n        optimizer.step()\n",
+        # A test file.
+        Valid(
+            "import torch\nfor x in loader:\n    loss.backward()\n    opt.step()\n",
+            filename="test_training.py",
+        ),
     )
     INVALID = (
         Invalid(
@@ -134,10 +162,14 @@ class UnseededTraining(Rule):
         sem = ctx.sem
         if any(sem.calls_by_attr.get(n) or sem.calls_by_name.get(n) for n in _SEEDERS):
             return
+        if _calls_seed_helper(sem) or _is_test_file(ctx.path):
+            return
         backward = next(
             (c for c in sem.calls_by_attr.get("backward", ()) if sem.is_backward(c)), None
         )
         if backward is None or (not sem.optimizer_steps(ctx.tree) and not self._any_step(ctx)):
+            return
+        if ctx.notebook is None and not sem.runs_as_script(backward):
             return
         ctx.report(
             backward,
@@ -187,3 +219,14 @@ class UnseededTraining(Rule):
             tuple(edits),
             Applicability.UNSAFE,
         )
+
+
+def _calls_seed_helper(sem: Semantic) -> bool:
+    """A call of a function whose name contains ``seed`` (``random_seed``, ``init_seeds``)."""
+    names = (*sem.calls_by_name, *sem.calls_by_attr)
+    return any("seed" in n.lower() and n != "initial_seed" for n in names)
+
+
+def _is_test_file(path: str) -> bool:
+    base = os.path.basename(path)
+    return base.startswith("test_") or base.endswith("_test.py") or base == "conftest.py"
