@@ -727,8 +727,8 @@ class Semantic:
 
     def round_trip(self, call: ast.Call) -> bool:
         """Whether a ``torch.save`` or ``torch.load`` call is half of a round trip: the same
-        function saves to a file or buffer and then loads it back, spelled alike (tests of
-        serialisation, per-process temporary files)."""
+        function saves to a temporary file or an in-memory buffer (``io.BytesIO``, ``tempfile``)
+        and then loads it back, spelled alike (tests of serialisation, per-process files)."""
         saves = list(self.calls_to("torch.save"))
         if call in saves:
             pairs = [(call, load) for load in self.calls_to("torch.load")]
@@ -744,9 +744,21 @@ class Semantic:
                 and self.enclosing_function(load) is scope
                 and (save.lineno, save.col_offset) < (load.lineno, load.col_offset)
                 and ast.dump(target) == ast.dump(source)
+                and self._temporary(target)
             ):
                 return True
         return False
+
+    def _temporary(self, expr: ast.expr) -> bool:
+        """``buf`` / ``tmp`` / ``tmp.name`` bound to ``io.BytesIO()`` or a ``tempfile`` object."""
+        if isinstance(expr, ast.Attribute) and expr.attr == "name":
+            expr = expr.value
+        if not isinstance(expr, ast.Name):
+            return False
+        binding = self.lookup(expr.id, expr)
+        value = binding.value if binding is not None else None
+        qual = self.qualname(value.func) if isinstance(value, ast.Call) else None
+        return qual is not None and qual.startswith(("io.BytesIO", "tempfile."))
 
     def references_to(self, *qualnames: str) -> Iterator[ast.Name | ast.Attribute]:
         """Loads of a name or attribute that resolves to one of ``qualnames``."""

@@ -16,8 +16,8 @@ NO_FIX = frozenset({"torch.compile", "torch.jit.script", "torch.jit.trace"})
 class SaveWholeModel(Rule):
     """## What it does
     Checks for `torch.save(model, ...)` where `model` is an `nn.Module`, not its `state_dict()`.
-    A round trip is not reported: a function that saves the module and loads the same file or
-    buffer back with `torch.load` (tests of pickling itself).
+    A round trip is not reported: a function that saves the module to a temporary file or an
+    in-memory buffer and loads it back with `torch.load` (tests of pickling itself).
 
     ## Why is this bad?
     Saving the module pickles the object: the file stores a reference to the model's class by
@@ -69,7 +69,7 @@ class SaveWholeModel(Rule):
 
     zh = """## 功能
     检查 `torch.save(model, ...)`：`model` 是 `nn.Module`，保存的却不是它的 `state_dict()`。
-    往返读写不报告：同一函数保存模块后又用 `torch.load` 读回同一文件或缓冲区（测试 pickle 本身）。
+    往返读写不报告：同一函数把模块保存到临时文件或内存缓冲区后又用 `torch.load` 读回（测试 pickle 本身）。
 
     ## 为什么不好？
     保存整个模块就是 pickle 整个对象：文件里记录的是模型类的导入路径（如 `models.resnet.MyNet`），而不是
@@ -156,6 +156,14 @@ class SaveWholeModel(Rule):
         "Store().save(model, 'm.pt')",
     )
     INVALID = (
+        # Saved to a lasting file, then read back: the file outlives the script.
+        Invalid(
+            "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\n"
+            "torch.save(model, 'model.ckpt')\nmodel = torch.load('model.ckpt', weights_only=False)",
+            fixed="import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\n"
+            "torch.save(model.state_dict(), 'model.ckpt')\n"
+            "model = torch.load('model.ckpt', weights_only=False)",
+        ),
         Invalid(
             "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\ntorch.save(model, 'm.pt')",
             fixed="import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\n"

@@ -12,9 +12,9 @@ LOADS = ("torch.load", "torch.serialization.load")
 
 class LoadWeightsOnlyFalse(Rule):
     """## What it does
-    Checks for `torch.load(..., weights_only=False)`, except a round trip: loading the file or
-    buffer that the same function has just written with `torch.save` (tests that save a whole
-    model and read it back), which cannot hold anyone else's pickle.
+    Checks for `torch.load(..., weights_only=False)`, except a round trip: loading the temporary
+    file or in-memory buffer that the same function has just written with `torch.save` (tests
+    that save a whole model and read it back), which cannot hold anyone else's pickle.
 
     ## Why is this bad?
     With `weights_only=False`, `torch.load` runs Python's full unpickler: a checkpoint can name
@@ -59,8 +59,8 @@ class LoadWeightsOnlyFalse(Rule):
     """
 
     zh = """## 功能
-    检查 `torch.load(..., weights_only=False)`，往返读写除外：读取同一函数刚用 `torch.save` 写入的文件或缓冲区
-    （保存整个模型再读回的测试），其中不可能有别人的 pickle。
+    检查 `torch.load(..., weights_only=False)`，往返读写除外：读取同一函数刚用 `torch.save` 写入的临时文件或内存
+    缓冲区（保存整个模型再读回的测试），其中不可能有别人的 pickle。
 
     ## 为什么不好？
     设置 `weights_only=False` 时，`torch.load` 使用 Python 完整的反序列化器（unpickler）：检查点文件可以指定
