@@ -156,6 +156,16 @@ class UnseededTraining(Rule):
             "random.seed(0)\nnp.random.seed(0)\nT.manual_seed(0)\n"
             "for x in loader:\n    crit(model(x)).backward()\n    opt.step()\n",
         ),
+        # A script whose training runs from its __main__ block.
+        Invalid(
+            "import torch\ndef train(model, loader, opt):\n    for x in loader:\n"
+            "        model(x).sum().backward()\n        opt.step()\n"
+            "if __name__ == '__main__':\n    train(net, data, optimizer)\n",
+            fixed="import torch\nimport random\nrandom.seed(0)\ntorch.manual_seed(0)\n"
+            "def train(model, loader, opt):\n    for x in loader:\n"
+            "        model(x).sum().backward()\n        opt.step()\n"
+            "if __name__ == '__main__':\n    train(net, data, optimizer)\n",
+        ),
     )
 
     def check(self, ctx: Context) -> None:
