@@ -222,3 +222,21 @@ def test_rule_command(td) -> None:
 def test_usage_error_exits_two(td) -> None:
     assert td("check", "--output-format", "xml").code == 2
     assert td("frobnicate").code == 2
+
+
+def test_noqa_on_the_first_row_of_a_multi_row_statement(td, tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(
+        "import torch\n"
+        "state = torch.load(  # noqa: TDR602\n"
+        "    'a.pt',\n"
+        ")\n"
+        "other = dict(\n"
+        "    x=torch.load('b.pt'),\n"
+        ")\n"
+    )
+    data = td("check", "a.py", "--output-format", "json").json()
+    assert [d["location"]["row"] for d in data] == [6]
+    (tmp_path / "b.py").write_text(
+        "import torch\nother = dict(  # noqa: TDR602\n    x=torch.load('b.pt'),\n)\n"
+    )
+    assert td("check", "b.py").code == 0

@@ -76,6 +76,14 @@ class Context:
         rule = self.rule
         assert rule is not None, "report() called outside a rule"
         rng = node if isinstance(node, Range) else self.source.range(node)
+        if not isinstance(node, Range) and "statement_row" not in extra:
+            # A `# noqa` on the first row of a multi-row statement covers it (as in flake8).
+            try:
+                first = self.sem.statement_of(node).lineno
+            except ValueError:
+                first = rng.start.row
+            if first != rng.start.row:
+                extra["statement_row"] = first
         finding = Finding(
             code=rule.code,
             name=rule.name,

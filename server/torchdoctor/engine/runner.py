@@ -6,12 +6,13 @@ import ast
 import traceback
 import warnings
 from dataclasses import dataclass, field
+from typing import Any
 
 from .config import Settings
 from .context import Context
 from .fixes import apply_edits
 from .model import Applicability, FileError, Finding, Fix, Pos, Range
-from .noqa import find_noqa, suppresses
+from .noqa import NoqaComment, find_noqa, suppresses
 from .notebook import Notebook, NotebookError
 from .semantic import Semantic
 from .source import Source
@@ -99,7 +100,7 @@ def check_text(
                 )
             )
     noqa = find_noqa(source.lines)
-    findings = [f for f in ctx.findings if not suppresses(noqa.get(f.noqa_row), f.code, ALIASES)]
+    findings = [f for f in ctx.findings if not _suppressed(f, noqa, ALIASES)]
     findings.sort(key=lambda f: (f.range.start, f.code))
     if notebook is not None:
         for f in findings:
@@ -109,6 +110,13 @@ def check_text(
             f.cell_range = Range(start, end)
     result.findings = findings
     return result
+
+
+def _suppressed(finding: Finding, noqa: dict[int, NoqaComment], aliases: Any) -> bool:
+    if suppresses(noqa.get(finding.noqa_row), finding.code, aliases):
+        return True
+    row = finding.extra.get("statement_row")
+    return isinstance(row, int) and suppresses(noqa.get(row), finding.code, aliases)
 
 
 def check_notebook(

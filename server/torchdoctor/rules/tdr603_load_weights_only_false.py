@@ -2,9 +2,10 @@ from __future__ import annotations
 
 import ast
 
+from ..engine import fixes, torch_version
 from ..engine.context import Context
-from ..engine.model import Text
-from ..engine.semantic import keyword
+from ..engine.model import Applicability, Fix, Text
+from ..engine.semantic import has_star_kwargs, keyword
 from .base import Invalid, Rule
 
 LOADS = ("torch.load", "torch.serialization.load")
@@ -15,6 +16,10 @@ class LoadWeightsOnlyFalse(Rule):
     Checks for `torch.load(..., weights_only=False)`, except a round trip: loading the temporary
     file or in-memory buffer that the same function has just written with `torch.save` (tests
     that save a whole model and read it back), which cannot hold anyone else's pickle.
+
+    When the target torch version (`target-version`, else the installed one) is older than 2.6,
+    where `weights_only` still defaults to `False`, a `torch.load(...)` without `weights_only=`
+    is reported too (TorchFix's TOR102).
 
     ## Why is this bad?
     With `weights_only=False`, `torch.load` runs Python's full unpickler: a checkpoint can name
@@ -49,8 +54,10 @@ class LoadWeightsOnlyFalse(Rule):
     Better still, save only tensors and plain containers (`model.state_dict()`).
 
     ## Fix safety
-    No fix is offered: keeping `weights_only=False` may be a deliberate choice for a file you
-    trust, and the classes to allow can only be chosen by you.
+    No fix is offered for `weights_only=False`: keeping it may be a deliberate choice for a file
+    you trust, and the classes to allow can only be chosen by you. For a call without
+    `weights_only=` on torch before 2.6, the fix adds `weights_only=True`; it is unsafe because a
+    checkpoint holding other objects then fails to load until they are allowed.
 
     ## References
     - [`torch.load`](https://pytorch.org/docs/stable/generated/torch.load.html)
@@ -61,6 +68,9 @@ class LoadWeightsOnlyFalse(Rule):
     zh = """## 功能
     检查 `torch.load(..., weights_only=False)`，往返读写除外：读取同一函数刚用 `torch.save` 写入的临时文件或内存
     缓冲区（保存整个模型再读回的测试），其中不可能有别人的 pickle。
+
+    当目标 torch 版本（`target-version`，否则为已安装的版本）早于 2.6 时——此时 `weights_only` 的默认值仍为
+    `False`——未传 `weights_only=` 的 `torch.load(...)` 也会被报告（对应 TorchFix 的 TOR102）。
 
     ## 为什么不好？
     设置 `weights_only=False` 时，`torch.load` 使用 Python 完整的反序列化器（unpickler）：检查点文件可以指定
@@ -92,7 +102,9 @@ class LoadWeightsOnlyFalse(Rule):
     更好的做法是只保存张量和普通容器（`model.state_dict()`）。
 
     ## 修复安全性
-    不提供修复：对可信文件保留 `weights_only=False` 可能是有意的选择，而需要放行哪些类只能由你决定。
+    对 `weights_only=False` 不提供修复：对可信文件保留它可能是有意的选择，而需要放行哪些类只能由你决定。对于目标版本
+    早于 2.6 且未传 `weights_only=` 的调用，修复会添加 `weights_only=True`；它是不安全的：含有其他对象的检查点在这些
+    对象被放行之前将无法加载。
 
     ## 参考
     - [`torch.load`](https://pytorch.org/docs/stable/generated/torch.load.html)
@@ -102,6 +114,7 @@ class LoadWeightsOnlyFalse(Rule):
 
     code = "TDR603"
     name = "load-weights-only-false"
+    fix_safety = Applicability.UNSAFE
 
     VALID = (
         'import torch\nsd = torch.load("m.pt", map_location="cpu")',
@@ -152,9 +165,12 @@ class LoadWeightsOnlyFalse(Rule):
     )
 
     def check(self, ctx: Context) -> None:
+        old_default = torch_version.before(ctx.settings, "2.6")
         for call in ctx.sem.calls_to(*LOADS):
             kw = keyword(call, "weights_only")
             if kw is None:
+                if old_default and not has_star_kwargs(call) and len(call.args) < 4:
+                    self._report_missing(ctx, call)
                 continue
             value = kw.value
             if not (isinstance(value, ast.Constant) and value.value is False):
@@ -169,3 +185,21 @@ class LoadWeightsOnlyFalse(Rule):
                     "`torch.load(..., weights_only=False)` 会反序列化任意对象：恶意检查点在加载时即可执行代码",
                 ),
             )
+
+    @staticmethod
+    def _report_missing(ctx: Context, call: ast.Call) -> None:
+        fix = Fix(
+            Text("Add `weights_only=True`", "添加 `weights_only=True`"),
+            (fixes.add_keyword(ctx.source, call, "weights_only=True"),),
+            Applicability.UNSAFE,
+        )
+        ctx.report(
+            call,
+            Text(
+                "`torch.load` without `weights_only=`: before PyTorch 2.6 it unpickles arbitrary "
+                "objects by default; pass `weights_only=True`",
+                "`torch.load` 未指定 `weights_only=`：在 PyTorch 2.6 之前默认会反序列化任意对象；"
+                "请传入 `weights_only=True`",
+            ),
+            fixes=[fix],
+        )
