@@ -24,8 +24,15 @@ RULES = all_rules()
 def _as_notebook(code: str) -> str:
     return json.dumps(
         {
-            "cells": [{"cell_type": "code", "metadata": {}, "source": code, "outputs": [],
-                       "execution_count": None}],
+            "cells": [
+                {
+                    "cell_type": "code",
+                    "metadata": {},
+                    "source": code,
+                    "outputs": [],
+                    "execution_count": None,
+                }
+            ],
             "metadata": {"language_info": {"name": "python"}},
             "nbformat": 4,
             "nbformat_minor": 5,
@@ -94,9 +101,7 @@ def test_invalid(rule, example: Invalid) -> None:
             fixed = apply_edits(example.code, list(fix.edits))
             ast.parse(fixed)
     # Applying all fixes (unsafe included) leaves no fixable report of this rule.
-    outcome = fix_any(
-        _text(example), _path(example), _settings(example), unsafe=True, codes=codes
-    )
+    outcome = fix_any(_text(example), _path(example), _settings(example), unsafe=True, codes=codes)
     assert outcome.error is None, outcome.error
     if not example.notebook:
         ast.parse(outcome.text)

@@ -77,7 +77,7 @@ class Context:
         assert rule is not None, "report() called outside a rule"
         rng = node if isinstance(node, Range) else self.source.range(node)
         if not isinstance(node, Range) and "statement_row" not in extra:
-            # A `# noqa` on the first row of a multi-row statement covers it (as in flake8).
+            # A noqa comment on the first row of a multi-row statement covers it (as in flake8).
             try:
                 first = self.sem.statement_of(node).lineno
             except ValueError:
