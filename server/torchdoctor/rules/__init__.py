@@ -34,11 +34,16 @@ def all_rules() -> tuple[type[Rule], ...]:
         rules = [
             obj
             for obj in vars(module).values()
-            if isinstance(obj, type) and issubclass(obj, Rule) and obj.__module__ == module.__name__
-            and obj is not Rule and getattr(obj, "code", None)
+            if isinstance(obj, type)
+            and issubclass(obj, Rule)
+            and obj.__module__ == module.__name__
+            and obj is not Rule
+            and getattr(obj, "code", None)
         ]
         if len(rules) != 1:
-            raise RuntimeError(f"{module.__name__} must define exactly one rule, found {len(rules)}")
+            raise RuntimeError(
+                f"{module.__name__} must define exactly one rule, found {len(rules)}"
+            )
         found.append(rules[0])
     found.sort(key=lambda r: r.code)
     codes = [r.code for r in found]
