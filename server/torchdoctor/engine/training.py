@@ -567,12 +567,12 @@ def _loads_by_owner(sem: Semantic, name: str) -> dict[ast.AST, list[ast.Name]]:
     """Loads of ``name`` grouped by the function they run in (the module for top-level code)."""
     key = ("loads-by-owner", name)
     table = sem.memo.get(key)
-    if table is None:
-        table = {}
+    if not isinstance(table, dict):
+        grouped: dict[ast.AST, list[ast.Name]] = {}
         for load in sem.names.get(name, ()):
-            table.setdefault(sem.enclosing_function(load) or sem.tree, []).append(load)
-        sem.memo[key] = table
-    return table  # type: ignore[return-value]
+            grouped.setdefault(sem.enclosing_function(load) or sem.tree, []).append(load)
+        sem.memo[key] = table = grouped
+    return table
 
 
 def _rebound_by_later_for(sem: Semantic, name: str, load: ast.AST, end: tuple[int, int]) -> bool:
