@@ -512,10 +512,26 @@ def escapes(sem: Semantic, name: str, scope: ast.AST, *, returns: bool = True) -
     """Whether the value of ``name`` may be differentiated: it flows into a backward pass in
     ``scope``, or (with ``returns``) it is returned or yielded to a caller."""
     base = name.split(".")[0] if not name.startswith("self.") else name
-    for node in sem.walk(scope) if returns else ():
-        if isinstance(node, ast.Return | ast.Yield | ast.YieldFrom) and node.value is not None:
-            if any(_dotted(n) == base for n in ast.walk(node.value)):
-                return True
+    if returns:
+        # Names computed from the accumulator (`mean = total / n`) carry it too.
+        carried = {base}
+        nodes = list(sem.walk(scope))
+        for _ in range(3):
+            grew = False
+            for node in nodes:
+                if isinstance(node, ast.Assign) and any(
+                    _dotted(n) in carried for n in ast.walk(node.value)
+                ):
+                    for target in node.targets:
+                        if isinstance(target, ast.Name) and target.id not in carried:
+                            carried.add(target.id)
+                            grew = True
+            if not grew:
+                break
+        for node in nodes:
+            if isinstance(node, ast.Return | ast.Yield | ast.YieldFrom) and node.value is not None:
+                if any(_dotted(n) in carried for n in ast.walk(node.value)):
+                    return True
     return base.split(".")[-1] in names_reaching_backward(sem, scope) or (
         "." in base and base.split(".")[-1] in _attrs_reaching_backward(sem, scope)
     )

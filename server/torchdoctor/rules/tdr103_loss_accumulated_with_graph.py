@@ -139,6 +139,10 @@ class LossAccumulatedWithGraph(Rule):
     fix_safety = Applicability.UNSAFE
 
     VALID = (
+        # A loss module that sums per-sample losses and returns their mean to be backpropagated.
+        "import torch\nimport torch.nn.functional as F\n"
+        "def ctc_cost(outputs, targets, n):\n    total = 0\n    for o, t in zip(outputs, targets):\n"
+        "        total += F.ctc_loss(o, t, il, tl)\n    cost = total / n\n    return cost\n",
         "import torch\nfrom torch import nn\ncrit = nn.CrossEntropyLoss()\ntotal = 0.0\n"
         "for x, y in loader:\n"
         "    loss = crit(model(x), y)\n    loss.backward()\n    total += loss.item()\n",
