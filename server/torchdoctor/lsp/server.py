@@ -33,10 +33,11 @@ from pygls.uris import to_fs_path, uri_scheme
 from .. import __version__
 from ..docs import rule_url
 from ..engine.config import ConfigError, ConfigFinder, Settings
-from ..engine.model import FileError, is_chinese
+from ..engine.model import FileError, Finding, is_chinese
 from ..engine.runner import check_text, fix_any
 from . import convert
-from .notebook import CellDoc, NotebookLocator, check_cells, fix_cells
+from .live import LiveInput, LiveManager, live_part, merge, workspace_trusted
+from .notebook import CellDoc, NotebookLocator, check_cells, fix_cells, notebook_path
 from .settings import ClientSettings, parse_settings
 
 logger = logging.getLogger("torchdoctor.lsp")
@@ -74,6 +75,7 @@ class Job:
     uri: str = ""
     text: str = ""
     cells: list[CellDoc] | None = None
+    live: LiveInput | None = None  # the kernel's last facts, for a notebook with a kernel
 
 
 @dataclass
@@ -83,6 +85,7 @@ class Analysis:
     diagnostics: dict[str, list[types.Diagnostic]]
     problems: list[str] = field(default_factory=list)  # configuration problems
     errors: list[str] = field(default_factory=list)  # rule errors (not syntax errors)
+    live_request: Any = None  # what to probe the kernel for (a ProbeRequest), when it has one
 
 
 def _is_syntax_error(error: FileError) -> bool:
@@ -123,6 +126,11 @@ def analyse(job: Job, resolver: SettingsResolver) -> Analysis:
         for cell in job.cells:
             out[cell.uri] = []
         result, notebook = check_cells(job.cells, job.path, settings)
+        findings: list[Finding] = result.findings
+        live_request = None
+        if job.live is not None and notebook is not None and not result.errors:
+            live, live_request = live_part(job.live, notebook, notebook_path(job.path), settings)
+            findings = merge(findings, live)
         versions = {c.uri: c.version for c in job.cells}
         locator: convert.Locator | None = (
             NotebookLocator(notebook, job.cells, job.encoding) if notebook else None
@@ -130,12 +138,13 @@ def analyse(job: Job, resolver: SettingsResolver) -> Analysis:
     else:
         out[job.uri] = []
         result = check_text(job.text, job.path, settings)
+        findings, live_request = result.findings, None
         versions = {job.uri: job.version}
         locator = convert.TextLocator(job.uri, job.text, job.encoding)
     broken = any(_is_syntax_error(e) for e in result.errors)
     errors = [e.format() for e in result.errors if not _is_syntax_error(e)]
     if locator is not None:
-        for finding in result.findings:
+        for finding in findings:
             uri, _ = locator.locate(finding.range)
             _uri, diagnostic = convert.to_diagnostic(
                 finding,
@@ -145,7 +154,7 @@ def analyse(job: Job, resolver: SettingsResolver) -> Analysis:
                 docs_base=docs_base,
             )
             out.setdefault(uri, []).append(diagnostic)
-    return Analysis(job.version, broken, out, problems, errors)
+    return Analysis(job.version, broken, out, problems, errors, live_request)
 
 
 def compute_fix_all(
@@ -257,6 +266,7 @@ class Doctor:
         self.document_changes = False
         self.refresh_support = False
         self.config_ready = asyncio.Event()  # set once the editor's settings have been read
+        self.live = LiveManager(self.schedule_key, self.log_once)
 
     # -- logging ------------------------------------------------------------------------------
     def log(self, level: str, message: str) -> None:
@@ -341,6 +351,11 @@ class Doctor:
         return str(Path(root) / name) if root else name
 
     # -- units ----------------------------------------------------------------------------------
+    def schedule_key(self, key: str) -> None:
+        unit = self.units.get(key)
+        if unit is not None and not unit.closed:
+            self.schedule(unit, 0)
+
     def unit_for(self, uri: str) -> Unit | None:
         key = _norm(uri)
         owner = self.cell_owner.get(key)
@@ -388,6 +403,7 @@ class Doctor:
                 self.locale,
                 self.encoding,
                 cells=self.notebook_cells(unit),
+                live=self.live.input_for(unit.key, True, client),
             )
         doc = self.server.workspace.text_documents.get(unit.key)
         if doc is None:
@@ -418,6 +434,7 @@ class Doctor:
         if unit.task is not None:
             unit.task.cancel()
         self.units.pop(unit.key, None)
+        self.live.forget(unit.key)
         uris = set(unit.diagnostics) | ({unit.uri} if not unit.notebook else set())
         for uri in uris:
             self.cell_owner.pop(_norm(uri), None)
@@ -445,6 +462,7 @@ class Doctor:
                 unit.done.set()
                 return
             if not job.client.enable:
+                self.live.forget(unit.key)
                 uris = [c.uri for c in job.cells] if job.cells is not None else [job.uri]
                 self.apply(unit, Analysis(job.version, False, {u: [] for u in uris}))
                 return
@@ -459,6 +477,9 @@ class Doctor:
             for error in analysis.errors:
                 self.log_once("error", error)
             self.apply(unit, analysis)
+            self.live.after_analysis(
+                unit.key, unit.notebook, job.path, job.client, analysis.live_request
+            )
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -581,6 +602,7 @@ def create_server() -> TorchDoctorServer:
     def initialize(params: types.InitializeParams) -> None:
         doctor.locale = params.locale
         doctor.set_settings(None, params.initialization_options, "initializationOptions")
+        doctor.live.trusted = workspace_trusted(params.initialization_options)
         caps = params.capabilities
         text = caps.text_document
         doctor.pull = bool(text and text.diagnostic)
@@ -959,9 +981,17 @@ def create_server() -> TorchDoctorServer:
         return await resolve(params)
 
     # -- hover ----------------------------------------------------------------------------------
+    @server.feature(types.SHUTDOWN)
+    @guard()
+    async def shutdown(params: None) -> None:
+        for unit in list(doctor.units.values()):
+            if unit.task is not None:
+                unit.task.cancel()
+        await doctor.live.shutdown()
+
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     @guard()
-    def hover(params: types.HoverParams) -> types.Hover | None:
+    async def hover(params: types.HoverParams) -> types.Hover | None:
         uri = params.text_document.uri
         unit = doctor.unit_for(uri)
         if unit is None:
@@ -1004,12 +1034,25 @@ def create_server() -> TorchDoctorServer:
                                 pos.line, convert.to_client_col(line, end, doctor.encoding)
                             ),
                         )
+        live = await live_hover(unit, uri, pos)
+        if live:
+            parts.append(live)
         if not parts:
             return None
         return types.Hover(
             contents=types.MarkupContent(types.MarkupKind.Markdown, "\n\n---\n\n".join(parts)),
             range=hit,
         )
+
+    async def live_hover(unit: Unit, uri: str, pos: types.Position) -> str | None:
+        """Facts about the live tensor or module under the cursor (notebooks with a kernel)."""
+        doc = server.workspace.text_documents.get(_norm(uri))
+        if doc is None or pos.line >= len(doc.lines):
+            return None
+        line = doc.lines[pos.line].rstrip("\r\n")
+        col = convert.from_client_col(line, pos.character, doctor.encoding)
+        client = doctor.client_settings(doctor.path_of(unit.uri))
+        return await doctor.live.hover(unit.key, unit.notebook, client, line, col, doctor.locale)
 
     # -- commands -------------------------------------------------------------------------------
     @server.command(CMD_APPLY_FIXES)
@@ -1058,6 +1101,7 @@ def create_server() -> TorchDoctorServer:
             "diagnostics": "pull" if doctor.pull else "push",
             "openDocuments": len(doctor.units),
             "clientSettings": doctor.client_settings(None).as_dict(),
+            "kernelBridge": doctor.live.info(),
         }
         if uri:
             path = doctor.path_of(uri)

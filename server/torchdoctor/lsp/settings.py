@@ -32,7 +32,8 @@ class ClientSettings:
     debounce_ms: int = DEFAULT_DEBOUNCE_MS
     docs_base_url: str | None = None
     log_level: str = "info"
-    bridge: bool = True
+    bridge: bool = True  # live facts from the notebook's running kernel (hovers, TDR901-TDR904)
+    kernel_connection_file: str | None = None  # explicit kernel for notebooks (else discovered)
     # Keys that were given explicitly (so layers can be merged).
     given: frozenset[str] = field(default=frozenset(), compare=False)
 
@@ -107,6 +108,14 @@ def _url(value: Any) -> str | None:
     return value
 
 
+def _path(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ValueError("must be a file path")
+    return value
+
+
 def _log_level(value: Any) -> str:
     if not isinstance(value, str) or value.lower() not in (*LOG_LEVELS, "warn", "off"):
         raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}")
@@ -124,6 +133,7 @@ _PARSERS = {
     "docs_base_url": _url,
     "log_level": _log_level,
     "bridge": _bool,
+    "kernel_connection_file": _path,
 }
 
 
@@ -145,7 +155,12 @@ def parse_settings(raw: Any, origin: str) -> tuple[ClientSettings, list[str]]:
         name = _SPELLINGS.get(str(key))
         if name is None:
             continue
-        if value is None and name in ("select", "unsafe_fixes", "docs_base_url"):
+        if value is None and name in (
+            "select",
+            "unsafe_fixes",
+            "docs_base_url",
+            "kernel_connection_file",
+        ):
             values[name] = None
             continue
         try:
