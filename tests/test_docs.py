@@ -89,6 +89,17 @@ def test_configuration_page_lists_every_key() -> None:
             assert f"| `{key}` |" in text, (name, key)
 
 
+def test_every_language_server_setting_is_described() -> None:
+    for name in ("configuration.md", "configuration.zh.md"):
+        text = (DOCS / name).read_text(encoding="utf-8")
+        block = text.split("<!-- generated: server-settings -->")[1].split("<!-- /generated -->")[0]
+        rows = [line for line in block.splitlines() if line.startswith("| `")]
+        assert rows, name
+        for row in rows:
+            cells = re.split(r"(?<!\\)\|", row.strip().strip("|"))
+            assert cells[-1].strip(), (name, row)
+
+
 def test_every_page_exists_in_both_languages() -> None:
     english = {p for p in DOCS.rglob("*.md") if not p.name.endswith(".zh.md")}
     for page in english:

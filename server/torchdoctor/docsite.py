@@ -356,6 +356,11 @@ SERVER_SETTINGS_DOCS = {
         "Read live facts from the notebook's running kernel (needs `torchdoctor[bridge]`).",
         "从笔记本正在运行的内核读取实时信息（需要 `torchdoctor[bridge]`）。",
     ),
+    "kernel_connection_file": (
+        "The connection file of the kernel to read live facts from; by default the kernel of the "
+        "open notebook is found automatically.",
+        "读取实时信息所用内核的连接文件；默认自动找到当前笔记本的内核。",
+    ),
 }
 
 
