@@ -7,10 +7,13 @@ Generated from the code, never edited by hand:
   docstring and ``zh``, plus the rule index ``rules/index.md``;
 - blocks inside hand-written pages, between ``<!-- generated: NAME ARG -->`` and
   ``<!-- /generated -->``: ``chapter-rules N`` (the rules of chapter N), ``config-keys`` (every
-  ``[tool.torchdoctor]`` key), ``editor-settings`` (the VS Code extension's settings) and
-  ``aliases`` (TorchFix code -> TDR code).
+  ``[tool.torchdoctor]`` key), ``server-settings`` (the language server's editor settings),
+  ``editor-settings`` (the VS Code extension's settings), ``aliases`` (TorchFix code -> TDR
+  code) and ``api-table`` (the deprecated/removed API table of the TDR8xx rules).
 
-``generate-docs --check`` lists the files that differ from what the code generates.
+``generate-docs --check`` lists the files that differ from what the code generates;
+``generate-docs --build`` also builds the HTML into the package (``torchdoctor/_docs``), where
+``docs.rule_url`` finds it.
 """
 
 from __future__ import annotations
