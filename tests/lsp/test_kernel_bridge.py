@@ -20,7 +20,7 @@ pytest.importorskip("jupyter_client")
 pytest.importorskip("ipykernel")
 pytest.importorskip("torch")
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+LIVE = pytest.mark.asyncio(loop_scope="module")
 
 SETUP = "import torch\na = torch.randn(4, 6)\nb = a.t()"
 CELLS = [SETUP, "flat = b.view(-1)\nok = a.view(2, -1)"]
@@ -158,6 +158,7 @@ async def client(runtime: Path, kernel: Kernel) -> AsyncIterator[LanguageClient]
     await stop_server(c)
 
 
+@LIVE
 async def test_running_a_cell_publishes_a_live_view_finding(
     client: LanguageClient, kernel: Kernel, runtime: Path
 ) -> None:
@@ -178,6 +179,7 @@ async def test_running_a_cell_publishes_a_live_view_finding(
     assert finding.data["fixes"][0]["edits"] == [{"range": [0, 9, 0, 13], "newText": "reshape"}]
 
 
+@LIVE
 async def test_hover_shows_the_live_tensor(
     client: LanguageClient, kernel: Kernel, runtime: Path
 ) -> None:
@@ -192,6 +194,7 @@ async def test_hover_shows_the_live_tensor(
     assert await hover_text(client, uri, 0, 0) == ""  # `flat` is not defined in the kernel
 
 
+@LIVE
 async def test_busy_kernel_does_not_block_a_hover(
     client: LanguageClient, kernel: Kernel, runtime: Path
 ) -> None:
@@ -214,6 +217,7 @@ async def test_busy_kernel_does_not_block_a_hover(
     assert "`a` live" in await hover_text(client, uri, 1, 5)  # answers again once idle
 
 
+@LIVE
 async def test_kernel_found_through_jpy_session_name(kernel: Kernel, runtime: Path) -> None:
     kernel.run(SETUP)
     c = await start_server(runtime)  # no connection file given: look in the runtime dir
@@ -230,6 +234,7 @@ async def test_kernel_found_through_jpy_session_name(kernel: Kernel, runtime: Pa
         await stop_server(c)
 
 
+@LIVE
 @pytest.mark.parametrize("options", [{"bridge": False}, {"trusted": False}])
 async def test_bridge_off_or_untrusted_workspace(
     kernel: Kernel, runtime: Path, options: dict[str, Any]
@@ -249,3 +254,51 @@ async def test_bridge_off_or_untrusted_workspace(
         assert info["kernelBridge"]["trusted"] is options.get("trusted", True)
     finally:
         await stop_server(c)
+
+
+# ---- without a kernel: what the server reads from the editor ---------------------------------
+@pytest.mark.parametrize(
+    ("line", "col", "name"),
+    [
+        ("y = model.fc.weight.t()", 10, "model.fc"),
+        ("y = model.fc.weight.t()", 14, "model.fc.weight"),
+        ("y = model.fc.weight.t()", 4, "model"),
+        ("z = f(x).shape", 10, None),
+        ("for x in xs:", 1, None),
+        ("n = 12", 4, None),
+        ("s = 'abc'", 6, None),
+        ("y = xs[0].shape", 11, None),
+    ],
+)
+def test_name_under_the_cursor(line: str, col: int, name: str | None) -> None:
+    from torchdoctor.lsp.live import name_at
+
+    assert name_at(line, col) == name
+
+
+@pytest.mark.parametrize(
+    ("options", "trusted"),
+    [
+        (None, True),
+        ({}, True),
+        ({"trusted": True}, True),
+        ({"trusted": False}, False),
+        ({"trusted": "no"}, False),
+        ({"torchdoctor": {"trusted": False}}, False),
+    ],
+)
+def test_workspace_trust_from_initialization_options(options: Any, trusted: bool) -> None:
+    from torchdoctor.lsp.live import workspace_trusted
+
+    assert workspace_trusted(options) is trusted
+
+
+def test_connection_file_setting() -> None:
+    from torchdoctor.lsp.settings import parse_settings
+
+    parsed, problems = parse_settings(
+        {"kernelConnectionFile": "kernel-1.json", "bridge": False}, "test"
+    )
+    assert (parsed.kernel_connection_file, parsed.bridge, problems) == ("kernel-1.json", False, [])
+    bad, problems = parse_settings({"kernelConnectionFile": 3}, "test")
+    assert bad.kernel_connection_file is None and "kernelConnectionFile" in problems[0]

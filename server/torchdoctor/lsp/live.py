@@ -137,6 +137,10 @@ def name_at(line: str, col: int) -> str | None:
     return name if is_valid_name(name) else None
 
 
+def _reason(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
+
+
 def busy_markdown(name: str, locale: str | None, dead: bool) -> str:
     zh = is_chinese(locale)
     if zh:
@@ -343,9 +347,11 @@ class LiveManager:
                     # A cell that ended while the watcher was still subscribing is not
                     # reported: probe once more when the subscription has surely settled.
                     loop.call_later(SETTLE_S, self._executed, found)
-        except (BridgeError, asyncio.TimeoutError, OSError) as exc:
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # jupyter_client and zmq raise more than BridgeError
             state.retry_at = time.monotonic() + RETRY_S
-            self.log("warning", f"kernel bridge: no kernel for {path}: {exc}")
+            self.log("warning", f"kernel bridge: no kernel for {path}: {_reason(exc)}")
             return
         if self.units.get(key) is not state:
             self._release(kernel)
@@ -365,10 +371,15 @@ class LiveManager:
             facts = await self._io(
                 PROBE_TIMEOUT + CONTROL_MARGIN, kernel.bridge.probe, wanted, PROBE_TIMEOUT
             )
-        except (BridgeError, asyncio.TimeoutError) as exc:
-            # Busy: the watcher reports when the cell finished. Gone: try again later.
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            # Busy: the watcher reports when the cell finished. Gone: look again later.
+            self.log("debug", f"kernel bridge: probe failed: {_reason(exc)}")
+            if not Path(kernel.connection_file).exists():  # the kernel was shut down
+                self.forget(key)
+                state = self.units.setdefault(key, UnitLive())
             state.retry_at = time.monotonic() + RETRY_S
-            self.log("debug", f"kernel bridge: probe failed: {exc}")
             return
         if self.units.get(key) is not state or state.kernel is not kernel:
             return
@@ -432,7 +443,7 @@ class LiveManager:
             if state.kinds.get(name) in LIVE_KINDS:
                 return busy_markdown(name, locale, dead=not isinstance(exc, KernelBusy))
             return None
-        except BridgeError:
+        except Exception:
             return None
         value = facts.get(name)
         if not isinstance(value, dict):

@@ -128,7 +128,11 @@ def analyse(job: Job, resolver: SettingsResolver) -> Analysis:
         result, notebook = check_cells(job.cells, job.path, settings)
         findings: list[Finding] = result.findings
         live_request = None
-        if job.live is not None and notebook is not None and not result.errors:
+        if (
+            job.live is not None
+            and notebook is not None
+            and not any(_is_syntax_error(e) for e in result.errors)
+        ):
             live, live_request = live_part(job.live, notebook, notebook_path(job.path), settings)
             findings = merge(findings, live)
         versions = {c.uri: c.version for c in job.cells}
@@ -194,6 +198,7 @@ class Unit:
     task: asyncio.Task[None] | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
     closed: bool = False
+    refresh: bool = False  # ask a pull client to pull again after the next analysis
 
     def spelled(self, uri: str) -> str | None:
         """The key under which ``uri`` (however the client spells it) has diagnostics."""
@@ -352,8 +357,10 @@ class Doctor:
 
     # -- units ----------------------------------------------------------------------------------
     def schedule_key(self, key: str) -> None:
+        """Analyse again because the kernel's facts changed (the text did not)."""
         unit = self.units.get(key)
         if unit is not None and not unit.closed:
+            unit.refresh = self.pull and self.refresh_support  # pull clients must be told
             self.schedule(unit, 0)
 
     def unit_for(self, uri: str) -> Unit | None:
@@ -477,6 +484,9 @@ class Doctor:
             for error in analysis.errors:
                 self.log_once("error", error)
             self.apply(unit, analysis)
+            if unit.refresh:
+                unit.refresh = False
+                self.server.workspace_diagnostic_refresh(None)
             self.live.after_analysis(
                 unit.key, unit.notebook, job.path, job.client, analysis.live_request
             )
