@@ -12,14 +12,14 @@ the CPU (best of 7).
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import time
-import weakref
 
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
+
+from saved_memory import SavedTensors
 
 BLOCKS, WIDTH, BATCH = 8, 1024, 128
 
@@ -39,34 +39,13 @@ class Net(nn.Module):
         return x
 
 
-class _Saved:
-    __slots__ = ("__weakref__", "tensor")
-
-    def __init__(self, tensor: torch.Tensor) -> None:
-        self.tensor = tensor
-
-
 def saved_bytes(net: Net, x: torch.Tensor) -> int:
     """Bytes of distinct storages saved for backward after one forward pass."""
-    live: weakref.WeakSet[_Saved] = weakref.WeakSet()
-
-    def pack(t: torch.Tensor) -> _Saved:
-        # A detached alias (same storage) avoids a reference cycle; no backward runs here.
-        s = _Saved(t.detach())
-        live.add(s)
-        return s
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda s: s.tensor):
+    with SavedTensors(exclude=net.parameters()) as saved:
         out = net(x)
-    gc.collect()
-    params = {p.untyped_storage().data_ptr() for p in net.parameters()}
-    storages = {}
-    for s in list(live):
-        st = s.tensor.untyped_storage()
-        if st.data_ptr() not in params:
-            storages[st.data_ptr()] = st.nbytes()
+    held = saved.nbytes()
     del out
-    return sum(storages.values())
+    return held
 
 
 def linear_forwards_per_step(net: Net, x: torch.Tensor) -> int:

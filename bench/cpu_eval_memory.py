@@ -11,16 +11,16 @@ peak resident memory (each mode in a fresh process) and the best forward time of
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import resource
 import subprocess
 import sys
 import time
-import weakref
 
 import torch
 from torch import nn
+
+from saved_memory import SavedTensors
 
 BATCH, SIZE = 32, 64
 MODES = ("grad_enabled", "no_grad", "inference_mode")
@@ -52,35 +52,13 @@ def context(mode: str):
     }[mode]()
 
 
-class _Saved:
-    __slots__ = ("__weakref__", "tensor")
-
-    def __init__(self, tensor: torch.Tensor) -> None:
-        self.tensor = tensor
-
-
 def saved_bytes(model: nn.Module, x: torch.Tensor, mode: str) -> int:
     """Bytes of the distinct storages the autograd graph of one forward pass keeps alive."""
-    live: weakref.WeakSet[_Saved] = weakref.WeakSet()
-
-    def pack(t: torch.Tensor) -> _Saved:
-        # Keep a detached alias (same storage): holding ``t`` itself would tie an output saved
-        # by its own node into a reference cycle that outlives the graph. No backward runs here.
-        s = _Saved(t.detach())
-        live.add(s)
-        return s
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda s: s.tensor), context(mode):
+    with SavedTensors(exclude=model.parameters()) as saved, context(mode):
         out = model(x)
-    gc.collect()
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    storages = {}
-    for s in list(live):
-        st = s.tensor.untyped_storage()
-        if st.data_ptr() not in params:
-            storages[st.data_ptr()] = st.nbytes()
+    held = saved.nbytes()
     del out
-    return sum(storages.values())
+    return held
 
 
 def child(mode: str) -> None:

@@ -12,16 +12,16 @@ excluded) and the growth of peak resident memory (each variant in a fresh proces
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import resource
 import subprocess
 import sys
-import weakref
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from saved_memory import SavedTensors
 
 ITERATIONS, BATCH = 50, 512
 VARIANTS = ("tensor", "item")
@@ -41,35 +41,13 @@ def accumulate(net: nn.Module, x: torch.Tensor, y: torch.Tensor, variant: str) -
     return total
 
 
-class _Saved:
-    __slots__ = ("__weakref__", "tensor")
-
-    def __init__(self, tensor: torch.Tensor) -> None:
-        self.tensor = tensor
-
-
 def graph_bytes(variant: str) -> int:
     net, x, y = setup()
-    live: weakref.WeakSet[_Saved] = weakref.WeakSet()
-
-    def pack(t: torch.Tensor) -> _Saved:
-        # Keep a detached alias (same storage): holding ``t`` itself would tie an output saved
-        # by its own node into a reference cycle that outlives the graph. No backward runs here.
-        s = _Saved(t.detach())
-        live.add(s)
-        return s
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda s: s.tensor):
+    with SavedTensors(exclude=net.parameters()) as saved:
         total = accumulate(net, x, y, variant)
-    gc.collect()
-    params = {p.untyped_storage().data_ptr() for p in net.parameters()}
-    storages = {}
-    for s in list(live):
-        st = s.tensor.untyped_storage()
-        if st.data_ptr() not in params:
-            storages[st.data_ptr()] = st.nbytes()
+    held = saved.nbytes()
     del total
-    return sum(storages.values())
+    return held
 
 
 def child(variant: str) -> None:
