@@ -41,6 +41,7 @@ CONNECT_TIMEOUT = 1.0  # seconds to connect to (or identify) one kernel
 CONTROL_MARGIN = 0.5  # the bridge's own "busy or dead?" check, plus thread start-up
 DISCOVERY_BUDGET = 5.0  # seconds one look-up may spend asking kernels who they belong to
 RETRY_S = 5.0  # after a failed look-up or probe, wait this long before trying again
+LOOK_AGAIN_S = 10.0  # a notebook without a kernel: look for one this often
 UNNAMED_RETRY_S = 20.0  # ask a kernel that names no notebook again after this long
 SETTLE_S = 1.0  # IOPub subscriptions take a moment to receive messages
 SHUTDOWN_TIMEOUT = 3.0
@@ -327,6 +328,10 @@ class LiveManager:
             found = await self._io(DISCOVERY_BUDGET + 3 * limit, self._find, path, explicit)
             if found is None:
                 state.retry_at = time.monotonic() + RETRY_S
+                # The user may start the kernel without touching the notebook: look again.
+                asyncio.get_running_loop().call_later(
+                    LOOK_AGAIN_S, self._look_again, key, state, path, client
+                )
                 return
             kernel = self.kernels.get(found)
             if kernel is None:
@@ -359,6 +364,12 @@ class LiveManager:
         state.kernel, state.source = kernel, explicit
         kernel.units.add(key)
         self.schedule(key)  # the next analysis says what to probe
+
+    def _look_again(self, key: str, state: UnitLive, path: str, client: ClientSettings) -> None:
+        if self.closed or self.units.get(key) is not state or state.kernel is not None:
+            return
+        if state.task is None or state.task.done():
+            state.task = asyncio.ensure_future(self._attach(key, path, client))
 
     # -- probing ------------------------------------------------------------------------------
     async def _probe(self, key: str) -> None:
