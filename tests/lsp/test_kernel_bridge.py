@@ -50,6 +50,15 @@ class Kernel:
         assert reply["content"]["status"] == "ok", reply["content"]
         return int(reply["content"]["execution_count"])
 
+    def subshells(self) -> list[str]:
+        """The kernel's subshells (each bridge that connects makes one for its probes)."""
+        msg = self.user.session.msg("list_subshell_request", {})
+        self.user.control_channel.send(msg)
+        while True:
+            reply = self.user.control_channel.get_msg(timeout=10)
+            if reply["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
+                return sorted(reply["content"]["subshell_id"])
+
     def close(self) -> None:
         self.user.stop_channels()
         self.km.shutdown_kernel(now=True)
@@ -220,6 +229,7 @@ async def test_busy_kernel_does_not_block_a_hover(
 @LIVE
 async def test_kernel_found_through_jpy_session_name(kernel: Kernel, runtime: Path) -> None:
     kernel.run(SETUP)
+    before = kernel.subshells()
     c = await start_server(runtime)  # no connection file given: look in the runtime dir
     try:
         _setup, use = open_notebook(c, runtime / "found.ipynb", CELLS)
@@ -230,8 +240,11 @@ async def test_kernel_found_through_jpy_session_name(kernel: Kernel, runtime: Pa
         await wait_until(lambda: other in c.diagnostics)
         text = await hover_text(c, other, 1, 5)
         assert codes(c.diagnostics[other]) == ["TDR101"] and "live" not in text
+        assert len(kernel.subshells()) == len(before) + 1  # the server's, for its probes
     finally:
         await stop_server(c)
+    # A clean shutdown deleted the server's subshell in the kernel.
+    assert kernel.subshells() == before
 
 
 @LIVE
