@@ -320,7 +320,12 @@ class Torchdoctor implements TorchdoctorApi {
         },
       },
       revealOutputChannelOn: RevealOutputChannelOn.Never,
-      initializationOptions: () => toServerOptions(settingsFor().settings),
+      // `trusted` travels only at start-up (the server never takes it from workspace settings);
+      // the client restarts when trust is granted.
+      initializationOptions: () => ({
+        ...toServerOptions(settingsFor().settings),
+        trusted: vscode.workspace.isTrusted,
+      }),
       markdown: { isTrusted: false, supportHtml: false },
       initializationFailedHandler: (error) => {
         this.output.error(`Initialization failed: ${errorText(error)}`);

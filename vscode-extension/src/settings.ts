@@ -24,6 +24,8 @@ export interface Settings {
   fixAll: boolean;
   debounceMs: number;
   bridge: boolean;
+  /** A kernel's connection file for the kernel bridge; empty: found from the notebook. */
+  kernelConnectionFile: string;
   logLevel: LogLevel;
   docsBaseUrl: string;
   interpreter: string;
@@ -43,6 +45,8 @@ export interface ServerOptions {
   docsBaseUrl: string | null;
   logLevel: LogLevel;
   bridge: boolean;
+  /** `null`: find the kernel of each notebook from the Jupyter runtime folder. */
+  kernelConnectionFile: string | null;
 }
 
 export interface ReadResult {
@@ -60,6 +64,7 @@ export const DEFAULTS: Readonly<Settings> = Object.freeze({
   fixAll: true,
   debounceMs: DEFAULT_DEBOUNCE_MS,
   bridge: true,
+  kernelConnectionFile: "",
   logLevel: "info",
   docsBaseUrl: "",
   interpreter: "",
@@ -145,6 +150,14 @@ export function readSettings(get: (key: string) => unknown): ReadResult {
     return "";
   };
 
+  const kernelConnectionFile = (): string => {
+    const value = get("kernelConnectionFile");
+    if (value === undefined || value === null) return "";
+    if (typeof value === "string") return value.trim();
+    problems.push("torchdoctor.kernelConnectionFile must be a path or a kernel id; ignored.");
+    return "";
+  };
+
   const interpreter = (): string => {
     const value = get("interpreter");
     if (value === undefined || value === null) return "";
@@ -167,6 +180,7 @@ export function readSettings(get: (key: string) => unknown): ReadResult {
     fixAll: bool("fixAll", DEFAULTS.fixAll),
     debounceMs: debounce(),
     bridge: bool("bridge", DEFAULTS.bridge),
+    kernelConnectionFile: kernelConnectionFile(),
     logLevel: logLevel(),
     docsBaseUrl: docsBaseUrl(),
     interpreter: interpreter(),
@@ -194,6 +208,7 @@ export function toServerOptions(settings: Settings): ServerOptions {
     docsBaseUrl: settings.docsBaseUrl === "" ? null : settings.docsBaseUrl,
     logLevel: settings.logLevel,
     bridge: settings.bridge,
+    kernelConnectionFile: settings.kernelConnectionFile === "" ? null : settings.kernelConnectionFile,
   };
 }
 

@@ -107,12 +107,13 @@ describe("toServerOptions", () => {
       docsBaseUrl: null,
       logLevel: "info",
       bridge: true,
+      kernelConnectionFile: null,
     });
   });
 
   it("passes configured values through", () => {
     const options = toServerOptions(
-      from({ enable: false, select: ["TDR1"], ignore: ["TDR105"], extendSelect: ["TDR9"], unsafeFixes: true, debounceMs: 50, docsBaseUrl: "http://localhost:8000", logLevel: "debug", bridge: false }).settings,
+      from({ enable: false, select: ["TDR1"], ignore: ["TDR105"], extendSelect: ["TDR9"], unsafeFixes: true, debounceMs: 50, docsBaseUrl: "http://localhost:8000", logLevel: "debug", bridge: false, kernelConnectionFile: " kernel-1.json " }).settings,
     );
     expect(options).toEqual({
       enable: false,
@@ -124,6 +125,7 @@ describe("toServerOptions", () => {
       docsBaseUrl: "http://localhost:8000/",
       logLevel: "debug",
       bridge: false,
+      kernelConnectionFile: "kernel-1.json",
     });
   });
 
