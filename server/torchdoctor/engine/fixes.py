@@ -198,6 +198,4 @@ def delete_statement(source: Source, stmt: ast.stmt) -> Edit | None:
     if first == 1:
         return delete_range(Pos(1, 0), Pos(last, len(source.line(last))))
     prev = source.line(first - 1)
-    return delete_range(
-        Pos(first - 1, len(prev.rstrip("\r\n"))), Pos(last, len(source.line(last)))
-    )
+    return delete_range(Pos(first - 1, len(prev.rstrip("\r\n"))), Pos(last, len(source.line(last))))

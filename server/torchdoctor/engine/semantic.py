@@ -240,18 +240,12 @@ _RECORDED = frozenset(
 
 _SCOPE_TYPES = frozenset(SCOPE_NODES)
 # Fields that can hold child nodes, per node type (singleton operator/context nodes excluded).
-_NO_CHILD_FIELDS = frozenset(
-    {"ctx", "op", "ops", "type_comment", "kind", "conversion", "is_async"}
-)
+_NO_CHILD_FIELDS = frozenset({"ctx", "op", "ops", "type_comment", "kind", "conversion", "is_async"})
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def _child_fields(kind: type) -> tuple[str, ...]:
-    fields = tuple(
-        f
-        for f in getattr(kind, "_fields", ())
-        if f not in _NO_CHILD_FIELDS
-    )
+    fields = tuple(f for f in getattr(kind, "_fields", ()) if f not in _NO_CHILD_FIELDS)
     _CHILD_FIELDS[kind] = fields
     return fields
 
@@ -1304,9 +1298,7 @@ class Semantic:
                 if any(self.is_grad_off(item.context_expr) for item in anc.items):
                     return True
             if isinstance(anc, FUNCTION_NODES):
-                return any(
-                    self.is_grad_off(d) or _named_grad_off(d) for d in anc.decorator_list
-                )
+                return any(self.is_grad_off(d) or _named_grad_off(d) for d in anc.decorator_list)
             if isinstance(anc, ast.Lambda | ast.ClassDef):
                 return False
             if isinstance(child, ast.stmt):
