@@ -83,11 +83,9 @@ bundle_wheel() {
   # The .vsix carries torchdoctor's wheel, so "Install torchdoctor" works without a package index entry.
   rm -f "$EXT"/bundled/*.whl
   mkdir -p "$EXT/bundled"
-  if "$TORCHDOCTOR_PYTHON" -m pip wheel --no-deps --no-build-isolation -q "$REPO" -w "$EXT/bundled"; then
-    ls "$EXT"/bundled/*.whl
-  else
-    echo "warning: could not build torchdoctor's wheel; the .vsix installs torchdoctor from the package index"
-  fi
+  # The UI test's install flow needs this wheel: failing to build it fails the step.
+  "$TORCHDOCTOR_PYTHON" -m pip wheel --no-deps --no-build-isolation -q "$REPO" -w "$EXT/bundled"
+  ls "$EXT"/bundled/*.whl
 }
 
 package_vsix() {
