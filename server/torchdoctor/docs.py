@@ -36,6 +36,25 @@ class RuleDoc:
         return "\n".join(parts).rstrip() + "\n"
 
 
+_BREAK = re.compile(r"[ \t]*\n[ \t]*")
+_CJK_PUNCT = re.compile(r"[\u3000-\u303f\uff00-\uffef]")
+_CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]")
+
+
+def unwrap(text: str) -> str:
+    """Join a wrapped paragraph into one line. A break after Chinese punctuation, or between
+    two Chinese characters, joins without a space."""
+
+    def join(m: re.Match[str]) -> str:
+        before = text[m.start() - 1] if m.start() else ""
+        after = text[m.end()] if m.end() < len(text) else ""
+        if _CJK_PUNCT.match(before) or (_CJK.match(before) and _CJK.match(after)):
+            return ""
+        return " "
+
+    return " ".join(_BREAK.sub(join, text).split())
+
+
 def split_sections(text: str) -> dict[str, str]:
     text = inspect.cleandoc(text or "")
     matches = list(_SECTION.finditer(text))
@@ -50,7 +69,7 @@ def rule_doc(rule: type[Rule], locale: str | None = None) -> RuleDoc:
     zh = is_chinese(locale) and bool(rule.zh)
     sections = split_sections(rule.zh if zh else (rule.__doc__ or ""))
     first = next(iter(sections.values()), "").strip()
-    summary = first.split("\n\n")[0].replace("\n", " ").strip()
+    summary = unwrap(first.split("\n\n")[0])
     return RuleDoc(rule.code, rule.name, summary, sections, "zh" if zh else "en")
 
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .docs import DEFAULT_DOCS_URL, packaged_docs_dir, rule_doc, rule_url
+from .docs import DEFAULT_DOCS_URL, packaged_docs_dir, rule_doc, rule_url, unwrap
 from .engine.model import Applicability, Severity, is_chinese
 
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ def _cell(text: str) -> str:
         text,
         flags=re.S,
     )
-    return " ".join(text.replace("|", "\\|").split())
+    return unwrap(text.replace("|", "\\|"))
 
 
 def first_sentence(text: str) -> str:
