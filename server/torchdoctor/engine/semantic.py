@@ -117,7 +117,7 @@ MODULE_SELF_METHODS = frozenset(
 MODULE_ONLY_METHODS = frozenset({"parameters", "named_parameters", "eval", "train", "modules"})
 _NOT_A_MODULE_NAME = re.compile(r"optim|sched|scaler|^opt$|_opt$|^opt_|dataset|loader", re.I)
 _OPTIMIZER_NAME = re.compile(r"(^|_)(opt|optim|optimizer)(_|\d|$)|optimizer", re.I)
-_SCHEDULER_NAME = re.compile(r"sched|(^|_)lr(_|$)|warmup", re.I)
+_SCHEDULER_NAME = re.compile(r"sched|(^|_)lr(_|$)|warm", re.I)
 _LOADER_NAME = re.compile(r"loader|(^|_)dl$", re.I)
 _NON_MODEL_NN = frozenset(
     {"Parameter", "ParameterList", "ParameterDict", "Buffer", "UninitializedParameter"}

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Iterator
 
 from ..engine import fixes
@@ -9,9 +8,6 @@ from ..engine.context import Context
 from ..engine.model import Applicability, Edit, Fix, Severity, Text
 from ..engine.semantic import FUNCTION_NODES, Kind, scaled_backward_scaler, terminal_name
 from .base import Invalid, Rule, Valid
-
-_OPTIMIZER_NAME = re.compile(r"(^|_)(opt|optim|optimizer)(_|\d|$)|optimizer", re.I)
-_NOT_OPTIMIZER_NAME = re.compile(r"sched|(^|_)lr(_|$)|warm", re.I)
 
 
 class ScalerStepBypassed(Rule):
@@ -484,16 +480,7 @@ def _is_plain_optimizer_step(ctx: Context, call: ast.Call) -> bool:
     if call.args or call.keywords:
         return False
     assert isinstance(call.func, ast.Attribute)
-    receiver = call.func.value
-    kind = ctx.kind(receiver)
-    if kind is not None:
-        return kind is Kind.OPTIMIZER
-    name = terminal_name(receiver)
-    return (
-        name is not None
-        and bool(_OPTIMIZER_NAME.search(name))
-        and not _NOT_OPTIMIZER_NAME.search(name)
-    )
+    return ctx.sem.is_optimizer(call.func.value)
 
 
 def _insert_update(ctx: Context, call: ast.Call, name: str) -> Edit | None:
