@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -57,7 +58,8 @@ def ruff_json(
         "code": finding.code,
         "name": finding.name,
         "message": finding.message.get(locale),
-        "filename": filename,
+        # Absolute, as in Ruff's JSON (code read from stdin keeps the name it was given).
+        "filename": filename if filename == "-" or not filename else os.path.abspath(filename),
         "location": _loc(rng.start),
         "end_location": _loc(rng.end),
         "fix": fix_json,

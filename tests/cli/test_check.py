@@ -240,3 +240,9 @@ def test_noqa_on_the_first_row_of_a_multi_row_statement(td, tmp_path: Path) -> N
         "import torch\nother = dict(  # noqa: TDR602\n    x=torch.load('b.pt'),\n)\n"
     )
     assert td("check", "b.py").code == 0
+
+
+def test_json_filenames_are_absolute_like_ruffs(td, tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(LOAD)
+    (item,) = td("check", "a.py", "--output-format", "json").json()
+    assert item["filename"] == str(tmp_path / "a.py")
