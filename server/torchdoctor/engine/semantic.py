@@ -297,6 +297,9 @@ class Semantic:
         # Facts derived by engine modules (training, data, graphs...), computed once per file.
         self.memo: dict[object, object] = {}
         self._function_cache: dict[ast.AST, ast.FunctionDef | ast.AsyncFunctionDef | None] = {}
+        self.order: list[ast.AST] = []  # every node, in source (pre-)order
+        self._index: dict[ast.AST, int] | None = None
+        self._size: dict[ast.AST, int] | None = None
         self._kind_cache: dict[int, Kind | None] = {}
         self._evidence: dict[tuple[ast.AST, str], Kind] | None = None
         self._visit_module(tree)
@@ -315,10 +318,13 @@ class Semantic:
         scope_types = _SCOPE_TYPES
         fields_of = _CHILD_FIELDS
         push = stack.append
+        order = self.order
+        add = order.append
         while stack:
             node, parent, scope = stack.pop()
             if parent is not None:
                 parents[node] = parent
+            add(node)
             kind = type(node)
             inner = scope
             if kind in scope_types and node is not scope.node:
@@ -346,6 +352,21 @@ class Semantic:
                         push((value, node, scope))
                     else:
                         push((value, node, inner))
+
+    def _subtrees(self) -> tuple[dict[ast.AST, int], dict[ast.AST, int]]:
+        """Pre-order index and subtree size of every node (computed on first use): a subtree
+        is the slice ``order[index : index + size]``."""
+        if self._index is None:
+            order, parents = self.order, self.parents
+            index = {node: i for i, node in enumerate(order)}
+            size = dict.fromkeys(order, 1)
+            for node in reversed(order):
+                parent = parents.get(node)
+                if parent is not None:
+                    size[parent] += size[node]
+            self._index, self._size = index, size
+        assert self._size is not None
+        return self._index, self._size
 
     @staticmethod
     def _outside_scope(node: ast.AST, child: ast.AST) -> bool:
@@ -617,13 +638,22 @@ class Semantic:
     def walk(self, node: ast.AST, *, into_functions: bool = False) -> Iterator[ast.AST]:
         """Nodes under ``node`` (itself excluded), by default not entering nested defs/classes."""
         stop = () if into_functions else _NESTED_SCOPES
-        stack = _children(node)
-        while stack:
-            child = stack.pop()
+        index, size = self._subtrees()
+        start = index.get(node)
+        if start is None:  # a node made after the pass
+            stack = _children(node)
+            while stack:
+                child = stack.pop()
+                yield child
+                if type(child) not in stop:
+                    stack.extend(_children(child))
+            return
+        order = self.order
+        i, end = start + 1, start + size[node]
+        while i < end:
+            child = order[i]
             yield child
-            if type(child) in stop:
-                continue
-            stack.extend(_children(child))
+            i += size[child] if type(child) in stop else 1
 
     def walk_body(
         self, stmts: Iterable[ast.stmt], *, into_functions: bool = False
