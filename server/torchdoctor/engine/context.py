@@ -6,7 +6,7 @@ import ast
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from .model import Finding, Fix, Range, Related, Text
+from .model import Finding, Fix, Range, Related, Severity, Text
 from .semantic import Kind, Semantic
 from .source import Source
 
@@ -71,8 +71,11 @@ class Context:
         message: Text,
         fixes: Iterable[Fix | None] = (),
         related: Iterable[Related] = (),
+        severity: Severity | None = None,
         **extra: object,
     ) -> Finding:
+        """Record a finding; ``severity`` overrides the rule's for this finding only (a variant
+        the rule is less sure about)."""
         rule = self.rule
         assert rule is not None, "report() called outside a rule"
         rng = node if isinstance(node, Range) else self.source.range(node)
@@ -89,7 +92,7 @@ class Context:
             name=rule.name,
             message=message,
             range=rng,
-            severity=rule.severity,
+            severity=severity or rule.severity,
             fixes=tuple(f for f in fixes if f is not None),
             related=tuple(related),
             tags=rule.tags,
