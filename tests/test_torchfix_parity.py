@@ -218,3 +218,19 @@ def test_pre_commit_hook_replaces_the_flake8_plugin() -> None:
 
     fixture = str(FIXTURES / "tor101_deprecated_use.py")
     assert main([*hook["entry"].split()[1:], "--no-cache", fixture]) == 1
+
+
+# -- checkpoint with **kwargs (TOR003) ----------------------------------------------------------
+def test_checkpoint_with_kwargs_is_reported_without_fix_at_lower_severity() -> None:
+    from torchdoctor.engine.model import Severity
+
+    head = "from torch.utils.checkpoint import checkpoint\n"
+    plain = check_any(head + "y = checkpoint(f, x)\n", "m.py", codes=frozenset({"TDR405"}))
+    spread = check_any(head + "y = checkpoint(f, x, **kw)\n", "m.py", codes=frozenset({"TDR405"}))
+    [p], [s] = plain.findings, spread.findings
+    assert p.severity is Severity.WARNING and p.fix is not None
+    assert s.severity is Severity.INFO and s.fix is None
+    assert "`**kw`" in s.message.en and "`**kw`" in s.message.zh
+    # A fix-all leaves the call alone: the dictionary may hold the key already.
+    outcome = fix_any(head + "y = checkpoint(f, x, **kw)\n", "m.py", unsafe=True)
+    assert outcome.text == head + "y = checkpoint(f, x, **kw)\n"

@@ -4,18 +4,24 @@ import ast
 
 from ..engine import fixes
 from ..engine.context import Context
-from ..engine.model import Applicability, Fix, Text
-from ..engine.semantic import has_star_kwargs, keyword
+from ..engine.model import Applicability, Fix, Severity, Text
+from ..engine.semantic import dotted, keyword
 from .base import Invalid, Rule, Valid
 
 CHECKPOINT = "torch.utils.checkpoint.checkpoint"
 CHECKPOINT_SEQUENTIAL = "torch.utils.checkpoint.checkpoint_sequential"
+KEY = "use_reentrant"
 
 
 class CheckpointWithoutUseReentrant(Rule):
     """## What it does
     Checks for `torch.utils.checkpoint.checkpoint(...)` and `checkpoint_sequential(...)` calls
     that do not pass `use_reentrant=`.
+
+    A call that passes `**kwargs` is reported too, with a lower severity (information), unless
+    the code shows that the dictionary holds `use_reentrant`: a dict display or `dict(...)` call
+    with that key, or a name that an assignment (`kw = {...}`, `kw["use_reentrant"] = ...`) or an
+    update (`kw.setdefault(...)`, `kw.update(use_reentrant=...)`) in its scope gives the key.
 
     ## Why is this bad?
     Without `use_reentrant`, PyTorch 2.13 still falls back to the old reentrant implementation
@@ -59,8 +65,9 @@ class CheckpointWithoutUseReentrant(Rule):
     autograd graph differently, so layers that got no gradient before (inputs without
     `requires_grad`) start training, and hooks or custom autograd code inside the block may
     behave differently. Pass `use_reentrant=True` instead if you must keep the old behaviour.
-    Calls that pass `**kwargs` are not reported: the dictionary may already hold
-    `use_reentrant`.
+    Calls that pass `**kwargs` get no fix: if the dictionary already holds `use_reentrant`, an
+    added keyword would make the call fail with `got multiple values for keyword argument`. Add
+    the key where the dictionary is built instead.
 
     ## References
     - [`torch.utils.checkpoint`](https://pytorch.org/docs/stable/checkpoint.html)
@@ -69,6 +76,11 @@ class CheckpointWithoutUseReentrant(Rule):
     zh = """## 功能
     检查未传入 `use_reentrant=` 的 `torch.utils.checkpoint.checkpoint(...)` 与
     `checkpoint_sequential(...)` 调用。
+
+    传入 `**kwargs` 的调用也会被报告，但严重级别较低（信息），除非代码表明该字典包含 `use_reentrant`：
+    带有该键的字典字面量或 `dict(...)` 调用，或者某个名字在其作用域内经赋值（`kw = {...}`、
+    `kw["use_reentrant"] = ...`）或更新（`kw.setdefault(...)`、`kw.update(use_reentrant=...)`）
+    获得了该键。
 
     ## 为什么不好？
     不传 `use_reentrant` 时，PyTorch 2.13 仍会退回旧的可重入（reentrant）实现，并在每次调用时警告：
@@ -106,7 +118,8 @@ class CheckpointWithoutUseReentrant(Rule):
     ## 修复安全性
     修复会添加 `use_reentrant=False`。它是不安全的：非可重入实现以不同方式记录计算图，之前得不到梯度的层
     （输入不需要梯度时）会开始训练，块内的钩子或自定义 autograd 代码也可能表现不同。若必须保持旧行为，
-    请改传 `use_reentrant=True`。传入 `**kwargs` 的调用不会被报告：该字典可能已经包含 `use_reentrant`。
+    请改传 `use_reentrant=True`。传入 `**kwargs` 的调用没有修复：若该字典已包含 `use_reentrant`，
+    再添加关键字参数会使调用失败（`got multiple values for keyword argument`）。请在构建该字典的地方添加这个键。
 
     ## 参考
     - [`torch.utils.checkpoint`](https://pytorch.org/docs/stable/checkpoint.html)
@@ -126,9 +139,33 @@ class CheckpointWithoutUseReentrant(Rule):
         # use_reentrant passed positionally to checkpoint_sequential.
         "import torch\nfrom torch.utils.checkpoint import checkpoint_sequential\n"
         "y = checkpoint_sequential(model, 2, x, False)",
-        # **kwargs may already hold use_reentrant.
+        # The ** operand visibly holds use_reentrant.
         "import torch\nfrom torch.utils.checkpoint import checkpoint\n"
-        "y = checkpoint(block, x, **ckpt_kwargs)",
+        "y = checkpoint(block, x, **{'use_reentrant': False})",
+        "import torch\nfrom torch.utils.checkpoint import checkpoint\n"
+        "y = checkpoint(block, x, **dict(use_reentrant=False, preserve_rng_state=False))",
+        "import torch\nfrom torch.utils.checkpoint import checkpoint\n"
+        "kw = {'use_reentrant': False}\ny = checkpoint(block, x, **kw)",
+        "import torch\nfrom torch.utils.checkpoint import checkpoint\n"
+        "def run(block, x, **kwargs):\n    kwargs['use_reentrant'] = False\n"
+        "    return checkpoint(block, x, **kwargs)",
+        "import torch\nfrom torch.utils.checkpoint import checkpoint\n"
+        "def run(block, x, **kwargs):\n    kwargs.setdefault('use_reentrant', False)\n"
+        "    return checkpoint(block, x, **kwargs)",
+        "import torch\nfrom torch.utils.checkpoint import checkpoint\n"
+        "def run(block, x, **kwargs):\n    kwargs.update(use_reentrant=False)\n"
+        "    return checkpoint(block, x, **kwargs)",
+        # Only on versions that have the parameter (a common guard).
+        "import torch\nfrom torch.utils.checkpoint import checkpoint\n"
+        "ckpt_kwargs = {'use_reentrant': False} if new_torch else {}\n"
+        "def forward(self, x):\n    return checkpoint(self.block, x, **ckpt_kwargs)",
+        # Built in __init__, used in forward.
+        "import torch\nfrom torch.utils.checkpoint import checkpoint\n"
+        "class M(torch.nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.ckpt = {'preserve_rng_state': True}\n"
+        "        self.ckpt.update({'use_reentrant': False})\n"
+        "    def forward(self, x):\n        return checkpoint(self.block, x, **self.ckpt)",
         # A local function named checkpoint (e.g. saving a training checkpoint).
         "import torch\ndef checkpoint(model, path):\n    torch.save(model.state_dict(), path)\n"
         "checkpoint(model, 'm.pt')",
@@ -178,23 +215,68 @@ class CheckpointWithoutUseReentrant(Rule):
             "y = checkpoint(block, x, use_reentrant=False)",
             notebook=True,
         ),
+        # **kwargs that may lack the key: reported without a fix.
+        Invalid(
+            "import torch\nfrom torch.utils.checkpoint import checkpoint\n"
+            "def forward(block, x, **kwargs):\n    return checkpoint(block, x, **kwargs)",
+            fixed=None,
+        ),
+        Invalid(
+            "import torch.utils.checkpoint as cp\n"
+            "kw = {'preserve_rng_state': False}\ny = cp.checkpoint(block, x, **kw)",
+            fixed=None,
+        ),
+        Invalid(
+            "import torch\nfrom torch.utils.checkpoint import checkpoint_sequential\n"
+            "def run(model, x, **kw):\n"
+            "    kw['preserve_rng_state'] = False\n"
+            "    return checkpoint_sequential(model, 2, x, **kw)",
+            fixed=None,
+        ),
+        # The key is set on another dictionary with the same name in another function.
+        Invalid(
+            "import torch\nfrom torch.utils.checkpoint import checkpoint\n"
+            "def a(**kw):\n    kw['use_reentrant'] = False\n    return kw\n"
+            "def b(block, x, **kw):\n    return checkpoint(block, x, **kw)",
+            fixed=None,
+        ),
     )
 
     def check(self, ctx: Context) -> None:
         for call in ctx.sem.calls_to(CHECKPOINT, CHECKPOINT_SEQUENTIAL):
-            if keyword(call, "use_reentrant") or has_star_kwargs(call):
+            if keyword(call, "use_reentrant"):
                 continue
             sequential = ctx.qualname(call.func) == CHECKPOINT_SEQUENTIAL
             if sequential and (
                 len(call.args) >= 4 or any(isinstance(a, ast.Starred) for a in call.args)
             ):
                 continue
+            name = "checkpoint_sequential" if sequential else "checkpoint"
+            spread = [kw.value for kw in call.keywords if kw.arg is None]
+            if spread:
+                if any(_carries(ctx, value, call) for value in spread):
+                    continue
+                # The dictionary may hold the key after all: no fix (adding the keyword would
+                # then raise "got multiple values"), and a lower severity.
+                label = dotted(spread[0])
+                operand = f"`**{label}`" if label else "the `**` argument"
+                operand_zh = f"`**{label}`" if label else "`**` 参数"
+                ctx.report(
+                    call,
+                    Text(
+                        f"`{name}` gets no explicit `use_reentrant=`; if {operand} does not carry "
+                        "it, PyTorch warns on every call and uses the reentrant variant",
+                        f"`{name}` 未显式传入 `use_reentrant=`；若 {operand_zh} 中也没有，"
+                        "PyTorch 会在每次调用时警告并使用可重入实现",
+                    ),
+                    severity=Severity.INFO,
+                )
+                continue
             fix = Fix(
                 Text("Add `use_reentrant=False`", "添加 `use_reentrant=False`"),
                 (fixes.add_keyword(ctx.source, call, "use_reentrant=False"),),
                 Applicability.UNSAFE,
             )
-            name = "checkpoint_sequential" if sequential else "checkpoint"
             ctx.report(
                 call,
                 Text(
@@ -205,3 +287,69 @@ class CheckpointWithoutUseReentrant(Rule):
                 ),
                 fixes=[fix],
             )
+
+
+def _carries(ctx: Context, expr: ast.expr, at: ast.AST, depth: int = 0) -> bool:
+    """Whether the ``**`` operand ``expr`` can be seen to hold a ``use_reentrant`` key: a dict
+    display or ``dict(...)`` call with it, or a name (or ``self.attr``) that an assignment or an
+    update in its scope gives it (anywhere in that scope: unsure means "holds it")."""
+    if depth > 4:
+        return False
+    if isinstance(expr, ast.IfExp):
+        return _carries(ctx, expr.body, at, depth + 1) or _carries(ctx, expr.orelse, at, depth + 1)
+    if isinstance(expr, ast.Dict):
+        return any(
+            (isinstance(k, ast.Constant) and k.value == KEY)
+            or (k is None and _carries(ctx, v, at, depth + 1))
+            for k, v in zip(expr.keys, expr.values, strict=True)
+        )
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        if isinstance(func, ast.Name) and func.id == "dict" and ctx.sem.lookup("dict", at) is None:
+            return any(
+                kw.arg == KEY or (kw.arg is None and _carries(ctx, kw.value, at, depth + 1))
+                for kw in expr.keywords
+            ) or any(_carries(ctx, a, at, depth + 1) for a in expr.args)
+        return False
+    target = dotted(expr)
+    if target is None:
+        return False
+    if isinstance(expr, ast.Name):
+        binding = ctx.sem.lookup(expr.id, at)
+        scope = binding.scope if binding is not None else ctx.sem.scope_of(at).node
+    else:
+        scope = ctx.tree
+    for node in ctx.sem.walk(scope, into_functions=True):
+        if _sets_key(ctx, node, target, at, depth):
+            return True
+    return False
+
+
+def _sets_key(ctx: Context, node: ast.AST, target: str, at: ast.AST, depth: int) -> bool:
+    """Whether ``node`` gives the dictionary named ``target`` a ``use_reentrant`` key."""
+    if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for t in targets:
+            if (
+                isinstance(t, ast.Subscript)
+                and dotted(t.value) == target
+                and isinstance(t.slice, ast.Constant)
+                and t.slice.value == KEY
+            ):
+                return True  # kw["use_reentrant"] = ...
+            if dotted(t) == target and node.value is not None:
+                if _carries(ctx, node.value, at, depth + 1):
+                    return True  # kw = {...}, kw |= {...}
+    elif (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and dotted(node.func.value) == target
+    ):
+        method, args = node.func.attr, node.args
+        if method in ("setdefault", "__setitem__"):
+            return bool(args) and isinstance(args[0], ast.Constant) and args[0].value == KEY
+        if method == "update":
+            return any(kw.arg == KEY for kw in node.keywords) or any(
+                _carries(ctx, a, at, depth + 1) for a in args
+            )
+    return False
