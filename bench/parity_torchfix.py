@@ -2,7 +2,7 @@
 TorchFix code, how many of its findings torchdoctor also reports at the same place.
 
     .venv/bin/python bench/parity_torchfix.py [--venv /tmp/torchdoctor-torchfix] [--quick]
-                                              [--misses FILE] [PATH ...]
+                                              [--target-version 2.13] [--misses FILE] [PATH ...]
 
 TorchFix (with libcst, flake8) and transformers are installed into a scratch virtual environment
 created by this script (no system site packages); transformers is only read, never imported.
@@ -14,6 +14,11 @@ to (``rules.resolve_selector``) on the same line, or in the same statement for f
 multi-line statement (TorchFix reports imports at the statement's first line, torchdoctor at the
 imported name). Both tools honour ``# noqa`` comments. TorchFix's default selection is used
 (TOR4xx and TOR9xx are off by default in TorchFix; ``--all`` includes them).
+
+torchdoctor checks against ``--target-version`` (its ``target-version`` setting; by default the
+installed torch). Some TorchFix rules only apply to older torch versions (TOR102: ``weights_only``
+defaults to True since 2.6): their misses are then checked again, with the same TorchFix run,
+at a target where the rule applies (``VERSION_DRIVEN``), to show which misses the version explains.
 """
 
 from __future__ import annotations
@@ -33,13 +38,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "server"))
 
+from torchdoctor.engine.config import Settings  # noqa: E402
 from torchdoctor.engine.runner import check_any  # noqa: E402
+from torchdoctor.engine.torch_version import format_version, target_version  # noqa: E402
 from torchdoctor.rules import resolve_selector  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "torchfix"
 DEFAULT_VENV = Path("/tmp/torchdoctor-torchfix")
 TORCHFIX = "torchfix==0.7.0"
 DEFAULT_OFF = ("TOR3", "TOR4", "TOR9")
+# TorchFix codes whose torchdoctor rules follow the target version, and a target where they apply.
+VERSION_DRIVEN = {"TOR102": "2.5"}
 
 # Runs inside the scratch environment: "path<TAB>key" lines on stdin; out, one JSON line per file
 # as soon as it is done: {"path", "key", "findings": [{"row", "code"}], "error"?}.
@@ -264,13 +273,15 @@ def statement_rows(text: str) -> dict[int, int]:
     return rows
 
 
-def _check_one(args: tuple[Path, frozenset[str]]) -> tuple[str, set[tuple[int, str]]]:
-    path, codes = args
+def _check_one(
+    args: tuple[Path, frozenset[str], str | None],
+) -> tuple[str, set[tuple[int, str]]]:
+    path, codes, target = args
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return str(path), set()
-    result = check_any(text, str(path), codes=codes)
+    result = check_any(text, str(path), Settings(target_version=target), codes=codes)
     places: set[tuple[int, str]] = set()
     if result.findings:
         stmt = statement_rows(text)
@@ -282,16 +293,16 @@ def _check_one(args: tuple[Path, frozenset[str]]) -> tuple[str, set[tuple[int, s
 
 
 def run_torchdoctor(
-    files: list[Path], codes: frozenset[str], jobs: int
+    files: list[Path], codes: frozenset[str], jobs: int, target: str | None = None
 ) -> dict[str, set[tuple[int, str]]]:
     from multiprocessing import Pool
 
     with Pool(jobs) as pool:
-        results = pool.map(_check_one, [(f, codes) for f in files], chunksize=8)
+        results = pool.map(_check_one, [(f, codes, target) for f in files], chunksize=8)
     return {path: places for path, places in results if places}
 
 
-def explain(code: str, path: str, row: int) -> str:
+def explain(code: str, path: str, row: int, target: str = "the installed torch") -> str:
     """Why a finding is missed on purpose, from the call at that line (see the migration page)."""
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -302,11 +313,14 @@ def explain(code: str, path: str, row: int) -> str:
     kwargs = {k.arg for c in calls for k in c.keywords}
     if code == "TOR102":
         if "map_location" in kwargs or any(len(c.args) >= 2 for c in calls):
-            return "TOR102: `weights_only` defaults to True since torch 2.6 (target 2.13)"
+            return f"TOR102: `weights_only` defaults to True since torch 2.6 (target {target})"
         if None in kwargs or any(isinstance(a, ast.Starred) for c in calls for a in c.args):
             return "TOR102: *args/**kwargs may hold map_location (TDR602 stays quiet)"
     if code == "TOR003" and None in kwargs:
-        return "TOR003: **kwargs may already hold use_reentrant (a fix would duplicate it)"
+        return (
+            "TOR003: the ** dictionary visibly holds use_reentrant "
+            "(TorchFix's fix would repeat the keyword: TypeError)"
+        )
     if code == "TOR002":
         if re.search(r"\.require_grad\b(?!\s*=[^=])", text):
             return "TOR002: the file reads `.require_grad` back: its own attribute"
@@ -321,6 +335,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all", action="store_true", help="Also TorchFix's off-by-default codes.")
     parser.add_argument("--misses", type=Path, help="Write every miss to this file.")
     parser.add_argument("--quick", action="store_true", help="Only the fixtures.")
+    parser.add_argument(
+        "--target-version",
+        help="torchdoctor's `target-version` setting (default: the installed torch).",
+    )
     parser.add_argument(
         "--no-prefilter",
         action="store_true",
@@ -353,8 +371,9 @@ def main(argv: list[str] | None = None) -> int:
 
     mapped = {code: resolve_selector(code) for code in sorted({t["code"] for t in theirs})}
     codes = frozenset().union(*mapped.values()) if mapped else frozenset()
+    target = format_version(target_version(Settings(target_version=args.target_version)))
     start = time.perf_counter()
-    ours = run_torchdoctor(files, codes, args.jobs)
+    ours = run_torchdoctor(files, codes, args.jobs, args.target_version)
     td_seconds = time.perf_counter() - start
 
     total: Counter[str] = Counter()
@@ -370,11 +389,12 @@ def main(argv: list[str] | None = None) -> int:
             hit[code] += 1
             matched_places.update((path, row, c) for c in found)
         else:
-            misses.append((code, path, row, explain(code, path, row)))
+            misses.append((code, path, row, explain(code, path, row, target)))
 
     print(
         f"\n{len(all_files)} files, {len(files)} where TorchFix can report anything; "
-        f"TorchFix {tf_seconds:.0f} s, torchdoctor {td_seconds:.0f} s on those"
+        f"TorchFix {tf_seconds:.0f} s, torchdoctor {td_seconds:.0f} s on those; "
+        f"torchdoctor target {target}"
     )
     print(f"{'TorchFix':<9}{'torchdoctor':<16}{'findings':>9}{'matched':>9}{'share':>8}")
     for code in sorted(total):
@@ -384,6 +404,20 @@ def main(argv: list[str] | None = None) -> int:
     all_total, all_hit = sum(total.values()), sum(hit.values())
     if all_total:
         print(f"{'all':<25}{all_total:>9}{all_hit:>9}{100.0 * all_hit / all_total:>7.1f}%")
+    for code, old in VERSION_DRIVEN.items():
+        missed = [(path, row) for c, path, row, _ in misses if c == code]
+        if not missed:
+            continue
+        again = run_torchdoctor(
+            sorted({Path(path) for path, _ in missed}), frozenset(mapped[code]), args.jobs, old
+        )
+        found = sum(
+            any((row, c) in again.get(path, set()) for c in mapped[code]) for path, row in missed
+        )
+        print(
+            f"{code}: {found} of its {len(missed)} misses at target {target} "
+            f"are reported at target {old}"
+        )
     reasons = Counter(reason for *_rest, reason in misses)
     print("\nMisses by reason:")
     for reason, n in reasons.most_common():
