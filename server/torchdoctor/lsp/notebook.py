@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from lsprotocol import types
 
 from ..engine.config import Settings
+from ..engine.incremental import IncrementalParser
 from ..engine.model import FileError, Pos, Range
 from ..engine.notebook import Notebook
 from ..engine.runner import FileResult, check_text, fix_any
@@ -62,13 +63,16 @@ def notebook_path(path: str) -> str:
 
 
 def check_cells(
-    cells: list[CellDoc], path: str, settings: Settings
+    cells: list[CellDoc], path: str, settings: Settings, parser: IncrementalParser | None = None
 ) -> tuple[FileResult, Notebook | None]:
     """Check code cells as one module (magics masked, rows kept)."""
     if not cells:
         return FileResult(notebook_path(path)), None
     notebook = Notebook.from_cells([c.text for c in cells])
-    return check_text(notebook.text, notebook_path(path), settings, notebook=notebook), notebook
+    result = check_text(
+        notebook.text, notebook_path(path), settings, notebook=notebook, parser=parser
+    )
+    return result, notebook
 
 
 def to_json(sources: list[str]) -> str:

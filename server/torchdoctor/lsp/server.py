@@ -18,6 +18,7 @@ import logging
 import platform
 import sys
 import traceback
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from pygls.uris import to_fs_path, uri_scheme
 from .. import __version__
 from ..docs import rule_url
 from ..engine.config import ConfigError, ConfigFinder, Settings
+from ..engine.incremental import IncrementalParser
 from ..engine.model import FileError, Finding, is_chinese
 from ..engine.runner import check_text, fix_any
 from . import convert
@@ -49,6 +51,7 @@ CMD_DEBUG_INFO = "torchdoctor.debugInfo"
 CMD_OPEN_GUIDE = "torchdoctor.openGuide"
 PYTHON_LANGUAGES = (None, "", "python")
 WAIT_TIMEOUT_S = 10.0
+KEPT_PARSES = 4  # documents whose last parse is kept for incremental re-parsing
 
 _MESSAGE_TYPE = {
     "error": types.MessageType.Error,
@@ -76,6 +79,7 @@ class Job:
     text: str = ""
     cells: list[CellDoc] | None = None
     live: LiveInput | None = None  # the kernel's last facts, for a notebook with a kernel
+    parser: IncrementalParser | None = None  # the document's last parse
 
 
 @dataclass
@@ -125,7 +129,7 @@ def analyse(job: Job, resolver: SettingsResolver) -> Analysis:
     if job.cells is not None:
         for cell in job.cells:
             out[cell.uri] = []
-        result, notebook = check_cells(job.cells, job.path, settings)
+        result, notebook = check_cells(job.cells, job.path, settings, job.parser)
         findings: list[Finding] = result.findings
         live_request = None
         if (
@@ -141,7 +145,7 @@ def analyse(job: Job, resolver: SettingsResolver) -> Analysis:
         )
     else:
         out[job.uri] = []
-        result = check_text(job.text, job.path, settings)
+        result = check_text(job.text, job.path, settings, parser=job.parser)
         findings, live_request = result.findings, None
         versions = {job.uri: job.version}
         locator = convert.TextLocator(job.uri, job.text, job.encoding)
@@ -263,6 +267,9 @@ class Doctor:
         self.folder_settings: dict[str, ClientSettings] = {}
         self.resolver = SettingsResolver()
         self.units: dict[str, Unit] = {}
+        # The last parse of the documents edited most recently (a tree takes about 2 MB per
+        # 1,000 lines: kept for a few documents only).
+        self.parsers: OrderedDict[str, IncrementalParser] = OrderedDict()
         self.cell_owner: dict[str, str] = {}  # unquoted cell URI -> unquoted notebook URI
         self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="torchdoctor")
         self.reported: set[str] = set()
@@ -411,6 +418,7 @@ class Doctor:
                 self.encoding,
                 cells=self.notebook_cells(unit),
                 live=self.live.input_for(unit.key, True, client),
+                parser=self.parser_for(unit.key),
             )
         doc = self.server.workspace.text_documents.get(unit.key)
         if doc is None:
@@ -424,7 +432,15 @@ class Doctor:
             self.encoding,
             uri=unit.uri,
             text=doc.source,
+            parser=self.parser_for(unit.key),
         )
+
+    def parser_for(self, key: str) -> IncrementalParser:
+        parser = self.parsers.pop(key, None) or IncrementalParser()
+        self.parsers[key] = parser
+        while len(self.parsers) > KEPT_PARSES:
+            self.parsers.popitem(last=False)
+        return parser
 
     def open_unit(self, uri: str, notebook: bool) -> Unit:
         key = _norm(uri)
@@ -441,6 +457,7 @@ class Doctor:
         if unit.task is not None:
             unit.task.cancel()
         self.units.pop(unit.key, None)
+        self.parsers.pop(unit.key, None)
         self.live.forget(unit.key)
         uris = set(unit.diagnostics) | ({unit.uri} if not unit.notebook else set())
         for uri in uris:

@@ -1,0 +1,204 @@
+"""Incremental parsing: after an edit, re-parse only the top-level statements it touched.
+
+An editor re-checks a file on every keystroke. Parsing is a large share of that work, yet an edit
+rarely reaches past one function or class. ``IncrementalParser`` keeps the last tree of one
+document, split into *chunks*: runs of top-level statements with the rows they cover (comments
+and blank lines after a statement belong to its chunk). After an edit, the chunks the edited rows
+touch are re-parsed on their own, the chunks above are reused as they are and those below are
+reused with their rows shifted by the number of rows the edit added or removed.
+
+This gives the same tree as parsing the whole text. A chunk boundary is a row where a top-level
+statement begins at column 0 with no bracket, string or line continuation open, so the rows above
+an unchanged boundary parse the same way whatever follows them; and when the re-parsed rows parse
+on their own, they end in the same clean state, so the rows below them parse as before too. When
+they do not parse on their own (an edit that opens a string or a bracket, an indented row moved to
+the top level...), the whole text is parsed, which also reports the syntax error where Python
+would.
+
+The nodes of reused chunks are shared between successive trees, and shifting rows changes them
+in place, so a tree must not be read after a later parse of the same document: ``session`` hands
+the tree out and takes it back when the caller is done, and a parse that runs while another one
+is still out works on a full parse of its own.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from .model import FileError
+
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+# Features that change how later code parses: such files are always parsed whole.
+_WHOLE_FILE_MARKERS = ("__future__",)
+
+
+@dataclass
+class _Chunk:
+    first_row: int  # 1-based
+    body: list[ast.stmt]
+
+
+@dataclass
+class _State:
+    lines: list[str]
+    chunks: list[_Chunk]  # may be empty (a file of comments only): every edit parses the whole
+    tree: ast.Module
+
+
+def split_rows(text: str) -> list[str]:
+    """Rows as Python counts them (only ``\\n``, ``\\r\\n`` and ``\\r`` end a row)."""
+    return _LINE.findall(text)
+
+
+def parse_text(text: str, path: str) -> tuple[ast.Module | None, FileError | None]:
+    """``ast.parse`` with every failure turned into a ``FileError``."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.parse(text, filename=path), None
+    except SyntaxError as exc:
+        return None, FileError(path, f"syntax error: {exc.msg}", exc.lineno)
+    except (RecursionError, MemoryError):
+        return None, FileError(path, "expression nested too deeply to analyse")
+    except ValueError as exc:
+        return None, FileError(path, f"cannot parse: {exc}")
+
+
+def _first_row(stmt: ast.stmt) -> int:
+    row = stmt.lineno
+    for decorator in getattr(stmt, "decorator_list", ()):
+        row = min(row, decorator.lineno)
+    return row
+
+
+def _chunks(body: list[ast.stmt], first_row: int) -> list[_Chunk]:
+    """Group statements into chunks; a statement that starts on the row where the previous one
+    ends (``a = 1; b = 2``) joins its chunk."""
+    chunks: list[_Chunk] = []
+    last_row = 0
+    for stmt in body:
+        start = _first_row(stmt)
+        if chunks and start <= last_row:
+            chunks[-1].body.append(stmt)
+        else:
+            chunks.append(_Chunk(start, [stmt]))
+        last_row = stmt.end_lineno or stmt.lineno
+    if chunks:
+        chunks[0].first_row = first_row
+    return chunks
+
+
+def _shift(stmts: list[ast.stmt], rows: int) -> None:
+    """Move every node under ``stmts`` down by ``rows`` rows (up when negative)."""
+    stack: list[ast.AST] = list(stmts)
+    pop, extend = stack.pop, stack.extend
+    iter_children = ast.iter_child_nodes
+    while stack:
+        node = pop()
+        try:
+            node.lineno += rows  # type: ignore[attr-defined]
+            node.end_lineno += rows  # type: ignore[attr-defined]
+        except (AttributeError, TypeError):
+            pass
+        extend(iter_children(node))
+
+
+class IncrementalParser:
+    """The parse of one document, kept between edits (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state: _State | None = None
+        self.reused_rows = 0  # rows the last parse did not re-parse (for benchmarks and tests)
+
+    @contextmanager
+    def session(self, text: str, path: str) -> Iterator[tuple[ast.Module | None, FileError | None]]:
+        """Parse ``text`` (a new version of the document) and yield the tree or the error. The
+        tree may be read until the block ends."""
+        with self._lock:
+            state, self._state = self._state, None
+        lines = split_rows(text)
+        new_state: _State | None = None
+        try:
+            new_state = self._parse(state, lines, text, path)
+            if new_state is None:
+                self.reused_rows = 0
+                tree, error = parse_text(text, path)
+                if tree is not None:
+                    new_state = _State(lines, _chunks(tree.body, 1), tree)
+                yield tree, error
+            else:
+                yield new_state.tree, None
+        finally:
+            if new_state is not None:
+                with self._lock:
+                    if self._state is None:
+                        self._state = new_state
+            elif state is not None:
+                # This version does not parse: keep the last good one for the next edit.
+                with self._lock:
+                    if self._state is None:
+                        self._state = state
+
+    def _parse(self, state: _State | None, lines: list[str], text: str, path: str) -> _State | None:
+        """The tree of ``lines`` built from ``state``; None when a whole parse is needed."""
+        if state is None or not state.chunks:
+            return None
+        old = state.lines
+        if old == lines:
+            self.reused_rows = len(lines)
+            return state
+        # Rows shared at both ends.
+        limit = min(len(old), len(lines))
+        head = 0
+        while head < limit and old[head] == lines[head]:
+            head += 1
+        tail = 0
+        while tail < limit - head and old[-1 - tail] == lines[-1 - tail]:
+            tail += 1
+        delta = len(lines) - len(old)
+        # Old rows (1-based) the edit replaced, widened by a row each side so that text added at
+        # the end of one statement or the start of the next re-parses with both.
+        low = max(head, 1)
+        high = min(len(old) - tail + 1, len(old))
+        chunks = state.chunks
+        starts = [c.first_row for c in chunks]
+        first = _chunk_at(starts, low)
+        last = _chunk_at(starts, high)
+        start_row = chunks[first].first_row
+        end_row = (chunks[last + 1].first_row - 1 if last + 1 < len(chunks) else len(old)) + delta
+        if end_row < start_row - 1:
+            return None
+        region = "".join(lines[start_row - 1 : end_row])
+        if any(marker in region for marker in _WHOLE_FILE_MARKERS):
+            return None
+        tree, _error = parse_text(region, path)
+        if tree is None:
+            return None
+        if start_row > 1:
+            _shift(tree.body, start_row - 1)
+        if delta:
+            for chunk in chunks[last + 1 :]:
+                _shift(chunk.body, delta)
+                chunk.first_row += delta
+        middle = _chunks(tree.body, start_row)
+        merged = [*chunks[:first], *middle, *chunks[last + 1 :]]
+        if merged:
+            merged[0].first_row = 1
+        module = ast.Module(body=[stmt for c in merged for stmt in c.body], type_ignores=[])
+        self.reused_rows = len(lines) - (end_row - start_row + 1)
+        return _State(lines, merged, module)
+
+
+def _chunk_at(starts: list[int], row: int) -> int:
+    """Index of the chunk covering ``row`` (chunks start at ``starts``, the first at row 1)."""
+    from bisect import bisect_right
+
+    return max(bisect_right(starts, row) - 1, 0)
