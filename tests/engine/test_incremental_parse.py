@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from torchdoctor.engine.incremental import IncrementalParser, parse_text
+from torchdoctor.engine.runner import check_text
+from torchdoctor.engine.semantic import Semantic
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = sorted((ROOT / "examples").glob("*.py"))
@@ -41,6 +43,46 @@ def dump(tree: ast.AST) -> str:
     return ast.dump(tree, include_attributes=True)
 
 
+def facts(sem: Semantic) -> dict[str, object]:
+    """Everything the walk collects, with nodes compared by identity."""
+
+    def ids(nodes: object) -> list[int]:
+        return [id(n) for n in nodes]  # type: ignore[attr-defined]
+
+    def binding(b: object) -> tuple[object, ...]:
+        return tuple(
+            id(v) if isinstance(v, ast.AST) else v
+            for v in (b.node, b.how, b.scope, b.value, b.index, b.qualname)  # type: ignore[attr-defined]
+        )
+
+    return {
+        "order": ids(sem.order),
+        "parents": sorted((id(k), id(v)) for k, v in sem.parents.items()),
+        "scopes": [
+            (
+                id(node),
+                id(scope.parent.node) if scope.parent else None,
+                sorted(scope.global_names),
+                {name: [binding(b) for b in bs] for name, bs in scope.bindings.items() if bs},
+            )
+            for node, scope in sem.scopes.items()
+        ],
+        "lists": [ids(getattr(sem, name)) for name in ("calls", "withs", "assigns", "functions")],
+        "imports": [(id(n), id(a), q) for n, a, q in sem.imports],
+        "indexes": [
+            {key: ids(values) for key, values in getattr(sem, name).items()}
+            for name in ("calls_by_attr", "calls_by_name", "attributes", "names")
+        ],
+        "self_attrs": {(id(c), a): ids(v) for (c, a), v in sem.self_attr_values.items()},
+        "loops": [(id(k), id(v.node)) for k, v in sem.loops.items()],
+    }
+
+
+def findings(text: str, parser: IncrementalParser | None = None) -> list[tuple[object, ...]]:
+    result = check_text(text, "train.py", parser=parser)
+    return [(f.code, f.range, f.message.en, f.fixes) for f in result.findings]
+
+
 def edit(rng: random.Random, text: str) -> str:
     pos = rng.randrange(len(text) + 1)
     roll = rng.random()
@@ -67,13 +109,15 @@ def test_random_edits_parse_as_a_whole_parse_would(path: Path) -> None:
     for _ in range(120):
         text = edit(rng, text)
         whole, whole_error = parse_text(text, path.name)
-        with parser.session(text, path.name) as (tree, error):
+        with parser.session(text, path.name) as parsed:
+            tree, error = parsed.tree, parsed.error
             if whole is None:
                 assert tree is None and error is not None and whole_error is not None
                 assert (error.reason, error.row) == (whole_error.reason, whole_error.row)
             else:
                 assert tree is not None, error
                 assert dump(tree) == dump(whole)
+                assert facts(Semantic.from_chunks(tree, parsed.chunks)) == facts(Semantic(tree))
                 reused += parser.reused_rows > 0
         if whole is None and rng.random() < 0.5:
             text = original  # back to valid code, so that most edits build on a good parse
@@ -88,6 +132,32 @@ def test_typing_inside_a_function_reparses_only_that_function() -> None:
     with parser.session(text, "a.py"):
         pass
     edited = text.replace("def f25(x):", "def f25(xy):")
-    with parser.session(edited, "a.py") as (tree, _error):
-        assert tree is not None and dump(tree) == dump(ast.parse(edited))
+    with parser.session(edited, "a.py") as parsed:
+        assert parsed.tree is not None and dump(parsed.tree) == dump(ast.parse(edited))
     assert parser.reused_rows >= text.count("\n") - 8
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_checks_after_edits_find_what_a_fresh_check_finds(path: Path) -> None:
+    """Rows added and removed above the findings, statements typed and deleted: the findings
+    (places, messages and fixes) equal those of a check from scratch."""
+    rng = random.Random(path.name)
+    text = path.read_text()
+    parser = IncrementalParser()
+    assert findings(text, parser) == findings(text)
+    for _ in range(25):
+        lines = text.splitlines(keepends=True)
+        row = rng.randrange(len(lines) + 1)
+        roll = rng.random()
+        if roll < 0.4:
+            lines[row:row] = ["\n"] * rng.randrange(1, 3)
+        elif roll < 0.7 and row < len(lines) and not lines[row].strip():
+            del lines[row]
+        else:
+            lines[row:row] = ["x = torch.load('a.pt')\n"]
+        candidate = "".join(lines)
+        if parse_text(candidate, "train.py")[0] is None:
+            continue
+        text = candidate
+        assert findings(text, parser) == findings(text)
+    assert findings(text, parser)

@@ -41,6 +41,17 @@ _WHOLE_FILE_MARKERS = ("__future__",)
 class _Chunk:
     first_row: int  # 1-based
     body: list[ast.stmt]
+    facts: object = None  # what ``Semantic.from_chunks`` collected for it
+
+
+@dataclass
+class Parsed:
+    """One version of a document: its tree and the chunks that make it up, or why it does not
+    parse."""
+
+    tree: ast.Module | None
+    error: FileError | None
+    chunks: list[_Chunk]
 
 
 @dataclass
@@ -119,9 +130,9 @@ class IncrementalParser:
         self.reused_rows = 0  # rows the last parse did not re-parse (for benchmarks and tests)
 
     @contextmanager
-    def session(self, text: str, path: str) -> Iterator[tuple[ast.Module | None, FileError | None]]:
-        """Parse ``text`` (a new version of the document) and yield the tree or the error. The
-        tree may be read until the block ends."""
+    def session(self, text: str, path: str) -> Iterator[Parsed]:
+        """Parse ``text`` (a new version of the document). The tree may be read until the block
+        ends."""
         with self._lock:
             state, self._state = self._state, None
         lines = split_rows(text)
@@ -133,9 +144,9 @@ class IncrementalParser:
                 tree, error = parse_text(text, path)
                 if tree is not None:
                     new_state = _State(lines, _chunks(tree.body, 1), tree)
-                yield tree, error
+                yield Parsed(tree, error, new_state.chunks if new_state else [])
             else:
-                yield new_state.tree, None
+                yield Parsed(new_state.tree, None, new_state.chunks)
         finally:
             if new_state is not None:
                 with self._lock:

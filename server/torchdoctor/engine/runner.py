@@ -6,7 +6,7 @@ import ast
 import gc
 import threading
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +18,7 @@ from .incremental import IncrementalParser, parse_text
 from .model import Applicability, FileError, Finding, Fix, Pos, Range
 from .noqa import NoqaComment, find_noqa, suppresses
 from .notebook import Notebook, NotebookError
-from .semantic import Semantic
+from .semantic import Chunk, Semantic
 from .source import Source
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
@@ -62,10 +62,20 @@ def check_text(
     with paused_gc():
         if parser is None:
             tree, error = parse(text, path)
-            _check_tree(result, tree, error, text, path, settings, notebook, codes)
+            _check_tree(result, tree, error, None, text, path, settings, notebook, codes)
         else:
-            with parser.session(text, path) as (tree, error):
-                _check_tree(result, tree, error, text, path, settings, notebook, codes)
+            with parser.session(text, path) as parsed:
+                _check_tree(
+                    result,
+                    parsed.tree,
+                    parsed.error,
+                    parsed.chunks,
+                    text,
+                    path,
+                    settings,
+                    notebook,
+                    codes,
+                )
     return result
 
 
@@ -73,6 +83,7 @@ def _check_tree(
     result: FileResult,
     tree: ast.Module | None,
     error: FileError | None,
+    chunks: Sequence[Chunk] | None,
     text: str,
     path: str,
     settings: Settings,
@@ -91,7 +102,7 @@ def _check_tree(
     enabled = codes if codes is not None else settings.enabled(path)
     source = Source(text)
     try:
-        sem = Semantic(tree)
+        sem = Semantic(tree) if chunks is None else Semantic.from_chunks(tree, chunks)
     except RecursionError:
         result.errors.append(FileError(path, "expression nested too deeply to analyse"))
         return

@@ -9,9 +9,10 @@ from __future__ import annotations
 import ast
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Protocol
 
 
 class Kind(str, Enum):
@@ -273,10 +274,82 @@ def _pos(node: ast.AST) -> tuple[int, int]:
     return (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
 
 
+class Chunk(Protocol):
+    """A run of top-level statements (``engine.incremental``) and the facts collected for it."""
+
+    body: list[ast.stmt]
+    facts: object
+
+
+# What a chunk adds to a module's facts: lists and indexes, concatenated in chunk order.
+_CHUNK_LISTS = ("calls", "imports", "withs", "assigns", "aug_assigns", "functions", "classes")
+_CHUNK_INDEXES = ("calls_by_attr", "calls_by_name", "attributes", "names", "self_attr_values")
+
+
+class _ChunkFacts:
+    """The facts one chunk contributes, collected by the same walk as a whole module's."""
+
+    def __init__(self, tree: ast.Module, body: list[ast.stmt]) -> None:
+        part = Semantic.__new__(Semantic)
+        part._setup(tree)
+        module = part.scopes.pop(tree)
+        part._visit([(stmt, tree, module) for stmt in reversed(body)])
+        self.part = part
+        self.body = body
+        self.module = module  # what the statements bound at module level
+        self.top_scopes = [s for s in part.scopes.values() if s.parent is module]
+        self.module_bindings = [b for bs in module.bindings.values() for b in bs]
+
+    def merge_into(self, sem: Semantic) -> None:
+        part, tree = self.part, sem.tree
+        module = sem.scopes[tree]
+        sem.order.extend(part.order)
+        sem.parents.update(part.parents)
+        for stmt in self.body:
+            sem.parents[stmt] = tree
+        sem.scopes.update(part.scopes)
+        for scope in self.top_scopes:
+            scope.parent = module
+        for binding in self.module_bindings:
+            binding.scope = tree
+        for name, bindings in self.module.bindings.items():
+            module.bindings[name].extend(bindings)
+        module.global_names.update(self.module.global_names)
+        for name in _CHUNK_LISTS:
+            getattr(sem, name).extend(getattr(part, name))
+        for name in _CHUNK_INDEXES:
+            index = getattr(sem, name)
+            for key, values in getattr(part, name).items():
+                index[key].extend(values)
+        for loop, info in part.loops.items():
+            sem.loops[loop] = LoopInfo(info.node, None, None, None)
+
+
 class Semantic:
     """Facts about one parsed module, computed in one pass and queried by every rule."""
 
     def __init__(self, tree: ast.Module) -> None:
+        self._setup(tree)
+        self._visit_module(tree)
+
+    @classmethod
+    def from_chunks(cls, tree: ast.Module, chunks: Sequence[Chunk]) -> Semantic:
+        """The facts of ``tree``, whose body is the chunks' statements in order, reusing what an
+        earlier call collected for the same chunks (see ``engine.incremental``: a chunk reused
+        after an edit holds the same node objects, only their rows may have moved, and facts
+        refer to nodes, never to rows). Gives what ``Semantic(tree)`` gives."""
+        sem = cls.__new__(cls)
+        sem._setup(tree)
+        sem.order.append(tree)
+        for chunk in chunks:
+            part = chunk.facts
+            if not isinstance(part, _ChunkFacts):
+                part = _ChunkFacts(tree, chunk.body)
+                chunk.facts = part
+            part.merge_into(sem)
+        return sem
+
+    def _setup(self, tree: ast.Module) -> None:
         self.tree = tree
         self.parents: dict[ast.AST, ast.AST] = {}
         self.scopes: dict[ast.AST, Scope] = {}
@@ -302,16 +375,17 @@ class Semantic:
         self._size: dict[ast.AST, int] | None = None
         self._kind_cache: dict[int, Kind | None] = {}
         self._evidence: dict[tuple[ast.AST, str], Kind] | None = None
-        self._visit_module(tree)
         self._loops_done = False
+        self.scopes[tree] = Scope(tree, None)
 
     # ---------------------------------------------------------------- building ---------
     def _visit_module(self, tree: ast.Module) -> None:
-        scope = Scope(tree, None)
-        self.scopes[tree] = scope
-        # Iterative pre-order walk; each entry: (node, parent, scope). This is the hot path of
-        # the whole linter: keep it free of per-node allocations beyond the stack entries.
-        stack: list[tuple[ast.AST, ast.AST | None, Scope]] = [(tree, None, scope)]
+        self._visit([(tree, None, self.scopes[tree])])
+
+    def _visit(self, stack: list[tuple[ast.AST, ast.AST | None, Scope]]) -> None:
+        """Walk the subtrees on ``stack``, each entry: (node, parent, scope), in pre-order. This
+        is the hot path of the whole linter: keep it free of per-node allocations beyond the
+        stack entries."""
         parents = self.parents
         record = self._record
         recorded = _RECORDED
@@ -327,7 +401,7 @@ class Semantic:
             add(node)
             kind = type(node)
             inner = scope
-            if kind in scope_types and node is not scope.node:
+            if kind in scope_types and parent is not None:
                 inner = self._enter_scope(node, scope)
             if kind in recorded:
                 record(node, scope, inner)
