@@ -207,7 +207,8 @@ async def edit_latencies(session: Session, uri: str, text: str, edits: int) -> l
 
 
 def engine_alone(text: str, runs: int = 5) -> float:
-    """Median time of the engine's own check of ``text`` in this process (no server), in ms."""
+    """Median time of the engine's check of the whole of ``text`` from scratch in this process
+    (no server, nothing reused from an earlier version), in ms."""
     from torchdoctor.engine.runner import check_text
 
     check_text(text, "bench.py")
@@ -250,7 +251,7 @@ async def run(
             cpu = session.cpu_s()
             result = await edit_latencies(session, uri, text, args.edits)
             cpu_per_edit = (session.cpu_s() - cpu) * 1000 / args.edits
-            alone = f"   (engine alone: {engine_alone(text):.1f} ms)" if engine else ""
+            alone = f"   (whole check from scratch: {engine_alone(text):.1f} ms)" if engine else ""
             print(
                 f"{text.count(chr(10)):6d} lines  open {1000 * (first - opened):7.1f} ms  "
                 f"{findings:4d} findings  {args.edits} edits: {summary(result)}  "
