@@ -41,7 +41,9 @@ _WHOLE_FILE_MARKERS = ("__future__",)
 class _Chunk:
     first_row: int  # 1-based
     body: list[ast.stmt]
-    facts: object = None  # what ``Semantic.from_chunks`` collected for it
+    # What ``Semantic.from_chunks`` collected for it; its ``nodes``, when present, lists every
+    # node of the chunk.
+    facts: object = None
 
 
 @dataclass
@@ -106,19 +108,31 @@ def _chunks(body: list[ast.stmt], first_row: int) -> list[_Chunk]:
     return chunks
 
 
-def _shift(stmts: list[ast.stmt], rows: int) -> None:
-    """Move every node under ``stmts`` down by ``rows`` rows (up when negative)."""
-    stack: list[ast.AST] = list(stmts)
-    pop, extend = stack.pop, stack.extend
-    iter_children = ast.iter_child_nodes
-    while stack:
-        node = pop()
-        try:
+def _shift(stmts: list[ast.stmt], rows: int, known: object = None) -> None:
+    """Move every node under ``stmts`` down by ``rows`` rows (up when negative). ``known``, when
+    a list, already holds every node under them (what the chunk's facts collected)."""
+    nodes: list[ast.AST]
+    if isinstance(known, list):
+        nodes = known
+    else:
+        nodes = []
+        stack: list[ast.AST] = list(stmts)
+        while stack:
+            node = stack.pop()
+            nodes.append(node)
+            stack.extend(ast.iter_child_nodes(node))
+    has_rows = _HAS_ROWS
+    for node in nodes:
+        kind = type(node)
+        positioned = has_rows.get(kind)
+        if positioned is None:
+            positioned = has_rows[kind] = "end_lineno" in kind._attributes
+        if positioned and node.end_lineno is not None:  # type: ignore[attr-defined]
             node.lineno += rows  # type: ignore[attr-defined]
             node.end_lineno += rows  # type: ignore[attr-defined]
-        except (AttributeError, TypeError):
-            pass
-        extend(iter_children(node))
+
+
+_HAS_ROWS: dict[type, bool] = {}
 
 
 class IncrementalParser:
@@ -197,7 +211,7 @@ class IncrementalParser:
             _shift(tree.body, start_row - 1)
         if delta:
             for chunk in chunks[last + 1 :]:
-                _shift(chunk.body, delta)
+                _shift(chunk.body, delta, getattr(chunk.facts, "nodes", None))
                 chunk.first_row += delta
         middle = _chunks(tree.body, start_row)
         merged = [*chunks[:first], *middle, *chunks[last + 1 :]]

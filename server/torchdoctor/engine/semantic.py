@@ -296,6 +296,7 @@ class _ChunkFacts:
         part._visit([(stmt, tree, module) for stmt in reversed(body)])
         self.part = part
         self.body = body
+        self.nodes = part.order  # every node of the chunk (operator singletons left out)
         self.module = module  # what the statements bound at module level
         self.top_scopes = [s for s in part.scopes.values() if s.parent is module]
         self.module_bindings = [b for bs in module.bindings.values() for b in bs]
