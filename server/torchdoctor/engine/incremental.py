@@ -24,15 +24,16 @@ is still out works on a full parse of its own.
 from __future__ import annotations
 
 import ast
-import re
 import threading
+import warnings
+from bisect import bisect_right
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .model import FileError
+from .source import split_rows
 
-_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 # Features that change how later code parses: such files are always parsed whole.
 _WHOLE_FILE_MARKERS = ("__future__",)
 
@@ -63,15 +64,8 @@ class _State:
     tree: ast.Module
 
 
-def split_rows(text: str) -> list[str]:
-    """Rows as Python counts them (only ``\\n``, ``\\r\\n`` and ``\\r`` end a row)."""
-    return _LINE.findall(text)
-
-
 def parse_text(text: str, path: str) -> tuple[ast.Module | None, FileError | None]:
     """``ast.parse`` with every failure turned into a ``FileError``."""
-    import warnings
-
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -224,6 +218,4 @@ class IncrementalParser:
 
 def _chunk_at(starts: list[int], row: int) -> int:
     """Index of the chunk covering ``row`` (chunks start at ``starts``, the first at row 1)."""
-    from bisect import bisect_right
-
     return max(bisect_right(starts, row) - 1, 0)

@@ -13,11 +13,16 @@ from .model import Pos, Range
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 
 
+def split_rows(text: str) -> list[str]:
+    """Rows with their line endings. Only ``\\n``, ``\\r\\n`` and ``\\r`` end a row for Python
+    (``str.splitlines`` also splits on ``\\f`` and others)."""
+    return _LINE.findall(text)
+
+
 class Source:
     def __init__(self, text: str) -> None:
         self.text = text
-        # Only \n, \r\n and \r end a row for Python (str.splitlines also splits on \f etc.).
-        self.lines: list[str] = _LINE.findall(text)
+        self.lines: list[str] = split_rows(text)
         if not self.lines or self.lines[-1].endswith(("\n", "\r")):
             self.lines.append("")
         self._line_starts: list[int] | None = None
