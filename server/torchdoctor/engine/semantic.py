@@ -300,6 +300,10 @@ class _ChunkFacts:
         self.module = module  # what the statements bound at module level
         self.top_scopes = [s for s in part.scopes.values() if s.parent is module]
         self.module_bindings = [b for bs in module.bindings.values() for b in bs]
+        # Names read at module level: their scope is the module's, a new object each time.
+        self.module_names = [n for n, scope in part.name_scopes.items() if scope is module]
+        for name in self.module_names:
+            del part.name_scopes[name]
 
     def merge_into(self, sem: Semantic) -> None:
         part, tree = self.part, sem.tree
@@ -309,6 +313,8 @@ class _ChunkFacts:
         for stmt in self.body:
             sem.parents[stmt] = tree
         sem.scopes.update(part.scopes)
+        sem.name_scopes.update(part.name_scopes)
+        sem.name_scopes.update(dict.fromkeys(self.module_names, module))
         for scope in self.top_scopes:
             scope.parent = module
         for binding in self.module_bindings:
@@ -368,6 +374,7 @@ class Semantic:
         self.classes: list[ast.ClassDef] = []
         self.self_attr_values: dict[tuple[ast.AST, str], list[ast.expr]] = defaultdict(list)
         self._qual_cache: dict[ast.AST, str | None] = {}
+        self.name_scopes: dict[ast.AST, Scope] = {}  # the scope of each name read
         # Facts derived by engine modules (training, data, graphs...), computed once per file.
         self.memo: dict[object, object] = {}
         self._function_cache: dict[ast.AST, ast.FunctionDef | ast.AsyncFunctionDef | None] = {}
@@ -449,7 +456,7 @@ class Semantic:
             return (
                 child in node.decorator_list
                 or child is node.returns
-                or (isinstance(child, ast.arguments) and False)
+                or isinstance(child, ast.arguments)
             )
         if isinstance(node, ast.ClassDef):
             return (
@@ -534,6 +541,7 @@ class Semantic:
         elif isinstance(node, ast.Name):
             if isinstance(node.ctx, ast.Load):
                 self.names[node.id].append(node)
+                self.name_scopes[node] = scope
         elif isinstance(node, ast.Assign):
             self.assigns.append(node)
             for target in node.targets:
@@ -691,24 +699,18 @@ class Semantic:
         return self.at_module_level(node) and not self.in_main_guard(node)
 
     def scope_of(self, node: ast.AST) -> Scope:
+        """The scope ``node`` is evaluated in: decorators, return annotations, base classes and
+        class keywords belong to the scope around their def or class."""
+        scope = self.name_scopes.get(node)
+        if scope is not None:
+            return scope
+        child = node
         for anc in self.ancestors(node):
             scope = self.scopes.get(anc)
-            if scope is not None:
-                if isinstance(anc, (ast.ClassDef, *FUNCTION_NODES)) and self._in_header(anc, node):
-                    continue
+            if scope is not None and not self._outside_scope(anc, child):
                 return scope
+            child = anc
         return self.scopes[self.tree]
-
-    def _in_header(self, scope_node: ast.AST, node: ast.AST) -> bool:
-        """Decorators and base classes are evaluated in the enclosing scope."""
-        decorators = getattr(scope_node, "decorator_list", [])
-        bases = getattr(scope_node, "bases", [])
-        current: ast.AST | None = node
-        while current is not None and current is not scope_node:
-            if current in decorators or current in bases:
-                return True
-            current = self.parents.get(current)
-        return False
 
     def walk(self, node: ast.AST, *, into_functions: bool = False) -> Iterator[ast.AST]:
         """Nodes under ``node`` (itself excluded), by default not entering nested defs/classes."""
