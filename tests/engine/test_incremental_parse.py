@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from torchdoctor.engine.incremental import IncrementalParser, parse_text
-from torchdoctor.engine.runner import check_text
+from torchdoctor.engine.runner import Superseded, check_text
 from torchdoctor.engine.semantic import Semantic
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -162,3 +162,16 @@ def test_checks_after_edits_find_what_a_fresh_check_finds(path: Path) -> None:
         text = candidate
         assert findings(text, parser) == findings(text)
     assert findings(text, parser)
+
+
+def test_a_stopped_check_leaves_its_parse_for_the_next() -> None:
+    head = "import torch\n\n\n"
+    text = head + "".join(f"def f{i}(x):\n    return torch.load(x)\n\n\n" for i in range(50))
+    parser = IncrementalParser()
+    check_text(text, "a.py", parser=parser)
+    edited = text.replace("def f10(x):", "def f10(y):")
+    with pytest.raises(Superseded):
+        check_text(edited, "a.py", parser=parser, stop=lambda: True)
+    again = edited.replace("def f20(x):", "def f20(y):")
+    assert findings(again, parser) == findings(again)
+    assert parser.reused_rows >= again.count("\n") - 8

@@ -3,6 +3,7 @@ the same text opened afresh."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -110,3 +111,36 @@ async def test_edits_give_the_findings_of_a_fresh_parse(client: LanguageClient) 
         assert any(d.code == "TDR602" for d in edited.diagnostics)
         checked += 1
     assert checked == len(EDITS) - 2
+
+
+BLOCK = """
+def evaluate_{i}(model, loader):
+    model.eval()
+    return [model(x) for x, _ in loader], torch.load("m{i}.pt")
+"""
+
+
+@lsp_client(scope="module")
+async def chatty(lsp_client: LanguageClient):
+    await initialize(lsp_client, options={"logLevel": "debug"})
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_a_newer_version_stops_the_check_of_an_older_one(chatty: LanguageClient) -> None:
+    """Edits sent faster than a large file can be checked: checks of versions already
+    superseded stop early (between rules), and the last version gets its diagnostics."""
+    uri = "file:///tmp/td_incremental/large.py"
+    text = "import torch\n" + "".join(BLOCK.format(i=i) for i in range(1500))
+    open_doc(chatty, uri, text)
+    await published(chatty, uri, version=1)
+    mark = len(chatty.published)  # type: ignore[attr-defined]
+    for version in range(2, 7):
+        change(chatty, uri, version, (0, 12), (0, 12), "  #")
+        await asyncio.sleep(0.02)  # long enough for a check to start, too short for it to end
+    last = await published(chatty, uri, version=6, after=mark)
+    assert sum(d.code == "TDR602" for d in last.diagnostics) == 1500
+    stopped = [m.message for m in chatty.log_messages if "stopped: superseded" in m.message]
+    assert stopped, "no check was stopped"
+    versions = [p.version for p in chatty.published[mark:] if p.uri == uri]  # type: ignore[attr-defined]
+    assert versions[-1] == 6 and 6 not in [int(m.split("version ")[1].split()[0]) for m in stopped]

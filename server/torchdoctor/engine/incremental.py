@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from .model import FileError
 from .source import split_rows
 
+# How long a session waits for the last parse while an older one still holds it.
+WAIT_FOR_STATE_S = 0.5
 # Features that change how later code parses: such files are always parsed whole.
 _WHOLE_FILE_MARKERS = ("__future__",)
 
@@ -133,20 +135,30 @@ class IncrementalParser:
     """The parse of one document, kept between edits (see the module docstring)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._changed = threading.Condition()
         self._state: _State | None = None
+        self._out = False  # a session holds the state
         self.reused_rows = 0  # rows the last parse did not re-parse (for benchmarks and tests)
 
     @contextmanager
     def session(self, text: str, path: str) -> Iterator[Parsed]:
         """Parse ``text`` (a new version of the document). The tree may be read until the block
-        ends."""
-        with self._lock:
-            state, self._state = self._state, None
+        ends. While another session holds the last parse (a check of an older version that has
+        been told to stop), this one waits for it a little, then parses the whole text."""
+        with self._changed:
+            self._changed.wait_for(lambda: not self._out, WAIT_FOR_STATE_S)
+            held = not self._out
+            state = self._state if held else None
+            if held:
+                self._state, self._out = None, True
         lines = split_rows(text)
         new_state: _State | None = None
         try:
-            new_state = self._parse(state, lines, text, path)
+            try:
+                new_state = self._parse(state, lines, text, path)
+            except BaseException:
+                state = None  # it may be half updated: start again from a whole parse
+                raise
             if new_state is None:
                 self.reused_rows = 0
                 tree, error = parse_text(text, path)
@@ -156,15 +168,13 @@ class IncrementalParser:
             else:
                 yield Parsed(new_state.tree, None, new_state.chunks)
         finally:
-            if new_state is not None:
-                with self._lock:
-                    if self._state is None:
-                        self._state = new_state
-            elif state is not None:
-                # This version does not parse: keep the last good one for the next edit.
-                with self._lock:
-                    if self._state is None:
-                        self._state = state
+            with self._changed:
+                if held:
+                    self._out = False
+                if self._state is None and not self._out:
+                    # When this version does not parse, keep the last good one for the next edit.
+                    self._state = new_state or state
+                self._changed.notify_all()
 
     def _parse(self, state: _State | None, lines: list[str], text: str, path: str) -> _State | None:
         """The tree of ``lines`` built from ``state``; None when a whole parse is needed."""

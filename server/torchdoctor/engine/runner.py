@@ -6,7 +6,7 @@ import ast
 import gc
 import threading
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +34,10 @@ class FileResult:
     text: str = ""  # the checked text (for notebooks: the raw JSON)
 
 
+class Superseded(Exception):
+    """A check was stopped because a newer version of the document is waiting."""
+
+
 def mentions_torch(text: str) -> bool:
     return "torch" in text
 
@@ -49,11 +53,14 @@ def check_text(
     notebook: Notebook | None = None,
     codes: frozenset[str] | None = None,
     parser: IncrementalParser | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> FileResult:
     """Check Python source (for a notebook: its concatenated, masked code cells).
 
-    ``parser`` keeps the document's last parse, for a caller that re-checks the same document
-    after each edit (the language server): only the edited statements are parsed again.
+    For a caller that re-checks the same document after each edit (the language server):
+    ``parser`` keeps the document's last parse, so that only the edited statements are parsed
+    again, and ``stop`` is asked between rules whether a newer version has made this check
+    pointless; when it says so, ``Superseded`` is raised.
     """
     settings = settings or Settings()
     result = FileResult(path, notebook=notebook, text=notebook.raw if notebook else text)
@@ -62,7 +69,7 @@ def check_text(
     with paused_gc():
         if parser is None:
             tree, error = parse(text, path)
-            _check_tree(result, tree, error, None, text, path, settings, notebook, codes)
+            _check_tree(result, tree, error, None, text, path, settings, notebook, codes, stop)
         else:
             with parser.session(text, path) as parsed:
                 _check_tree(
@@ -75,6 +82,7 @@ def check_text(
                     settings,
                     notebook,
                     codes,
+                    stop,
                 )
     return result
 
@@ -89,6 +97,7 @@ def _check_tree(
     settings: Settings,
     notebook: Notebook | None,
     codes: frozenset[str] | None,
+    stop: Callable[[], bool] | None,
 ) -> None:
     from ..rules import ALIASES, all_rules
 
@@ -114,6 +123,8 @@ def _check_tree(
             continue
         if notebook is None and not rule.scripts:
             continue
+        if stop is not None and stop():
+            raise Superseded
         ctx.rule = rule
         try:
             rule().check(ctx)

@@ -5,6 +5,7 @@ the engine's fix loop."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from lsprotocol import types
@@ -63,14 +64,18 @@ def notebook_path(path: str) -> str:
 
 
 def check_cells(
-    cells: list[CellDoc], path: str, settings: Settings, parser: IncrementalParser | None = None
+    cells: list[CellDoc],
+    path: str,
+    settings: Settings,
+    parser: IncrementalParser | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> tuple[FileResult, Notebook | None]:
     """Check code cells as one module (magics masked, rows kept)."""
     if not cells:
         return FileResult(notebook_path(path)), None
     notebook = Notebook.from_cells([c.text for c in cells])
     result = check_text(
-        notebook.text, notebook_path(path), settings, notebook=notebook, parser=parser
+        notebook.text, notebook_path(path), settings, notebook=notebook, parser=parser, stop=stop
     )
     return result, notebook
 

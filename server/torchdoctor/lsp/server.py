@@ -17,10 +17,11 @@ import inspect
 import logging
 import platform
 import sys
+import threading
 import traceback
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -36,7 +37,7 @@ from ..docs import rule_url
 from ..engine.config import ConfigError, ConfigFinder, Settings
 from ..engine.incremental import IncrementalParser
 from ..engine.model import FileError, Finding, is_chinese
-from ..engine.runner import check_text, fix_any
+from ..engine.runner import Superseded, check_text, fix_any
 from . import convert
 from .live import LiveInput, LiveManager, live_part, merge, workspace_trusted
 from .notebook import CellDoc, NotebookLocator, check_cells, fix_cells, notebook_path
@@ -80,6 +81,7 @@ class Job:
     cells: list[CellDoc] | None = None
     live: LiveInput | None = None  # the kernel's last facts, for a notebook with a kernel
     parser: IncrementalParser | None = None  # the document's last parse
+    stop: threading.Event | None = None  # set when a newer version makes this job pointless
 
 
 @dataclass
@@ -118,8 +120,17 @@ class SettingsResolver:
         return client.apply(base), problems
 
 
-def analyse(job: Job, resolver: SettingsResolver) -> Analysis:
+def analyse(job: Job, resolver: SettingsResolver) -> Analysis | None:
+    """The diagnostics of one job; None when a newer version stopped it."""
+    try:
+        return _analyse(job, resolver)
+    except Superseded:
+        return None
+
+
+def _analyse(job: Job, resolver: SettingsResolver) -> Analysis:
     settings, problems = resolver.resolve(job.path, job.client)
+    stop = job.stop.is_set if job.stop is not None else None
     docs_base = settings.docs_base_url
     out: dict[str, list[types.Diagnostic]] = {}
     if settings.exclude and settings.is_excluded(Path(job.path)):
@@ -129,7 +140,7 @@ def analyse(job: Job, resolver: SettingsResolver) -> Analysis:
     if job.cells is not None:
         for cell in job.cells:
             out[cell.uri] = []
-        result, notebook = check_cells(job.cells, job.path, settings, job.parser)
+        result, notebook = check_cells(job.cells, job.path, settings, job.parser, stop)
         findings: list[Finding] = result.findings
         live_request = None
         if (
@@ -145,7 +156,7 @@ def analyse(job: Job, resolver: SettingsResolver) -> Analysis:
         )
     else:
         out[job.uri] = []
-        result = check_text(job.text, job.path, settings, parser=job.parser)
+        result = check_text(job.text, job.path, settings, parser=job.parser, stop=stop)
         findings, live_request = result.findings, None
         versions = {job.uri: job.version}
         locator = convert.TextLocator(job.uri, job.text, job.encoding)
@@ -203,6 +214,7 @@ class Unit:
     done: asyncio.Event = field(default_factory=asyncio.Event)
     closed: bool = False
     refresh: bool = False  # ask a pull client to pull again after the next analysis
+    stop: threading.Event = field(default_factory=threading.Event)  # stops the running check
 
     def spelled(self, uri: str) -> str | None:
         """The key under which ``uri`` (however the client spells it) has diagnostics."""
@@ -419,6 +431,7 @@ class Doctor:
                 cells=self.notebook_cells(unit),
                 live=self.live.input_for(unit.key, True, client),
                 parser=self.parser_for(unit.key),
+                stop=unit.stop,
             )
         doc = self.server.workspace.text_documents.get(unit.key)
         if doc is None:
@@ -433,6 +446,7 @@ class Doctor:
             uri=unit.uri,
             text=doc.source,
             parser=self.parser_for(unit.key),
+            stop=unit.stop,
         )
 
     def parser_for(self, key: str) -> IncrementalParser:
@@ -445,8 +459,8 @@ class Doctor:
     def open_unit(self, uri: str, notebook: bool) -> Unit:
         key = _norm(uri)
         old = self.units.get(key)
-        if old is not None and old.task is not None:
-            old.task.cancel()
+        if old is not None:
+            self.stop_work(old)
         unit = Unit(key, uri, notebook)
         self.units[key] = unit
         return unit
@@ -454,8 +468,7 @@ class Doctor:
     def close_unit(self, unit: Unit) -> None:
         unit.closed = True
         unit.done.set()
-        if unit.task is not None:
-            unit.task.cancel()
+        self.stop_work(unit)
         self.units.pop(unit.key, None)
         self.parsers.pop(unit.key, None)
         self.live.forget(unit.key)
@@ -466,9 +479,29 @@ class Doctor:
         unit.diagnostics = {}
 
     # -- scheduling ------------------------------------------------------------------------------
-    def schedule(self, unit: Unit, delay_ms: int | None = None) -> None:
+    def stop_work(self, unit: Unit) -> None:
+        """Cancel the unit's pending analysis, and stop its check if one is running (at the next
+        rule: a thread cannot be interrupted)."""
         if unit.task is not None:
             unit.task.cancel()
+        unit.stop.set()
+        unit.stop = threading.Event()
+
+    def when_stopped(self, work: Future[Analysis | None], uri: str, version: Any) -> None:
+        """Log (at debug level) when a superseded check that was already running stops."""
+        loop = asyncio.get_running_loop()
+
+        def done(finished: Future[Analysis | None]) -> None:
+            if not finished.cancelled() and finished.exception() is None:
+                if finished.result() is None:
+                    message = f"check of {uri} version {version} stopped: superseded"
+                    with contextlib.suppress(RuntimeError):  # the loop has closed
+                        loop.call_soon_threadsafe(self.log, "debug", message)
+
+        work.add_done_callback(done)
+
+    def schedule(self, unit: Unit, delay_ms: int | None = None) -> None:
+        self.stop_work(unit)
         unit.done.clear()
         if delay_ms is None:
             delay_ms = self.client_settings(self.path_of(unit.uri)).debounce_ms
@@ -490,8 +523,14 @@ class Doctor:
                 uris = [c.uri for c in job.cells] if job.cells is not None else [job.uri]
                 self.apply(unit, Analysis(job.version, False, {u: [] for u in uris}))
                 return
-            loop = asyncio.get_running_loop()
-            analysis = await loop.run_in_executor(self.executor, analyse, job, self.resolver)
+            work = self.executor.submit(analyse, job, self.resolver)
+            try:
+                analysis = await asyncio.wrap_future(work)
+            except asyncio.CancelledError:
+                self.when_stopped(work, unit.uri, job.version)
+                raise
+            if analysis is None:
+                return
             if unit.closed or self.units.get(unit.key) is not unit:
                 return
             if analysis.version != self.current_version(unit):
@@ -1012,8 +1051,7 @@ def create_server() -> TorchDoctorServer:
     @guard()
     async def shutdown(params: None) -> None:
         for unit in list(doctor.units.values()):
-            if unit.task is not None:
-                unit.task.cancel()
+            doctor.stop_work(unit)
         await doctor.live.shutdown()
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
