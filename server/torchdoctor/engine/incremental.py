@@ -17,8 +17,9 @@ would.
 
 The nodes of reused chunks are shared between successive trees, and shifting rows changes them
 in place, so a tree must not be read after a later parse of the same document: ``session`` hands
-the tree out and takes it back when the caller is done, and a parse that runs while another one
-is still out works on a full parse of its own.
+the tree out and takes it back when the caller is done. A parse that starts while another one is
+still out (the check of an older version, told to stop) waits for it a little, then works on a
+whole parse of its own.
 """
 
 from __future__ import annotations
