@@ -391,7 +391,7 @@ def collect_request(
     """
     from ..engine.config import Settings
     from ..engine.context import Context
-    from ..engine.runner import parse
+    from ..engine.incremental import parse_text
     from ..engine.semantic import Semantic
     from ..engine.source import Source
 
@@ -399,7 +399,7 @@ def collect_request(
     if parsed is None or "torch" not in parsed[0]:
         return ProbeRequest((), (), True)
     code, nb = parsed
-    tree, _error = parse(code, path)
+    tree, _error = parse_text(code, path)
     if tree is None:
         return ProbeRequest((), (), True)
     try:

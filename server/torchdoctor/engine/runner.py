@@ -42,9 +42,6 @@ def mentions_torch(text: str) -> bool:
     return "torch" in text
 
 
-parse = parse_text
-
-
 def check_text(
     text: str,
     path: str = "<stdin>",
@@ -68,7 +65,7 @@ def check_text(
         return result
     with paused_gc():
         if parser is None:
-            tree, error = parse(text, path)
+            tree, error = parse_text(text, path)
             _check_tree(result, tree, error, None, text, path, settings, notebook, codes, stop)
         else:
             with parser.session(text, path) as parsed:
