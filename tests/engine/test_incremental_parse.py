@@ -76,6 +76,11 @@ def facts(sem: Semantic) -> dict[str, object]:
         "self_attrs": {(id(c), a): ids(v) for (c, a), v in sem.self_attr_values.items()},
         "loops": [(id(k), id(v.node)) for k, v in sem.loops.items()],
         "name_scopes": sorted((id(k), id(v.node)) for k, v in sem.name_scopes.items()),
+        "walks": [
+            ids(sem.walk(node, into_functions=deep))
+            for node in sem.order[::5]
+            for deep in (False, True)
+        ],
     }
 
 

@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class Kind(str, Enum):
@@ -274,6 +274,19 @@ def _pos(node: ast.AST) -> tuple[int, int]:
     return (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
 
 
+def _subtrees(
+    order: list[ast.AST], parents: dict[ast.AST, ast.AST]
+) -> tuple[dict[ast.AST, int], dict[ast.AST, int]]:
+    """Index in ``order`` (a pre-order) and subtree size of each node of ``order``."""
+    index = {node: i for i, node in enumerate(order)}
+    size = dict.fromkeys(order, 1)
+    for node in reversed(order):
+        parent = parents.get(node)
+        if parent in size:
+            size[parent] += size[node]
+    return index, size
+
+
 class Chunk(Protocol):
     """A run of top-level statements (``engine.incremental``) and the facts collected for it."""
 
@@ -297,6 +310,7 @@ class _ChunkFacts:
         self.part = part
         self.body = body
         self.nodes = part.order  # every node of the chunk (operator singletons left out)
+        self._subtrees: tuple[dict[ast.AST, Any], dict[ast.AST, int]] | None = None
         self.module = module  # what the statements bound at module level
         self.top_scopes = [s for s in part.scopes.values() if s.parent is module]
         self.module_bindings = [b for bs in module.bindings.values() for b in bs]
@@ -304,6 +318,15 @@ class _ChunkFacts:
         self.module_names = [n for n, scope in part.name_scopes.items() if scope is module]
         for name in self.module_names:
             del part.name_scopes[name]
+
+    def subtrees(self) -> tuple[dict[ast.AST, Any], dict[ast.AST, int]]:
+        """For each node of the chunk: ``(the chunk's order, its index there)`` and the size
+        of its subtree."""
+        if self._subtrees is None:
+            order = self.part.order
+            index, size = _subtrees(order, self.part.parents)
+            self._subtrees = {node: (order, i) for node, i in index.items()}, size
+        return self._subtrees
 
     def merge_into(self, sem: Semantic) -> None:
         part, tree = self.part, sem.tree
@@ -348,12 +371,14 @@ class Semantic:
         sem = cls.__new__(cls)
         sem._setup(tree)
         sem.order.append(tree)
+        sem._chunks = []
         for chunk in chunks:
             part = chunk.facts
             if not isinstance(part, _ChunkFacts):
                 part = _ChunkFacts(tree, chunk.body)
                 chunk.facts = part
             part.merge_into(sem)
+            sem._chunks.append(part)
         return sem
 
     def _setup(self, tree: ast.Module) -> None:
@@ -379,11 +404,12 @@ class Semantic:
         self.memo: dict[object, object] = {}
         self._function_cache: dict[ast.AST, ast.FunctionDef | ast.AsyncFunctionDef | None] = {}
         self.order: list[ast.AST] = []  # every node, in source (pre-)order
-        self._index: dict[ast.AST, int] | None = None
+        self._index: dict[ast.AST, Any] | None = None
         self._size: dict[ast.AST, int] | None = None
         self._kind_cache: dict[int, Kind | None] = {}
         self._evidence: dict[tuple[ast.AST, str], Kind] | None = None
         self._loops_done = False
+        self._chunks: list[_ChunkFacts] | None = None  # when built from chunks
         self.scopes[tree] = Scope(tree, None)
 
     # ---------------------------------------------------------------- building ---------
@@ -435,18 +461,22 @@ class Semantic:
                     else:
                         push((value, node, inner))
 
-    def _subtrees(self) -> tuple[dict[ast.AST, int], dict[ast.AST, int]]:
+    def _subtrees(self) -> tuple[dict[ast.AST, Any], dict[ast.AST, int]]:
         """Pre-order index and subtree size of every node (computed on first use): a subtree
-        is the slice ``order[index : index + size]``."""
+        is the slice ``order[index : index + size]``. Built from chunks, the index of a node is
+        ``(its chunk's order, the index there)``, what the chunk computed once for all the
+        versions that reuse it."""
         if self._index is None:
-            order, parents = self.order, self.parents
-            index = {node: i for i, node in enumerate(order)}
-            size = dict.fromkeys(order, 1)
-            for node in reversed(order):
-                parent = parents.get(node)
-                if parent is not None:
-                    size[parent] += size[node]
-            self._index, self._size = index, size
+            if self._chunks is None:
+                self._index, self._size = _subtrees(self.order, self.parents)
+            else:
+                index: dict[ast.AST, Any] = {self.tree: (self.order, 0)}
+                size: dict[ast.AST, int] = {self.tree: len(self.order)}
+                for part in self._chunks:
+                    part_index, part_size = part.subtrees()
+                    index.update(part_index)
+                    size.update(part_size)
+                self._index, self._size = index, size
         assert self._size is not None
         return self._index, self._size
 
@@ -726,6 +756,8 @@ class Semantic:
                     stack.extend(_children(child))
             return
         order = self.order
+        if type(start) is tuple:
+            order, start = start
         i, end = start + 1, start + size[node]
         while i < end:
             child = order[i]
