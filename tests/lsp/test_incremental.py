@@ -7,7 +7,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from lsp_helpers import change, initialize, lsp_client, open_doc, published
+from lsp_helpers import change, initialize, lsp_client, open_doc, published, wait_until
 from pytest_lsp import LanguageClient
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -144,3 +144,18 @@ async def test_a_newer_version_stops_the_check_of_an_older_one(chatty: LanguageC
     assert stopped, "no check was stopped"
     versions = [p.version for p in chatty.published[mark:] if p.uri == uri]  # type: ignore[attr-defined]
     assert versions[-1] == 6 and 6 not in [int(m.split("version ")[1].split()[0]) for m in stopped]
+
+
+async def test_the_cycle_collector_runs_when_the_server_is_idle(chatty: LanguageClient) -> None:
+    uri = "file:///tmp/td_incremental/idle.py"
+    mark = len(chatty.log_messages)
+    open_doc(chatty, uri, SOURCE)
+    await published(chatty, uri, version=1)
+
+    def collected() -> list[str]:
+        return [
+            m.message for m in chatty.log_messages[mark:] if m.message.startswith("cycle collector")
+        ]
+
+    await wait_until(collected)
+    assert "objects freed" in collected()[0]

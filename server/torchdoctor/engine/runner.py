@@ -113,29 +113,32 @@ def _check_tree(
         result.errors.append(FileError(path, "expression nested too deeply to analyse"))
         return
     ctx = Context(source, sem, path, settings, notebook)
-    for rule in all_rules():
-        if rule.code not in enabled:
-            continue
-        if notebook is not None and not rule.notebooks:
-            continue
-        if notebook is None and not rule.scripts:
-            continue
-        if stop is not None and stop():
-            raise Superseded
-        ctx.rule = rule
-        try:
-            rule().check(ctx)
-        except RecursionError:
-            result.errors.append(FileError(path, f"{rule.code}: expression nested too deeply"))
-        except Exception as exc:  # a rule bug must not stop the run
-            where = traceback.extract_tb(exc.__traceback__)[-1]
-            result.errors.append(
-                FileError(
-                    path,
-                    f"internal error in {rule.code} ({type(exc).__name__}: {exc} at "
-                    f"{where.name}:{where.lineno}); please report it",
+    try:
+        for rule in all_rules():
+            if rule.code not in enabled:
+                continue
+            if notebook is not None and not rule.notebooks:
+                continue
+            if notebook is None and not rule.scripts:
+                continue
+            if stop is not None and stop():
+                raise Superseded
+            ctx.rule = rule
+            try:
+                rule().check(ctx)
+            except RecursionError:
+                result.errors.append(FileError(path, f"{rule.code}: expression nested too deeply"))
+            except Exception as exc:  # a rule bug must not stop the run
+                where = traceback.extract_tb(exc.__traceback__)[-1]
+                result.errors.append(
+                    FileError(
+                        path,
+                        f"internal error in {rule.code} ({type(exc).__name__}: {exc} at "
+                        f"{where.name}:{where.lineno}); please report it",
+                    )
                 )
-            )
+    finally:
+        sem.release()
     noqa = find_noqa(source.lines)
     findings = [f for f in ctx.findings if not _suppressed(f, noqa, ALIASES)]
     findings.sort(key=lambda f: (f.range.start, f.code))

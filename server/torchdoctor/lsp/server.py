@@ -18,6 +18,7 @@ import logging
 import platform
 import sys
 import threading
+import time
 import traceback
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -53,6 +54,10 @@ CMD_OPEN_GUIDE = "torchdoctor.openGuide"
 PYTHON_LANGUAGES = (None, "", "python")
 WAIT_TIMEOUT_S = 10.0
 KEPT_PARSES = 4  # documents whose last parse is kept for incremental re-parsing
+# The cycle collector runs when the server is idle, not in the middle of typing: after this many
+# seconds without a check, or after this many checks without a pause.
+COLLECT_AFTER_IDLE_S = 1.0
+COLLECT_EVERY_CHECKS = 50
 
 _MESSAGE_TYPE = {
     "error": types.MessageType.Error,
@@ -291,6 +296,8 @@ class Doctor:
         self.refresh_support = False
         self.config_ready = asyncio.Event()  # set once the editor's settings have been read
         self.live = LiveManager(self.schedule_key, self.log_once)
+        self.collect_timer: asyncio.TimerHandle | None = None
+        self.checks_since_collect = 0
 
     # -- logging ------------------------------------------------------------------------------
     def log(self, level: str, message: str) -> None:
@@ -479,6 +486,29 @@ class Doctor:
         unit.diagnostics = {}
 
     # -- scheduling ------------------------------------------------------------------------------
+    def collect_when_idle(self) -> None:
+        """Schedule the cycle collector for the next pause (``main`` turns its automatic runs
+        off: a full collection over every kept parse takes as long as a check of a large file,
+        and landing in the middle of one doubled its latency)."""
+        if gc.isenabled():
+            return
+        if self.collect_timer is not None:
+            self.collect_timer.cancel()
+        self.checks_since_collect += 1
+        if self.checks_since_collect >= COLLECT_EVERY_CHECKS:
+            self.collect()
+        else:
+            loop = asyncio.get_running_loop()
+            self.collect_timer = loop.call_later(COLLECT_AFTER_IDLE_S, self.collect)
+
+    def collect(self) -> None:
+        self.collect_timer = None
+        self.checks_since_collect = 0
+        start = time.perf_counter()
+        found = gc.collect()
+        spent = (time.perf_counter() - start) * 1000
+        self.log("debug", f"cycle collector: {found} objects freed in {spent:.0f} ms")
+
     def stop_work(self, unit: Unit) -> None:
         """Cancel the unit's pending analysis, and stop its check if one is running (at the next
         rule: a thread cannot be interrupted)."""
@@ -540,6 +570,7 @@ class Doctor:
             for error in analysis.errors:
                 self.log_once("error", error)
             self.apply(unit, analysis)
+            self.collect_when_idle()
             if unit.refresh:
                 unit.refresh = False
                 self.server.workspace_diagnostic_refresh(None)
@@ -1239,6 +1270,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a broken rule module: each analysis reports it in the log
         logger.error("cannot load the rules: %r", exc)
     gc.freeze()  # keep the long-lived objects out of every collection
+    gc.disable()  # collections run when the server is idle (Doctor.collect_when_idle)
     if args.tcp:
         host, _, port = args.tcp.rpartition(":")
         try:
