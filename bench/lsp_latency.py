@@ -2,7 +2,8 @@
 
 A real LSP client talks to ``python -m torchdoctor server`` over stdio, opens a generated
 ~1,000-line and a ~10,000-line PyTorch training file, makes small edits one at a time with
-``debounceMs: 0`` and waits for the diagnostics of each new version. Prints p50/p95 per file, the
+``debounceMs: 0`` and waits for the diagnostics of each new version: one character typed inside
+a row, then rows added near the top (every statement below moves). Prints p50/p95 per file, the
 server's resident memory, and the same with 100 documents open. When ``fixit`` is importable
 (or ``--fixit-python`` names a Python that has ``fixit[lsp]``), ``fixit lsp`` runs through the
 same steps for comparison.
@@ -206,6 +207,34 @@ async def edit_latencies(session: Session, uri: str, text: str, edits: int) -> l
     return out
 
 
+async def row_latencies(
+    session: Session, uri: str, text: str, edits: int, first: int
+) -> list[float]:
+    """Make ``edits`` edits that each add a row near the top of the file (an empty row before
+    the first ``nn.Dropout`` row) and time the publish of each new version: every statement
+    below moves down a row."""
+    line, _ = edit_points(text)[0]
+    out = []
+    for n in range(edits):
+        version = first + n
+        since = len(session.published.get(uri, []))
+        sent = time.perf_counter()
+        session.client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                [
+                    types.TextDocumentContentChangePartial(
+                        range=types.Range(types.Position(line, 0), types.Position(line, 0)),
+                        text="\n",
+                    )
+                ],
+            )
+        )
+        received = await wait_publish(session, uri, version, since)
+        out.append((received - sent) * 1000)
+    return out
+
+
 def engine_alone(text: str, runs: int = 5) -> float:
     """Median time of the engine's check of the whole of ``text`` from scratch in this process
     (no server, nothing reused from an earlier version), in ms."""
@@ -257,6 +286,8 @@ async def run(
                 f"{findings:4d} findings  {args.edits} edits: {summary(result)}  "
                 f"server CPU/edit {cpu_per_edit:6.1f} ms{alone}"
             )
+            rows = await row_latencies(session, uri, text, args.edits, args.edits + 2)
+            print(f"{'':6s}        {args.edits} edits adding a row near the top: {summary(rows)}")
         print(f"server RSS with {len(sizes)} documents: {session.rss_mb():6.1f} MB")
         if not many:
             return
