@@ -24,9 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytest.importorskip("jupyter_lsp")
-pytest.importorskip("jupyter_server")
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
 # Generous: a cold start of the Jupyter server and of the language server on a busy 2-core machine.
