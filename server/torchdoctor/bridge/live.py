@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..engine.model import Finding, Text
-from ..engine.semantic import FUNCTION_NODES, Kind, dotted, keyword
+from ..engine.semantic import FUNCTION_NODES, Kind, dotted, int_literal, keyword
 from .facts import FactDict, LiveFacts, ProbeRequest, ViewItem, is_valid_name
 
 if TYPE_CHECKING:
@@ -57,6 +57,12 @@ _BUILTINS = frozenset(dir(builtins))
 
 
 # -- facts from the caller ---------------------------------------------------------------
+def judge_for(ctx: Context) -> Judge | None:
+    """A judge of the kernel facts the caller attached, or None (live rules stay silent)."""
+    live = live_from(ctx)
+    return Judge(ctx, live) if live is not None else None
+
+
 def live_from(ctx: Context) -> LiveFacts | None:
     """The kernel facts the caller attached to the settings, or None (live rules stay silent)."""
     live = getattr(ctx.settings, "live", None)
@@ -221,19 +227,6 @@ def size_ref(expr: ast.AST) -> tuple[ast.AST, int] | None:
             and not base.keywords
         ):
             return base.func.value, dim
-    return None
-
-
-def int_literal(expr: ast.AST) -> int | None:
-    if isinstance(expr, ast.Constant) and type(expr.value) is int:
-        return expr.value
-    if (
-        isinstance(expr, ast.UnaryOp)
-        and isinstance(expr.op, ast.USub)
-        and isinstance(expr.operand, ast.Constant)
-        and type(expr.operand.value) is int
-    ):
-        return -expr.operand.value
     return None
 
 

@@ -1467,25 +1467,14 @@ class Semantic:
         qual = self.qualname(target)
         if qual in GRAD_OFF_CALLS:
             if isinstance(expr, ast.Call) and qual == "torch.inference_mode":
-                arg = (
-                    expr.args[0]
-                    if expr.args
-                    else next((k.value for k in expr.keywords if k.arg == "mode"), None)
-                )
-                if isinstance(arg, ast.Constant) and arg.value is False:
-                    return False
+                return not is_false(argument(expr, "mode", 0))
             return True
         return isinstance(expr, ast.Call) and self._is_set_grad_false(expr)
 
     def _is_set_grad_false(self, call: ast.Call) -> bool:
         if self.qualname(call.func) != "torch.set_grad_enabled":
             return False
-        arg = (
-            call.args[0]
-            if call.args
-            else next((k.value for k in call.keywords if k.arg == "mode"), None)
-        )
-        return isinstance(arg, ast.Constant) and arg.value is False
+        return is_false(argument(call, "mode", 0))
 
     def is_autocast(self, expr: ast.expr) -> bool:
         target = expr.func if isinstance(expr, ast.Call) else expr
@@ -1518,7 +1507,7 @@ class Semantic:
         index = 2 if self.qualname(expr.func) == "torch.amp.autocast" else 0
         arg = keyword(expr, "enabled")
         value = arg.value if arg else (expr.args[index] if len(expr.args) > index else None)
-        return isinstance(value, ast.Constant) and value.value is False
+        return is_false(value)
 
     def autocast_device(self, expr: ast.expr) -> str | None:
         """The device type of an ``autocast(...)`` call when the source states it (a string
@@ -1687,3 +1676,21 @@ def has_star_kwargs(call: ast.Call) -> bool:
 
 def is_true(expr: ast.AST | None) -> bool:
     return isinstance(expr, ast.Constant) and expr.value is True
+
+
+def is_false(expr: ast.AST | None) -> bool:
+    return isinstance(expr, ast.Constant) and expr.value is False
+
+
+def int_literal(expr: ast.AST | None) -> int | None:
+    """The value of an integer literal (``3``, ``-1``); None for anything else."""
+    if isinstance(expr, ast.Constant) and type(expr.value) is int:
+        return expr.value
+    if (
+        isinstance(expr, ast.UnaryOp)
+        and isinstance(expr.op, ast.USub)
+        and isinstance(expr.operand, ast.Constant)
+        and type(expr.operand.value) is int
+    ):
+        return -expr.operand.value
+    return None

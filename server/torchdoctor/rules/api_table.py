@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from ..engine import fixes, torch_version
 from ..engine.context import Context
 from ..engine.model import Applicability, Edit, Fix, Text
-from ..engine.semantic import canonical, has_star_kwargs, keyword
+from ..engine.semantic import argument, canonical, has_star_kwargs, int_literal, keyword
 
 SAFE, UNSAFE = Applicability.SAFE, Applicability.UNSAFE
 
@@ -540,26 +540,6 @@ def _literal_bool(expr: ast.expr | None) -> bool | None:
     return None
 
 
-def _int_literal(expr: ast.expr | None) -> int | None:
-    if isinstance(expr, ast.Constant) and type(expr.value) is int:
-        return expr.value
-    if (
-        isinstance(expr, ast.UnaryOp)
-        and isinstance(expr.op, ast.USub)
-        and isinstance(expr.operand, ast.Constant)
-        and type(expr.operand.value) is int
-    ):
-        return -expr.operand.value
-    return None
-
-
-def _arg(call: ast.Call, name: str, position: int) -> ast.expr | None:
-    kw = keyword(call, name)
-    if kw is not None:
-        return kw.value
-    return call.args[position] if len(call.args) > position else None
-
-
 def _fix(title_en: str, title_zh: str, edits: list[Edit], safety: Applicability) -> Fix:
     return Fix(Text(title_en, title_zh), tuple(edits), safety)
 
@@ -627,11 +607,11 @@ def _replace_call(
 def _qr(ctx: Context, call: ast.Call, entry: ApiEntry) -> Fix | None:
     if len(call.args) > 2 or any(k.arg not in ("input", "some", "out") for k in call.keywords):
         return None
-    source = _arg(call, "input", 0)
+    source = argument(call, "input", 0)
     if source is None:
         return None
     parts = [ctx.segment(source)]
-    some = _arg(call, "some", 1)
+    some = argument(call, "some", 1)
     if some is not None:
         flag = _literal_bool(some)
         if flag is None:
@@ -647,10 +627,10 @@ def _qr(ctx: Context, call: ast.Call, entry: ApiEntry) -> Fix | None:
 def _cholesky(ctx: Context, call: ast.Call, entry: ApiEntry) -> Fix | None:
     if len(call.args) > 2 or any(k.arg not in ("input", "upper") for k in call.keywords):
         return None
-    source = _arg(call, "input", 0)
+    source = argument(call, "input", 0)
     if source is None:
         return None
-    upper = _arg(call, "upper", 1)
+    upper = argument(call, "upper", 1)
     flag = False if upper is None else _literal_bool(upper)
     if flag is None:
         return None
@@ -674,22 +654,26 @@ def _range(ctx: Context, call: ast.Call, entry: ApiEntry) -> Fix | None:
     # integer steps the end moves by one towards the step's direction.
     if len(call.args) > 3:
         return None
-    start, end, step = _arg(call, "start", 0), _arg(call, "end", 1), _arg(call, "step", 2)
+    start, end, step = (
+        argument(call, "start", 0),
+        argument(call, "end", 1),
+        argument(call, "step", 2),
+    )
     if start is None or end is None:
         return None
     if any(isinstance(e, ast.Constant) and isinstance(e.value, float) for e in (start, end)):
         return None
-    step_value = 1 if step is None else _int_literal(step)
+    step_value = 1 if step is None else int_literal(step)
     if not step_value:
         return None
     delta = 1 if step_value > 0 else -1
-    end_value = _int_literal(end)
+    end_value = int_literal(end)
     if end_value is not None:
         new_end = str(end_value + delta)
     elif (
         isinstance(end, ast.BinOp)
         and isinstance(end.op, ast.Sub if delta > 0 else ast.Add)
-        and _int_literal(end.right) == 1
+        and int_literal(end.right) == 1
     ):
         new_end = ctx.segment(end.left)
         if isinstance(end.left, ast.BinOp | ast.BoolOp | ast.IfExp | ast.Lambda | ast.NamedExpr):
@@ -734,7 +718,7 @@ def _legacy_ctor(ctx: Context, call: ast.Call, entry: ApiEntry) -> Fix | None:
         extra += ', device="cuda"'
     if not call.args:
         code = f"{prefix}.empty(0, {extra})"
-    elif all(_int_literal(a) is not None for a in call.args):
+    elif all(int_literal(a) is not None for a in call.args):
         code = f"{prefix}.empty({', '.join(ctx.segment(a) for a in call.args)}, {extra})"
     elif len(call.args) == 1 and isinstance(call.args[0], ast.List | ast.Tuple):
         code = f"{prefix}.tensor({ctx.segment(call.args[0])}, {extra})"

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ..engine import fixes
 from ..engine.context import Context
 from ..engine.model import Applicability, Edit, Fix, Pos, Text
-from ..engine.semantic import Kind, dotted, terminal_name
+from ..engine.semantic import Kind, dotted, is_false, terminal_name
 from .base import Invalid, Rule, Valid
 
 _EVAL_FUNCTION = re.compile(r"^_*(eval|valid|test|predict|infer)", re.I)
@@ -574,7 +574,7 @@ def _statement_trains(ctx: Context, stmt: ast.stmt, seen: set[ast.AST], depth: i
                     return True
                 if func.attr == "step" and ctx.kind(func.value) in (Kind.OPTIMIZER, Kind.SCALER):
                     return True
-            if any(k.arg == "requires_grad" and not _is_false(k.value) for k in node.keywords):
+            if any(k.arg == "requires_grad" and not is_false(k.value) for k in node.keywords):
                 return True
             local = sem.local_function(func)
             if local is not None and local not in seen and depth < 6:
@@ -592,21 +592,17 @@ def _statement_trains(ctx: Context, stmt: ast.stmt, seen: set[ast.AST], depth: i
                 if (
                     isinstance(target, ast.Attribute)
                     and target.attr == "requires_grad"
-                    and not _is_false(node.value)
+                    and not is_false(node.value)
                 ):
                     return True
     return False
-
-
-def _is_false(expr: ast.expr) -> bool:
-    return isinstance(expr, ast.Constant) and expr.value is False
 
 
 def _frozen_models(ctx: Context) -> set[str]:
     """Models whose parameters never require grad (``m.requires_grad_(False)``)."""
     out: set[str] = set()
     for call in ctx.sem.calls_by_attr.get("requires_grad_", ()):
-        if call.args and _is_false(call.args[0]):
+        if call.args and is_false(call.args[0]):
             assert isinstance(call.func, ast.Attribute)
             name = dotted(call.func.value)
             if name:
@@ -620,7 +616,7 @@ def _calls_train(ctx: Context, stmt: ast.stmt) -> bool:
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
             and node.func.attr == "train"
-            and (not node.args or not _is_false(node.args[0]))
+            and (not node.args or not is_false(node.args[0]))
             and ctx.kind(node.func.value) is Kind.MODULE
         ):
             return True

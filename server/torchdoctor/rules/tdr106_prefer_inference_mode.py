@@ -5,7 +5,7 @@ import ast
 from ..engine import fixes
 from ..engine.context import Context
 from ..engine.model import Applicability, Edit, Fix, Severity, Text
-from ..engine.semantic import MODULE_SELF_METHODS, keyword
+from ..engine.semantic import MODULE_SELF_METHODS, is_false, keyword
 from ..engine.training import is_plain_value, read_later
 from .base import Invalid, Rule, Valid
 
@@ -316,9 +316,7 @@ def _call_keeps(ctx: Context, call: ast.Call, with_: ast.AST) -> bool:
     if qual is not None and qual.startswith(("torch.onnx.", "torch.jit.")):
         return True  # the TorchScript-based ONNX exporter fails under inference mode
     requires = keyword(call, "requires_grad")
-    if requires is not None and not (
-        isinstance(requires.value, ast.Constant) and requires.value.value is False
-    ):
+    if requires is not None and not is_false(requires.value):
         return True
     if not isinstance(func, ast.Attribute):
         return False

@@ -5,7 +5,7 @@ import ast
 from ..engine import fixes
 from ..engine.context import Context
 from ..engine.model import Applicability, Fix, Severity, Text
-from ..engine.semantic import FUNCTION_NODES, Kind, argument, scaled_backward_scaler
+from ..engine.semantic import FUNCTION_NODES, Kind, argument, is_false, scaled_backward_scaler
 from ..engine.training import (
     backward_calls,
     before,
@@ -286,7 +286,7 @@ def _disabled(ctx: Context, scaler: ast.expr) -> bool:
     if made is None:
         return False
     enabled = argument(made, "enabled")
-    return isinstance(enabled, ast.Constant) and enabled.value is False
+    return is_false(enabled)
 
 
 def _unscaled_between(ctx: Context, region: ast.AST, backward: ast.Call, clip: ast.Call) -> bool:

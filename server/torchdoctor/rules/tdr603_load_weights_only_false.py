@@ -5,7 +5,7 @@ import ast
 from ..engine import fixes, torch_version
 from ..engine.context import Context
 from ..engine.model import Applicability, Fix, Text
-from ..engine.semantic import has_star_kwargs, keyword
+from ..engine.semantic import has_star_kwargs, is_false, keyword
 from .base import Invalid, Rule
 
 LOADS = ("torch.load", "torch.serialization.load")
@@ -173,7 +173,7 @@ class LoadWeightsOnlyFalse(Rule):
                     self._report_missing(ctx, call)
                 continue
             value = kw.value
-            if not (isinstance(value, ast.Constant) and value.value is False):
+            if not is_false(value):
                 continue
             if ctx.sem.round_trip(call):
                 continue

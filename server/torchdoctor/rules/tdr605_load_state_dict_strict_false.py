@@ -4,7 +4,7 @@ import ast
 
 from ..engine.context import Context
 from ..engine.model import Applicability, Edit, Fix, Severity, Text
-from ..engine.semantic import keyword
+from ..engine.semantic import is_false, keyword
 from .base import Invalid, Rule
 
 
@@ -120,7 +120,7 @@ class LoadStateDictStrictFalse(Rule):
     def check(self, ctx: Context) -> None:
         for call in ctx.sem.calls_by_attr.get("load_state_dict", ()):
             kw = keyword(call, "strict")
-            if kw is None or not (isinstance(kw.value, ast.Constant) and kw.value.value is False):
+            if kw is None or not is_false(kw.value):
                 continue
             stmt = ctx.sem.parent(call)
             if not isinstance(stmt, ast.Expr) or _explained_or_checked(ctx, call):

@@ -151,10 +151,10 @@ class LiveViewWillFail(Rule):
     )
 
     def check(self, ctx: Context) -> None:
-        live = L.live_from(ctx)
-        if live is None or "torch" not in ctx.source.text:
+        judge = L.judge_for(ctx)
+        if judge is None:
             return
-        judge = L.Judge(ctx, live)
+        live = judge.live
         for call in L.view_calls(ctx):
             func = call.func
             assert isinstance(func, ast.Attribute)

@@ -148,10 +148,10 @@ class LiveDeviceMismatch(Rule):
     )
 
     def check(self, ctx: Context) -> None:
-        live = L.live_from(ctx)
-        if live is None or "torch" not in ctx.source.text:
+        judge = L.judge_for(ctx)
+        if judge is None:
             return
-        judge = L.Judge(ctx, live)
+        live = judge.live
         for node, operands in L.device_operands(ctx, judge):
             found: list[tuple[ast.AST, str, str, FactDict]] = []  # (node, name, device, facts)
             for op in operands:

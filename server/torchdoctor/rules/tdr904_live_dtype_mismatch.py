@@ -158,10 +158,10 @@ class LiveDtypeMismatch(Rule):
     )
 
     def check(self, ctx: Context) -> None:
-        live = L.live_from(ctx)
-        if live is None or "torch" not in ctx.source.text:
+        judge = L.judge_for(ctx)
+        if judge is None:
             return
-        judge = L.Judge(ctx, live)
+        live = judge.live
         for node, operands in L.matmul_operands(ctx):
             if len(operands) != 2 or not L.outside_autocast(ctx, node):
                 continue
