@@ -28,10 +28,16 @@ def _arguments_in_order(call: ast.Call) -> list[ast.AST]:
 
 
 def add_keyword(source: Source, call: ast.Call, text: str) -> Edit:
-    """Append ``name=value`` as the call's last argument."""
+    """Append ``name=value`` as the call's last argument; on a line of its own when the call
+    puts each argument on its own line."""
     items = _arguments_in_order(call)
     if items:
-        return insert(source.end(items[-1]), f", {text}")
+        start, end = source.start(items[-1]), source.end(items[-1])
+        before = source.line(start.row)[: start.col]
+        after = source.line(end.row)[end.col :].strip()
+        if start.row != call.lineno and not before.strip() and after in ("", ","):
+            return insert(end, f",{source.newline}{before}{text}")
+        return insert(end, f", {text}")
     end = source.end(call)
     return insert(Pos(end.row, end.col - 1), text)
 

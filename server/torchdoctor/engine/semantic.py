@@ -664,6 +664,23 @@ class Semantic:
                         return block, i
         raise ValueError("statement not found in its parent")
 
+    def in_version_fallback(self, node: ast.AST, errors: Iterable[str]) -> bool:
+        """Whether ``node`` is code for other PyTorch versions: inside an ``except`` handler
+        that catches one of ``errors`` (or everything), or in a branch of an ``if`` that tests
+        ``hasattr(...)``/``getattr(...)`` or a name containing "version"."""
+        child = node
+        for anc in self.ancestors(node):
+            if isinstance(anc, ast.ExceptHandler) and _catches(anc, errors):
+                return True
+            if (
+                isinstance(anc, ast.If | ast.IfExp)
+                and child is not anc.test
+                and _tests_version(anc.test)
+            ):
+                return True
+            child = anc
+        return False
+
     def enclosing_function(self, node: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
         cache = self._function_cache
         if node in cache:
@@ -1682,6 +1699,10 @@ def is_false(expr: ast.AST | None) -> bool:
     return isinstance(expr, ast.Constant) and expr.value is False
 
 
+def is_none(expr: ast.AST | None) -> bool:
+    return isinstance(expr, ast.Constant) and expr.value is None
+
+
 def int_literal(expr: ast.AST | None) -> int | None:
     """The value of an integer literal (``3``, ``-1``); None for anything else."""
     if isinstance(expr, ast.Constant) and type(expr.value) is int:
@@ -1694,3 +1715,24 @@ def int_literal(expr: ast.AST | None) -> int | None:
     ):
         return -expr.operand.value
     return None
+
+
+def _catches(handler: ast.ExceptHandler, errors: Iterable[str]) -> bool:
+    if handler.type is None:
+        return True
+    names = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any(isinstance(n, ast.Name) and n.id in errors for n in names)
+
+
+def _tests_version(test: ast.expr) -> bool:
+    for node in ast.walk(test):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("hasattr", "getattr")
+        ):
+            return True
+        name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+        if isinstance(name, str) and "version" in name.lower():
+            return True
+    return False

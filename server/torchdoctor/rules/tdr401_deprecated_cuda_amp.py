@@ -37,7 +37,7 @@ OLD = {
 }
 _MODULE_IN_IMPORT = re.compile(r"^from\s+(torch\s*\.\s*(?:cuda|cpu)\s*\.\s*amp(?:\s*\.\s*\w+)?)\s")
 _COMMENT = re.compile(r"#[^\n]*")
-_FALLBACK_ERRORS = {"ImportError", "ModuleNotFoundError", "AttributeError", "Exception"}
+_FALLBACK_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "AttributeError", "Exception"})
 
 
 class DeprecatedCudaAmp(Rule):
@@ -300,7 +300,11 @@ class DeprecatedCudaAmp(Rule):
         imports: dict[ast.ImportFrom, None] = {}
         seen: set[int] = set()
         for ref in sem.references_to(*OLD):
-            if id(ref) in seen or _in_fallback(sem, ref) or _recognised_only(sem, ref):
+            if (
+                id(ref) in seen
+                or sem.in_version_fallback(ref, _FALLBACK_ERRORS)
+                or _recognised_only(sem, ref)
+            ):
                 continue
             seen.add(id(ref))
             if isinstance(ref, ast.Name):
@@ -317,7 +321,7 @@ class DeprecatedCudaAmp(Rule):
                 isinstance(node, ast.ImportFrom)
                 and qual
                 and canonical(qual) in OLD
-                and not _in_fallback(sem, node)
+                and not sem.in_version_fallback(node, _FALLBACK_ERRORS)
             ):
                 imports[node] = None
         for stmt in imports:
@@ -484,41 +488,3 @@ def _recognised_only(sem: Semantic, node: ast.AST) -> bool:
     return isinstance(parent, ast.Compare) and all(
         isinstance(op, ast.Is | ast.IsNot | ast.Eq | ast.NotEq) for op in parent.ops
     )
-
-
-def _in_fallback(sem: Semantic, node: ast.AST) -> bool:
-    """Code for older PyTorch versions: an ``except ImportError`` handler, or a branch of an
-    ``if`` that tests ``hasattr(...)`` or a version."""
-    child = node
-    for anc in sem.ancestors(node):
-        if isinstance(anc, ast.ExceptHandler) and _catches_missing_api(anc):
-            return True
-        if (
-            isinstance(anc, ast.If | ast.IfExp)
-            and child is not anc.test
-            and _tests_version(anc.test)
-        ):
-            return True
-        child = anc
-    return False
-
-
-def _catches_missing_api(handler: ast.ExceptHandler) -> bool:
-    if handler.type is None:
-        return True
-    names = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-    return any(isinstance(n, ast.Name) and n.id in _FALLBACK_ERRORS for n in names)
-
-
-def _tests_version(test: ast.expr) -> bool:
-    for node in ast.walk(test):
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id in ("hasattr", "getattr")
-        ):
-            return True
-        name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
-        if isinstance(name, str) and "version" in name.lower():
-            return True
-    return False

@@ -5,7 +5,7 @@ import ast
 from ..engine import fixes
 from ..engine.context import Context
 from ..engine.model import Applicability, Edit, Fix, Severity, Text
-from ..engine.semantic import Kind, argument, has_star_kwargs, keyword
+from ..engine.semantic import Kind, argument, has_star_kwargs, is_none, keyword
 from .base import Invalid, Rule
 
 DISTRIBUTED_SAMPLER = "torch.utils.data.DistributedSampler"
@@ -278,7 +278,7 @@ class SamplerWithShuffle(Rule):
     @staticmethod
     def _samplers(ctx: Context, expr: ast.expr | None) -> tuple[list[ast.Call], bool]:
         """Sampler constructions the argument may hold, and whether it may hold other values."""
-        if expr is None or (isinstance(expr, ast.Constant) and expr.value is None):
+        if expr is None or is_none(expr):
             return [], True
         sem = ctx.sem
         return sem.constructions(expr, lambda c: sem.kind(c) is Kind.SAMPLER)
