@@ -16,9 +16,7 @@ imported name). Both tools honour ``# noqa`` comments. TorchFix's default select
 (TOR4xx and TOR9xx are off by default in TorchFix; ``--all`` includes them).
 
 torchdoctor checks against ``--target-version`` (its ``target-version`` setting; by default the
-installed torch). Some TorchFix rules only apply to older torch versions (TOR102: ``weights_only``
-defaults to True since 2.6): their misses are then checked again, with the same TorchFix run,
-at a target where the rule applies (``VERSION_DRIVEN``), to show which misses the version explains.
+installed torch), so the table can be compared across the torch versions a project supports.
 """
 
 from __future__ import annotations
@@ -47,8 +45,6 @@ FIXTURES = ROOT / "tests" / "fixtures" / "torchfix"
 DEFAULT_VENV = Path("/tmp/torchdoctor-torchfix")
 TORCHFIX = "torchfix==0.7.0"
 DEFAULT_OFF = ("TOR3", "TOR4", "TOR9")
-# TorchFix codes whose torchdoctor rules follow the target version, and a target where they apply.
-VERSION_DRIVEN = {"TOR102": "2.5"}
 
 # Runs inside the scratch environment: "path<TAB>key" lines on stdin; out, one JSON line per file
 # as soon as it is done: {"path", "key", "findings": [{"row", "code"}], "error"?}.
@@ -302,7 +298,7 @@ def run_torchdoctor(
     return {path: places for path, places in results if places}
 
 
-def explain(code: str, path: str, row: int, target: str = "the installed torch") -> str:
+def explain(code: str, path: str, row: int) -> str:
     """Why a finding is missed on purpose, from the call at that line (see the migration page)."""
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -312,8 +308,6 @@ def explain(code: str, path: str, row: int, target: str = "the installed torch")
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.lineno == row]
     kwargs = {k.arg for c in calls for k in c.keywords}
     if code == "TOR102":
-        if "map_location" in kwargs or any(len(c.args) >= 2 for c in calls):
-            return f"TOR102: `weights_only` defaults to True since torch 2.6 (target {target})"
         if None in kwargs or any(isinstance(a, ast.Starred) for c in calls for a in c.args):
             return "TOR102: *args/**kwargs may hold map_location (TDR602 stays quiet)"
     if code == "TOR003" and None in kwargs:
@@ -389,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
             hit[code] += 1
             matched_places.update((path, row, c) for c in found)
         else:
-            misses.append((code, path, row, explain(code, path, row, target)))
+            misses.append((code, path, row, explain(code, path, row)))
 
     print(
         f"\n{len(all_files)} files, {len(files)} where TorchFix can report anything; "
@@ -404,20 +398,6 @@ def main(argv: list[str] | None = None) -> int:
     all_total, all_hit = sum(total.values()), sum(hit.values())
     if all_total:
         print(f"{'all':<25}{all_total:>9}{all_hit:>9}{100.0 * all_hit / all_total:>7.1f}%")
-    for code, old in VERSION_DRIVEN.items():
-        missed = [(path, row) for c, path, row, _ in misses if c == code]
-        if not missed:
-            continue
-        again = run_torchdoctor(
-            sorted({Path(path) for path, _ in missed}), frozenset(mapped[code]), args.jobs, old
-        )
-        found = sum(
-            any((row, c) in again.get(path, set()) for c in mapped[code]) for path, row in missed
-        )
-        print(
-            f"{code}: {found} of its {len(missed)} misses at target {target} "
-            f"are reported at target {old}"
-        )
     reasons = Counter(reason for *_rest, reason in misses)
     print("\nMisses by reason:")
     for reason, n in reasons.most_common():

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-LOAD = 'import torch\nstate = torch.load("ckpt.pt")\n'
+LOAD = 'import torch\nstate = torch.load("ckpt.pt", weights_only=True)\n'
 
 
 def test_clean_file_exits_zero(td, tmp_path: Path) -> None:
-    (tmp_path / "ok.py").write_text('import torch\nx = torch.load("a", map_location="cpu")\n')
+    (tmp_path / "ok.py").write_text(
+        'import torch\nx = torch.load("a", weights_only=True, map_location="cpu")\n'
+    )
     run = td("check", "ok.py")
     assert run.code == 0, run.err
     assert "All checks passed!" in run.out
@@ -52,14 +54,14 @@ def test_json_is_ruff_compatible(td, tmp_path: Path) -> None:
     assert item["code"] == "TDR602"
     assert item["name"] == "load-without-map-location"
     assert item["location"] == {"row": 2, "column": 9}
-    assert item["end_location"] == {"row": 2, "column": 30}
+    assert item["end_location"] == {"row": 2, "column": 49}
     assert item["cell"] is None and item["noqa_row"] == 2
     assert item["fix"]["applicability"] == "safe"
     assert item["fix"]["edits"] == [
         {
             "content": ', map_location="cpu"',
-            "location": {"row": 2, "column": 29},
-            "end_location": {"row": 2, "column": 29},
+            "location": {"row": 2, "column": 48},
+            "end_location": {"row": 2, "column": 48},
         }
     ]
     assert "TDR602" in item["url"]
@@ -80,7 +82,7 @@ def test_sarif_and_github_formats(td, tmp_path: Path) -> None:
 
 
 def test_statistics(td, tmp_path: Path) -> None:
-    (tmp_path / "a.py").write_text(LOAD + 'other = torch.load("b.pt")\n')
+    (tmp_path / "a.py").write_text(LOAD + 'other = torch.load("b.pt", weights_only=True)\n')
     run = td("check", "a.py", "--statistics")
     assert "    2\tTDR602\t[*] load-without-map-location" in run.out
 
@@ -88,10 +90,10 @@ def test_statistics(td, tmp_path: Path) -> None:
 def test_noqa(td, tmp_path: Path) -> None:
     (tmp_path / "a.py").write_text(
         "import torch\n"
-        'a = torch.load("a")  # noqa: TDR602\n'
-        'b = torch.load("b")  # noqa\n'
-        'c = torch.load("c")  # noqa: TDR6\n'
-        'd = torch.load("d")  # noqa: TDR105\n'
+        'a = torch.load("a", weights_only=True)  # noqa: TDR602\n'
+        'b = torch.load("b", weights_only=True)  # noqa\n'
+        'c = torch.load("c", weights_only=True)  # noqa: TDR6\n'
+        'd = torch.load("d", weights_only=True)  # noqa: TDR105\n'
     )
     data = td("check", "a.py", "--output-format", "json").json()
     assert [d["location"]["row"] for d in data] == [5]
@@ -175,7 +177,10 @@ def test_stdin(td) -> None:
     run = td("check", "-", "--stdin-filename", "snippet.py", stdin=LOAD)
     assert run.code == 1 and "snippet.py:2:9: TDR602" in run.out
     fixed = td("check", "-", "--fix", stdin=LOAD)
-    assert fixed.out == 'import torch\nstate = torch.load("ckpt.pt", map_location="cpu")\n'
+    assert (
+        fixed.out
+        == 'import torch\nstate = torch.load("ckpt.pt", weights_only=True, map_location="cpu")\n'
+    )
 
 
 def test_cache_gives_the_same_answer(td, tmp_path: Path) -> None:
@@ -185,7 +190,9 @@ def test_cache_gives_the_same_answer(td, tmp_path: Path) -> None:
     second = td("check", "a.py", "--output-format", "json")
     assert first.out == second.out
     # A change of content is seen despite the cache.
-    (tmp_path / "a.py").write_text('import torch\nx = torch.load("a", map_location="cpu")\n')
+    (tmp_path / "a.py").write_text(
+        'import torch\nx = torch.load("a", weights_only=True, map_location="cpu")\n'
+    )
     assert td("check", "a.py").code == 0
     no_cache = tmp_path / "nc"
     no_cache.mkdir()
@@ -229,15 +236,16 @@ def test_noqa_on_the_first_row_of_a_multi_row_statement(td, tmp_path: Path) -> N
         "import torch\n"
         "state = torch.load(  # noqa: TDR602\n"
         "    'a.pt',\n"
+        "    weights_only=True,\n"
         ")\n"
         "other = dict(\n"
-        "    x=torch.load('b.pt'),\n"
+        "    x=torch.load('b.pt', weights_only=True),\n"
         ")\n"
     )
     data = td("check", "a.py", "--output-format", "json").json()
-    assert [d["location"]["row"] for d in data] == [6]
+    assert [d["location"]["row"] for d in data] == [7]
     (tmp_path / "b.py").write_text(
-        "import torch\nother = dict(  # noqa: TDR602\n    x=torch.load('b.pt'),\n)\n"
+        "import torch\nother = dict(  # noqa: TDR602\n    x=torch.load('b.pt', weights_only=True),\n)\n"
     )
     assert td("check", "b.py").code == 0
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-LOAD = 'import torch\nstate = torch.load("ckpt.pt")\n'
-FIXED = 'import torch\nstate = torch.load("ckpt.pt", map_location="cpu")\n'
+LOAD = 'import torch\nstate = torch.load("ckpt.pt", weights_only=True)\n'
+FIXED = 'import torch\nstate = torch.load("ckpt.pt", weights_only=True, map_location="cpu")\n'
 
 
 def test_fix_writes_and_exits_clean(td, tmp_path: Path) -> None:
@@ -34,7 +34,7 @@ def test_diff_changes_nothing(td, tmp_path: Path) -> None:
     run = td("check", "--diff", "a.py")
     assert run.code == 1
     assert (
-        '-state = torch.load("ckpt.pt")\n+state = torch.load("ckpt.pt", map_location="cpu")'
+        '-state = torch.load("ckpt.pt", weights_only=True)\n+state = torch.load("ckpt.pt", weights_only=True, map_location="cpu")'
         in run.out
     )
     assert path.read_text() == LOAD
@@ -69,10 +69,10 @@ def test_unsafe_fixes_only_when_asked(td, tmp_path: Path) -> None:
 
 def test_fix_keeps_unfixable_findings(td, tmp_path: Path) -> None:
     path = tmp_path / "a.py"
-    path.write_text(LOAD + "x = torch.load('b')  # noqa\n")
+    path.write_text(LOAD + "x = torch.load('b', weights_only=True)  # noqa\n")
     run = td("check", "--fix", "a.py")
     assert run.code == 0
-    assert path.read_text() == FIXED + "x = torch.load('b')  # noqa\n"
+    assert path.read_text() == FIXED + "x = torch.load('b', weights_only=True)  # noqa\n"
 
 
 def test_fix_never_writes_a_broken_file(td, tmp_path: Path) -> None:

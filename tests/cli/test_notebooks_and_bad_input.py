@@ -10,7 +10,7 @@ def test_notebook_findings_map_to_cells(td, tmp_path: Path, notebook) -> None:
     nb = notebook(
         "%matplotlib inline\nimport torch\n!pip list",
         "# Load the weights\n",
-        "x = 1\nstate = torch.load('w.pt')\n%time y = 2",
+        "x = 1\nstate = torch.load('w.pt', weights_only=True)\n%time y = 2",
     )
     (tmp_path / "n.ipynb").write_text(nb)
     run = td("check", "n.ipynb")
@@ -19,19 +19,24 @@ def test_notebook_findings_map_to_cells(td, tmp_path: Path, notebook) -> None:
     data = td("check", "n.ipynb", "--output-format", "json").json()
     assert data[0]["cell"] == 3
     assert data[0]["location"] == {"row": 2, "column": 9}
-    assert data[0]["fix"]["edits"][0]["location"] == {"row": 2, "column": 26}
+    assert data[0]["fix"]["edits"][0]["location"] == {"row": 2, "column": 45}
 
 
 def test_markdown_cells_are_counted_but_not_checked(td, tmp_path: Path, notebook) -> None:
-    raw = json.loads(notebook("import torch", "state = torch.load('w.pt')"))
-    raw["cells"].insert(1, {"cell_type": "markdown", "metadata": {}, "source": ["torch.load('x')"]})
+    raw = json.loads(notebook("import torch", "state = torch.load('w.pt', weights_only=True)"))
+    raw["cells"].insert(
+        1,
+        {"cell_type": "markdown", "metadata": {}, "source": ["torch.load('x', weights_only=True)"]},
+    )
     (tmp_path / "n.ipynb").write_text(json.dumps(raw, indent=1))
     data = td("check", "n.ipynb", "--output-format", "json").json()
     assert [d["cell"] for d in data] == [3]
 
 
 def test_notebook_fix_edits_only_cell_sources(td, tmp_path: Path, notebook) -> None:
-    nb = notebook("import torch", "state = torch.load('w.pt')  # 权重\nprint(state)")
+    nb = notebook(
+        "import torch", "state = torch.load('w.pt', weights_only=True)  # 权重\nprint(state)"
+    )
     raw = json.loads(nb)
     raw["cells"][1]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ["ok\n"]}]
     raw["metadata"]["custom"] = {"z": 1, "a": [1, 2]}
@@ -42,8 +47,8 @@ def test_notebook_fix_edits_only_cell_sources(td, tmp_path: Path, notebook) -> N
     assert run.code == 0, run.out + run.err
     after = path.read_text(encoding="utf-8")
     expected = original.replace(
-        "\"state = torch.load('w.pt')  # 权重\\n\"",
-        '"state = torch.load(\'w.pt\', map_location=\\"cpu\\")  # 权重\\n"',
+        "\"state = torch.load('w.pt', weights_only=True)  # 权重\\n\"",
+        '"state = torch.load(\'w.pt\', weights_only=True, map_location=\\"cpu\\")  # 权重\\n"',
     )
     assert after == expected
 
@@ -57,7 +62,7 @@ def test_notebook_with_a_broken_cell(td, tmp_path: Path, notebook) -> None:
 
 def test_broken_notebook_json(td, tmp_path: Path) -> None:
     (tmp_path / "bad.ipynb").write_text('{"cells": [')
-    (tmp_path / "good.py").write_text("import torch\nx = torch.load('a')\n")
+    (tmp_path / "good.py").write_text("import torch\nx = torch.load('a', weights_only=True)\n")
     run = td("check", ".")
     assert "bad.ipynb: invalid notebook JSON" in run.err
     assert "good.py:2:5: TDR602" in run.out  # the run goes on
@@ -93,7 +98,7 @@ def test_pep263_encoding_is_honoured(td, tmp_path: Path) -> None:
 def test_huge_and_deeply_nested_files(td, tmp_path: Path) -> None:
     (tmp_path / "deep.py").write_text("import torch\nx = " + "(" * 5000 + "1" + ")" * 5000 + "\n")
     (tmp_path / "huge.py").write_bytes(b"import torch\n" + b"#" * (11 * 1024 * 1024))
-    (tmp_path / "fine.py").write_text("import torch\nx = torch.load('a')\n")
+    (tmp_path / "fine.py").write_text("import torch\nx = torch.load('a', weights_only=True)\n")
     run = td("check", ".")
     assert "deep.py:" in run.err and "Traceback" not in run.err
     assert "huge.py: file too large" in run.err

@@ -30,7 +30,7 @@ from tornado.websocket import WebSocketClientConnection, websocket_connect
 START_TIMEOUT_S = 90.0
 MESSAGE_TIMEOUT_S = 60.0
 
-SOURCE = 'import torch\nstate = torch.load("x.pt")\n'
+SOURCE = 'import torch\nstate = torch.load("x.pt", weights_only=True)\n'
 
 
 def _free_port() -> int:

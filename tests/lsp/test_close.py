@@ -27,7 +27,7 @@ def close(client: LanguageClient, uri: str) -> None:
 
 async def test_close_publishes_empty_list(client: LanguageClient) -> None:
     uri = "file:///tmp/td_close/a.py"
-    open_doc(client, uri, 'import torch\nstate = torch.load("x")\n')
+    open_doc(client, uri, 'import torch\nstate = torch.load("x", weights_only=True)\n')
     assert codes((await published(client, uri)).diagnostics) == ["TDR602"]
     start = len(client.published)
     close(client, uri)
@@ -46,7 +46,7 @@ async def test_close_cancels_pending_analysis(client: LanguageClient) -> None:
             content_changes=[
                 types.TextDocumentContentChangePartial(
                     range=types.Range(types.Position(1, 0), types.Position(1, 0)),
-                    text='s = torch.load("x")\n',
+                    text='s = torch.load("x", weights_only=True)\n',
                 )
             ],
         )
@@ -58,6 +58,8 @@ async def test_close_cancels_pending_analysis(client: LanguageClient) -> None:
     open_doc(client, other, "import torch\n")
     await published(client, other, version=1)
     await asyncio.sleep(0.4)
-    open_doc(client, other.replace("c.py", "d.py"), 'import torch\ntorch.load("x")\n')
+    open_doc(
+        client, other.replace("c.py", "d.py"), 'import torch\ntorch.load("x", weights_only=True)\n'
+    )
     await published(client, other.replace("c.py", "d.py"))
     assert [p.diagnostics for p in client.published[start:] if p.uri == uri] == [[]]

@@ -14,7 +14,7 @@ from torchdoctor.engine.model import Edit, Pos
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-TWO_LOADS = 'import torch\na = torch.load("a")\nb = torch.load("b")  # noqa: TDR101\n'
+TWO_LOADS = 'import torch\na = torch.load("a", weights_only=True)\nb = torch.load("b", weights_only=True)  # noqa: TDR101\n'
 CHECKPOINT = "from torch.utils.checkpoint import checkpoint\ny = checkpoint(block, x)\n"
 
 
@@ -90,10 +90,10 @@ async def test_quick_fix_disable_and_guide(client: LanguageClient) -> None:
     assert quick.kind == types.CodeActionKind.QuickFix
     assert quick.is_preferred is True
     after = apply_text_edits(TWO_LOADS, edits_for(quick.edit, uri))
-    assert 'a = torch.load("a", map_location="cpu")\n' in after
+    assert 'a = torch.load("a", weights_only=True, map_location="cpu")\n' in after
     disable = found[2]
     assert apply_text_edits(TWO_LOADS, edits_for(disable.edit, uri)).splitlines()[1] == (
-        'a = torch.load("a")  # noqa: TDR602'
+        'a = torch.load("a", weights_only=True)  # noqa: TDR602'
     )
     guide = found[3]
     assert guide.command is not None and guide.command.command == "torchdoctor.openGuide"
@@ -113,7 +113,7 @@ async def test_disable_extends_an_existing_noqa_list(client: LanguageClient) -> 
     found = await actions(client, uri, [second], line=2)
     disable = next(a for a in found if a.title.startswith("Disable"))
     line = apply_text_edits(TWO_LOADS, edits_for(disable.edit, uri)).splitlines()[2]
-    assert line == 'b = torch.load("b")  # noqa: TDR101, TDR602'
+    assert line == 'b = torch.load("b", weights_only=True)  # noqa: TDR101, TDR602'
 
 
 async def test_fix_all_of_one_rule_resolves_lazily(client: LanguageClient) -> None:
@@ -178,7 +178,10 @@ async def test_notebook_fix_all(client: LanguageClient) -> None:
     nb = "file:///tmp/td_ca/fix.ipynb"
     a = "vscode-notebook-cell:/tmp/td_ca/fix.ipynb#A%3D%3D"
     b = "vscode-notebook-cell:/tmp/td_ca/fix.ipynb#B%3D%3D"
-    cells = {a: "import torch", b: 'x = torch.load("a")\ny = torch.load("b")'}
+    cells = {
+        a: "import torch",
+        b: 'x = torch.load("a", weights_only=True)\ny = torch.load("b", weights_only=True)',
+    }
     client.notebook_document_did_open(
         types.DidOpenNotebookDocumentParams(
             notebook_document=types.NotebookDocument(
@@ -200,10 +203,10 @@ async def test_notebook_fix_all(client: LanguageClient) -> None:
     cell_actions = await actions(client, b, [diags[1]], line=1)
     quick, disable = cell_actions[0], next(a for a in cell_actions if a.title.startswith("Disable"))
     assert apply_text_edits(cells[b], edits_for(quick.edit, b)).splitlines()[1] == (
-        'y = torch.load("b", map_location="cpu")'
+        'y = torch.load("b", weights_only=True, map_location="cpu")'
     )
     assert apply_text_edits(cells[b], edits_for(disable.edit, b)).splitlines()[1] == (
-        'y = torch.load("b")  # noqa: TDR602'
+        'y = torch.load("b", weights_only=True)  # noqa: TDR602'
     )
     found = await actions(client, b, [], only=["notebook.source.fixAll"])
     assert [a.kind for a in found] == ["notebook.source.fixAll.torchdoctor"]
@@ -211,7 +214,8 @@ async def test_notebook_fix_all(client: LanguageClient) -> None:
     assert edits_for(resolved.edit, a) == []
     after = apply_text_edits(cells[b], edits_for(resolved.edit, b))
     assert (
-        after == 'x = torch.load("a", map_location="cpu")\ny = torch.load("b", map_location="cpu")'
+        after
+        == 'x = torch.load("a", weights_only=True, map_location="cpu")\ny = torch.load("b", weights_only=True, map_location="cpu")'
     )
 
 

@@ -13,7 +13,7 @@ from pytest_lsp import LanguageClient
 
 pytestmark = pytest.mark.asyncio
 
-LOAD = 'import torch\nstate = torch.load("x")\n'
+LOAD = 'import torch\nstate = torch.load("x", weights_only=True)\n'
 BOTH = LOAD + "from torch.utils.checkpoint import checkpoint\ny = checkpoint(block, x)\n"
 
 

@@ -10,7 +10,7 @@ from pytest_lsp import LanguageClient
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-TEXT = 'import torch\nstate = torch.load("x")\nother = 1  # noqa: TDR602\n'
+TEXT = 'import torch\nstate = torch.load("x", weights_only=True)\nother = 1  # noqa: TDR602\n'
 
 
 async def hover(client: LanguageClient, uri: str, line: int, col: int) -> types.Hover | None:
@@ -53,10 +53,10 @@ async def test_hover_on_finding_in_english(english: LanguageClient) -> None:
     assert "**Why it matters**" in text
     assert '**Fix**: Add `map_location="cpu"`' in text
     assert "**Example**" in text and "**Use instead**" in text
-    assert 'torch.load("checkpoint.pt", map_location="cpu")' in text
+    assert 'torch.load("checkpoint.pt", map_location="cpu", weights_only=True)' in text
     assert "[Open the guide for TDR602](" in text
     assert result is not None and result.range == types.Range(
-        types.Position(1, 8), types.Position(1, 23)
+        types.Position(1, 8), types.Position(1, 42)
     )
 
 

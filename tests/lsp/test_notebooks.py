@@ -61,14 +61,18 @@ async def test_import_in_one_cell_finding_in_another(client: LanguageClient) -> 
     open_notebook(
         client,
         NB,
-        [(a, "%matplotlib inline\nimport torch as T"), (b, "x = 1"), (c, 'sd = T.load("m.pt")')],
+        [
+            (a, "%matplotlib inline\nimport torch as T"),
+            (b, "x = 1"),
+            (c, 'sd = T.load("m.pt", weights_only=True)'),
+        ],
     )
     found = await published(client, c)
     [d] = found.diagnostics
     assert d.code == "TDR602"
-    assert d.range == types.Range(types.Position(0, 5), types.Position(0, 19))
+    assert d.range == types.Range(types.Position(0, 5), types.Position(0, 38))
     assert d.data["fixes"][0]["edits"] == [
-        {"range": [0, 18, 0, 18], "newText": ', map_location="cpu"'}
+        {"range": [0, 37, 0, 37], "newText": ', map_location="cpu"'}
     ]
     # The other cells are published too (empty), each under the client's spelling.
     assert (await published(client, a)).diagnostics == []
@@ -98,7 +102,10 @@ async def test_cell_insert_edit_move_and_delete(client: LanguageClient) -> None:
                 ),
                 did_open=[
                     types.TextDocumentItem(
-                        uri=new, language_id="python", version=1, text='m = torch.load("x")'
+                        uri=new,
+                        language_id="python",
+                        version=1,
+                        text='m = torch.load("x", weights_only=True)',
                     )
                 ],
             )
@@ -203,7 +210,10 @@ async def test_markdown_cells_are_skipped(client: LanguageClient) -> None:
                     uri=md, language_id="markdown", version=1, text="# torch.load(x) is bad"
                 ),
                 types.TextDocumentItem(
-                    uri=code, language_id="python", version=1, text='import torch\ntorch.load("a")'
+                    uri=code,
+                    language_id="python",
+                    version=1,
+                    text='import torch\ntorch.load("a", weights_only=True)',
                 ),
             ],
         )
@@ -215,7 +225,7 @@ async def test_markdown_cells_are_skipped(client: LanguageClient) -> None:
 async def test_notebook_close_clears_every_cell(client: LanguageClient) -> None:
     nb = "file:///tmp/td_nb/close.ipynb"
     a = "vscode-notebook-cell:/tmp/td_nb/close.ipynb#A%3D%3D"
-    open_notebook(client, nb, [(a, 'import torch\ntorch.load("a")')])
+    open_notebook(client, nb, [(a, 'import torch\ntorch.load("a", weights_only=True)')])
     assert codes((await published(client, a)).diagnostics) == ["TDR602"]
     start = len(client.published)
     client.notebook_document_did_close(
@@ -238,7 +248,9 @@ async def test_cells_answer_pull_requests(pull_client: LanguageClient) -> None:
     nb = "file:///tmp/td_nb/pull.ipynb"
     a = "vscode-notebook-cell:/tmp/td_nb/pull.ipynb#A%3D%3D"
     b = "vscode-notebook-cell:/tmp/td_nb/pull.ipynb#B%3D%3D"
-    open_notebook(pull_client, nb, [(a, "import torch"), (b, 'torch.load("m.pt")')])
+    open_notebook(
+        pull_client, nb, [(a, "import torch"), (b, 'torch.load("m.pt", weights_only=True)')]
+    )
     reports = {}
     for cell in (a, b):
         reports[cell] = await pull_client.text_document_diagnostic_async(

@@ -10,7 +10,7 @@ from pytest_lsp import LanguageClient
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-LOAD = 'import torch\nstate = torch.load("x")\n'
+LOAD = 'import torch\nstate = torch.load("x", weights_only=True)\n'
 
 
 @lsp_client(scope="module")
@@ -26,23 +26,23 @@ async def test_open_publishes_tdr602_with_version_and_link(client: LanguageClien
     params = await published(client, uri, version=3)
     [d] = [d for d in params.diagnostics if d.code == "TDR602"]
     assert d.source == "torchdoctor"
-    assert d.range == types.Range(types.Position(1, 8), types.Position(1, 23))
+    assert d.range == types.Range(types.Position(1, 8), types.Position(1, 42))
     assert d.code_description is not None and "TDR602" in d.code_description.href
     assert d.severity == types.DiagnosticSeverity.Warning
     assert d.message.startswith("`torch.load` without `map_location`")
     fix = d.data["fixes"][0]
     assert fix["applicability"] == "safe"
-    assert fix["edits"] == [{"range": [1, 22, 1, 22], "newText": ', map_location="cpu"'}]
+    assert fix["edits"] == [{"range": [1, 41, 1, 41], "newText": ', map_location="cpu"'}]
 
 
 async def test_columns_are_utf16(client: LanguageClient) -> None:
     uri = "file:///tmp/td_text/utf16.py"
     # "𝕩" is one code point but two UTF-16 units; "é" is one of each.
-    open_doc(client, uri, 'import torch\ns = "é𝕩"; state = torch.load("x")\n')
+    open_doc(client, uri, 'import torch\ns = "é𝕩"; state = torch.load("x", weights_only=True)\n')
     params = await published(client, uri)
     [d] = [d for d in params.diagnostics if d.code == "TDR602"]
     assert d.range.start == types.Position(1, 19)
-    assert d.data["fixes"][0]["edits"][0]["range"] == [1, 33, 1, 33]
+    assert d.data["fixes"][0]["edits"][0]["range"] == [1, 52, 1, 52]
 
 
 async def test_incremental_edits_update_findings(client: LanguageClient) -> None:
@@ -55,7 +55,7 @@ async def test_incremental_edits_update_findings(client: LanguageClient) -> None
     second = await published(client, uri, version=2)
     assert codes(second.diagnostics) == []
     # Add a second load on a new line: found at the right place in version 3.
-    change(client, uri, 3, (2, 0), (2, 0), 'other = torch.load("y")\n')
+    change(client, uri, 3, (2, 0), (2, 0), 'other = torch.load("y", weights_only=True)\n')
     third = await published(client, uri, version=3)
     assert [d.range.start.line for d in third.diagnostics if d.code == "TDR602"] == [2]
 

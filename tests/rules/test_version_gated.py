@@ -24,10 +24,26 @@ def test_load_without_weights_only_before_2_6() -> None:
     assert _tdr603(fixed, "2.5") == []
 
 
-def test_load_without_weights_only_is_fine_from_2_6() -> None:
-    assert _tdr603(LOAD, "2.6") == []
-    assert _tdr603(LOAD, "2.13") == []
+def test_load_without_weights_only_is_information_from_2_6() -> None:
+    for target in ("2.6", "2.13"):
+        (finding,) = _tdr603(LOAD, target)
+        assert finding.severity.value == "info"
+        assert "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD" in finding.message.en
+        assert finding.fix is not None and finding.fix.applicability.value == "unsafe"
+        fixed = apply_edits(LOAD, list(finding.fix.edits))
+        assert _tdr603(fixed, target) == []
+
+
+def test_custom_pickle_module_defaults_to_full_unpickling_on_every_version() -> None:
+    code = "import dill\nimport torch\nsd = torch.load('m.pt', pickle_module=dill)\n"
+    for target in ("2.5", "2.13"):
+        (finding,) = _tdr603(code, target)
+        assert finding.severity.value == "warning"
+        assert finding.fix is None  # torch refuses weights_only=True with a pickle module
+    assert _tdr603(code.replace("dill)", "None)"), "2.13")[0].severity.value == "info"
 
 
 def test_kwargs_may_hold_weights_only() -> None:
-    assert _tdr603("import torch\nsd = torch.load(p, **opts)\n", "2.4") == []
+    for target in ("2.4", "2.13"):
+        assert _tdr603("import torch\nsd = torch.load(p, **opts)\n", target) == []
+        assert _tdr603("import torch\nsd = torch.load(*args)\n", target) == []

@@ -50,7 +50,7 @@ class SaveWholeModel(Rule):
 
     # Loading: build the model, then load the weights.
     model = nn.Sequential(nn.Linear(10, 10), nn.ReLU(), nn.Linear(10, 2))
-    model.load_state_dict(torch.load("model.pt", map_location="cpu"))
+    model.load_state_dict(torch.load("model.pt", map_location="cpu", weights_only=True))
     ```
 
     ## Fix safety
@@ -100,7 +100,7 @@ class SaveWholeModel(Rule):
 
     # 加载：先构建模型，再载入权重。
     model = nn.Sequential(nn.Linear(10, 10), nn.ReLU(), nn.Linear(10, 2))
-    model.load_state_dict(torch.load("model.pt", map_location="cpu"))
+    model.load_state_dict(torch.load("model.pt", map_location="cpu", weights_only=True))
     ```
 
     ## 修复安全性

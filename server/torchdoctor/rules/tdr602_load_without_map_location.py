@@ -31,7 +31,7 @@ class LoadWithoutMapLocation(Rule):
     ```python
     import torch
 
-    state = torch.load("checkpoint.pt", map_location="cpu")
+    state = torch.load("checkpoint.pt", map_location="cpu", weights_only=True)
     ```
 
     ## Fix safety
@@ -63,7 +63,7 @@ class LoadWithoutMapLocation(Rule):
     ```python
     import torch
 
-    state = torch.load("checkpoint.pt", map_location="cpu")
+    state = torch.load("checkpoint.pt", map_location="cpu", weights_only=True)
     ```
 
     ## 修复安全性
@@ -117,7 +117,7 @@ class LoadWithoutMapLocation(Rule):
         ),
         Invalid(
             "import torch\nsd = torch.load(\n    'm.pt',\n)\n",
-            fixed="import torch\nsd = torch.load(\n    'm.pt', map_location=\"cpu\",\n)\n",
+            fixed="import torch\nsd = torch.load(\n    'm.pt',\n    map_location=\"cpu\",\n)\n",
         ),
     )
 
