@@ -82,6 +82,12 @@ def _check_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--locale", help="Language of messages: en or zh (default: $TORCHDOCTOR_LOCALE)."
     )
+    p.add_argument(
+        "--target-version",
+        metavar="VERSION",
+        help="The torch version rules assume, e.g. 2.5 (default: `target-version`, else the "
+        "installed torch).",
+    )
     p.add_argument("--stdin-filename", help="The path to report for code read from stdin.")
     p.add_argument(
         "--jobs", "-j", type=int, default=None, help="Processes to use (default: CPU count)."

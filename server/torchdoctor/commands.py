@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import __version__, output
-from .engine.config import ConfigError, ConfigFinder, Settings, load_file
+from .engine.config import ConfigError, ConfigFinder, Settings, check_target_version, load_file
 from .engine.files import discover
 from .engine.model import FileError, Finding, is_chinese
 from .engine.reading import decode, read_source
 from .engine.runner import check_any, fix_any
+from .engine.torch_version import format_version, target_version
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 CACHE_DIR = ".torchdoctor_cache"
@@ -106,7 +107,14 @@ def check_file(path: Path, opts: Options, stdin_text: str | None = None) -> Reco
     if opts.cache is not None and not opts.fix and not opts.diff and stdin_text is None:
         digest = hashlib.sha256(
             "\0".join(
-                [code_fingerprint(), settings.fingerprint(), ",".join(sorted(codes)), name]
+                [
+                    code_fingerprint(),
+                    settings.fingerprint(),
+                    # the installed torch when no target is set: an upgrade changes findings
+                    format_version(target_version(settings)),
+                    ",".join(sorted(codes)),
+                    name,
+                ]
             ).encode()
             + b"\0"
             + text.encode("utf-8", "surrogatepass")
@@ -242,6 +250,7 @@ def run_check(args: argparse.Namespace) -> int:
         "select": args.select,
         "extend_select": args.extend_select,
         "ignore": args.ignore,
+        "target_version": args.target_version,
     }
     from .rules import resolve_selector
 
@@ -253,6 +262,12 @@ def run_check(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
                 return EXIT_ERROR
+    if args.target_version is not None:
+        try:
+            check_target_version(args.target_version, "--target-version")
+        except ConfigError as exc:
+            print(f"torchdoctor: error: {exc}", file=sys.stderr)
+            return EXIT_ERROR
     if args.config:
         try:
             load_file(Path(args.config))
@@ -377,7 +392,8 @@ def _report(records: list[Record], args: argparse.Namespace, locale: str, zh: bo
         else:
             for r, f in items:
                 out.write(output.text_line(f, r.path, locale, r.unsafe) + "\n")
-        out.write(output.summary([f for _r, f in items], unsafe_any, fixed, zh) + "\n")
+        unchecked = len({e.path for e in errors})
+        out.write(output.summary([f for _r, f in items], unsafe_any, fixed, zh, unchecked) + "\n")
     if fmt != "github":
         for e in errors:
             print(f"error: {e.format()}", file=sys.stderr)

@@ -82,7 +82,10 @@ def text_line(finding: Finding, filename: str, locale: str, unsafe: bool) -> str
     )
 
 
-def summary(findings: Sequence[Finding], unsafe: bool, fixed: int, zh: bool) -> str:
+def summary(
+    findings: Sequence[Finding], unsafe: bool, fixed: int, zh: bool, unchecked: int = 0
+) -> str:
+    """The last line of the text output; ``unchecked`` counts files that could not be checked."""
     total = len(findings)
     fixable = sum(1 for f in findings if f.bulk_fix(unsafe))
     hidden = sum(1 for f in findings if not f.bulk_fix(unsafe) and f.bulk_fix(True))
@@ -90,7 +93,12 @@ def summary(findings: Sequence[Finding], unsafe: bool, fixed: int, zh: bool) -> 
     if zh:
         if fixed:
             parts.append(f"已修复 {fixed} 处。")
-        parts.append(f"发现 {total} 个问题。" if total else "未发现问题。")
+        if total:
+            parts.append(f"发现 {total} 个问题。")
+        elif unchecked:
+            parts.append(f"未发现问题，但有 {unchecked} 个文件无法检查。")
+        else:
+            parts.append("未发现问题。")
         if fixable:
             parts.append(f"[*] 其中 {fixable} 个可用 `--fix` 修复。")
         if hidden:
@@ -100,6 +108,10 @@ def summary(findings: Sequence[Finding], unsafe: bool, fixed: int, zh: bool) -> 
         parts.append(f"Fixed {fixed} {'finding' if fixed == 1 else 'findings'}.")
     if total:
         parts.append(f"Found {total} {'finding' if total == 1 else 'findings'}.")
+    elif unchecked:
+        parts.append(
+            f"No findings, but {unchecked} {'file' if unchecked == 1 else 'files'} could not be checked."
+        )
     else:
         parts.append("All checks passed!")
     if fixable:

@@ -151,6 +151,43 @@ def test_bad_config_is_one_clear_error(td, tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text("[tool.torchdoctor\n")
     run = td("check", "a.py")
     assert "invalid TOML" in run.err and "Traceback" not in run.err
+    assert run.code == 1
+    assert "No findings, but 1 file could not be checked." in run.out
+    assert "All checks passed!" not in run.out
+    (tmp_path / "pyproject.toml").write_text("[tool.torchdoctor]\ntarget-version = 'latest'\n")
+    run = td("check", "a.py")
+    assert """`target-version` must be a torch version such as "2.13", not 'latest'""" in run.err
+
+
+IMPLICIT = 'import torch\nsd = torch.load("a.pt", map_location="cpu")\n'
+
+
+def test_target_version_option(td, tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(IMPLICIT)
+    (tmp_path / "pyproject.toml").write_text("[tool.torchdoctor]\ntarget-version = '2.13'\n")
+    newer = td("check", "a.py", "--output-format", "json").json()
+    older = td("check", "a.py", "--output-format", "json", "--target-version", "2.5").json()
+    assert [d["code"] for d in newer] == [d["code"] for d in older] == ["TDR603"]
+    assert "relies on the default" in newer[0]["message"]
+    assert "before PyTorch 2.6" in older[0]["message"]
+    bad = td("check", "a.py", "--target-version", "newest")
+    assert bad.code == 2
+    assert """--target-version must be a torch version such as "2.13", not 'newest'""" in bad.err
+
+
+def test_cache_follows_the_installed_torch(td, tmp_path: Path) -> None:
+    """Without `target-version` the installed torch decides; upgrading it must not reuse
+    findings cached for the old one."""
+    (tmp_path / "a.py").write_text(IMPLICIT)
+    fake = tmp_path / "site" / "torch-2.5.0.dist-info"
+    fake.mkdir(parents=True)
+    (fake / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.5.0\n")
+    env = {"PYTHONPATH": str(tmp_path / "site")}
+    old = td("check", "a.py", "--output-format", "json", env=env).json()
+    assert "before PyTorch 2.6" in old[0]["message"]
+    (fake / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.6.0\n")
+    new = td("check", "a.py", "--output-format", "json", env=env).json()
+    assert "relies on the default" in new[0]["message"]
 
 
 def test_gitignore_is_honoured(td, tmp_path: Path) -> None:

@@ -125,6 +125,15 @@ def _str_list(value: Any, key: str) -> list[str]:
     return list(value)
 
 
+def check_target_version(value: Any, what: str) -> str:
+    """``value`` if it names a torch version (``"2.13"``, ``"2.13.0"``); ConfigError otherwise."""
+    from .torch_version import parse_version
+
+    if not isinstance(value, str) or parse_version(value) is None:
+        raise ConfigError(f'{what} must be a torch version such as "2.13", not {value!r}')
+    return value
+
+
 def settings_from_table(table: dict[str, Any], root: Path | None, origin: str) -> Settings:
     """Validate a ``[tool.torchdoctor]`` table (or editor settings with the same keys)."""
     from ..rules import resolve_selector
@@ -151,6 +160,8 @@ def settings_from_table(table: dict[str, Any], root: Path | None, origin: str) -
             if not isinstance(value, bool):
                 raise ConfigError(f"{origin}: `unsafe-fixes` must be true or false")
             settings.unsafe_fixes = value
+        elif key == "target-version":
+            settings.target_version = check_target_version(value, f"{origin}: `target-version`")
         else:
             if not isinstance(value, str):
                 raise ConfigError(f"{origin}: `{key}` must be a string")
