@@ -238,3 +238,33 @@ async def test_without_resolve_support_edits_come_at_once(eager_client: Language
     # unsafeFixes is on for this client: the checkpoint fix is applied too.
     assert "use_reentrant=False" in after
     assert after.count('map_location="cpu"') == 2
+
+
+# jupyterlab-lsp sends a notebook's code cells joined into one Python text document under the
+# notebook's own path.
+JOINED = (
+    "%matplotlib inline\n"
+    "import torch\n"
+    "from torch.utils.data import DataLoader\n"
+    "\n"
+    "\n"
+    'state = torch.load("m.pt", weights_only=True)\n'
+    "loader = DataLoader(dataset, batch_size=8, num_workers=2)\n"
+    "for batch in loader:\n"
+    "    pass\n"
+)
+
+
+async def test_notebook_as_one_text_document(client: LanguageClient) -> None:
+    uri = "file:///tmp/td_ca/joined.ipynb"
+    open_doc(client, uri, JOINED)
+    diags = (await published(client, uri)).diagnostics
+    # Checked as a notebook: the magic does not break the parse, and TDR301 (a DataLoader with
+    # workers outside a __main__ guard) is for scripts only.
+    assert [(d.code, d.range.start.line) for d in diags] == [("TDR602", 5)]
+    found = await actions(client, uri, [], only=["source.fixAll"])
+    resolved = await client.code_action_resolve_async(found[0])
+    after = apply_text_edits(JOINED, edits_for(resolved.edit, uri))
+    assert after == JOINED.replace(
+        "weights_only=True)\n", 'weights_only=True, map_location="cpu")\n'
+    )

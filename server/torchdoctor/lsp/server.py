@@ -221,6 +221,13 @@ class Unit:
     refresh: bool = False  # ask a pull client to pull again after the next analysis
     stop: threading.Event = field(default_factory=threading.Event)  # stops the running check
 
+    @property
+    def in_kernel(self) -> bool:
+        """Whether the code runs in a Jupyter kernel: a notebook synced cell by cell, or one
+        sent as a single Python text document under its ``.ipynb`` path (jupyterlab-lsp joins
+        the code cells that way). Both are checked as notebooks and get live facts."""
+        return self.notebook or self.key.endswith(".ipynb")
+
     def spelled(self, uri: str) -> str | None:
         """The key under which ``uri`` (however the client spells it) has diagnostics."""
         if uri in self.diagnostics:
@@ -443,6 +450,19 @@ class Doctor:
         doc = self.server.workspace.text_documents.get(unit.key)
         if doc is None:
             return None
+        if unit.in_kernel:  # a notebook's code cells as one text document: one cell
+            return Job(
+                unit.key,
+                doc.version,
+                path,
+                client,
+                self.locale,
+                self.encoding,
+                cells=[CellDoc(unit.uri, doc.source, doc.version)],
+                live=self.live.input_for(unit.key, True, client),
+                parser=self.parser_for(unit.key),
+                stop=unit.stop,
+            )
         return Job(
             unit.key,
             doc.version,
@@ -575,7 +595,7 @@ class Doctor:
                 unit.refresh = False
                 self.server.workspace_diagnostic_refresh(None)
             self.live.after_analysis(
-                unit.key, unit.notebook, job.path, job.client, analysis.live_request
+                unit.key, unit.in_kernel, job.path, job.client, analysis.live_request
             )
         except asyncio.CancelledError:
             raise
@@ -1148,7 +1168,7 @@ def create_server() -> TorchDoctorServer:
         line = doc.lines[pos.line].rstrip("\r\n")
         col = convert.from_client_col(line, pos.character, doctor.encoding)
         client = doctor.client_settings(doctor.path_of(unit.uri))
-        return await doctor.live.hover(unit.key, unit.notebook, client, line, col, doctor.locale)
+        return await doctor.live.hover(unit.key, unit.in_kernel, client, line, col, doctor.locale)
 
     # -- commands -------------------------------------------------------------------------------
     @server.command(CMD_APPLY_FIXES)
