@@ -14,11 +14,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from jupyter_helpers import JupyterServer, running_jupyter
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+from playwright.sync_api import sync_playwright
 
 TIMEOUT_MS = 90_000
 LINT = ".jp-Notebook .cm-lintRange"
@@ -51,6 +55,32 @@ CHAR_BOX = """([prefix, offset]) => {
   }
   return null;
 }"""
+
+
+def _hover_until(page: Any, spot: dict[str, float], tooltip: str, ctrl: bool = False) -> Any:
+    """Move the mouse onto ``spot`` (holding Ctrl if asked) until ``tooltip`` shows: editors
+    open hover tooltips on mouse movement after a delay, so a move can come too early."""
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while True:
+        page.mouse.move(0, 0)
+        page.mouse.move(spot["x"], spot["y"])
+        if ctrl:
+            page.keyboard.down("Control")
+        page.mouse.move(spot["x"] + 1, spot["y"])
+        try:
+            return page.wait_for_selector(tooltip, timeout=3000)
+        except PlaywrightTimeout:
+            if time.monotonic() > deadline:
+                raise
+        finally:
+            if ctrl:
+                page.keyboard.up("Control")
+
+
+def _center(page: Any, selector: str) -> dict[str, float]:
+    box = page.locator(selector).first.bounding_box()
+    assert box is not None
+    return {"x": box["x"] + box["width"] / 2, "y": box["y"] + box["height"] / 2}
 
 
 def _chromium() -> str:
@@ -95,7 +125,6 @@ def _notebook(cells: list[str]) -> str:
 
 
 def test_notebook_in_jupyterlab(jupyterlab: JupyterServer) -> None:
-    from playwright.sync_api import sync_playwright
 
     executable = _chromium()
     (jupyterlab.root / "train.ipynb").write_text(_notebook(CELLS))
@@ -115,8 +144,7 @@ def test_notebook_in_jupyterlab(jupyterlab: JupyterServer) -> None:
             marks = page.eval_on_selector_all(LINT, "els => els.map((e) => e.textContent)")
             # Checked as a notebook: no TDR301 for the DataLoader outside a __main__ guard.
             assert marks == ['torch.load("x.pt", weights_only=True)']
-            page.hover(LINT)
-            tooltip = page.wait_for_selector(".cm-tooltip-lint")
+            tooltip = _hover_until(page, _center(page, LINT), ".cm-tooltip-lint")
             assert "map_location" in tooltip.inner_text()
 
             # Run the first cell: a hover (Ctrl + mouse in jupyterlab-lsp) on `b` in the second
@@ -126,15 +154,8 @@ def test_notebook_in_jupyterlab(jupyterlab: JupyterServer) -> None:
             page.wait_for_selector(".jp-InputPrompt:has-text('[1]')")
             spot = page.evaluate(CHAR_BOX, ["flat = b.view", len("flat = ")])
             assert spot is not None
-            page.mouse.move(spot["x"], spot["y"])
-            page.keyboard.down("Control")
-            page.mouse.move(spot["x"] + 1, spot["y"])
-            hover = page.wait_for_selector(".lsp-hover")
-            page.wait_for_function(
-                "() => document.querySelector('.lsp-hover').innerText.includes('Tensor(6, 4)')"
-            )
+            hover = _hover_until(page, spot, ".lsp-hover:has-text('Tensor(6, 4)')", ctrl=True)
             assert "strides: (1, 6)" in hover.inner_text()
-            page.keyboard.up("Control")
             page.mouse.move(0, 0)
 
             # Fixing the code by typing clears the underline.

@@ -450,19 +450,7 @@ class Doctor:
         doc = self.server.workspace.text_documents.get(unit.key)
         if doc is None:
             return None
-        if unit.in_kernel:  # a notebook's code cells as one text document: one cell
-            return Job(
-                unit.key,
-                doc.version,
-                path,
-                client,
-                self.locale,
-                self.encoding,
-                cells=[CellDoc(unit.uri, doc.source, doc.version)],
-                live=self.live.input_for(unit.key, True, client),
-                parser=self.parser_for(unit.key),
-                stop=unit.stop,
-            )
+        joined = unit.in_kernel  # a notebook's code cells as one text document: one cell
         return Job(
             unit.key,
             doc.version,
@@ -472,6 +460,8 @@ class Doctor:
             self.encoding,
             uri=unit.uri,
             text=doc.source,
+            cells=[CellDoc(unit.uri, doc.source, doc.version)] if joined else None,
+            live=self.live.input_for(unit.key, True, client) if joined else None,
             parser=self.parser_for(unit.key),
             stop=unit.stop,
         )
