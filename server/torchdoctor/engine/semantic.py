@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
+# Calls by enclosing function (None: module level), each with its file argument and ast.dump.
+_Files = dict[ast.AST | None, list[tuple[ast.Call, str, ast.expr]]]
+
 
 class Kind(str, Enum):
     MODULE = "module"
@@ -879,25 +882,41 @@ class Semantic:
         """Whether a ``torch.save`` or ``torch.load`` call is half of a round trip: the same
         function saves to a temporary file or an in-memory buffer (``io.BytesIO``, ``tempfile``)
         and then loads it back, spelled alike (tests of serialisation, per-process files)."""
-        saves = list(self.calls_to("torch.save"))
-        if call in saves:
-            pairs = [(call, load) for load in self.calls_to("torch.load")]
-        else:
-            pairs = [(save, call) for save in saves]
+        saves, loads = self._files_by_function()
         scope = self.enclosing_function(call)
-        for save, load in pairs:
-            target, source = argument(save, "f", 1), argument(load, "f", 0)
-            if (
-                target is not None
-                and source is not None
-                and self.enclosing_function(save) is scope
-                and self.enclosing_function(load) is scope
-                and (save.lineno, save.col_offset) < (load.lineno, load.col_offset)
-                and ast.dump(target) == ast.dump(source)
-                and self._temporary(target)
-            ):
-                return True
-        return False
+        here = (call.lineno, call.col_offset)
+        if any(c is call for c, _d, _t in saves.get(scope, ())):
+            target = argument(call, "f", 1)
+            if target is None:
+                return False
+            spelled = ast.dump(target)
+            return any(
+                d == spelled and here < (load.lineno, load.col_offset)
+                for load, d, _ in loads.get(scope, ())
+            ) and self._temporary(target)
+        source = argument(call, "f", 0)
+        if source is None:
+            return False
+        spelled = ast.dump(source)
+        return any(
+            d == spelled and (save.lineno, save.col_offset) < here and self._temporary(target)
+            for save, d, target in saves.get(scope, ())
+        )
+
+    def _files_by_function(self) -> tuple[_Files, _Files]:
+        """``torch.save`` and ``torch.load`` calls by enclosing function, each with the file
+        argument and its ``ast.dump`` (computed once per file: a file may hold hundreds)."""
+        cached = self.memo.get("files_by_function")
+        if cached is None:
+            saves: _Files = {}
+            loads: _Files = {}
+            for name, position, into in (("torch.save", 1, saves), ("torch.load", 0, loads)):
+                for c in self.calls_to(name):
+                    f = argument(c, "f", position)
+                    if f is not None:
+                        into.setdefault(self.enclosing_function(c), []).append((c, ast.dump(f), f))
+            cached = self.memo["files_by_function"] = (saves, loads)
+        return cached  # type: ignore[return-value]
 
     def _temporary(self, expr: ast.expr) -> bool:
         """``buf`` / ``tmp`` / ``tmp.name`` bound to ``io.BytesIO()`` or a ``tempfile`` object."""
