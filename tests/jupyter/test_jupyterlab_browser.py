@@ -125,7 +125,6 @@ def _notebook(cells: list[str]) -> str:
 
 
 def test_notebook_in_jupyterlab(jupyterlab: JupyterServer) -> None:
-
     executable = _chromium()
     (jupyterlab.root / "train.ipynb").write_text(_notebook(CELLS))
     with sync_playwright() as pw:
