@@ -180,28 +180,30 @@ def open_doc(session: Session, uri: str, text: str) -> None:
     )
 
 
+async def timed_insert(
+    session: Session, uri: str, version: int, line: int, col: int, text: str
+) -> float:
+    """Insert ``text`` at (line, col) as ``version`` and return the ms until its publish."""
+    since = len(session.published.get(uri, []))
+    sent = time.perf_counter()
+    at = types.Position(line, col)
+    session.client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            [types.TextDocumentContentChangePartial(range=types.Range(at, at), text=text)],
+        )
+    )
+    received = await wait_publish(session, uri, version, since)
+    return (received - sent) * 1000
+
+
 async def edit_latencies(session: Session, uri: str, text: str, edits: int) -> list[float]:
     """Make ``edits`` one-character code edits and time the publish of each new version."""
     rows = edit_points(text)
     out = []
     for n in range(edits):
         line, col = rows[(n * 7) % len(rows)]
-        version = n + 2
-        since = len(session.published.get(uri, []))
-        sent = time.perf_counter()
-        session.client.text_document_did_change(
-            types.DidChangeTextDocumentParams(
-                types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-                [
-                    types.TextDocumentContentChangePartial(
-                        range=types.Range(types.Position(line, col), types.Position(line, col)),
-                        text="1",
-                    )
-                ],
-            )
-        )
-        received = await wait_publish(session, uri, version, since)
-        out.append((received - sent) * 1000)
+        out.append(await timed_insert(session, uri, n + 2, line, col, "1"))
         # Keep our copy of the columns in step with the document.
         rows = [(r, c + 1) if r == line else (r, c) for r, c in rows]
     return out
@@ -214,25 +216,7 @@ async def row_latencies(
     the first ``nn.Dropout`` row) and time the publish of each new version: every statement
     below moves down a row."""
     line, _ = edit_points(text)[0]
-    out = []
-    for n in range(edits):
-        version = first + n
-        since = len(session.published.get(uri, []))
-        sent = time.perf_counter()
-        session.client.text_document_did_change(
-            types.DidChangeTextDocumentParams(
-                types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-                [
-                    types.TextDocumentContentChangePartial(
-                        range=types.Range(types.Position(line, 0), types.Position(line, 0)),
-                        text="\n",
-                    )
-                ],
-            )
-        )
-        received = await wait_publish(session, uri, version, since)
-        out.append((received - sent) * 1000)
-    return out
+    return [await timed_insert(session, uri, first + n, line, 0, "\n") for n in range(edits)]
 
 
 def engine_alone(text: str, runs: int = 5) -> float:

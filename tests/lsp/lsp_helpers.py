@@ -203,5 +203,26 @@ def change(
     )
 
 
+def open_notebook(client: LanguageClient, uri: str, cells: list[tuple[str, str]]) -> None:
+    """notebookDocument/didOpen of a notebook of code cells: (cell URI, text) pairs."""
+    client.notebook_document_did_open(
+        types.DidOpenNotebookDocumentParams(
+            notebook_document=types.NotebookDocument(
+                uri=uri,
+                notebook_type="jupyter-notebook",
+                version=1,
+                cells=[
+                    types.NotebookCell(kind=types.NotebookCellKind.Code, document=c)
+                    for c, _ in cells
+                ],
+            ),
+            cell_text_documents=[
+                types.TextDocumentItem(uri=c, language_id="python", version=1, text=text)
+                for c, text in cells
+            ],
+        )
+    )
+
+
 def codes(diagnostics: Any) -> list[str]:
     return sorted(str(d.code) for d in diagnostics)

@@ -5,7 +5,7 @@ command, notebook fix-all, and the applyFixes / debugInfo commands."""
 from __future__ import annotations
 
 import pytest
-from lsp_helpers import initialize, lsp_client, open_doc, published
+from lsp_helpers import initialize, lsp_client, open_doc, open_notebook, published
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
@@ -182,22 +182,7 @@ async def test_notebook_fix_all(client: LanguageClient) -> None:
         a: "import torch",
         b: 'x = torch.load("a", weights_only=True)\ny = torch.load("b", weights_only=True)',
     }
-    client.notebook_document_did_open(
-        types.DidOpenNotebookDocumentParams(
-            notebook_document=types.NotebookDocument(
-                uri=nb,
-                notebook_type="jupyter-notebook",
-                version=1,
-                cells=[
-                    types.NotebookCell(kind=types.NotebookCellKind.Code, document=c) for c in cells
-                ],
-            ),
-            cell_text_documents=[
-                types.TextDocumentItem(uri=c, language_id="python", version=1, text=t)
-                for c, t in cells.items()
-            ],
-        )
-    )
+    open_notebook(client, nb, list(cells.items()))
     diags = (await published(client, b)).diagnostics
     # Quick fix and noqa on a cell: edits name the cell.
     cell_actions = await actions(client, b, [diags[1]], line=1)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from lsp_helpers import SERVER, codes, initialize, make_client, wait_until
+from lsp_helpers import SERVER, codes, initialize, make_client, open_notebook, wait_until
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
@@ -91,25 +91,10 @@ async def stop_server(client: LanguageClient) -> None:
     await client.stop()
 
 
-def open_notebook(client: LanguageClient, path: Path, cells: list[str]) -> list[str]:
-    nb = path.as_uri()
+def open_cells(client: LanguageClient, path: Path, cells: list[str]) -> list[str]:
+    """Open a notebook at ``path`` with these code cells; their URIs as VS Code spells them."""
     uris = [f"vscode-notebook-cell:{path}#W{i}sZmlsZQ%3D%3D" for i in range(len(cells))]
-    client.notebook_document_did_open(
-        types.DidOpenNotebookDocumentParams(
-            notebook_document=types.NotebookDocument(
-                uri=nb,
-                notebook_type="jupyter-notebook",
-                version=1,
-                cells=[
-                    types.NotebookCell(kind=types.NotebookCellKind.Code, document=u) for u in uris
-                ],
-            ),
-            cell_text_documents=[
-                types.TextDocumentItem(uri=u, language_id="python", version=1, text=text)
-                for u, text in zip(uris, cells, strict=True)
-            ],
-        )
-    )
+    open_notebook(client, path.as_uri(), list(zip(uris, cells, strict=True)))
     return uris
 
 
@@ -152,7 +137,7 @@ async def ready(client: LanguageClient, kernel: Kernel, runtime: Path) -> str:
     second cell's URI."""
     path = runtime / "explicit.ipynb"
     if not getattr(client, "opened", False):
-        open_notebook(client, path, CELLS)
+        open_cells(client, path, CELLS)
         client.opened = True  # type: ignore[attr-defined]
     kernel.run(SETUP)
     uri = f"vscode-notebook-cell:{path}#W1sZmlsZQ%3D%3D"
@@ -171,7 +156,7 @@ async def client(runtime: Path, kernel: Kernel) -> AsyncIterator[LanguageClient]
 async def test_running_a_cell_publishes_a_live_view_finding(
     client: LanguageClient, kernel: Kernel, runtime: Path
 ) -> None:
-    _setup, use = open_notebook(client, runtime / "explicit.ipynb", CELLS)
+    _setup, use = open_cells(client, runtime / "explicit.ipynb", CELLS)
     client.opened = True  # type: ignore[attr-defined]
     # Statically, `b.view(-1)` on `b = a.t()` likely fails (TDR101); nothing runs yet.
     await wait_until(lambda: use in client.diagnostics)
@@ -232,11 +217,11 @@ async def test_kernel_found_through_jpy_session_name(kernel: Kernel, runtime: Pa
     before = kernel.subshells()
     c = await start_server(runtime)  # no connection file given: look in the runtime dir
     try:
-        _setup, use = open_notebook(c, runtime / "found.ipynb", CELLS)
+        _setup, use = open_cells(c, runtime / "found.ipynb", CELLS)
         [finding] = await wait_until(lambda: live(c, use))
         assert finding.code == "TDR901"
         # Another notebook is not matched to this kernel.
-        _other_setup, other = open_notebook(c, runtime / "other.ipynb", CELLS)
+        _other_setup, other = open_cells(c, runtime / "other.ipynb", CELLS)
         await wait_until(lambda: other in c.diagnostics)
         text = await hover_text(c, other, 1, 5)
         assert codes(c.diagnostics[other]) == ["TDR101"] and "live" not in text
@@ -255,7 +240,7 @@ async def test_bridge_off_or_untrusted_workspace(
     kernel.run(SETUP)
     c = await start_server(runtime, kernelConnectionFile=kernel.connection_file, **options)
     try:
-        _setup, use = open_notebook(c, runtime / "off.ipynb", CELLS)
+        _setup, use = open_cells(c, runtime / "off.ipynb", CELLS)
         await wait_until(lambda: use in c.diagnostics)
         kernel.run("d = 1")
         # A hover probes the kernel at once when the bridge is on: here it says nothing live.

@@ -4,7 +4,7 @@ with the client's own cell URIs, and cell insertions, deletions and moves are fo
 from __future__ import annotations
 
 import pytest
-from lsp_helpers import codes, initialize, lsp_client, published
+from lsp_helpers import codes, initialize, lsp_client, open_notebook, published
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
@@ -16,26 +16,6 @@ NB = "file:///tmp/td_nb/train.ipynb"
 def cell_uri(frag: str) -> str:
     # VS Code spells cell URIs with an escaped fragment: publish must keep this spelling.
     return f"vscode-notebook-cell:/tmp/td_nb/train.ipynb#{frag}%3D%3D"
-
-
-def open_notebook(client: LanguageClient, uri: str, cells: list[tuple[str, str]]) -> None:
-    client.notebook_document_did_open(
-        types.DidOpenNotebookDocumentParams(
-            notebook_document=types.NotebookDocument(
-                uri=uri,
-                notebook_type="jupyter-notebook",
-                version=1,
-                cells=[
-                    types.NotebookCell(kind=types.NotebookCellKind.Code, document=c)
-                    for c, _ in cells
-                ],
-            ),
-            cell_text_documents=[
-                types.TextDocumentItem(uri=c, language_id="python", version=1, text=text)
-                for c, text in cells
-            ],
-        )
-    )
 
 
 def notebook_change(

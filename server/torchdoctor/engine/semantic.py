@@ -885,11 +885,9 @@ class Semantic:
         saves, loads = self._files_by_function()
         scope = self.enclosing_function(call)
         here = (call.lineno, call.col_offset)
-        if any(c is call for c, _d, _t in saves.get(scope, ())):
-            target = argument(call, "f", 1)
-            if target is None:
-                return False
-            spelled = ast.dump(target)
+        own = next(((d, t) for c, d, t in saves.get(scope, ()) if c is call), None)
+        if own is not None:
+            spelled, target = own
             return any(
                 d == spelled and here < (load.lineno, load.col_offset)
                 for load, d, _ in loads.get(scope, ())
@@ -1541,9 +1539,7 @@ class Semantic:
         if not isinstance(expr, ast.Call):
             return False
         index = 2 if self.qualname(expr.func) == "torch.amp.autocast" else 0
-        arg = keyword(expr, "enabled")
-        value = arg.value if arg else (expr.args[index] if len(expr.args) > index else None)
-        return is_false(value)
+        return is_false(argument(expr, "enabled", index))
 
     def autocast_device(self, expr: ast.expr) -> str | None:
         """The device type of an ``autocast(...)`` call when the source states it (a string

@@ -7,6 +7,7 @@ snake_case spellings are accepted too.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -100,20 +101,17 @@ def _debounce(value: Any) -> int:
     return int(value)
 
 
-def _url(value: Any) -> str | None:
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str):
-        raise ValueError("must be a URL")
-    return value
+def _optional_text(what: str) -> Callable[[Any], str | None]:
+    """A parser for a string setting that may be empty (None); ``what`` names it in errors."""
 
+    def parse(value: Any) -> str | None:
+        if value is None or value == "":
+            return None
+        if not isinstance(value, str):
+            raise ValueError(f"must be {what}")
+        return value
 
-def _path(value: Any) -> str | None:
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str):
-        raise ValueError("must be a file path")
-    return value
+    return parse
 
 
 def _log_level(value: Any) -> str:
@@ -130,10 +128,10 @@ _PARSERS = {
     "ignore": _codes,
     "unsafe_fixes": _bool,
     "debounce_ms": _debounce,
-    "docs_base_url": _url,
+    "docs_base_url": _optional_text("a URL"),
     "log_level": _log_level,
     "bridge": _bool,
-    "kernel_connection_file": _path,
+    "kernel_connection_file": _optional_text("a file path"),
 }
 
 

@@ -299,8 +299,7 @@ def _carries(ctx: Context, expr: ast.expr, at: ast.AST, depth: int = 0) -> bool:
         return _carries(ctx, expr.body, at, depth + 1) or _carries(ctx, expr.orelse, at, depth + 1)
     if isinstance(expr, ast.Dict):
         return any(
-            (isinstance(k, ast.Constant) and k.value == KEY)
-            or (k is None and _carries(ctx, v, at, depth + 1))
+            _is_key(k) or (k is None and _carries(ctx, v, at, depth + 1))
             for k, v in zip(expr.keys, expr.values, strict=True)
         )
     if isinstance(expr, ast.Call):
@@ -330,12 +329,7 @@ def _sets_key(ctx: Context, node: ast.AST, target: str, at: ast.AST, depth: int)
     if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         for t in targets:
-            if (
-                isinstance(t, ast.Subscript)
-                and dotted(t.value) == target
-                and isinstance(t.slice, ast.Constant)
-                and t.slice.value == KEY
-            ):
+            if isinstance(t, ast.Subscript) and dotted(t.value) == target and _is_key(t.slice):
                 return True  # kw["use_reentrant"] = ...
             if dotted(t) == target and node.value is not None:
                 if _carries(ctx, node.value, at, depth + 1):
@@ -347,9 +341,13 @@ def _sets_key(ctx: Context, node: ast.AST, target: str, at: ast.AST, depth: int)
     ):
         method, args = node.func.attr, node.args
         if method in ("setdefault", "__setitem__"):
-            return bool(args) and isinstance(args[0], ast.Constant) and args[0].value == KEY
+            return bool(args) and _is_key(args[0])
         if method == "update":
             return any(kw.arg == KEY for kw in node.keywords) or any(
                 _carries(ctx, a, at, depth + 1) for a in args
             )
     return False
+
+
+def _is_key(expr: ast.AST | None) -> bool:
+    return isinstance(expr, ast.Constant) and expr.value == KEY
