@@ -79,7 +79,7 @@ def main() -> int:
         print("bridge_cuda_check: jupyter-client is not installed; nothing checked")
         return 0
     from torchdoctor.bridge.client import KernelBridge
-    from torchdoctor.bridge.facts import ProbeRequest
+    from torchdoctor.core.live_facts import ProbeRequest
 
     km = KernelManager(kernel_name="python3")
     km.start_kernel()

@@ -44,7 +44,7 @@ def main() -> None:
     from jupyter_client import KernelManager
 
     from torchdoctor.bridge.client import KernelBridge
-    from torchdoctor.bridge.facts import ProbeRequest
+    from torchdoctor.core.live_facts import ProbeRequest
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=200)

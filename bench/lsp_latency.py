@@ -222,7 +222,7 @@ async def row_latencies(
 def engine_alone(text: str, runs: int = 5) -> float:
     """Median time of the engine's check of the whole of ``text`` from scratch in this process
     (no server, nothing reused from an earlier version), in ms."""
-    from torchdoctor.engine.runner import check_text
+    from torchdoctor.linter.runner import check_text
 
     check_text(text, "bench.py")
     times = []

@@ -36,10 +36,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "server"))
 
-from torchdoctor.engine.config import Settings  # noqa: E402
-from torchdoctor.engine.runner import check_any  # noqa: E402
-from torchdoctor.engine.torch_version import format_version, target_version  # noqa: E402
-from torchdoctor.rules import resolve_selector  # noqa: E402
+from torchdoctor.core.config import Settings  # noqa: E402
+from torchdoctor.core.torch_version import format_version, target_version  # noqa: E402
+from torchdoctor.linter.registry import resolve_selector  # noqa: E402
+from torchdoctor.linter.runner import check_any  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "torchfix"
 DEFAULT_VENV = Path("/tmp/torchdoctor-torchfix")

@@ -13,8 +13,8 @@ from urllib.request import url2pathname
 
 import pytest
 
-from torchdoctor.docs import packaged_docs_dir, rule_doc, rule_url
-from torchdoctor.rules import ALIASES, all_rules
+from torchdoctor.linter.registry import ALIASES, all_rules
+from torchdoctor.rules.docs import packaged_docs_dir, rule_doc, rule_url
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -81,7 +81,7 @@ def test_mapping_page_lists_every_alias() -> None:
 
 
 def test_configuration_page_lists_every_key() -> None:
-    from torchdoctor.engine.config import KEYS
+    from torchdoctor.linter.configuration import KEYS
 
     for name in ("configuration.md", "configuration.zh.md"):
         text = (DOCS / name).read_text(encoding="utf-8")

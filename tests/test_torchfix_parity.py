@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from torchdoctor.engine.config import Settings
-from torchdoctor.engine.runner import check_any, fix_any
-from torchdoctor.engine.torch_version import parse_version
-from torchdoctor.rules import ALIASES, all_rules, get_rule, resolve_selector
+from torchdoctor.core.config import Settings
+from torchdoctor.core.torch_version import parse_version
+from torchdoctor.linter.registry import ALIASES, all_rules, get_rule, resolve_selector
+from torchdoctor.linter.runner import check_any, fix_any
 
 FIXTURES = Path(__file__).parent / "fixtures" / "torchfix"
 EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>[A-Z0-9, ]+)")
@@ -153,11 +153,12 @@ def test_select_and_ignore_accept_torchfix_codes() -> None:
 
 
 def test_select_torchfix_code_in_configuration(tmp_path: Path) -> None:
-    from torchdoctor.engine.config import load_file
+    from torchdoctor.linter.configuration import load_file
+    from torchdoctor.linter.selection import enabled_codes
 
     config = tmp_path / "pyproject.toml"
     config.write_text('[tool.torchdoctor]\nselect = ["TOR0", "TOR101"]\nignore = ["TOR002"]\n')
-    enabled = load_file(config).enabled()
+    enabled = enabled_codes(load_file(config))
     assert {"TDR801", "TDR803", "TDR804"} <= enabled
     assert "TDR802" not in enabled and "TDR805" not in enabled
 
@@ -194,8 +195,8 @@ def test_version_gated_rows() -> None:
 def test_installed_version_is_read_without_importing_torch() -> None:
     script = (
         "import sys\n"
-        "from torchdoctor.engine.torch_version import installed_version\n"
-        "from torchdoctor.engine.runner import check_text\n"
+        "from torchdoctor.core.torch_version import installed_version\n"
+        "from torchdoctor.linter.runner import check_text\n"
         "check_text('import torch\\nq = torch.qr(a)\\n', 'm.py')\n"
         "print(installed_version(), 'torch' in sys.modules)\n"
     )
@@ -214,7 +215,7 @@ def test_pre_commit_hook_replaces_the_flake8_plugin() -> None:
     assert hook["entry"] == "torchdoctor check"
     assert set(hook["types_or"]) == {"python", "jupyter"}
     # What pre-commit runs: the entry with the staged files appended; findings fail the hook.
-    from torchdoctor.cli import main
+    from torchdoctor.cli.main import main
 
     fixture = str(FIXTURES / "tor101_deprecated_use.py")
     assert main([*hook["entry"].split()[1:], "--no-cache", fixture]) == 1
@@ -222,7 +223,7 @@ def test_pre_commit_hook_replaces_the_flake8_plugin() -> None:
 
 # -- checkpoint with **kwargs (TOR003) ----------------------------------------------------------
 def test_checkpoint_with_kwargs_is_reported_without_fix_at_lower_severity() -> None:
-    from torchdoctor.engine.model import Severity
+    from torchdoctor.core.model import Severity
 
     head = "from torch.utils.checkpoint import checkpoint\n"
     plain = check_any(head + "y = checkpoint(f, x)\n", "m.py", codes=frozenset({"TDR405"}))

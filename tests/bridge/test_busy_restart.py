@@ -6,7 +6,7 @@ import pytest
 
 from torchdoctor.bridge.client import KernelBridge, KernelBusy, KernelDead
 from torchdoctor.bridge.events import IdleWatcher
-from torchdoctor.bridge.facts import ProbeRequest
+from torchdoctor.core.live_facts import ProbeRequest
 
 
 def test_subshell_answers_while_a_cell_runs(kernel, bridge: KernelBridge) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from torchdoctor.cli import main
+from torchdoctor.cli.main import main
 
 TENSOR_KEYS = [
     "kind", "shape", "dtype", "device", "layout", "stride", "storage_offset", "is_contiguous",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from torchdoctor.bridge.client import KernelBridge, parse_expression_reply
-from torchdoctor.bridge.live import collect_request, live_findings
-from torchdoctor.engine.fixes import apply_edits
+from torchdoctor.core.fixes import apply_edits
+from torchdoctor.linter.live import collect_request, live_findings
 
 CELLS = """
 import multiprocessing

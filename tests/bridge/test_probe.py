@@ -8,7 +8,8 @@ import json
 import pytest
 
 from torchdoctor.bridge.client import KernelBridge, parse_expression_reply
-from torchdoctor.bridge.facts import BridgeError, LiveFacts, ProbeRequest
+from torchdoctor.bridge.errors import BridgeError
+from torchdoctor.core.live_facts import LiveFacts, ProbeRequest
 
 SETUP = """
 import torch

@@ -7,10 +7,10 @@ import json
 import pytest
 
 from torchdoctor.bridge.discovery import connection_files, notebook_matches
-from torchdoctor.bridge.facts import LiveFacts, ProbeRequest, parse_view_shape, tensor_facts
 from torchdoctor.bridge.hover import hover_markdown
-from torchdoctor.bridge.live import collect_names, collect_request, live_findings
-from torchdoctor.engine.config import Settings
+from torchdoctor.core.config import Settings
+from torchdoctor.core.live_facts import LiveFacts, ProbeRequest, parse_view_shape, tensor_facts
+from torchdoctor.linter.live import collect_names, collect_request, live_findings
 
 
 def test_collect_request_names_and_views() -> None:
@@ -110,7 +110,7 @@ def test_notebook_matching(tmp_path) -> None:
 
 
 def test_notebook_from_editor_cells() -> None:
-    from torchdoctor.engine.notebook import Notebook
+    from torchdoctor.core.notebook import Notebook
 
     nb = Notebook.from_cells(["import torch", "%matplotlib inline\ny = x @ w"])
     assert collect_names("", "nb.ipynb", notebook=nb) == ["x", "w"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from torchdoctor.bridge.client import KernelBridge
-from torchdoctor.bridge.facts import ProbeRequest
+from torchdoctor.core.live_facts import ProbeRequest
 
 HOSTILE = """
 import torch

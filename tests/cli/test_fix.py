@@ -42,7 +42,7 @@ def test_diff_changes_nothing(td, tmp_path: Path) -> None:
 
 
 def test_unsafe_fixes_only_when_asked(td, tmp_path: Path) -> None:
-    from torchdoctor.rules import all_rules
+    from torchdoctor.linter.registry import all_rules
 
     unsafe_rules = [r for r in all_rules() if r.fix_safety and r.fix_safety.value == "unsafe"]
     if not unsafe_rules:

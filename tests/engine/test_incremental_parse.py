@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from torchdoctor.engine.incremental import IncrementalParser, parse_text
-from torchdoctor.engine.runner import Superseded, check_text
-from torchdoctor.engine.semantic import Semantic
+from torchdoctor.core.incremental import IncrementalParser, parse_text
+from torchdoctor.core.semantic import Semantic
+from torchdoctor.linter.runner import Superseded, check_text
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = sorted((ROOT / "examples").glob("*.py"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 
-from torchdoctor.engine.semantic import Semantic
+from torchdoctor.core.semantic import Semantic
 
 SOURCE = """\
 import torch as T

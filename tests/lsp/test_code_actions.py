@@ -9,8 +9,8 @@ from lsp_helpers import initialize, lsp_client, open_doc, open_notebook, publish
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from torchdoctor.engine.fixes import apply_edits
-from torchdoctor.engine.model import Edit, Pos
+from torchdoctor.core.fixes import apply_edits
+from torchdoctor.core.model import Edit, Pos
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-from torchdoctor.engine.fixes import apply_edits
-from torchdoctor.engine.model import Edit, Pos, Range
+from torchdoctor.core.fixes import apply_edits
+from torchdoctor.core.model import Edit, Pos, Range
 from torchdoctor.lsp.convert import (
     TextLocator,
     diff_edits,
@@ -99,6 +99,6 @@ def test_settings_fall_back_per_key_and_layer() -> None:
     assert wrapped.ignore == ("TDR602", "TDR101")
     layered = ClientSettings().overlay(settings).overlay(wrapped)
     assert layered.unsafe_fixes is True and layered.ignore == ("TDR602", "TDR101")
-    from torchdoctor.engine.config import Settings
+    from torchdoctor.core.config import Settings
 
     assert layered.apply(Settings()).ignore == ["TDR602", "TDR101"]

@@ -269,7 +269,7 @@ async def test_bridge_off_or_untrusted_workspace(
     ],
 )
 def test_name_under_the_cursor(line: str, col: int, name: str | None) -> None:
-    from torchdoctor.lsp.live import name_at
+    from torchdoctor.lsp.kernels import name_at
 
     assert name_at(line, col) == name
 
@@ -286,7 +286,7 @@ def test_name_under_the_cursor(line: str, col: int, name: str | None) -> None:
     ],
 )
 def test_workspace_trust_from_initialization_options(options: Any, trusted: bool) -> None:
-    from torchdoctor.lsp.live import workspace_trusted
+    from torchdoctor.lsp.kernels import workspace_trusted
 
     assert workspace_trusted(options) is trusted
 

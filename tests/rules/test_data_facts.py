@@ -6,8 +6,8 @@ import ast
 
 import pytest
 
-from torchdoctor.engine import data
-from torchdoctor.engine.semantic import Semantic
+from torchdoctor.core import data
+from torchdoctor.core.semantic import Semantic
 
 _HEAD = "import torch\nfrom torch.utils.data import DataLoader\n"
 

@@ -12,10 +12,10 @@ import json
 
 import pytest
 
-from torchdoctor.engine.config import Settings
-from torchdoctor.engine.fixes import apply_edits
-from torchdoctor.engine.runner import check_any, fix_any
-from torchdoctor.rules import all_rules
+from torchdoctor.core.fixes import apply_edits
+from torchdoctor.core.live_facts import LiveFacts
+from torchdoctor.linter.registry import all_rules
+from torchdoctor.linter.runner import check_any, fix_any
 from torchdoctor.rules.base import Invalid, Valid
 
 RULES = all_rules()
@@ -49,9 +49,10 @@ def _text(example: Valid | Invalid) -> str:
     return _as_notebook(example.code) if example.notebook else example.code
 
 
-def _settings(example: Valid | Invalid) -> Settings | None:
+def _live(example: Valid | Invalid) -> LiveFacts | None:
     """Live rules (TDR9xx) get the kernel facts their example states."""
-    return Settings(live=example.live) if example.live is not None else None
+    assert example.live is None or isinstance(example.live, LiveFacts)
+    return example.live
 
 
 def _cases(kind: str) -> list:
@@ -66,7 +67,7 @@ def _cases(kind: str) -> list:
 @pytest.mark.parametrize(("rule", "example"), _cases("valid"))
 def test_valid(rule, example: Valid) -> None:
     result = check_any(
-        _text(example), _path(example), _settings(example), codes=frozenset({rule.code})
+        _text(example), _path(example), codes=frozenset({rule.code}), live=_live(example)
     )
     assert not result.errors, result.errors
     assert [f for f in result.findings if f.code == rule.code] == []
@@ -75,7 +76,7 @@ def test_valid(rule, example: Valid) -> None:
 @pytest.mark.parametrize(("rule", "example"), _cases("invalid"))
 def test_invalid(rule, example: Invalid) -> None:
     codes = frozenset({rule.code})
-    result = check_any(_text(example), _path(example), _settings(example), codes=codes)
+    result = check_any(_text(example), _path(example), codes=codes, live=_live(example))
     assert not result.errors, result.errors
     findings = [f for f in result.findings if f.code == rule.code]
     assert findings, f"{rule.code} did not report:\n{example.code}"
@@ -101,7 +102,7 @@ def test_invalid(rule, example: Invalid) -> None:
             fixed = apply_edits(example.code, list(fix.edits))
             ast.parse(fixed)
     # Applying all fixes (unsafe included) leaves no fixable report of this rule.
-    outcome = fix_any(_text(example), _path(example), _settings(example), unsafe=True, codes=codes)
+    outcome = fix_any(_text(example), _path(example), unsafe=True, codes=codes, live=_live(example))
     assert outcome.error is None, outcome.error
     if not example.notebook:
         ast.parse(outcome.text)
@@ -111,8 +112,8 @@ def test_invalid(rule, example: Invalid) -> None:
 
 @pytest.mark.parametrize("rule", RULES, ids=[r.code for r in RULES])
 def test_rule_is_documented(rule) -> None:
-    from torchdoctor.docs import rule_doc
     from torchdoctor.rules.base import DOC_SECTIONS, DOC_SECTIONS_ZH
+    from torchdoctor.rules.docs import rule_doc
 
     assert list(rule_doc(rule, "en").sections) == list(DOC_SECTIONS)
     assert list(rule_doc(rule, "zh").sections) == list(DOC_SECTIONS_ZH)

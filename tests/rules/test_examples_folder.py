@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from torchdoctor.engine.config import Settings
-from torchdoctor.engine.fixes import apply_edits
-from torchdoctor.engine.runner import FileResult, check_any, fix_any
-from torchdoctor.rules import all_rules, get_rule
+from torchdoctor.core.config import Settings
+from torchdoctor.core.fixes import apply_edits
+from torchdoctor.linter.registry import all_rules, get_rule
+from torchdoctor.linter.runner import FileResult, check_any, fix_any
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 CORE = (

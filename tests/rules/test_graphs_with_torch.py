@@ -12,8 +12,8 @@ import warnings
 
 import pytest
 
-from torchdoctor.engine.fixes import apply_edits
-from torchdoctor.engine.runner import check_text
+from torchdoctor.core.fixes import apply_edits
+from torchdoctor.linter.runner import check_text
 
 torch = pytest.importorskip("torch")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from torchdoctor.engine.runner import check_any, fix_any
+from torchdoctor.linter.runner import check_any, fix_any
 
 CODES = frozenset({"TDR105"})
 

@@ -3,7 +3,7 @@ statement that starts the workers."""
 
 from __future__ import annotations
 
-from torchdoctor.engine.runner import check_any
+from torchdoctor.linter.runner import check_any
 
 CODES = frozenset({"TDR301"})
 

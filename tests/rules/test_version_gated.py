@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from torchdoctor.engine.config import Settings
-from torchdoctor.engine.fixes import apply_edits
-from torchdoctor.engine.runner import check_text
+from torchdoctor.core.config import Settings
+from torchdoctor.core.fixes import apply_edits
+from torchdoctor.linter.runner import check_text
 
 LOAD = "import torch\nsd = torch.load('m.pt', map_location='cpu')\n"
 

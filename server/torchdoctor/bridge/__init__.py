@@ -2,8 +2,7 @@
 
 Integration note for the language server
 ----------------------------------------
-Importing this package (and ``facts``, ``live``, ``hover``) needs neither ``jupyter_client`` nor
-torch; ``client``, ``events`` and ``discovery`` import ``jupyter_client`` lazily (extra
+Importing this package (and ``hover``) needs neither ``jupyter_client`` nor torch; ``client``, ``events`` and ``discovery`` import ``jupyter_client`` lazily (extra
 ``torchdoctor[bridge]``) and raise :class:`BridgeError` when it is missing.
 
 1. Find the kernel::
@@ -20,15 +19,16 @@ torch; ``client``, ``events`` and ``discovery`` import ``jupyter_client`` lazily
 3. Per document, ask only for what the live rules need, then compute findings (pure, no
    kernel)::
 
-       from torchdoctor.bridge.live import collect_request, live_findings
+       from torchdoctor.linter.live import collect_request, live_findings
        request = collect_request(text, uri_path)    # names + view shapes (collect_names: names)
        facts = bridge.probe(request)                # LiveFacts; KernelBusy -> show "kernel busy"
        findings = live_findings(text, uri_path, facts, settings=settings)
 
    ``text`` is Python source, or the notebook's raw JSON when the path ends with ``.ipynb``.
-   Findings are ordinary :class:`~torchdoctor.engine.model.Finding` objects (codes TDR901-TDR904,
+   Findings are ordinary :class:`~torchdoctor.core.model.Finding` objects (codes TDR901-TDR904,
    "Live (after In [N])" in the message, ``extra["execution_count"]``); publish them next to
-   the static ones. The normal ``check_*`` path never reports them (no facts, no findings).
+   the static ones. The normal ``check_*`` path reports them only when given the facts
+   (``check_text(..., live=facts)``); without them, no findings.
 
 4. Hovers: ``bridge.probe([name])`` then
    ``hover.hover_markdown(facts.get(name), locale, name=name,
@@ -48,6 +48,7 @@ Close with ``bridge.close()`` / ``watcher.close()``. A kernel restart is handled
 
 from __future__ import annotations
 
-from .facts import BridgeError, LiveFacts, ProbeRequest
+from ..core.live_facts import LiveFacts, ProbeRequest
+from .errors import BridgeError
 
 __all__ = ["BridgeError", "LiveFacts", "ProbeRequest"]

@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .facts import BridgeError, LiveFacts, ProbeRequest
+from ..core.live_facts import LiveFacts, ProbeRequest
+from .errors import BridgeError
 
 _PROBE_SOURCE = (Path(__file__).with_name("_kernel_probe.py")).read_text(encoding="utf-8")
 PROBE_MODULE = "_torchdoctor_probe_" + hashlib.sha256(_PROBE_SOURCE.encode()).hexdigest()[:12]

@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .facts import BridgeError, ProbeRequest
+from ..core.live_facts import ProbeRequest
+from .errors import BridgeError
 
 
 def runtime_dir() -> Path:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .facts import BridgeError
+from .errors import BridgeError
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..engine.model import is_chinese
+from ..core.model import is_chinese
 
 
 def _bytes(n: object) -> str:

@@ -18,9 +18,9 @@ from typing import Any, Protocol
 import attrs
 from lsprotocol import types
 
-from ..docs import rule_url
-from ..engine.model import Applicability, Finding, Fix, Pos, Range, Severity, is_chinese
-from ..engine.noqa import find_noqa
+from ..core.model import Applicability, Finding, Fix, Pos, Range, Severity, is_chinese
+from ..core.noqa import find_noqa
+from ..rules.docs import rule_url
 
 SOURCE = "torchdoctor"
 UTF16 = "utf-16"
@@ -427,9 +427,9 @@ def rule_hover(
     fix: str | None = None,
 ) -> str | None:
     """Markdown for a rule: what is wrong, why it matters, the fix, before/after, the link."""
-    from ..docs import rule_doc
-    from ..rules import get_rule
+    from ..linter.registry import get_rule
     from ..rules.base import DOC_SECTIONS, DOC_SECTIONS_ZH
+    from ..rules.docs import rule_doc
 
     rule = get_rule(code)
     if rule is None:

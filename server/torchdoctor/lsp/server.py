@@ -34,14 +34,16 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path, uri_scheme
 
 from .. import __version__
-from ..docs import rule_url
-from ..engine.config import ConfigError, ConfigFinder, Settings
-from ..engine.incremental import IncrementalParser
-from ..engine.model import FileError, Finding, is_chinese
-from ..engine.runner import Superseded, check_text, fix_any
+from ..core.config import ConfigError, Settings
+from ..core.incremental import IncrementalParser
+from ..core.model import Finding, is_chinese
+from ..linter.configuration import ConfigFinder
+from ..linter.runner import Superseded, check_text, fix_any
+from ..linter.selection import enabled_codes
+from ..rules.docs import rule_url
 from . import convert
-from .live import LiveInput, LiveManager, live_part, merge, workspace_trusted
-from .notebook import CellDoc, NotebookLocator, check_cells, fix_cells, notebook_path
+from .kernels import LiveInput, LiveManager, workspace_trusted
+from .notebook_sync import CellDoc, NotebookLocator, check_cells, fix_cells
 from .settings import ClientSettings, parse_settings
 
 logger = logging.getLogger("torchdoctor.lsp")
@@ -99,10 +101,6 @@ class Analysis:
     live_request: Any = None  # what to probe the kernel for (a ProbeRequest), when it has one
 
 
-def _is_syntax_error(error: FileError) -> bool:
-    return error.reason.startswith(("syntax error", "expression nested"))
-
-
 class SettingsResolver:
     """Engine settings for a path: the nearest ``[tool.torchdoctor]`` under the editor's."""
 
@@ -145,16 +143,17 @@ def _analyse(job: Job, resolver: SettingsResolver) -> Analysis:
     if job.cells is not None:
         for cell in job.cells:
             out[cell.uri] = []
-        result, notebook = check_cells(job.cells, job.path, settings, job.parser, stop)
+        result, notebook = check_cells(
+            job.cells,
+            job.path,
+            settings,
+            job.parser,
+            stop,
+            live=job.live.facts if job.live is not None else None,
+            probe=job.live is not None,
+        )
         findings: list[Finding] = result.findings
-        live_request = None
-        if (
-            job.live is not None
-            and notebook is not None
-            and not any(_is_syntax_error(e) for e in result.errors)
-        ):
-            live, live_request = live_part(job.live, notebook, notebook_path(job.path), settings)
-            findings = merge(findings, live)
+        live_request = result.probe if notebook is not None else None
         versions = {c.uri: c.version for c in job.cells}
         locator: convert.Locator | None = (
             NotebookLocator(notebook, job.cells, job.encoding) if notebook else None
@@ -165,8 +164,8 @@ def _analyse(job: Job, resolver: SettingsResolver) -> Analysis:
         findings, live_request = result.findings, None
         versions = {job.uri: job.version}
         locator = convert.TextLocator(job.uri, job.text, job.encoding)
-    broken = any(_is_syntax_error(e) for e in result.errors)
-    errors = [e.format() for e in result.errors if not _is_syntax_error(e)]
+    broken = any(e.unparsable for e in result.errors)
+    errors = [e.format() for e in result.errors if not e.unparsable]
     if locator is not None:
         for finding in findings:
             uri, _ = locator.locate(finding.range)
@@ -1216,7 +1215,7 @@ def create_server() -> TorchDoctorServer:
                 "uri": uri,
                 "path": path,
                 "root": str(settings.root) if settings.root else None,
-                "enabled": sorted(settings.enabled(path)),
+                "enabled": sorted(enabled_codes(settings, path)),
                 "unsafeFixes": settings.unsafe_fixes,
                 "problems": problems,
             }
@@ -1273,7 +1272,7 @@ def main(argv: list[str] | None = None) -> int:
             log_level=args.log_level, given=frozenset({"log_level"})
         )
         server.doctor.log_level = args.log_level
-    from ..rules import all_rules
+    from ..linter.registry import all_rules
 
     try:
         all_rules()  # import every rule once, before the first keystroke

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from ..engine.config import Settings
+from ..core.config import Settings
 
 LOG_LEVELS = ("error", "warning", "info", "debug")
 DEFAULT_DEBOUNCE_MS = 100
@@ -81,7 +81,7 @@ def _bool(value: Any) -> bool:
 
 
 def _codes(value: Any) -> tuple[str, ...]:
-    from ..rules import resolve_selector
+    from ..linter.registry import resolve_selector
 
     if isinstance(value, str):
         value = [v.strip() for v in value.split(",") if v.strip()]

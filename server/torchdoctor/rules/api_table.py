@@ -25,10 +25,10 @@ import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..engine import fixes, torch_version
-from ..engine.context import Context
-from ..engine.model import Applicability, Edit, Fix, Text
-from ..engine.semantic import argument, canonical, has_star_kwargs, int_literal, keyword
+from ..core import fixes, torch_version
+from ..core.context import Context
+from ..core.model import Applicability, Edit, Fix, Text
+from ..core.semantic import argument, canonical, has_star_kwargs, int_literal, keyword
 
 SAFE, UNSAFE = Applicability.SAFE, Applicability.UNSAFE
 

@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from ..engine.model import Applicability, Severity, Text
+from ..core.model import Applicability, Severity, Text
 
 if TYPE_CHECKING:
-    from ..engine.context import Context
+    from ..core.context import Context
 
 DOC_SECTIONS = (
     "What it does",
@@ -32,7 +32,7 @@ class Valid:
     code: str
     notebook: bool = False  # check the code as a one-cell notebook
     filename: str = "example.py"
-    live: object | None = None  # kernel facts (``bridge.facts.LiveFacts``) for live rules
+    live: object | None = None  # kernel facts (``core.live_facts.LiveFacts``) for live rules
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class Invalid:
     fixed: str | None = None
     notebook: bool = False
     filename: str = "example.py"
-    live: object | None = None  # kernel facts (``bridge.facts.LiveFacts``) for live rules
+    live: object | None = None  # kernel facts (``core.live_facts.LiveFacts``) for live rules
 
 
 class Rule:
@@ -72,7 +72,7 @@ class Rule:
 
     @classmethod
     def summary(cls, locale: str | None = None) -> str:
-        from ..docs import rule_doc
+        from .docs import rule_doc
 
         return rule_doc(cls, locale).summary
 

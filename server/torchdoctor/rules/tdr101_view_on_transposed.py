@@ -3,9 +3,9 @@ from __future__ import annotations
 import ast
 import itertools
 
-from ..engine import fixes
-from ..engine.context import Context
-from ..engine.model import Applicability, Edit, Fix, Pos, Text
+from ..core import fixes
+from ..core.context import Context
+from ..core.model import Applicability, Edit, Fix, Pos, Text
 from .base import Invalid, Rule, Valid
 
 # Tensor methods and properties whose result usually does not have contiguous strides.

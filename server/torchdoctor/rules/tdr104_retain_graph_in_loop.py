@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import ast
 
-from ..engine.context import Context
-from ..engine.model import Severity, Text
-from ..engine.semantic import is_true, keyword
+from ..core.context import Context
+from ..core.model import Severity, Text
+from ..core.semantic import is_true, keyword
 from .base import Invalid, Rule
 
 _GRAD_FUNCS = ("torch.autograd.backward", "torch.autograd.grad")

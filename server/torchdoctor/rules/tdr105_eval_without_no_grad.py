@@ -5,10 +5,10 @@ import os
 import re
 from dataclasses import dataclass
 
-from ..engine import fixes
-from ..engine.context import Context
-from ..engine.model import Applicability, Edit, Fix, Pos, Text
-from ..engine.semantic import Kind, dotted, is_false, terminal_name
+from ..core import fixes
+from ..core.context import Context
+from ..core.model import Applicability, Edit, Fix, Pos, Text
+from ..core.semantic import Kind, dotted, is_false, terminal_name
 from .base import Invalid, Rule, Valid
 
 _EVAL_FUNCTION = re.compile(r"^_*(eval|valid|test|predict|infer)", re.I)

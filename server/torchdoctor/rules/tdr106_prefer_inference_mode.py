@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import ast
 
-from ..engine import fixes
-from ..engine.context import Context
-from ..engine.model import Applicability, Edit, Fix, Severity, Text
-from ..engine.semantic import MODULE_SELF_METHODS, is_false, keyword
-from ..engine.training import is_plain_value, read_later
+from ..core import fixes
+from ..core.context import Context
+from ..core.model import Applicability, Edit, Fix, Severity, Text
+from ..core.semantic import MODULE_SELF_METHODS, is_false, keyword
+from ..core.training import is_plain_value, read_later
 from .base import Invalid, Rule, Valid
 
 # Calls inside the block that turn gradients back on or differentiate.

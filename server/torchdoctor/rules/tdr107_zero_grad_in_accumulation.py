@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import ast
 
-from ..engine import fixes
-from ..engine.context import Context
-from ..engine.model import Applicability, Edit, Fix, Severity, Text
-from ..engine.training import (
+from ..core import fixes
+from ..core.context import Context
+from ..core.model import Applicability, Edit, Fix, Severity, Text
+from ..core.training import (
     accumulated_steps,
     backward_calls,
     calls_in,
@@ -347,7 +347,7 @@ class ZeroGradInAccumulation(Rule):
 
 
 def _is_model(ctx: Context, receiver: ast.expr) -> bool:
-    from ..engine.semantic import Kind
+    from ..core.semantic import Kind
 
     return ctx.kind(receiver) is Kind.MODULE
 

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import ast
 
-from ..engine import fixes
-from ..engine.context import Context
-from ..engine.model import Applicability, Fix, Severity, Text
-from ..engine.semantic import FUNCTION_NODES, Kind, argument, is_false, scaled_backward_scaler
-from ..engine.training import (
+from ..core import fixes
+from ..core.context import Context
+from ..core.model import Applicability, Fix, Severity, Text
+from ..core.semantic import FUNCTION_NODES, Kind, argument, is_false, scaled_backward_scaler
+from ..core.training import (
     backward_calls,
     before,
     calls_in,

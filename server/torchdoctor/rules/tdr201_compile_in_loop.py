@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from ..engine.context import Context
-from ..engine.model import Severity, Text
+from ..core.context import Context
+from ..core.model import Severity, Text
 from .base import Invalid, Rule
 
 

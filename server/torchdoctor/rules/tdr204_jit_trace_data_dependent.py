@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import ast
 
-from ..engine import graphs
-from ..engine.context import Context
-from ..engine.model import Severity, Text
-from ..engine.semantic import argument
+from ..core import graphs
+from ..core.context import Context
+from ..core.model import Severity, Text
+from ..core.semantic import argument
 from .base import Invalid, Rule, Valid
 
 

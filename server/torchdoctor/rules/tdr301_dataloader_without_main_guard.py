@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import ast
 
-from ..engine import fixes
-from ..engine.context import Context
-from ..engine.model import Applicability, Edit, Fix, Pos, Text
-from ..engine.semantic import FUNCTION_NODES, is_main_guard, keyword
+from ..core import fixes
+from ..core.context import Context
+from ..core.model import Applicability, Edit, Fix, Pos, Text
+from ..core.semantic import FUNCTION_NODES, is_main_guard, keyword
 from .base import Invalid, Rule, Valid
 
 # Calls that start worker processes as soon as they run.

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import ast
 
-from ..engine import data
-from ..engine.context import Context
-from ..engine.model import Severity, Text
-from ..engine.semantic import Semantic, terminal_name
+from ..core import data
+from ..core.context import Context
+from ..core.model import Severity, Text
+from ..core.semantic import Semantic, terminal_name
 from .base import Invalid, Rule
 
 _HEAD = "import pandas as pd\nimport torch\nfrom torch.utils.data import Dataset\n"

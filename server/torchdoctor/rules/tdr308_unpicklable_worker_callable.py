@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import ast
 
-from ..engine.context import Context
-from ..engine.data import uses_workers
-from ..engine.model import Severity, Text
-from ..engine.semantic import FUNCTION_NODES, keyword
+from ..core.context import Context
+from ..core.data import uses_workers
+from ..core.model import Severity, Text
+from ..core.semantic import FUNCTION_NODES, keyword
 from .base import Invalid, Rule
 
 _CALLABLE_ARGS = ("collate_fn", "worker_init_fn")

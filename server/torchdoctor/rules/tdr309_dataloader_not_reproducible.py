@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import ast
 
-from ..engine import data, fixes
-from ..engine.context import Context
-from ..engine.model import Applicability, Fix, Severity, Text
-from ..engine.semantic import Semantic, argument, is_true
+from ..core import data, fixes
+from ..core.context import Context
+from ..core.model import Applicability, Fix, Severity, Text
+from ..core.semantic import Semantic, argument, is_true
 from .base import Invalid, Rule
 
 _SEEDERS = ("torch.manual_seed", "torch.random.manual_seed")

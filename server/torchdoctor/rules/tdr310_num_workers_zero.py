@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import ast
 
-from ..engine.context import Context
-from ..engine.model import Severity, Text
-from ..engine.semantic import has_star_kwargs, keyword
+from ..core.context import Context
+from ..core.model import Severity, Text
+from ..core.semantic import has_star_kwargs, keyword
 from .base import Invalid, Rule
 
 

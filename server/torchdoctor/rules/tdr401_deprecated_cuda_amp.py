@@ -4,10 +4,10 @@ import ast
 import re
 from dataclasses import dataclass
 
-from ..engine import fixes
-from ..engine.context import Context
-from ..engine.model import Applicability, Edit, Fix, Pos, Text
-from ..engine.semantic import FUNCTION_NODES, Semantic, canonical
+from ..core import fixes
+from ..core.context import Context
+from ..core.model import Applicability, Edit, Fix, Pos, Text
+from ..core.semantic import FUNCTION_NODES, Semantic, canonical
 from .base import Invalid, Rule, Valid
 
 

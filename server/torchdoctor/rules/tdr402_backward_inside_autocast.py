@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import ast
 
-from ..engine import fixes
-from ..engine.context import Context
-from ..engine.model import Applicability, Fix, Related, Text
-from ..engine.semantic import FUNCTION_NODES, Semantic
+from ..core import fixes
+from ..core.context import Context
+from ..core.model import Applicability, Fix, Related, Text
+from ..core.semantic import FUNCTION_NODES, Semantic
 from .base import Invalid, Rule, Valid
 
 

@@ -3,10 +3,10 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from ..engine import fixes
-from ..engine.context import Context
-from ..engine.model import Applicability, Edit, Fix, Severity, Text
-from ..engine.semantic import FUNCTION_NODES, Kind, scaled_backward_scaler, terminal_name
+from ..core import fixes
+from ..core.context import Context
+from ..core.model import Applicability, Edit, Fix, Severity, Text
+from ..core.semantic import FUNCTION_NODES, Kind, scaled_backward_scaler, terminal_name
 from .base import Invalid, Rule, Valid
 
 

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import ast
 
-from ..engine import fixes
-from ..engine.context import Context
-from ..engine.model import Applicability, Edit, Fix, Text
-from ..engine.semantic import SCALERS, LoopInfo, argument, scaled_backward_scaler
-from ..engine.training import backward_calls, clip_calls, tensor_of_backward
+from ..core import fixes
+from ..core.context import Context
+from ..core.model import Applicability, Edit, Fix, Text
+from ..core.semantic import SCALERS, LoopInfo, argument, scaled_backward_scaler
+from ..core.training import backward_calls, clip_calls, tensor_of_backward
 from .base import Invalid, Rule, Valid
 
 _LOOP = "import torch\nfor x, y in loader:\n    optimizer.zero_grad()\n"

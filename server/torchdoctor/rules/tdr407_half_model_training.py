@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import ast
 
-from ..engine import fixes
-from ..engine.context import Context
-from ..engine.model import Applicability, Edit, Fix, Severity, Text
-from ..engine.semantic import MODULE_SELF_METHODS, Kind, dotted, keyword
+from ..core import fixes
+from ..core.context import Context
+from ..core.model import Applicability, Edit, Fix, Severity, Text
+from ..core.semantic import MODULE_SELF_METHODS, Kind, dotted, keyword
 from .base import Invalid, Rule
 
 _FLOAT16 = frozenset({"torch.float16", "torch.half"})

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import os
 
-from ..engine.context import Context
-from ..engine.model import Severity, Text
+from ..core.context import Context
+from ..core.model import Severity, Text
 from .base import Invalid, Rule, Valid
 
 

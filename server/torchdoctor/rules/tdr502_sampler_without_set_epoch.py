@@ -5,10 +5,10 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..engine import fixes
-from ..engine.context import Context
-from ..engine.model import Applicability, Fix, Range, Text
-from ..engine.semantic import Binding, LoopInfo, Semantic, argument, dotted, terminal_name
+from ..core import fixes
+from ..core.context import Context
+from ..core.model import Applicability, Fix, Range, Text
+from ..core.semantic import Binding, LoopInfo, Semantic, argument, dotted, terminal_name
 from .base import Invalid, Rule, Valid
 
 DISTRIBUTED_SAMPLER = "torch.utils.data.DistributedSampler"

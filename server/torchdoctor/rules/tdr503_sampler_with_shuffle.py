@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import ast
 
-from ..engine import fixes
-from ..engine.context import Context
-from ..engine.model import Applicability, Edit, Fix, Severity, Text
-from ..engine.semantic import Kind, argument, has_star_kwargs, is_none, keyword
+from ..core import fixes
+from ..core.context import Context
+from ..core.model import Applicability, Edit, Fix, Severity, Text
+from ..core.semantic import Kind, argument, has_star_kwargs, is_none, keyword
 from .base import Invalid, Rule
 
 DISTRIBUTED_SAMPLER = "torch.utils.data.DistributedSampler"

@@ -3,10 +3,10 @@ from __future__ import annotations
 import ast
 import re
 
-from ..engine import fixes
-from ..engine.context import Context
-from ..engine.model import Applicability, Edit, Fix, Severity, Text
-from ..engine.semantic import MODULE_SELF_METHODS, argument, dotted
+from ..core import fixes
+from ..core.context import Context
+from ..core.model import Applicability, Edit, Fix, Severity, Text
+from ..core.semantic import MODULE_SELF_METHODS, argument, dotted
 from .base import Invalid, Rule
 
 DDP = "torch.nn.parallel.DistributedDataParallel"

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import ast
 
-from ..engine import fixes
-from ..engine.context import Context
-from ..engine.distributed import (
+from ..core import fixes
+from ..core.context import Context
+from ..core.distributed import (
     INIT_PROCESS_GROUP,
     callers,
     dist_ref,
@@ -13,8 +13,8 @@ from ..engine.distributed import (
     rank_functions,
     rank_guarded,
 )
-from ..engine.model import Applicability, Fix, Text
-from ..engine.semantic import argument
+from ..core.model import Applicability, Fix, Text
+from ..core.semantic import argument
 from .base import Invalid, Rule
 
 _HEAD = "import torch\nimport torch.distributed as dist\n"

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import ast
 
-from ..engine import fixes
-from ..engine.context import Context
-from ..engine.distributed import wrapper_call
-from ..engine.model import Applicability, Fix, Text
-from ..engine.semantic import argument
+from ..core import fixes
+from ..core.context import Context
+from ..core.distributed import wrapper_call
+from ..core.model import Applicability, Fix, Text
+from ..core.semantic import argument
 from .base import Invalid, Rule
 
 _HEAD = (

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import ast
 
-from ..engine import fixes
-from ..engine.context import Context
-from ..engine.distributed import mentions_rank
-from ..engine.model import Applicability, Fix, Severity, Text
-from ..engine.semantic import MODULE_SELF_METHODS, argument, dotted, has_star_kwargs
+from ..core import fixes
+from ..core.context import Context
+from ..core.distributed import mentions_rank
+from ..core.model import Applicability, Fix, Severity, Text
+from ..core.semantic import MODULE_SELF_METHODS, argument, dotted, has_star_kwargs
 from .base import Invalid, Rule
 
 DDP = "torch.nn.parallel.DistributedDataParallel"

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import ast
 
-from ..engine import fixes
-from ..engine.context import Context
-from ..engine.model import Applicability, Fix, Text
-from ..engine.semantic import MODEL_WRAPPERS, Kind, argument
+from ..core import fixes
+from ..core.context import Context
+from ..core.model import Applicability, Fix, Text
+from ..core.semantic import MODEL_WRAPPERS, Kind, argument
 from .base import Invalid, Rule
 
 # Results whose state dict is not the plain model's (``_orig_mod.`` keys) or that have their own

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import ast
 
-from ..engine import fixes
-from ..engine.context import Context
-from ..engine.model import Applicability, Fix, Text
-from ..engine.semantic import Kind, has_star_kwargs, keyword
+from ..core import fixes
+from ..core.context import Context
+from ..core.model import Applicability, Fix, Text
+from ..core.semantic import Kind, has_star_kwargs, keyword
 from .base import Invalid, Rule
 
 

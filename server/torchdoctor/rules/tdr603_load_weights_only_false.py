@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import ast
 
-from ..engine import fixes, torch_version
-from ..engine.context import Context
-from ..engine.model import Applicability, Fix, Severity, Text
-from ..engine.semantic import argument, has_star_kwargs, is_false, is_none, keyword
+from ..core import fixes, torch_version
+from ..core.context import Context
+from ..core.model import Applicability, Fix, Severity, Text
+from ..core.semantic import argument, has_star_kwargs, is_false, is_none, keyword
 from .base import Invalid, Rule
 
 LOADS = ("torch.load", "torch.serialization.load")

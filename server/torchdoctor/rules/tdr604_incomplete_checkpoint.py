@@ -3,10 +3,10 @@ from __future__ import annotations
 import ast
 import re
 
-from ..engine import fixes
-from ..engine.context import Context
-from ..engine.model import Applicability, Fix, Severity, Text
-from ..engine.semantic import Kind
+from ..core import fixes
+from ..core.context import Context
+from ..core.model import Applicability, Fix, Severity, Text
+from ..core.semantic import Kind
 from .base import Invalid, Rule
 
 _COUNTER_KEY = re.compile(r"epoch|step|iter", re.I)

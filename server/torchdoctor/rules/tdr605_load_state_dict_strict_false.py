@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import ast
 
-from ..engine.context import Context
-from ..engine.model import Applicability, Edit, Fix, Severity, Text
-from ..engine.semantic import is_false, keyword
+from ..core.context import Context
+from ..core.model import Applicability, Edit, Fix, Severity, Text
+from ..core.semantic import is_false, keyword
 from .base import Invalid, Rule
 
 
@@ -138,7 +138,7 @@ class LoadStateDictStrictFalse(Rule):
 
     @staticmethod
     def _suggestion(ctx: Context, stmt: ast.Expr) -> Fix | None:
-        from ..engine import fixes
+        from ..core import fixes
 
         if not fixes.starts_line(ctx.source, stmt) or not fixes.ends_line(ctx.source, stmt):
             return None

@@ -3,10 +3,10 @@ from __future__ import annotations
 import ast
 import os
 
-from ..engine import fixes
-from ..engine.context import Context
-from ..engine.model import Applicability, Edit, Fix, Severity, Text
-from ..engine.semantic import Semantic
+from ..core import fixes
+from ..core.context import Context
+from ..core.model import Applicability, Edit, Fix, Severity, Text
+from ..core.semantic import Semantic
 from .base import Invalid, Rule, Valid
 
 _SEEDERS = frozenset({"manual_seed", "manual_seed_all", "seed_everything", "set_seed", "seed"})

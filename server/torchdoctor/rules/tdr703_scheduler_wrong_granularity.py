@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import ast
 
-from ..engine.context import Context
-from ..engine.model import Severity, Text
-from ..engine.semantic import argument
+from ..core.context import Context
+from ..core.model import Severity, Text
+from ..core.semantic import argument
 from .base import Invalid, Rule
 
 _PREFIX = "torch.optim.lr_scheduler."

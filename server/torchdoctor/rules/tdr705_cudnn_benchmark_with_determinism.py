@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import ast
 
-from ..engine.context import Context
-from ..engine.model import Severity, Text
-from ..engine.semantic import is_true
+from ..core.context import Context
+from ..core.model import Severity, Text
+from ..core.semantic import is_true
 from .base import Invalid, Rule
 
 _BENCHMARK = "torch.backends.cudnn.benchmark"

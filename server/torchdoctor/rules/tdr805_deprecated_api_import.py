@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from ..engine.context import Context
-from ..engine.model import Applicability, Severity
+from ..core.context import Context
+from ..core.model import Applicability, Severity
 from . import api_table
 from .base import Invalid, Rule
 

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import ast
 
-from ..engine import fixes
-from ..engine.context import Context
-from ..engine.model import Applicability, Fix, Severity, Text
+from ..core import fixes
+from ..core.context import Context
+from ..core.model import Applicability, Fix, Severity, Text
 from .api_table import spell
 from .base import Invalid, Rule, Valid
 

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import ast
 
-from ..engine import fixes
-from ..engine.context import Context
-from ..engine.model import Applicability, Fix, Severity, Text
-from ..engine.semantic import canonical
+from ..core import fixes
+from ..core.context import Context
+from ..core.model import Applicability, Fix, Severity, Text
+from ..core.semantic import canonical
 from .base import Invalid, Rule, Valid
 
 SYMBOL = "torchvision.transforms.v2.ToTensor"

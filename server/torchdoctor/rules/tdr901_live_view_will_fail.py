@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import ast
 
-from ..bridge import live as L
-from ..bridge.facts import LiveFacts, tensor_facts, view_result
-from ..engine.context import Context
-from ..engine.model import Applicability, Edit, Fix, Pos, Text
+from ..core.context import Context
+from ..core.live_facts import LiveFacts, tensor_facts, view_result
+from ..core.model import Applicability, Edit, Fix, Pos, Text
+from . import live as L
 from .base import Invalid, Rule, Valid
 
 _NOT_VIEWABLE = (

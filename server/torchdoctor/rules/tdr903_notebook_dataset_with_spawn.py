@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import ast
 
-from ..bridge import live as L
-from ..bridge.facts import LiveFacts
-from ..engine import fixes
-from ..engine.context import Context
-from ..engine.model import Applicability, Fix, Text
+from ..core import fixes
+from ..core.context import Context
+from ..core.live_facts import LiveFacts
+from ..core.model import Applicability, Fix, Text
+from . import live as L
 from .base import Invalid, Rule, Valid
 
 _SPAWN = LiveFacts({}, execution_count=5, kernel={"start_method": "spawn", "torch": "2.13.0"})

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import ast
 
-from ..bridge import live as L
-from ..bridge.facts import LiveFacts, module_facts, tensor_facts
-from ..engine import fixes
-from ..engine.context import Context
-from ..engine.model import Applicability, Fix, Text
+from ..core import fixes
+from ..core.context import Context
+from ..core.live_facts import LiveFacts, module_facts, tensor_facts
+from ..core.model import Applicability, Fix, Text
+from . import live as L
 from .base import Invalid, Rule, Valid
 
 _LIVE = LiveFacts(

@@ -15,13 +15,16 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import __version__, output
-from .engine.config import ConfigError, ConfigFinder, Settings, check_target_version, load_file
-from .engine.files import discover
-from .engine.model import FileError, Finding, is_chinese
-from .engine.reading import decode, read_source
-from .engine.runner import check_any, fix_any
-from .engine.torch_version import format_version, target_version
+from .. import __version__
+from ..core.config import ConfigError, Settings
+from ..core.model import FileError, Finding, is_chinese
+from ..core.reading import decode, read_source
+from ..core.torch_version import format_version, target_version
+from ..linter.configuration import ConfigFinder, check_target_version, load_file
+from ..linter.files import discover
+from ..linter.runner import check_any, fix_any
+from ..linter.selection import enabled_codes
+from . import output
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 CACHE_DIR = ".torchdoctor_cache"
@@ -60,7 +63,7 @@ _FINDERS: dict[str | None, ConfigFinder] = {}
 def code_fingerprint() -> str:
     """The version plus the size and mtime of every module of the package, so that the cache
     never serves results computed by other rule code (an upgrade or an editable install)."""
-    root = Path(__file__).parent
+    root = Path(__file__).resolve().parents[1]
     parts = [__version__]
     for path in sorted(root.rglob("*.py")):
         try:
@@ -102,7 +105,7 @@ def check_file(path: Path, opts: Options, stdin_text: str | None = None) -> Reco
     if text is None:
         record.errors.append(error or FileError(name, "cannot read"))
         return record
-    codes = settings.enabled(name)
+    codes = enabled_codes(settings, name)
     cache_file = None
     if opts.cache is not None and not opts.fix and not opts.diff and stdin_text is None:
         digest = hashlib.sha256(
@@ -252,7 +255,7 @@ def run_check(args: argparse.Namespace) -> int:
         "ignore": args.ignore,
         "target_version": args.target_version,
     }
-    from .rules import resolve_selector
+    from ..linter.registry import resolve_selector
 
     for flag in ("select", "extend_select", "ignore"):
         for sel in getattr(args, flag) or []:
@@ -405,8 +408,8 @@ def _report(records: list[Record], args: argparse.Namespace, locale: str, zh: bo
 
 
 def run_rule(args: argparse.Namespace) -> int:
-    from .docs import rule_doc, rule_url
-    from .rules import all_rules, get_rule
+    from ..linter.registry import all_rules, get_rule
+    from ..rules.docs import rule_doc, rule_url
 
     locale = args.locale or os.environ.get("TORCHDOCTOR_LOCALE") or "en"
     if args.all or not args.code:

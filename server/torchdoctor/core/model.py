@@ -119,6 +119,18 @@ class Finding:
         return None
 
 
+class ErrorKind(str, Enum):
+    """Why a file could not be checked (or fixed)."""
+
+    READ = "read"  # missing, unreadable, too large, binary or undecodable
+    CONFIG = "config"  # its configuration cannot be used
+    NOTEBOOK = "notebook"  # not a valid notebook
+    SYNTAX = "syntax"  # the code does not parse
+    TOO_DEEP = "too-deep"  # nested too deeply to parse or analyse
+    INTERNAL = "internal"  # a rule failed
+    FIX = "fix"  # a fix could not be applied or written
+
+
 @dataclass(frozen=True)
 class FileError:
     """A file that could not be checked: one clear line, never a traceback."""
@@ -127,6 +139,12 @@ class FileError:
     reason: str
     row: int | None = None
     cell: int | None = None
+    kind: ErrorKind = ErrorKind.READ
+
+    @property
+    def unparsable(self) -> bool:
+        """The code itself cannot be parsed or analysed (editors keep the last good findings)."""
+        return self.kind in (ErrorKind.SYNTAX, ErrorKind.TOO_DEEP)
 
     def format(self) -> str:
         where = self.path

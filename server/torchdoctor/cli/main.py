@@ -7,17 +7,17 @@ import os
 import sys
 from collections.abc import Sequence
 
-from . import __version__
+from .. import __version__
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 # Sub-commands implemented in their own packages, loaded only when used.
 _DELEGATED = {
     "server": ("torchdoctor.lsp.server", "Run the language server (stdio, or --tcp HOST:PORT)."),
-    "probe": ("torchdoctor.bridge.cli", "Read live tensor facts from a running Jupyter kernel."),
-    "docs": ("torchdoctor.docsite", "Open the documentation (of one rule, or the index)."),
+    "probe": ("torchdoctor.cli.probe", "Read live tensor facts from a running Jupyter kernel."),
+    "docs": ("torchdoctor.cli.docsite", "Open the documentation (of one rule, or the index)."),
     "generate-docs": (
-        "torchdoctor.docsite",
+        "torchdoctor.cli.docsite",
         "Regenerate the rule pages under docs/ (--check: fail if stale).",
     ),
 }

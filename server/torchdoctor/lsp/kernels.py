@@ -9,8 +9,8 @@ and asks the server to analyse again when new facts arrive or the user ran a cel
 
 All kernel I/O runs in this module's own thread pool under short timeouts: a busy kernel never
 blocks the event loop, an analysis or a hover. The live findings themselves are computed in the
-analysis worker (:func:`live_part`) from the last facts, next to the static ones
-(:func:`merge`). The bridge is off when the editor says the workspace is untrusted
+analysis worker from the last facts, in the same check as the static ones
+(``check_text(..., live=facts, probe=True)``). The bridge is off when the editor says the workspace is untrusted
 (``initializationOptions.trusted: false``) or the ``bridge`` setting is false.
 """
 
@@ -27,12 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..bridge.facts import BridgeError, LiveFacts, ProbeRequest, is_valid_name
-from ..engine.model import Finding, is_chinese
+from ..bridge.errors import BridgeError
+from ..core.live_facts import LiveFacts, ProbeRequest, is_valid_name
+from ..core.model import is_chinese
 
 if TYPE_CHECKING:
-    from ..engine.config import Settings
-    from ..engine.notebook import Notebook
     from .settings import ClientSettings
 
 PROBE_TIMEOUT = 1.0  # seconds a document probe may wait for the kernel
@@ -72,27 +71,6 @@ class LiveInput:
     """What an analysis needs of the kernel: the last facts read (None: none yet)."""
 
     facts: LiveFacts | None
-
-
-def live_part(
-    live: LiveInput, notebook: Notebook, path: str, settings: Settings
-) -> tuple[list[Finding], ProbeRequest]:
-    """Live findings for a notebook from the last facts, and what to probe for the next ones."""
-    from ..bridge.live import collect_request, live_findings
-
-    request = collect_request("", path, notebook=notebook)
-    if live.facts is None:
-        return [], request
-    return live_findings("", path, live.facts, settings=settings, notebook=notebook), request
-
-
-def merge(static: list[Finding], live: list[Finding]) -> list[Finding]:
-    """Static and live findings of one document; where TDR901 (the view fails on the live
-    tensor) and TDR101 (it likely fails) mark the same call, only TDR901 stays."""
-    if not live:
-        return static
-    exact = {f.range for f in live if f.code == "TDR901"}
-    return [f for f in static if not (f.code == "TDR101" and f.range in exact)] + live
 
 
 def covers(asked: ProbeRequest | None, wanted: ProbeRequest) -> bool:
@@ -261,11 +239,7 @@ class LiveManager:
     def _find(self, notebook: str, explicit: str | None) -> str | None:
         """The connection file of the notebook's kernel (blocking: runs in the pool)."""
         from ..bridge.client import KernelBridge
-        from ..bridge.discovery import (
-            connection_files,
-            notebook_matches,
-            resolve_connection_file,
-        )
+        from ..bridge.discovery import connection_files, notebook_matches, resolve_connection_file
 
         if explicit:
             return resolve_connection_file(explicit)

@@ -10,11 +10,12 @@ from dataclasses import dataclass
 
 from lsprotocol import types
 
-from ..engine.config import Settings
-from ..engine.incremental import IncrementalParser
-from ..engine.model import FileError, Pos, Range
-from ..engine.notebook import Notebook
-from ..engine.runner import FileResult, check_text, fix_any
+from ..core.config import Settings
+from ..core.incremental import IncrementalParser
+from ..core.live_facts import LiveFacts
+from ..core.model import FileError, Pos, Range
+from ..core.notebook import Notebook
+from ..linter.runner import FileResult, check_text, fix_any
 from .convert import UTF16, split_lines, to_client_col
 
 
@@ -69,13 +70,25 @@ def check_cells(
     settings: Settings,
     parser: IncrementalParser | None = None,
     stop: Callable[[], bool] | None = None,
+    *,
+    live: LiveFacts | None = None,
+    probe: bool = False,
 ) -> tuple[FileResult, Notebook | None]:
-    """Check code cells as one module (magics masked, rows kept)."""
+    """Check code cells as one module (magics masked, rows kept); with the kernel's last facts
+    (``live``) for the live rules, and what to probe it for next (``probe``), from the same
+    analysis."""
     if not cells:
         return FileResult(notebook_path(path)), None
     notebook = Notebook.from_cells([c.text for c in cells])
     result = check_text(
-        notebook.text, notebook_path(path), settings, notebook=notebook, parser=parser, stop=stop
+        notebook.text,
+        notebook_path(path),
+        settings,
+        notebook=notebook,
+        parser=parser,
+        stop=stop,
+        live=live,
+        probe=probe,
     )
     return result, notebook
 

@@ -13,7 +13,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .facts import BridgeError, ProbeRequest, is_valid_name, parse_view_shape
+from ..bridge.errors import BridgeError
+from ..core.live_facts import ProbeRequest, is_valid_name, parse_view_shape
 
 EXIT_OK, EXIT_ERROR = 0, 2
 
@@ -93,8 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise BridgeError(f"not a dotted identifier: {bad[0]!r}")
         request = ProbeRequest.of(args.names, views, kernel=False)
 
-        from .client import KernelBridge
-        from .discovery import resolve_connection_file
+        from ..bridge.client import KernelBridge
+        from ..bridge.discovery import resolve_connection_file
 
         path = resolve_connection_file(args.connection_file)
         with KernelBridge(path, timeout=args.timeout) as bridge:

@@ -9,14 +9,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from .semantic import (
-    FUNCTION_NODES,
-    MODULE_SELF_METHODS,
-    Kind,
-    Semantic,
-    argument,
-    keyword,
-)
+from .semantic import FUNCTION_NODES, MODULE_SELF_METHODS, Kind, Semantic, argument, keyword
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 

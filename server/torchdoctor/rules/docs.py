@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .engine.model import is_chinese
+from ..core.model import is_chinese
 
 if TYPE_CHECKING:
-    from .rules.base import Rule
+    from .base import Rule
 
 DEFAULT_DOCS_URL = "https://torchdoctor.dev/"
 _SECTION = re.compile(r"^## (.+?)\s*$", re.M)
@@ -74,7 +74,7 @@ def rule_doc(rule: type[Rule], locale: str | None = None) -> RuleDoc:
 
 
 def packaged_docs_dir() -> Path:
-    return Path(__file__).parent / "_docs"
+    return Path(__file__).resolve().parents[1] / "_docs"
 
 
 def rule_url(code: str, base: str | None = None, locale: str | None = None) -> str:

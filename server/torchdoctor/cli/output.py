@@ -8,10 +8,10 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from . import __version__
-from .docs import rule_url
-from .engine.model import FileError, Finding, Pos, Range
-from .rules import get_rule
+from .. import __version__
+from ..core.model import FileError, Finding, Pos, Range
+from ..linter.registry import get_rule
+from ..rules.docs import rule_url
 
 
 def _loc(pos: Pos) -> dict[str, int]:

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from .model import FileError
+from .model import ErrorKind, FileError
 from .source import split_rows
 
 # How long a session waits for the last parse while an older one still holds it.
@@ -74,11 +74,13 @@ def parse_text(text: str, path: str) -> tuple[ast.Module | None, FileError | Non
             warnings.simplefilter("ignore")
             return ast.parse(text, filename=path), None
     except SyntaxError as exc:
-        return None, FileError(path, f"syntax error: {exc.msg}", exc.lineno)
+        return None, FileError(path, f"syntax error: {exc.msg}", exc.lineno, kind=ErrorKind.SYNTAX)
     except (RecursionError, MemoryError):
-        return None, FileError(path, "expression nested too deeply to analyse")
+        return None, FileError(
+            path, "expression nested too deeply to analyse", kind=ErrorKind.TOO_DEEP
+        )
     except ValueError as exc:
-        return None, FileError(path, f"cannot parse: {exc}")
+        return None, FileError(path, f"cannot parse: {exc}", kind=ErrorKind.SYNTAX)
 
 
 def _first_row(stmt: ast.stmt) -> int:

@@ -1,19 +1,29 @@
-"""What a rule sees: the source, the semantic facts, and ``report``."""
+"""The analysis context: what a rule sees (the source, the semantic facts, the kernel's facts
+when there is a kernel) and ``report``."""
 
 from __future__ import annotations
 
 import ast
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from .model import Finding, Fix, Range, Related, Severity, Text
 from .semantic import Kind, Semantic
 from .source import Source
 
 if TYPE_CHECKING:
-    from ..rules.base import Rule
     from .config import Settings
+    from .live_facts import LiveFacts
     from .notebook import Notebook
+
+
+class Reporter(Protocol):
+    """What a finding takes from the rule that reports it."""
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    severity: ClassVar[Severity]
+    tags: ClassVar[tuple[str, ...]]
 
 
 class Context:
@@ -24,13 +34,16 @@ class Context:
         path: str,
         settings: Settings,
         notebook: Notebook | None = None,
+        *,
+        live: LiveFacts | None = None,
     ) -> None:
         self.source = source
         self.sem = sem
         self.path = path
         self.settings = settings
         self.notebook = notebook
-        self.rule: type[Rule] | None = None
+        self.live = live  # facts read from the running kernel; None without one
+        self.rule: type[Reporter] | None = None
         self.findings: list[Finding] = []
 
     # -- shortcuts ---------------------------------------------------------------------

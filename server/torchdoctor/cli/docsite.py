@@ -31,13 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .docs import DEFAULT_DOCS_URL, packaged_docs_dir, rule_doc, rule_url, unwrap
-from .engine.model import Applicability, Severity, is_chinese
+from ..core.model import Applicability, Severity, is_chinese
+from ..rules.docs import DEFAULT_DOCS_URL, packaged_docs_dir, rule_doc, rule_url, unwrap
 
 if TYPE_CHECKING:
-    from .rules.base import Rule
+    from ..rules.base import Rule
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 LOCALES = ("en", "zh")
 EXIT_OK, EXIT_STALE, EXIT_ERROR = 0, 1, 2
 
@@ -270,7 +270,7 @@ def render_rule_index(rules: Sequence[type[Rule]], locale: str) -> str:
 
 
 def _block_chapter_rules(arg: str | None, locale: str, page: str) -> list[str]:
-    from .rules import all_rules
+    from ..linter.registry import all_rules
 
     chapter = next((c for c in CHAPTERS if c.digit == arg), None)
     if chapter is None:
@@ -310,7 +310,8 @@ def _toml_value(value: Any) -> str:
 
 
 def _block_config_keys(arg: str | None, locale: str, page: str) -> list[str]:
-    from .engine.config import KEYS, Settings
+    from ..core.config import Settings
+    from ..linter.configuration import KEYS
 
     zh = _zh(locale)
     fields = {f.name: f for f in dataclasses.fields(Settings)}
@@ -380,7 +381,7 @@ VSCODE_SETTINGS_ZH = {
 
 
 def _block_server_settings(arg: str | None, locale: str, page: str) -> list[str]:
-    from .lsp.settings import ClientSettings
+    from ..lsp.settings import ClientSettings
 
     zh = _zh(locale)
     head = "| 设置 | 类型 | 默认值 | 说明 |" if zh else "| Setting | Type | Default | Meaning |"
@@ -463,7 +464,7 @@ def _resolve_nls(text: str, nls: dict[str, str]) -> str:
 
 
 def _block_aliases(arg: str | None, locale: str, page: str) -> list[str]:
-    from .rules import ALIASES, all_rules
+    from ..linter.registry import ALIASES, all_rules
 
     zh = _zh(locale)
     rules = {r.code: r for r in all_rules()}
@@ -488,7 +489,7 @@ def _block_aliases(arg: str | None, locale: str, page: str) -> list[str]:
 def _block_api_table(arg: str | None, locale: str, page: str) -> list[str]:
     zh = _zh(locale)
     try:
-        from .rules.api_table import ENTRIES, display
+        from ..rules.api_table import ENTRIES, display
     except ImportError:
         ENTRIES = ()
     if not ENTRIES:
@@ -558,7 +559,7 @@ def _page_locale(rel: str) -> str:
 
 def generated(docs_dir: Path) -> dict[Path, str]:
     """Every generated file (path under ``docs_dir``) and the content it must have."""
-    from .rules import all_rules
+    from ..linter.registry import all_rules
 
     rules = all_rules()
     out: dict[Path, str] = {}
@@ -724,7 +725,7 @@ def _ensure_packaged_docs() -> str | None:
 
 
 def main_docs(argv: Sequence[str] | None = None) -> int:
-    from .rules import get_rule
+    from ..linter.registry import get_rule
 
     parser = argparse.ArgumentParser(
         prog="torchdoctor docs",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pathspec
 
-from .config import ConfigFinder
+from .configuration import ConfigFinder
 
 SUFFIXES = (".py", ".ipynb")
 # Folders no user wants linted (as in Ruff's defaults).

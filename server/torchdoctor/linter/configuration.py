@@ -1,25 +1,21 @@
-"""Settings: ``[tool.torchdoctor]`` in the nearest ``pyproject.toml``, command-line flags and
-editor settings, merged into one typed object."""
+"""Configuration files: ``[tool.torchdoctor]`` in the nearest ``pyproject.toml`` (or a
+``torchdoctor.toml`` given on the command line), and editor settings with the same keys,
+validated into :class:`~torchdoctor.core.config.Settings`."""
 
 from __future__ import annotations
 
-import fnmatch
-import hashlib
-import json
 import sys
-from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+from ..core.config import ConfigError, Settings
+from ..core.torch_version import parse_version
+from .selection import check_selectors
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
-
-
-class ConfigError(ValueError):
-    """A configuration file or value that cannot be used."""
-
 
 KEYS = {
     "select": "Rules (codes or prefixes such as `TDR5`, or `ALL`) to enable instead of the defaults.",
@@ -33,90 +29,6 @@ KEYS = {
 }
 
 
-@dataclass
-class Settings:
-    select: list[str] | None = None
-    extend_select: list[str] = field(default_factory=list)
-    ignore: list[str] = field(default_factory=list)
-    per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
-    exclude: list[str] = field(default_factory=list)
-    unsafe_fixes: bool = False
-    target_version: str | None = None
-    docs_base_url: str | None = None
-    # Facts of the machine the editor runs on (set by the language server, never from files).
-    machine_cpus: int | None = None
-    root: Path | None = None  # folder of the configuration file
-    # Facts read from a running kernel (``bridge.facts.LiveFacts``), set by the caller, never by
-    # a configuration file; only the live rules (TDR9xx) read them.
-    live: Any = None
-
-    def fingerprint(self) -> str:
-        data = {
-            f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("root", "live")
-        }
-        return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[
-            :16
-        ]
-
-    def merged(self, **overrides: Any) -> Settings:
-        """A copy with command-line or editor values laid over the file's."""
-        values = {f.name: getattr(self, f.name) for f in fields(self)}
-        for key, value in overrides.items():
-            if value is None:
-                continue
-            if key == "extend_select" or key == "ignore":
-                values[key] = [*values[key], *value]
-            else:
-                values[key] = value
-        return Settings(**values)
-
-    def enabled(self, path: str | None = None) -> frozenset[str]:
-        from ..rules import all_rules, resolve_selector
-
-        rules = all_rules()
-        if self.select is None:
-            chosen = {r.code for r in rules if r.default}
-        else:
-            chosen = set()
-            for sel in self.select:
-                chosen |= resolve_selector(sel)
-        for sel in self.extend_select:
-            chosen |= resolve_selector(sel)
-        for sel in self.ignore:
-            chosen -= resolve_selector(sel)
-        if path and self.per_file_ignores:
-            rel = _relative(path, self.root)
-            for pattern, codes in self.per_file_ignores.items():
-                if _glob_match(rel, pattern):
-                    for sel in codes:
-                        chosen -= resolve_selector(sel)
-        return frozenset(chosen)
-
-    def is_excluded(self, path: Path) -> bool:
-        if not self.exclude:
-            return False
-        rel = _relative(str(path), self.root)
-        return any(_glob_match(rel, pattern) for pattern in self.exclude)
-
-
-def _relative(path: str, root: Path | None) -> str:
-    p = Path(path)
-    if root is not None:
-        try:
-            return p.resolve().relative_to(root.resolve()).as_posix()
-        except ValueError:
-            pass
-    return p.as_posix()
-
-
-def _glob_match(rel: str, pattern: str) -> bool:
-    pattern = pattern.rstrip("/")
-    if fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(Path(rel).name, pattern):
-        return True
-    parts = rel.split("/")
-    return any(fnmatch.fnmatch("/".join(parts[: i + 1]), pattern) for i in range(len(parts)))
-
-
 def _str_list(value: Any, key: str) -> list[str]:
     if isinstance(value, str):
         return [value]
@@ -127,8 +39,6 @@ def _str_list(value: Any, key: str) -> list[str]:
 
 def check_target_version(value: Any, what: str) -> str:
     """``value`` if it names a torch version (``"2.13"``, ``"2.13.0"``); ConfigError otherwise."""
-    from .torch_version import parse_version
-
     if not isinstance(value, str) or parse_version(value) is None:
         raise ConfigError(f'{what} must be a torch version such as "2.13", not {value!r}')
     return value
@@ -136,8 +46,6 @@ def check_target_version(value: Any, what: str) -> str:
 
 def settings_from_table(table: dict[str, Any], root: Path | None, origin: str) -> Settings:
     """Validate a ``[tool.torchdoctor]`` table (or editor settings with the same keys)."""
-    from ..rules import resolve_selector
-
     settings = Settings(root=root)
     for raw_key, value in table.items():
         key = raw_key.replace("_", "-")
@@ -146,12 +54,7 @@ def settings_from_table(table: dict[str, Any], root: Path | None, origin: str) -
             raise ConfigError(f"{origin}: unknown setting `{raw_key}` (known: {known})")
         attr = key.replace("-", "_")
         if key in ("select", "extend-select", "ignore", "exclude"):
-            items = _str_list(value, key)
-            if key != "exclude":
-                for sel in items:
-                    if not resolve_selector(sel):
-                        raise ConfigError(f"{origin}: `{key}` names no rule: `{sel}`")
-            setattr(settings, attr, items)
+            setattr(settings, attr, _str_list(value, key))
         elif key == "per-file-ignores":
             if not isinstance(value, dict):
                 raise ConfigError(f"{origin}: `per-file-ignores` must be a table")
@@ -166,6 +69,7 @@ def settings_from_table(table: dict[str, Any], root: Path | None, origin: str) -
             if not isinstance(value, str):
                 raise ConfigError(f"{origin}: `{key}` must be a string")
             setattr(settings, attr, value)
+    check_selectors(settings, origin)
     return settings
 
 

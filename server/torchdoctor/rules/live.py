@@ -1,5 +1,6 @@
-"""Live rules (TDR901-TDR904): pure functions from a parsed document and kernel facts to
-findings. No kernel, no torch, no ``jupyter_client`` here.
+"""What the live rules (TDR901-TDR904) share: which names can be judged by their live value, the
+operands they look at, and what to ask the kernel for. No kernel, no torch, no
+``jupyter_client`` here; kernel facts come from the analysis context (``ctx.live``).
 
 A name is judged by its live value only where that value is what the code would see: the use is
 module-level code (not inside a function, lambda or class body), the name is not an import,
@@ -11,19 +12,16 @@ from __future__ import annotations
 
 import ast
 import builtins
-import dataclasses
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..engine.model import Finding, Text
-from ..engine.semantic import FUNCTION_NODES, Kind, dotted, int_literal, keyword
-from .facts import FactDict, LiveFacts, ProbeRequest, ViewItem, is_valid_name
+from ..core.live_facts import FactDict, LiveFacts, ProbeRequest, ViewItem, is_valid_name
+from ..core.model import Text
+from ..core.semantic import FUNCTION_NODES, Kind, dotted, int_literal, keyword
 
 if TYPE_CHECKING:
-    from ..engine.config import Settings
-    from ..engine.context import Context
-    from ..engine.notebook import Notebook
+    from ..core.context import Context
 
 LIVE_CODES = frozenset({"TDR901", "TDR902", "TDR903", "TDR904"})
 MAX_NAMES = 64
@@ -64,9 +62,8 @@ def judge_for(ctx: Context) -> Judge | None:
 
 
 def live_from(ctx: Context) -> LiveFacts | None:
-    """The kernel facts the caller attached to the settings, or None (live rules stay silent)."""
-    live = getattr(ctx.settings, "live", None)
-    return live if isinstance(live, LiveFacts) else None
+    """The kernel facts of the analysis, or None (live rules stay silent)."""
+    return ctx.live
 
 
 def stamp(live: LiveFacts) -> Text:
@@ -359,48 +356,11 @@ def matmul_operands(ctx: Context) -> Iterator[tuple[ast.AST, list[ast.AST]]]:
                 yield node, [node.func, node.args[0]]
 
 
-# -- the language server's entry points ---------------------------------------------------
-def _parse(text: str, path: str) -> tuple[Any, Any] | None:
-    """(source text, Notebook or None) for a file's text; notebooks as raw JSON."""
-    from ..engine.notebook import Notebook, NotebookError
-
-    if path.endswith(".ipynb") and text.lstrip().startswith("{"):
-        try:
-            nb = Notebook(text)
-        except NotebookError:
-            return None
-        return nb.text, nb
-    return text, None
-
-
-def collect_request(
-    text: str, path: str = "<stdin>", limit: int = MAX_NAMES, *, notebook: Notebook | None = None
-) -> ProbeRequest:
-    """What to ask the kernel for a document: the names worth probing (operands of the
-    expressions the live rules look at) and the ``view`` shapes to replay.
-
-    For a notebook pass its raw JSON as ``text`` (path ending in ``.ipynb``), or the
-    ``Notebook`` built from the editor's cells (``Notebook.from_cells``) as ``notebook``.
-    """
-    from ..engine.config import Settings
-    from ..engine.context import Context
-    from ..engine.incremental import parse_text
-    from ..engine.semantic import Semantic
-    from ..engine.source import Source
-
-    parsed = (notebook.text, notebook) if notebook is not None else _parse(text, path)
-    if parsed is None or "torch" not in parsed[0]:
-        return ProbeRequest((), (), True)
-    code, nb = parsed
-    tree, _error = parse_text(code, path)
-    if tree is None:
-        return ProbeRequest((), (), True)
-    try:
-        ctx = Context(Source(code), Semantic(tree), path, Settings(), nb)
-    except RecursionError:
-        return ProbeRequest((), (), True)
-    live = LiveFacts()
-    judge = Judge(ctx, live)
+# -- what to ask the kernel ----------------------------------------------------------------
+def probe_request(ctx: Context, limit: int = MAX_NAMES) -> ProbeRequest:
+    """What to ask the kernel for the document of ``ctx``: the names worth probing (operands of
+    the expressions the live rules look at) and the ``view`` shapes to replay."""
+    judge = Judge(ctx, LiveFacts())
     names: dict[str, None] = {}
     views: list[tuple[str, tuple[ViewItem, ...]]] = []
 
@@ -431,62 +391,7 @@ def collect_request(
             continue  # a call of something other than a plain name: not a model call
         for op in operands:
             add(op)
-    request = ProbeRequest.of(list(names), views, kernel=True)
-    return request
-
-
-def collect_names(
-    text: str, path: str = "<stdin>", *, notebook: Notebook | None = None
-) -> list[str]:
-    """The names in a document worth probing for the live rules (at most ``MAX_NAMES``)."""
-    return list(collect_request(text, path, notebook=notebook).names)
-
-
-def live_findings(
-    text: str,
-    path: str,
-    facts: LiveFacts | Mapping[str, FactDict],
-    execution_count: int | None = None,
-    settings: Settings | None = None,
-    *,
-    kernel: Mapping[str, Any] | None = None,
-    notebook: Notebook | None = None,
-) -> list[Finding]:
-    """Findings of the live rules for one document, given the kernel's facts.
-
-    ``text`` is Python source, or a notebook's raw JSON when ``path`` ends with ``.ipynb``
-    (findings then carry ``cell`` and ``cell_range``); or pass the ``Notebook`` built from the
-    editor's cells (``Notebook.from_cells``) as ``notebook``. ``facts`` is a :class:`LiveFacts` (as
-    :meth:`KernelBridge.probe` returns) or a plain mapping name -> facts. Only live rules that the
-    settings enable for ``path`` run.
-    """
-    from ..engine.config import Settings
-    from ..engine.runner import check_any, check_text
-
-    if isinstance(facts, LiveFacts):
-        live = facts
-        if execution_count is not None or kernel is not None:
-            live = dataclasses.replace(
-                live,
-                execution_count=execution_count
-                if execution_count is not None
-                else live.execution_count,
-                kernel=kernel if kernel is not None else live.kernel,
-            )
-    else:
-        live = LiveFacts(names=dict(facts), execution_count=execution_count, kernel=kernel or {})
-    base = settings or Settings()
-    codes = base.enabled(path) & LIVE_CODES
-    if not codes:
-        return []
-    with_facts = dataclasses.replace(base, live=live)
-    if notebook is not None:
-        result = check_text(
-            notebook.text, path, with_facts, notebook=notebook, codes=frozenset(codes)
-        )
-    else:
-        result = check_any(text, path, with_facts, codes=frozenset(codes))
-    return [f for f in result.findings if f.code in LIVE_CODES]
+    return ProbeRequest.of(list(names), views, kernel=True)
 
 
 # -- small helpers shared by the rules ----------------------------------------------------

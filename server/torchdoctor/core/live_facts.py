@@ -1,7 +1,7 @@
-"""Plain data for the kernel bridge: what to ask a kernel, and what it answered.
+"""Kernel facts as plain data: what to ask a kernel about live tensors and modules, and what it
+answered. The live rules read them from the analysis context; the kernel bridge fills them.
 
-Nothing here imports ``jupyter_client`` or torch: the linter, the rules and the language server
-use these types without a kernel.
+Nothing here imports ``jupyter_client`` or torch.
 """
 
 from __future__ import annotations
@@ -20,10 +20,6 @@ MAX_VIEW_DIMS = 16
 # One element of a view shape: a literal size, or "size ``dim`` of tensor ``name``".
 ViewItem = int | tuple[str, int]
 FactDict = Mapping[str, Any]
-
-
-class BridgeError(Exception):
-    """A problem talking to a kernel, worded for one line of output."""
 
 
 def is_valid_name(name: object) -> bool:

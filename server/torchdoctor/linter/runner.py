@@ -1,0 +1,342 @@
+"""The run over one file or notebook: one parse, one analysis, every enabled rule; and the fix
+loop that applies fixes until none is left."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gc
+import threading
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.config import Settings
+from ..core.context import Context
+from ..core.fixes import apply_edits
+from ..core.incremental import IncrementalParser, parse_text
+from ..core.live_facts import LiveFacts, ProbeRequest
+from ..core.model import Applicability, ErrorKind, FileError, Finding, Fix, Pos, Range
+from ..core.noqa import NoqaComment, find_noqa, suppresses
+from ..core.notebook import Notebook, NotebookError
+from ..core.semantic import Chunk, Semantic
+from ..core.source import Source
+from ..rules.live import probe_request
+from .registry import ALIASES, all_rules
+from .selection import enabled_codes
+
+MAX_FILE_BYTES = 10 * 1024 * 1024
+MAX_FIX_ROUNDS = 10
+
+
+@dataclass
+class FileResult:
+    path: str
+    findings: list[Finding] = field(default_factory=list)
+    errors: list[FileError] = field(default_factory=list)
+    notebook: Notebook | None = None
+    text: str = ""  # the checked text (for notebooks: the raw JSON)
+    probe: ProbeRequest | None = None  # what to ask the kernel for (when asked for)
+
+
+class Superseded(Exception):
+    """A check was stopped because a newer version of the document is waiting."""
+
+
+def mentions_torch(text: str) -> bool:
+    return "torch" in text
+
+
+# Where the first finds the same range as the second, only the first is kept: a view that fails
+# on the live tensor (TDR901) says more than one that likely fails (TDR101).
+SUPERSEDES: dict[str, tuple[str, ...]] = {"TDR901": ("TDR101",)}
+NO_PROBE = ProbeRequest((), (), True)
+
+
+def check_text(
+    text: str,
+    path: str = "<stdin>",
+    settings: Settings | None = None,
+    *,
+    notebook: Notebook | None = None,
+    codes: frozenset[str] | None = None,
+    parser: IncrementalParser | None = None,
+    stop: Callable[[], bool] | None = None,
+    live: LiveFacts | None = None,
+    probe: bool = False,
+) -> FileResult:
+    """Check Python source (for a notebook: its concatenated, masked code cells): one parse,
+    one analysis, every enabled rule.
+
+    ``live`` holds the kernel's facts for the live rules (TDR9xx; silent without them), and
+    ``probe`` asks for what to probe the kernel for next (``FileResult.probe``), both from the
+    same analysis. For a caller that re-checks the same document after each edit (the language
+    server): ``parser`` keeps the document's last parse, so that only the edited statements are
+    parsed again, and ``stop`` is asked between rules whether a newer version has made this
+    check pointless; when it says so, ``Superseded`` is raised.
+    """
+    settings = settings or Settings()
+    result = FileResult(path, notebook=notebook, text=notebook.raw if notebook else text)
+    if not mentions_torch(text):
+        if probe:
+            result.probe = NO_PROBE
+        return result
+    with analysed(text, path, settings, notebook=notebook, parser=parser, live=live) as (
+        ctx,
+        error,
+    ):
+        if ctx is None:
+            assert error is not None
+            result.errors.append(error)
+            return result
+        enabled = codes if codes is not None else enabled_codes(settings, path)
+        _run_rules(ctx, enabled, result, stop)
+        if probe:
+            result.probe = probe_request(ctx)
+        result.findings = _kept_findings(ctx, notebook)
+    return result
+
+
+@contextmanager
+def analysed(
+    text: str,
+    path: str,
+    settings: Settings,
+    *,
+    notebook: Notebook | None = None,
+    parser: IncrementalParser | None = None,
+    live: LiveFacts | None = None,
+) -> Iterator[tuple[Context | None, FileError | None]]:
+    """The analysis context of one text (parsed once, analysed once), or the error that
+    stopped it; its facts are released when the block ends."""
+    with paused_gc(), contextlib.ExitStack() as stack:
+        if parser is None:
+            tree, error = parse_text(text, path)
+            chunks: Sequence[Chunk] | None = None
+        else:
+            parsed = stack.enter_context(parser.session(text, path))
+            tree, error, chunks = parsed.tree, parsed.error, parsed.chunks
+        if tree is None:
+            assert error is not None
+            if notebook is not None and error.row is not None:
+                index, pos = notebook.to_cell(Pos(error.row, 0))
+                error = dataclasses.replace(error, row=pos.row, cell=index)
+            yield None, error
+            return
+        try:
+            sem = Semantic(tree) if chunks is None else Semantic.from_chunks(tree, chunks)
+        except RecursionError:
+            yield (
+                None,
+                FileError(path, "expression nested too deeply to analyse", kind=ErrorKind.TOO_DEEP),
+            )
+            return
+        try:
+            yield Context(Source(text), sem, path, settings, notebook, live=live), None
+        finally:
+            sem.release()
+
+
+def _run_rules(
+    ctx: Context, enabled: frozenset[str], result: FileResult, stop: Callable[[], bool] | None
+) -> None:
+    path = ctx.path
+    for rule in all_rules():
+        if rule.code not in enabled:
+            continue
+        if ctx.notebook is not None and not rule.notebooks:
+            continue
+        if ctx.notebook is None and not rule.scripts:
+            continue
+        if stop is not None and stop():
+            raise Superseded
+        ctx.rule = rule
+        try:
+            rule().check(ctx)
+        except RecursionError:
+            result.errors.append(
+                FileError(
+                    path, f"{rule.code}: expression nested too deeply", kind=ErrorKind.INTERNAL
+                )
+            )
+        except Exception as exc:  # a rule bug must not stop the run
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            result.errors.append(
+                FileError(
+                    path,
+                    f"internal error in {rule.code} ({type(exc).__name__}: {exc} at "
+                    f"{where.name}:{where.lineno}); please report it",
+                    kind=ErrorKind.INTERNAL,
+                )
+            )
+
+
+def _kept_findings(ctx: Context, notebook: Notebook | None) -> list[Finding]:
+    """The findings no noqa comment silences and no surer finding at the same place replaces,
+    in order; for notebooks with their cell and the range inside it."""
+    noqa = find_noqa(ctx.source.lines)
+    findings = [f for f in ctx.findings if not _suppressed(f, noqa, ALIASES)]
+    replaced = {(old, f.range) for f in findings for old in SUPERSEDES.get(f.code, ())}
+    if replaced:
+        findings = [f for f in findings if (f.code, f.range) not in replaced]
+    findings.sort(key=lambda f: (f.range.start, f.code))
+    if notebook is not None:
+        for f in findings:
+            index, start = notebook.to_cell(f.range.start)
+            _, end = notebook.to_cell(f.range.end)
+            f.cell = index
+            f.cell_range = Range(start, end)
+    return findings
+
+
+class _Collector:
+    lock = threading.Lock()
+    pauses = 0  # checks running with the collector paused
+    resume = False  # whether it was on before the first of them
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Keep the cycle collector out of one check. A check allocates hundreds of thousands of
+    short-lived objects (the tree, the facts) and few cycles; left on, the collector runs full
+    collections over all of them again and again (a third of the time of a 10,000-line file).
+    Cycles made meanwhile are collected after the check. Threads share one collector, so it comes
+    back on when the last check running ends."""
+    with _Collector.lock:
+        if _Collector.pauses == 0:
+            _Collector.resume = gc.isenabled()
+            gc.disable()
+        _Collector.pauses += 1
+    try:
+        yield
+    finally:
+        with _Collector.lock:
+            _Collector.pauses -= 1
+            if _Collector.pauses == 0 and _Collector.resume:
+                gc.enable()
+
+
+def _suppressed(finding: Finding, noqa: dict[int, NoqaComment], aliases: Any) -> bool:
+    if suppresses(noqa.get(finding.noqa_row), finding.code, aliases):
+        return True
+    row = finding.extra.get("statement_row")
+    return isinstance(row, int) and suppresses(noqa.get(row), finding.code, aliases)
+
+
+def check_notebook(
+    raw: str,
+    path: str,
+    settings: Settings | None = None,
+    codes: frozenset[str] | None = None,
+    *,
+    live: LiveFacts | None = None,
+) -> FileResult:
+    try:
+        nb = Notebook(raw)
+    except NotebookError as exc:
+        return FileResult(
+            path, errors=[FileError(path, str(exc), kind=ErrorKind.NOTEBOOK)], text=raw
+        )
+    if nb.language.lower() != "python" or not nb.cells:
+        return FileResult(path, notebook=nb, text=raw)
+    return check_text(nb.text, path, settings, notebook=nb, codes=codes, live=live)
+
+
+def check_any(
+    text: str,
+    path: str,
+    settings: Settings | None = None,
+    codes: frozenset[str] | None = None,
+    *,
+    live: LiveFacts | None = None,
+) -> FileResult:
+    if path.endswith(".ipynb"):
+        return check_notebook(text, path, settings, codes, live=live)
+    return check_text(text, path, settings, codes=codes, live=live)
+
+
+def select_fixes(findings: list[Finding], unsafe: bool) -> list[tuple[Finding, Fix]]:
+    """Non-overlapping bulk fixes, earliest first."""
+    chosen: list[tuple[Finding, Fix]] = []
+    taken: list[tuple[Pos, Pos]] = []
+    for finding in sorted(findings, key=lambda f: f.range.start):
+        fix = finding.bulk_fix(unsafe)
+        if fix is None or not fix.edits:
+            continue
+        spans = [(e.start, e.end) for e in fix.edits]
+        if any(_overlaps(s, t) for s in spans for t in taken):
+            continue
+        chosen.append((finding, fix))
+        taken.extend(spans)
+    return chosen
+
+
+def _overlaps(a: tuple[Pos, Pos], b: tuple[Pos, Pos]) -> bool:
+    if a[0] == a[1] and b[0] == b[1]:
+        return a[0] == b[0]
+    return (a[0] < b[1] and b[0] < a[1]) or a[0] == b[0]
+
+
+@dataclass
+class FixOutcome:
+    text: str
+    applied: dict[str, int]
+    result: FileResult
+    error: FileError | None = None
+
+
+def fix_any(
+    text: str,
+    path: str,
+    settings: Settings | None = None,
+    *,
+    unsafe: bool = False,
+    codes: frozenset[str] | None = None,
+    live: LiveFacts | None = None,
+) -> FixOutcome:
+    """Apply bulk fixes until none is left (at most ``MAX_FIX_ROUNDS`` rounds)."""
+    applied: dict[str, int] = {}
+    current = text
+    result = check_any(current, path, settings, codes, live=live)
+    for _ in range(MAX_FIX_ROUNDS):
+        if result.errors:
+            break
+        chosen = select_fixes(result.findings, unsafe)
+        if not chosen:
+            break
+        edits = [e for _f, fix in chosen for e in fix.edits]
+        try:
+            if result.notebook is not None:
+                new = result.notebook.apply(edits)
+            else:
+                new = apply_edits(current, edits)
+        except ValueError as exc:
+            return FixOutcome(
+                current,
+                applied,
+                result,
+                FileError(path, f"fix not applied: {exc}", kind=ErrorKind.FIX),
+            )
+        new_result = check_any(new, path, settings, codes, live=live)
+        if any(e.kind in (ErrorKind.SYNTAX, ErrorKind.NOTEBOOK) for e in new_result.errors):
+            codes_tried = ", ".join(sorted({f.code for f, _ in chosen}))
+            return FixOutcome(
+                current,
+                applied,
+                result,
+                FileError(
+                    path,
+                    f"fix of {codes_tried} produced invalid code; file left unchanged",
+                    kind=ErrorKind.FIX,
+                ),
+            )
+        for finding, _fix in chosen:
+            applied[finding.code] = applied.get(finding.code, 0) + 1
+        current, result = new, new_result
+    return FixOutcome(current, applied, result)
+
+
+def is_display_only(fix: Fix) -> bool:
+    return fix.applicability is Applicability.SUGGESTION
