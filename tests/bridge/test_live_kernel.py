@@ -6,7 +6,7 @@ import json
 
 from torchdoctor.bridge.client import KernelBridge, parse_expression_reply
 from torchdoctor.core.fixes import apply_edits
-from torchdoctor.linter.live import collect_request, live_findings
+from torchdoctor.linter.probing import collect_request, live_findings
 
 CELLS = """
 import multiprocessing

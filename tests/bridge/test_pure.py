@@ -7,10 +7,10 @@ import json
 import pytest
 
 from torchdoctor.bridge.discovery import connection_files, notebook_matches
-from torchdoctor.bridge.hover import hover_markdown
+from torchdoctor.bridge.markdown import hover_markdown
 from torchdoctor.core.config import Settings
 from torchdoctor.core.live_facts import LiveFacts, ProbeRequest, parse_view_shape, tensor_facts
-from torchdoctor.linter.live import collect_names, collect_request, live_findings
+from torchdoctor.linter.probing import collect_names, collect_request, live_findings
 
 
 def test_collect_request_names_and_views() -> None:

@@ -2,7 +2,8 @@
 
 Integration note for the language server
 ----------------------------------------
-Importing this package (and ``hover``) needs neither ``jupyter_client`` nor torch; ``client``, ``events`` and ``discovery`` import ``jupyter_client`` lazily (extra
+Importing this package (and ``markdown``) needs neither ``jupyter_client`` nor torch; ``client``,
+``events`` and ``discovery`` import ``jupyter_client`` lazily (extra
 ``torchdoctor[bridge]``) and raise :class:`BridgeError` when it is missing.
 
 1. Find the kernel::
@@ -19,7 +20,7 @@ Importing this package (and ``hover``) needs neither ``jupyter_client`` nor torc
 3. Per document, ask only for what the live rules need, then compute findings (pure, no
    kernel)::
 
-       from torchdoctor.linter.live import collect_request, live_findings
+       from torchdoctor.linter.probing import collect_request, live_findings
        request = collect_request(text, uri_path)    # names + view shapes (collect_names: names)
        facts = bridge.probe(request)                # LiveFacts; KernelBusy -> show "kernel busy"
        findings = live_findings(text, uri_path, facts, settings=settings)
@@ -31,7 +32,7 @@ Importing this package (and ``hover``) needs neither ``jupyter_client`` nor torc
    (``check_text(..., live=facts)``); without them, no findings.
 
 4. Hovers: ``bridge.probe([name])`` then
-   ``hover.hover_markdown(facts.get(name), locale, name=name,
+   ``markdown.hover_markdown(facts.get(name), locale, name=name,
    execution_count=facts.execution_count)``.
 
 5. Re-probe when the user ran a cell::

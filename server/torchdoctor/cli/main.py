@@ -116,13 +116,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(args_list)
     try:
         if args.command in ("check", "fix"):
-            from .commands import run_check
+            from .check import run_check
 
             if args.command == "fix":
                 args.fix = True
             return run_check(args)
         if args.command == "rule":
-            from .commands import run_rule
+            from .check import run_rule
 
             return run_rule(args)
     except KeyboardInterrupt:

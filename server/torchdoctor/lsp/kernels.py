@@ -409,7 +409,7 @@ class LiveManager:
         """Markdown for the live tensor or module under ``col`` of ``line`` (None: nothing to
         say); "kernel busy" rather than waiting for a kernel that does not answer."""
         from ..bridge.client import KernelBusy, KernelDead
-        from ..bridge.hover import hover_markdown
+        from ..bridge.markdown import hover_markdown
 
         state = self.units.get(key)
         if not notebook or not self.enabled(client) or state is None or state.kernel is None:

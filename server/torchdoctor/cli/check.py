@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..core.config import ConfigError, Settings
-from ..core.model import FileError, Finding, is_chinese
+from ..core.model import ErrorKind, FileError, Finding, is_chinese
 from ..core.reading import decode, read_source
 from ..core.torch_version import format_version, target_version
 from ..linter.configuration import ConfigFinder, check_target_version, load_file
@@ -91,7 +91,7 @@ def check_file(path: Path, opts: Options, stdin_text: str | None = None) -> Reco
     try:
         settings = _settings_for(path, opts)
     except ConfigError as exc:
-        record.errors.append(FileError(name, str(exc)))
+        record.errors.append(FileError(name, str(exc), kind=ErrorKind.CONFIG))
         return record
     unsafe = settings.unsafe_fixes if opts.unsafe is None else opts.unsafe
     record.unsafe = unsafe
@@ -142,7 +142,11 @@ def check_file(path: Path, opts: Options, stdin_text: str | None = None) -> Reco
                 record.diff = _diff(name, text, outcome.text)
             elif result.errors:
                 record.errors.append(
-                    FileError(name, "not written: the fixed file could not be fully checked")
+                    FileError(
+                        name,
+                        "not written: the fixed file could not be fully checked",
+                        kind=ErrorKind.FIX,
+                    )
                 )
             else:
                 write_error = _write_atomic(path, outcome.text)
@@ -214,7 +218,9 @@ def _write_atomic(path: Path, text: str) -> FileError | None:
             Path(tmp).unlink(missing_ok=True)
             raise
     except OSError as exc:
-        return FileError(str(path), f"cannot write the fixed file: {exc.strerror or exc}")
+        return FileError(
+            str(path), f"cannot write the fixed file: {exc.strerror or exc}", kind=ErrorKind.FIX
+        )
     return None
 
 
