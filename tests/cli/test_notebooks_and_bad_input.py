@@ -60,6 +60,46 @@ def test_notebook_with_a_broken_cell(td, tmp_path: Path, notebook) -> None:
     assert "Traceback" not in run.err
 
 
+def test_a_broken_cell_is_an_error_of_that_cell_and_the_others_are_checked(
+    td, tmp_path: Path, notebook
+) -> None:
+    nb = notebook(
+        "import torch\nmodel = torch.nn.Linear(2, 2)",
+        "lr = \n",  # an exercise left blank
+        "state = torch.load('w.pt', weights_only=True)",
+        "optimizer = torch.optim.SGD(model.parameters(), lr=\n",  # the second blank
+        "torch.save(model, 'model.pt')",
+    )
+    (tmp_path / "n.ipynb").write_text(nb)
+    run = td("check", "n.ipynb")
+    assert run.code == 1
+    assert "n.ipynb:cell 3:1:9: TDR602" in run.out
+    assert "n.ipynb:cell 5:1:12: TDR601" in run.out
+    errors = [line for line in run.err.splitlines() if line.startswith("error:")]
+    assert errors == [
+        "error: n.ipynb:cell 2:1: syntax error: invalid syntax",
+        "error: n.ipynb:cell 4:1: syntax error: '(' was never closed",
+    ]
+    # Fixes of the other cells apply; the broken cells stay as they are.
+    td("check", "--fix", "n.ipynb")
+    cells = [c["source"] for c in json.loads((tmp_path / "n.ipynb").read_text())["cells"]]
+    assert "map_location" in "".join(cells[2])
+    assert "".join(cells[1]) == "lr = \n"
+
+
+def test_valid_ipython_syntax_is_never_an_error(td, tmp_path: Path, notebook) -> None:
+    nb = notebook(
+        "import torch",
+        "torch.*Tensor?",  # wildcard search of help
+        "torch.nn.Module??\n?torch.load\n%timeit torch.ones(3)\n!nvidia-smi\nfiles = !ls",
+        "state = torch.load('w.pt', weights_only=True)",
+    )
+    (tmp_path / "n.ipynb").write_text(nb)
+    run = td("check", "n.ipynb")
+    assert run.err == ""
+    assert "n.ipynb:cell 4:1:9: TDR602" in run.out
+
+
 def test_broken_notebook_json(td, tmp_path: Path) -> None:
     (tmp_path / "bad.ipynb").write_text('{"cells": [')
     (tmp_path / "good.py").write_text("import torch\nx = torch.load('a', weights_only=True)\n")

@@ -22,7 +22,7 @@ from ..core.reading import decode, read_source
 from ..core.torch_version import format_version, target_version
 from ..linter.configuration import ConfigFinder, check_target_version, load_file
 from ..linter.files import discover
-from ..linter.runner import check_any, fix_any
+from ..linter.runner import broken_cell, check_any, fix_any
 from ..linter.selection import enabled_codes
 from . import output
 
@@ -140,7 +140,7 @@ def check_file(path: Path, opts: Options, stdin_text: str | None = None) -> Reco
         elif outcome.text != text:
             if opts.diff:
                 record.diff = _diff(name, text, outcome.text)
-            elif result.errors:
+            elif any(not broken_cell(e) for e in result.errors):
                 record.errors.append(
                     FileError(
                         name,

@@ -1,10 +1,15 @@
 """Jupyter notebooks: code cells checked as one module, magics masked, findings mapped back to
-cells, and fixes written back into the cell sources with the rest of the JSON byte-identical."""
+cells, and fixes written back into the cell sources with the rest of the JSON byte-identical. A
+cell that does not parse is left out of the checked text (and reported on its own), so that one
+broken cell never hides the findings of the others."""
 
 from __future__ import annotations
 
+import ast
+import copy
 import json
 import re
+import warnings
 from dataclasses import dataclass
 
 from .model import Edit, Pos
@@ -13,7 +18,8 @@ from .model import Edit, Pos
 _PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug"})
 _LINE_MAGIC = re.compile(r"^(\s*)([%!]|\?)")
 _ASSIGN_MAGIC = re.compile(r"^(\s*[\w.\[\], ]+?\s*=\s*)[%!]")
-_HELP_SUFFIX = re.compile(r"^(\s*)[\w.]+\?{1,2}\s*$")
+# ``obj?``, ``obj??`` and wildcard searches such as ``torch.*Tensor?``.
+_HELP_SUFFIX = re.compile(r"^(\s*)[\w.*]+\?{1,2}\s*$")
 
 
 class _OpenBrackets:
@@ -168,6 +174,28 @@ class Notebook:
             chunks.append(masked)
             row += rows
         nb.text = "\n".join(chunks)
+        return nb
+
+    def unparsable_cells(self) -> list[tuple[Cell, SyntaxError]]:
+        """The code cells that do not parse on their own (an exercise left blank, a cell of
+        another language), with the error each gives; rows are those of the cell."""
+        out = []
+        for cell in self.cells:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    ast.parse(cell.masked)
+            except SyntaxError as exc:
+                out.append((cell, exc))
+        return out
+
+    def without(self, indices: set[int]) -> Notebook:
+        """The same notebook, with the code of the given cells left out of the checked text
+        (their rows stay, empty, so positions of every other cell are unchanged)."""
+        nb = copy.copy(self)
+        nb.text = "\n".join(
+            "\n" * (cell.rows - 1) if cell.index in indices else cell.masked for cell in self.cells
+        )
         return nb
 
     def cell_at(self, row: int) -> Cell | None:

@@ -47,7 +47,7 @@ def collect_request(
     code, nb = parsed
     if not mentions_torch(code):
         return NO_REQUEST
-    with analysed(code, path, Settings(), notebook=nb) as (ctx, _error):
+    with analysed(code, path, Settings(), notebook=nb) as (ctx, _errors):
         return NO_REQUEST if ctx is None else probe_request(ctx, limit)
 
 

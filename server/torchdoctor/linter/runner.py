@@ -3,6 +3,7 @@ loop that applies fixes until none is left."""
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
 import gc
@@ -85,17 +86,16 @@ def check_text(
         return result
     with analysed(text, path, settings, notebook=notebook, parser=parser, live=live) as (
         ctx,
-        error,
+        errors,
     ):
+        result.errors.extend(errors)
         if ctx is None:
-            assert error is not None
-            result.errors.append(error)
             return result
         enabled = codes if codes is not None else enabled_codes(settings, path)
         _run_rules(ctx, enabled, result, stop)
         if probe:
             result.probe = probe_request(ctx)
-        result.findings = _kept_findings(ctx, notebook)
+        result.findings = _kept_findings(ctx, ctx.notebook)
     return result
 
 
@@ -108,10 +108,13 @@ def analysed(
     notebook: Notebook | None = None,
     parser: IncrementalParser | None = None,
     live: LiveFacts | None = None,
-) -> Iterator[tuple[Context | None, FileError | None]]:
-    """The analysis context of one text (parsed once, analysed once), or the error that
-    stopped it; its facts are released when the block ends."""
+) -> Iterator[tuple[Context | None, list[FileError]]]:
+    """The analysis context of one text (parsed once, analysed once) and the errors met on the
+    way; the context is None when an error stopped the analysis. A notebook cell that does not
+    parse is an error of that cell, and the other cells are analysed. The facts are released
+    when the block ends."""
     with paused_gc(), contextlib.ExitStack() as stack:
+        errors: list[FileError] = []
         if parser is None:
             tree, error = parse_text(text, path)
             chunks: Sequence[Chunk] | None = None
@@ -120,23 +123,50 @@ def analysed(
             tree, error, chunks = parsed.tree, parsed.error, parsed.chunks
         if tree is None:
             assert error is not None
-            if notebook is not None and error.row is not None:
-                index, pos = notebook.to_cell(Pos(error.row, 0))
-                error = dataclasses.replace(error, row=pos.row, cell=index)
-            yield None, error
+            if notebook is None:
+                errors = [error]
+            else:
+                tree, notebook, errors = _without_broken_cells(notebook, path, error)
+                if tree is not None:
+                    text, chunks = notebook.text, None
+        if tree is None:
+            yield None, errors
             return
         try:
             sem = Semantic(tree) if chunks is None else Semantic.from_chunks(tree, chunks)
         except RecursionError:
-            yield (
-                None,
-                FileError(path, "expression nested too deeply to analyse", kind=ErrorKind.TOO_DEEP),
+            errors.append(
+                FileError(path, "expression nested too deeply to analyse", kind=ErrorKind.TOO_DEEP)
             )
+            yield None, errors
             return
         try:
-            yield Context(Source(text), sem, path, settings, notebook, live=live), None
+            yield Context(Source(text), sem, path, settings, notebook, live=live), errors
         finally:
             sem.release()
+
+
+def _without_broken_cells(
+    notebook: Notebook, path: str, error: FileError
+) -> tuple[ast.Module | None, Notebook, list[FileError]]:
+    """A notebook whose code does not parse: the tree of its other cells, when the fault lies in
+    cells that do not parse on their own, with one syntax error per such cell."""
+    broken = notebook.unparsable_cells() if error.kind is ErrorKind.SYNTAX else []
+    if broken and len(broken) < len(notebook.cells):
+        rest = notebook.without({cell.index for cell, _exc in broken})
+        tree, _error = parse_text(rest.text, path)
+        if tree is not None:
+            errors = [
+                FileError(
+                    path, f"syntax error: {exc.msg}", exc.lineno, cell.index, ErrorKind.SYNTAX
+                )
+                for cell, exc in broken
+            ]
+            return tree, rest, errors
+    if error.row is not None:
+        index, pos = notebook.to_cell(Pos(error.row, 0))
+        error = dataclasses.replace(error, row=pos.row, cell=index)
+    return None, notebook, [error]
 
 
 def _run_rules(
@@ -301,7 +331,7 @@ def fix_any(
     current = text
     result = check_any(current, path, settings, codes, live=live)
     for _ in range(MAX_FIX_ROUNDS):
-        if result.errors:
+        if any(not broken_cell(e) for e in result.errors):
             break
         chosen = select_fixes(result.findings, unsafe)
         if not chosen:
@@ -320,7 +350,10 @@ def fix_any(
                 FileError(path, f"fix not applied: {exc}", kind=ErrorKind.FIX),
             )
         new_result = check_any(new, path, settings, codes, live=live)
-        if any(e.kind in (ErrorKind.SYNTAX, ErrorKind.NOTEBOOK) for e in new_result.errors):
+        if any(
+            e.kind in (ErrorKind.SYNTAX, ErrorKind.NOTEBOOK) and e not in result.errors
+            for e in new_result.errors
+        ):
             codes_tried = ", ".join(sorted({f.code for f, _ in chosen}))
             return FixOutcome(
                 current,
@@ -336,6 +369,11 @@ def fix_any(
             applied[finding.code] = applied.get(finding.code, 0) + 1
         current, result = new, new_result
     return FixOutcome(current, applied, result)
+
+
+def broken_cell(error: FileError) -> bool:
+    """A notebook cell that does not parse: the other cells are checked and fixed."""
+    return error.kind is ErrorKind.SYNTAX and error.cell is not None
 
 
 def is_display_only(fix: Fix) -> bool:
