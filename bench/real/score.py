@@ -6,9 +6,10 @@
 Runs ``EXE check --no-cache --output-format json --exit-zero`` on every file of
 ``<corpus>/MANIFEST.tsv`` (built by ``fetch.py``; without a manifest, on the corpus folder), with
 an empty configuration file so that no ``pyproject.toml`` above the corpus changes the rules
-(unless ``--config`` is among the extra arguments). Other unknown arguments go to torchdoctor
-as they are, e.g. ``--select ALL`` or ``--target-version 2.5``; the ledger holds the default
-findings, so with such arguments most findings show as new.
+(unless ``--config`` is among the extra arguments) and ``--target-version 2.13`` (unless given).
+Other unknown arguments go to torchdoctor as they are, e.g. ``--select ALL`` or
+``--target-version 2.5``; the ledger holds the default findings at 2.13, so with such arguments
+many findings show as new.
 
 The ledger is tab-separated, with a header row:
 
@@ -157,6 +158,11 @@ class Run:
     files: int | None
 
 
+# The torch version the ledger is judged for (the one users run today, and the one CI installs):
+# findings must not depend on what happens to be installed next to torchdoctor.
+LEDGER_TARGET = "2.13"
+
+
 def run_torchdoctor(exe: str, corpus: Path, extra: list[str]) -> Run:
     resolved = shutil.which(exe) or exe
     files = manifest_files(corpus)
@@ -167,6 +173,8 @@ def run_torchdoctor(exe: str, corpus: Path, extra: list[str]) -> Run:
             empty = Path(tmp) / "torchdoctor.toml"
             empty.write_text("# defaults only\n", encoding="utf-8")
             args += ["--config", str(empty)]
+        if not any(a == "--target-version" or a.startswith("--target-version=") for a in extra):
+            args += ["--target-version", LEDGER_TARGET]
         args += extra
         start = time.monotonic()
         try:
