@@ -142,7 +142,7 @@ def test_noqa_torchfix_prefix() -> None:
 
 
 def test_select_and_ignore_accept_torchfix_codes() -> None:
-    assert resolve_selector("TOR101") == {"TDR804"}
+    assert resolve_selector("TOR101") == {"TDR804", "TDR813"}
     assert resolve_selector("tor102") == {"TDR602", "TDR603"}
     assert resolve_selector("TOR2") == {"TDR810", "TDR811", "TDR812"}
     assert resolve_selector("TOR003") == {"TDR405"} & REGISTERED

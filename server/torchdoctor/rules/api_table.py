@@ -59,6 +59,13 @@ class ApiEntry:
     note: Text | None = None
 
     @property
+    def opt_in(self) -> bool:
+        """Reported by TDR813 (off by default), not TDR804: the deprecation is in the docs
+        only, or a legacy spelling that behaves the same, or TorchScript, whose warning the
+        code using it can rarely act on."""
+        return self.how in ("docs", "legacy") or self.symbol.startswith("torch.jit.")
+
+    @property
     def is_attribute(self) -> bool:
         return self.fix in ("attr_call", "attr_rename")
 
@@ -364,7 +371,7 @@ ENTRIES: tuple[ApiEntry, ...] = (
             "torch.tensor` or `torch.empty",
             "2.0",
             fix="legacy_ctor",
-            how="legacy",
+            how="warning",  # "torch.cuda.*DtypeTensor constructors are no longer recommended"
         )
         for name in _LEGACY_DTYPES
     ),
@@ -772,10 +779,11 @@ def import_fix(ctx: Context, node: ast.ImportFrom, status: str) -> Fix | None:
     )
 
 
-def report_uses(ctx: Context, status: str) -> None:
-    """Shared check of TDR801 (``status="removed"``) and TDR804 (``"deprecated"``)."""
+def report_uses(ctx: Context, status: str, *, opt_in: bool = False) -> None:
+    """Shared check of TDR801 (``status="removed"``), TDR804 (``"deprecated"``) and TDR813
+    (``"deprecated"`` rows that are ``opt_in``)."""
     for node, entry in entry_uses(ctx):
-        if entry.status(ctx) != status:
+        if entry.status(ctx) != status or (status != "removed" and entry.opt_in != opt_in):
             continue
         advice_en, advice_zh = describe(entry)
         shown = display(entry)
@@ -783,7 +791,7 @@ def report_uses(ctx: Context, status: str) -> None:
             target = torch_version.format_version(torch_version.target_version(ctx.settings))
             en = f"`{shown}` was removed in PyTorch {entry.removed} and fails on {target}"
             zh = f"`{shown}` 已在 PyTorch {entry.removed} 中移除，在 {target} 上调用会失败"
-        elif entry.how == "legacy":
+        elif entry.fix == "legacy_ctor":
             en = f"`{shown}(...)` is a legacy constructor (sizes give uninitialised memory)"
             zh = f"`{shown}(...)` 是旧式构造函数（传入尺寸时得到未初始化的内存）"
         else:
@@ -797,7 +805,7 @@ def report_imports(ctx: Context, status: str) -> None:
     """Shared check of TDR803 (``status="removed"``) and TDR805 (``"deprecated"``)."""
     fixes_by_node: dict[int, Fix | None] = {}
     for node, alias, entry in entry_imports(ctx):
-        if entry.status(ctx) != status:
+        if entry.status(ctx) != status or (status != "removed" and entry.opt_in):
             continue
         if id(node) not in fixes_by_node:
             fixes_by_node[id(node)] = import_fix(ctx, node, status)

@@ -8,17 +8,22 @@ from .base import Invalid, Rule, Valid
 
 class DeprecatedApiUse(Rule):
     """## What it does
-    Checks for uses of deprecated PyTorch APIs, from one data table (`rules/api_table.py`):
-    TorchFix's list (`torch.qr`, `torch.cholesky`, `torch.chain_matmul`, `torch.ger`,
-    `torch.range`, `torch.norm`, `torch.svd`, `torch.lu`, `torch.lu_solve`,
-    `torch.triangular_solve`, `nn.UpsamplingNearest2d/Bilinear2d`,
-    `torch.testing.assert_allclose`, `nn.utils.weight_norm`, `torch.backends.cuda.sdp_kernel`,
-    `functorch.vmap`/`grad`/...) and what torch 2.13's own warnings and docs add:
-    `F.upsample*`, `torch.set_default_tensor_type`, `torch.autograd.Variable`, legacy
-    constructors such as `torch.FloatTensor(...)`, `torch.cuda.memory_cached`,
+    Checks for uses of deprecated PyTorch APIs that warn at run time or change behaviour, from
+    one data table (`rules/api_table.py`): TorchFix's list (`torch.qr`, `torch.cholesky`,
+    `torch.chain_matmul`, `torch.range`, `torch.lu`, `torch.lu_solve`,
+    `torch.triangular_solve`, `torch.testing.assert_allclose`, `nn.utils.weight_norm`,
+    `torch.backends.cuda.sdp_kernel`, `functorch.vmap`/`grad`/...) and what torch 2.13's own
+    warnings add: `F.upsample*`, `torch.set_default_tensor_type`, `torch.cuda.FloatTensor(...)`
+    and the other CUDA legacy constructors, `torch.cuda.memory_cached`,
     `torch.nn.utils.stateless.functional_call`, `torch.has_cuda` and friends,
-    `torch.distributed.all_gather_into_tensor`/`reduce_scatter_tensor`,
-    `torch.onnx.export(..., dynamo=False)` and TorchScript (`torch.jit.script`, `trace`, ...).
+    `torch.distributed.all_gather_into_tensor`/`reduce_scatter_tensor` and
+    `torch.onnx.export(..., dynamo=False)`.
+
+    Deprecations that only the documentation announces (`torch.norm`, `torch.svd`,
+    `torch.ger`, `nn.UpsamplingNearest2d/Bilinear2d`, `torch.autograd.Variable`), CPU legacy
+    constructors such as `torch.FloatTensor(...)` and TorchScript are reported by the opt-in
+    TDR813 instead: on real training code they work as they always did, and changing them is
+    style.
 
     Only rows that apply to the target torch version are reported (`target-version` in
     `[tool.torchdoctor]`, else the installed version, else the newest).
@@ -68,15 +73,18 @@ class DeprecatedApiUse(Rule):
     """
 
     zh = """## 功能
-    根据一张数据表（`rules/api_table.py`）检查已弃用 PyTorch API 的使用：包括 TorchFix 的清单
-    （`torch.qr`、`torch.cholesky`、`torch.chain_matmul`、`torch.ger`、`torch.range`、`torch.norm`、
-    `torch.svd`、`torch.lu`、`torch.lu_solve`、`torch.triangular_solve`、`nn.UpsamplingNearest2d/Bilinear2d`、
-    `torch.testing.assert_allclose`、`nn.utils.weight_norm`、`torch.backends.cuda.sdp_kernel`、
-    `functorch.vmap`/`grad`/...），以及 torch 2.13 自身警告和文档补充的：`F.upsample*`、
-    `torch.set_default_tensor_type`、`torch.autograd.Variable`、`torch.FloatTensor(...)` 等旧式构造函数、
+    根据一张数据表（`rules/api_table.py`）检查运行时会警告或行为有变的已弃用 PyTorch API：包括 TorchFix
+    的清单（`torch.qr`、`torch.cholesky`、`torch.chain_matmul`、`torch.range`、`torch.lu`、`torch.lu_solve`、
+    `torch.triangular_solve`、`torch.testing.assert_allclose`、`nn.utils.weight_norm`、
+    `torch.backends.cuda.sdp_kernel`、`functorch.vmap`/`grad`/...），以及 torch 2.13 自身警告补充的：
+    `F.upsample*`、`torch.set_default_tensor_type`、`torch.cuda.FloatTensor(...)` 等 CUDA 旧式构造函数、
     `torch.cuda.memory_cached`、`torch.nn.utils.stateless.functional_call`、`torch.has_cuda` 等、
-    `torch.distributed.all_gather_into_tensor`/`reduce_scatter_tensor`、
-    `torch.onnx.export(..., dynamo=False)` 以及 TorchScript（`torch.jit.script`、`trace` 等）。
+    `torch.distributed.all_gather_into_tensor`/`reduce_scatter_tensor` 和
+    `torch.onnx.export(..., dynamo=False)`。
+
+    只在文档中宣布弃用的 API（`torch.norm`、`torch.svd`、`torch.ger`、`nn.UpsamplingNearest2d/Bilinear2d`、
+    `torch.autograd.Variable`）、`torch.FloatTensor(...)` 等 CPU 旧式构造函数以及 TorchScript 改由需手动开启的
+    TDR813 报告：在真实训练代码中它们照常工作，修改它们只是风格问题。
 
     只报告适用于目标 torch 版本的条目（`[tool.torchdoctor]` 中的 `target-version`，否则为已安装版本，否则为最新版本）。
 
@@ -144,6 +152,10 @@ class DeprecatedApiUse(Rule):
         "torch.onnx.export(m, (x,), 'm.onnx')",
         # Legacy type used as a type, not called.
         "import torch\ny = x.type(torch.FloatTensor)\nok = isinstance(x, torch.cuda.FloatTensor)",
+        # Deprecated in the docs only, legacy spellings and TorchScript: TDR813's.
+        "import torch\nn = torch.norm(x, dim=1)\nu, s, v = torch.svd(a)\ny = torch.ger(a, b)",
+        "import torch\nfrom torch.autograd import Variable\nv = Variable(torch.FloatTensor([1.0]))",
+        "import torch\nts = torch.jit.trace(model, example)\ntorch.jit.save(ts, 'm.pt')",
         # Removed (not deprecated): TDR801's.
         "import torch\nx = torch.solve(b, A)",
         Valid("import torch\nq, r = torch.linalg.qr(a)\n", notebook=True),
@@ -172,7 +184,6 @@ class DeprecatedApiUse(Rule):
             "import torch\ny = torch.chain_matmul(a, b, c)",
             fixed="import torch\ny = torch.linalg.multi_dot([a, b, c])",
         ),
-        Invalid("import torch\ny = torch.ger(u, v)", fixed="import torch\ny = torch.outer(u, v)"),
         Invalid(
             "import torch\nx = torch.range(0, 9)", fixed="import torch\nx = torch.arange(0, 10)"
         ),
@@ -188,12 +199,6 @@ class DeprecatedApiUse(Rule):
             fixed="import torch\nx = torch.arange(5, -1, -1)",
         ),
         Invalid("import torch\nx = torch.range(0, 1, 0.1)", fixed=None),
-        Invalid("import torch\nn = torch.norm(x, dim=1)", fixed=None),
-        Invalid(
-            "import torch.nn as nn\nup = nn.UpsamplingBilinear2d(scale_factor=2)",
-            fixed="import torch.nn as nn\n"
-            'up = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True)',
-        ),
         Invalid(
             "import torch.nn.functional as F\ny = F.upsample(x, scale_factor=2)",
             fixed="import torch.nn.functional as F\ny = F.interpolate(x, scale_factor=2)",
@@ -215,15 +220,9 @@ class DeprecatedApiUse(Rule):
             fixed="import torch\nfrom functorch import grad\ng = torch.func.grad(f)(x)",
         ),
         Invalid(
-            "import torch\nx = torch.FloatTensor(2, 3)",
-            fixed="import torch\nx = torch.empty(2, 3, dtype=torch.float32)",
-        ),
-        Invalid(
             "import torch\nx = torch.cuda.LongTensor([1, 2])",
             fixed='import torch\nx = torch.tensor([1, 2], dtype=torch.int64, device="cuda")',
         ),
-        Invalid("import torch\nx = torch.FloatTensor(t)", fixed=None),
-        Invalid("import torch\nfrom torch.autograd import Variable\nv = Variable(x)", fixed=None),
         Invalid("import torch\ntorch.set_default_tensor_type(torch.cuda.FloatTensor)", fixed=None),
         Invalid(
             "import torch\nif torch.has_cuda:\n    pass",
@@ -238,8 +237,6 @@ class DeprecatedApiUse(Rule):
             fixed="import torch.distributed as dist\ndist.all_gather_single(out, x)",
         ),
         Invalid("import torch\ntorch.onnx.export(m, (x,), 'm.onnx', dynamo=False)", fixed=None),
-        Invalid("import torch\n@torch.jit.script\ndef f(x):\n    return x\n", fixed=None),
-        Invalid("import torch\nts = torch.jit.trace(model, example)", fixed=None),
         Invalid(
             "import torch\nq, r = torch.qr(a)\n",
             fixed="import torch\nq, r = torch.linalg.qr(a)\n",

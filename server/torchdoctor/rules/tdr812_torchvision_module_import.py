@@ -18,7 +18,7 @@ class TorchvisionModuleImport(Rule):
     ## Why is this bad?
     It is a roundabout spelling of `from torchvision import models`: both bind the same module
     to the same name, and the `from` form says so directly. This is a style rule, kept for
-    parity with TorchFix.
+    parity with TorchFix, and off by default (`extend-select = ["TDR812"]` turns it on).
 
     ## Example
     ```python
@@ -44,7 +44,7 @@ class TorchvisionModuleImport(Rule):
 
     ## 为什么不好？
     这是 `from torchvision import models` 的绕弯写法：两者把同一个模块绑定到同一个名字上，而 `from`
-    写法直接表达了这一点。这是一条风格规则，为与 TorchFix 保持一致而保留。
+    写法直接表达了这一点。这是一条风格规则，为与 TorchFix 保持一致而保留，默认关闭（`extend-select = ["TDR812"]` 开启）。
 
     ## 示例
     ```python
@@ -65,6 +65,7 @@ class TorchvisionModuleImport(Rule):
     """
 
     code = "TDR812"
+    default = False
     name = "torchvision-module-import"
     severity = Severity.HINT
     fix_safety = Applicability.SAFE
