@@ -24,6 +24,8 @@ class ZeroGradInAccumulation(Rule):
     such as `if (i + 1) % accum_steps == 0:` — that call `optimizer.zero_grad()` (or
     `model.zero_grad()`) unconditionally on every iteration.
 
+    Off by default (`extend-select = ["TDR107"]` turns it on): on real code its findings were schedules that step the optimizer and call `backward()` under the same condition (a GAN's critic updates), where the per-iteration `zero_grad` is right.
+
     ## Why is this bad?
     Gradient accumulation relies on `.backward()` *adding* each micro-batch's gradients into
     `.grad` until the step. A `zero_grad()` that runs on every iteration wipes them each time,
@@ -77,6 +79,8 @@ class ZeroGradInAccumulation(Rule):
     检查梯度累积循环：优化器只在计数条件下更新（例如 `if (i + 1) % accum_steps == 0:`），
     但 `optimizer.zero_grad()`（或 `model.zero_grad()`）在每次迭代都无条件调用。
 
+    默认关闭（`extend-select = ["TDR107"]` 开启）：在真实代码中，它的发现都是在同一条件下调用 `backward()` 并更新优化器的调度（GAN 判别器的多次更新），这时每次迭代调用 `zero_grad` 是正确的。
+
     ## 为什么不好？
     梯度累积依赖 `.backward()` 把每个 micro-batch 的梯度*累加*到 `.grad` 中，直到更新为止。每次迭代都
     执行的 `zero_grad()` 会反复清空这些梯度，于是更新只用到最后一个 micro-batch：有效 batch 比预期小
@@ -121,6 +125,7 @@ class ZeroGradInAccumulation(Rule):
     """
 
     code = "TDR107"
+    default = False
     name = "zero-grad-in-accumulation"
     severity = Severity.ERROR
     fix_safety = Applicability.UNSAFE

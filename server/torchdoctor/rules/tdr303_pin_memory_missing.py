@@ -22,6 +22,8 @@ class PinMemoryMissing(Rule):
     and a loader built in another file, or a device the file does not spell out
     (`args.device`), is not reported.
 
+    Off by default (`extend-select = ["TDR303"]` turns it on): on real training code most loaders it matches have no workers or small in-memory data, where pinning gains nothing.
+
     ## Why is this bad?
     A copy from ordinary (pageable) host memory to the GPU goes through a staging buffer of
     pinned memory that the driver fills first, so the copy is slow and `non_blocking=True`
@@ -70,6 +72,8 @@ class PinMemoryMissing(Rule):
     `model.cuda()` 移动的模型不是 batch；在其他文件中构造的加载器，或文件中没有写明的设备（`args.device`），
     都不会被报告。
 
+    默认关闭（`extend-select = ["TDR303"]` 开启）：在真实训练代码中，它匹配到的加载器大多没有 worker 进程或数据很小且已在内存中，锁页内存没有收益。
+
     ## 为什么不好？
     从普通（可分页）主机内存拷贝到 GPU 时，驱动要先把数据填入一块锁页的中转缓冲区，所以拷贝较慢，
     `non_blocking=True` 也无法让它异步。设置 `pin_memory=True` 后，加载器把每个 batch 放进锁页内存，GPU 可以
@@ -107,6 +111,7 @@ class PinMemoryMissing(Rule):
     """
 
     code = "TDR303"
+    default = False
     name = "pin-memory-missing"
     severity = Severity.INFO
     fix_safety = Applicability.SAFE

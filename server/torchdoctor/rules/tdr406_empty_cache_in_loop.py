@@ -14,6 +14,8 @@ class EmptyCacheInLoop(Rule):
     exception (the out-of-memory back-off of timm's `benchmark.py`: halve the batch size, free
     the cache, try again).
 
+    Off by default (`extend-select = ["TDR406"]` turns it on): on real code its findings were calls under a periodic condition (after a validation pass that deleted a pipeline) or around long generation steps, where freeing the cache is deliberate.
+
     ## Why is this bad?
     PyTorch's caching allocator keeps freed GPU blocks so the next iteration can reuse them
     without asking the driver. `empty_cache()` hands those blocks back, so the next iteration
@@ -55,6 +57,8 @@ class EmptyCacheInLoop(Rule):
     检查训练或评估循环中的 `torch.cuda.empty_cache()`。以下情况不报告：调用之后紧跟 `break`（只运行一次）；
     捕获异常后重试的 `while` 循环（timm 的 `benchmark.py` 中的显存不足回退：减半批大小、清空缓存、再试）。
 
+    默认关闭（`extend-select = ["TDR406"]` 开启）：在真实代码中，它的发现都位于周期性条件之下（删除流水线后的验证阶段）或长时间的生成步骤前后，这些释放缓存是有意为之。
+
     ## 为什么不好？
     PyTorch 的缓存分配器会保留已释放的显存块，让下一次迭代无需再向驱动申请即可复用。`empty_cache()`
     会把这些块交还出去，于是下一次迭代又要付出 `cudaMalloc`/`cudaFree` 的代价并同步设备。它并不会让你自己的进程
@@ -89,6 +93,7 @@ class EmptyCacheInLoop(Rule):
     """
 
     code = "TDR406"
+    default = False
     name = "empty-cache-in-loop"
     severity = Severity.WARNING
 

@@ -13,6 +13,8 @@ class DataParallel(Rule):
     in tests (`unittest.TestCase` classes, `test_*.py` files), which wrap models in it on
     purpose to check that checkpoints and wrappers still work with it.
 
+    Off by default (`extend-select = ["TDR501"]` turns it on): on real code most `DataParallel` calls are a fallback next to a `DistributedDataParallel` branch, or in inference scripts, where the advice does not apply.
+
     ## Why is this bad?
     `DataParallel` runs one Python process that scatters each batch to the GPUs, replicates the
     model on every forward pass and gathers outputs and gradients on GPU 0. The GIL, the
@@ -52,6 +54,8 @@ class DataParallel(Rule):
     检查 `nn.DataParallel(...)`（也写作 `torch.nn.parallel.DataParallel`），测试代码除外（`unittest.TestCase`
     类、`test_*.py` 文件）：测试会有意用它包装模型，以检查检查点和包装器仍然兼容。
 
+    默认关闭（`extend-select = ["TDR501"]` 开启）：在真实代码中，大多数 `DataParallel` 调用是 `DistributedDataParallel` 分支旁的后备路径，或出现在推理脚本中，这条建议并不适用。
+
     ## 为什么不好？
     `DataParallel` 在单个 Python 进程中把每个 batch 分发到各 GPU，每次前向都复制一遍模型，并在 0 号卡上汇总
     输出和梯度。GIL、模型复制以及 0 号卡的负载不均，使它即使在单机上也比 `DistributedDataParallel` 慢，而且无法
@@ -85,6 +89,7 @@ class DataParallel(Rule):
     """
 
     code = "TDR501"
+    default = False
     name = "data-parallel"
     severity = Severity.INFO
 
