@@ -58,7 +58,7 @@ def _kind_matches(kind: str, only: Sequence[str] | None) -> bool:
     return any(kind == k or kind.startswith(k + ".") or not k for k in only)
 
 
-# ---- quick fixes ----------------------------------------------------------------------------------
+# ---- quick fixes --------------------------------------------------------------------------
 def _quick_fixes(
     doctor: Doctor,
     uri: str,
@@ -164,7 +164,7 @@ def _guide_action(uri: str, code: str, diagnostic: types.Diagnostic, zh: bool) -
     )
 
 
-# ---- fix all --------------------------------------------------------------------------------------
+# ---- fix all ------------------------------------------------------------------------------
 def _fix_all_actions(
     uri: str, notebook: bool, only: Sequence[str] | None, any_fixable: bool, zh: bool
 ) -> list[types.CodeAction]:

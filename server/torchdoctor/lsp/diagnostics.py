@@ -166,7 +166,7 @@ def compute_fix_all(
     return edits, applied, error.format() if error else None
 
 
-# ---- pull diagnostics -------------------------------------------------------------------------
+# ---- pull diagnostics ---------------------------------------------------------------------
 async def diagnostic(
     doctor: Doctor, params: types.DocumentDiagnosticParams
 ) -> types.DocumentDiagnosticReport:

@@ -36,7 +36,7 @@ def _shift(
         )
 
 
-# ---- text documents -----------------------------------------------------------------------------
+# ---- text documents -----------------------------------------------------------------------
 def did_open(doctor: Doctor, params: types.DidOpenTextDocumentParams) -> None:
     doc = params.text_document
     if norm_uri(doc.uri) in doctor.cell_owner or not _is_python(doc):
@@ -67,7 +67,7 @@ def did_save(doctor: Doctor, params: types.DidSaveTextDocumentParams) -> None:
         reload_configuration(doctor)
 
 
-# ---- notebooks ------------------------------------------------------------------------------------
+# ---- notebooks ----------------------------------------------------------------------------
 def notebook_did_open(doctor: Doctor, params: types.DidOpenNotebookDocumentParams) -> None:
     unit = doctor.open_unit(params.notebook_document.uri, notebook=True)
     for cell in params.notebook_document.cells:

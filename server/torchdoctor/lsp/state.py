@@ -288,7 +288,7 @@ class Doctor:
                 self.locale,
                 self.encoding,
                 cells=self.notebook_cells(unit),
-                live=self.live.input_for(unit.key, True, client),
+                live=self.live.input_for(unit.key, client),
                 parser=self.parser_for(unit.key),
                 stop=unit.stop,
             )
@@ -305,7 +305,7 @@ class Doctor:
             uri=unit.uri,
             text=doc.source,
             cells=[CellDoc(unit.uri, doc.source, doc.version)] if joined else None,
-            live=self.live.input_for(unit.key, True, client) if joined else None,
+            live=self.live.input_for(unit.key, client) if joined else None,
             parser=self.parser_for(unit.key),
             stop=unit.stop,
         )
