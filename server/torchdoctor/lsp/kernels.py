@@ -10,8 +10,9 @@ and asks the server to analyse again when new facts arrive or the user ran a cel
 All kernel I/O runs in this module's own thread pool under short timeouts: a busy kernel never
 blocks the event loop, an analysis or a hover. The live findings themselves are computed in the
 analysis worker from the last facts, in the same check as the static ones
-(``check_text(..., live=facts, probe=True)``). The bridge is off when the editor says the workspace is untrusted
-(``initializationOptions.trusted: false``) or the ``bridge`` setting is false.
+(``check_cells(..., live=facts, probe=True)``). The bridge is off when the editor says the
+workspace is untrusted (``initializationOptions.trusted: false``) or the ``bridge`` setting is
+false.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def workspace_trusted(options: Any) -> bool:
     return True
 
 
-# ---- pure part (runs in the analysis worker) ---------------------------------------------------
+# ---- pure part (no kernel I/O) ----------------------------------------------------------------
 @dataclass(frozen=True)
 class LiveInput:
     """What an analysis needs of the kernel: the last facts read (None: none yet)."""
@@ -166,7 +167,7 @@ class LiveManager:
     """Finds, probes and watches the kernels of open notebooks for the server.
 
     ``schedule(unit_key)`` is the server's "analyse this notebook again" (called on the event
-    loop); ``path_of(unit_key)`` gives a notebook's file path; ``log(level, text)`` logs once.
+    loop); ``log(level, text)`` logs once.
     """
 
     def __init__(
@@ -191,10 +192,10 @@ class LiveManager:
         return await asyncio.wait_for(loop.run_in_executor(self.executor, fn, *args), timeout)
 
     # -- the analysis' view -------------------------------------------------------------------
-    def input_for(self, key: str, notebook: bool, client: ClientSettings) -> LiveInput | None:
-        """What an analysis of the unit gets: None when it has no kernel (no live findings)."""
+    def input_for(self, key: str, client: ClientSettings) -> LiveInput | None:
+        """What an analysis of a notebook gets: None when it has no kernel (no live findings)."""
         state = self.units.get(key)
-        if not notebook or not self.enabled(client) or state is None or state.kernel is None:
+        if not self.enabled(client) or state is None or state.kernel is None:
             return None
         return LiveInput(state.facts)
 

@@ -1,0 +1,77 @@
+"""Configuration: reading the editor's settings (``workspace/configuration``), and reloading
+them and ``[tool.torchdoctor]`` when settings, workspace folders or a ``pyproject.toml`` change.
+
+The settings themselves are parsed in ``settings.py``; ``[tool.torchdoctor]`` is read (and
+cached) by ``diagnostics.SettingsResolver``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from lsprotocol import types
+from pygls.uris import to_fs_path
+
+from .settings import ClientSettings
+from .state import WAIT_TIMEOUT_S, Doctor
+
+
+async def fetch_configuration(doctor: Doctor) -> bool:
+    """Ask the client for ``torchdoctor`` settings (global and per folder); True on change."""
+    server = doctor.server
+    ws = server.client_capabilities.workspace
+    if not (ws and ws.configuration):
+        return False
+    folders = list(server.workspace.folders.values())
+    items = [types.ConfigurationItem(section="torchdoctor")]
+    items += [types.ConfigurationItem(scope_uri=f.uri, section="torchdoctor") for f in folders]
+    try:
+        values = await asyncio.wait_for(
+            server.workspace_configuration_async(types.ConfigurationParams(items=items)),
+            WAIT_TIMEOUT_S,
+        )
+    except Exception as exc:
+        doctor.log("warning", f"could not read the editor settings: {exc!r}")
+        return False
+
+    def state() -> tuple[ClientSettings, dict[str, ClientSettings]]:
+        # A folder with nothing set is the same as no folder entry at all.
+        return doctor.global_settings, {k: v for k, v in doctor.folder_settings.items() if v.given}
+
+    before = state()
+    doctor.set_settings("", values[0] if values else None, "workspace/configuration")
+    doctor.folder_settings = {}
+    for folder, value in zip(folders, list(values)[1:], strict=False):
+        path = to_fs_path(folder.uri) or folder.uri
+        doctor.set_settings(path, value, f"workspace/configuration ({folder.name})")
+    return state() != before
+
+
+def reload_configuration(doctor: Doctor) -> None:
+    """Forget the ``[tool.torchdoctor]`` read so far and the problems reported; analyse again."""
+    doctor.resolver.reset()
+    doctor.reported.clear()
+    doctor.log("info", "configuration reloaded")
+    doctor.reanalyse_all()
+
+
+async def did_change_configuration(
+    doctor: Doctor, params: types.DidChangeConfigurationParams
+) -> None:
+    if not await fetch_configuration(doctor):
+        settings = params.settings
+        if isinstance(settings, dict) and isinstance(settings.get("torchdoctor"), dict):
+            doctor.set_settings("", settings["torchdoctor"], "didChangeConfiguration")
+    reload_configuration(doctor)
+
+
+async def did_change_workspace_folders(
+    doctor: Doctor, params: types.DidChangeWorkspaceFoldersParams
+) -> None:
+    await fetch_configuration(doctor)
+    reload_configuration(doctor)
+
+
+def did_change_watched_files(doctor: Doctor, params: types.DidChangeWatchedFilesParams) -> None:
+    if any(change.uri.endswith("pyproject.toml") for change in params.changes):
+        reload_configuration(doctor)

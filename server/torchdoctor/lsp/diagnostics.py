@@ -1,0 +1,183 @@
+"""Diagnostics: the analysis of one document or notebook, and the pull-diagnostics handler.
+
+A :class:`Job` is a snapshot of a document (or of a notebook's code cells) taken on the event
+loop; :func:`analyse` (its diagnostics) and :func:`compute_fix_all` (its bulk fixes) run in the
+server's worker threads and touch no server state. Scheduling analyses and publishing their
+diagnostics is the server state's part (``state.Doctor``).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+
+from ..core.config import ConfigError, Settings
+from ..core.incremental import IncrementalParser
+from ..core.model import Finding
+from ..linter.configuration import ConfigFinder
+from ..linter.runner import Superseded, check_text, fix_any
+from . import convert
+from .kernels import LiveInput
+from .notebook_sync import CellDoc, NotebookLocator, check_cells, fix_cells
+from .settings import ClientSettings
+
+if TYPE_CHECKING:
+    from .state import Doctor
+
+OPTIONS = types.DiagnosticOptions(
+    identifier="torchdoctor", inter_file_dependencies=False, workspace_diagnostics=False
+)
+
+
+@dataclass
+class Job:
+    """A snapshot of one document (or notebook) to analyse."""
+
+    version: Any
+    path: str
+    client: ClientSettings
+    locale: str | None
+    encoding: str
+    uri: str = ""
+    text: str = ""
+    cells: list[CellDoc] | None = None
+    live: LiveInput | None = None  # the kernel's last facts, for a notebook with a kernel
+    parser: IncrementalParser | None = None  # the document's last parse
+    stop: threading.Event | None = None  # set when a newer version makes this job pointless
+
+    @property
+    def uris(self) -> list[str]:
+        """The documents the job's diagnostics go to: its cells, or the document itself."""
+        return [c.uri for c in self.cells] if self.cells is not None else [self.uri]
+
+
+@dataclass
+class Analysis:
+    version: Any
+    broken: bool  # the code does not parse: keep the last good findings
+    diagnostics: dict[str, list[types.Diagnostic]]
+    problems: list[str] = field(default_factory=list)  # configuration problems
+    errors: list[str] = field(default_factory=list)  # rule errors (not syntax errors)
+    live_request: Any = None  # what to probe the kernel for (a ProbeRequest), when it has one
+
+
+class SettingsResolver:
+    """Engine settings for a path: the nearest ``[tool.torchdoctor]`` under the editor's."""
+
+    def __init__(self) -> None:
+        self.finder = ConfigFinder()
+
+    def reset(self) -> None:
+        self.finder = ConfigFinder()
+
+    def resolve(self, path: str | None, client: ClientSettings) -> tuple[Settings, list[str]]:
+        problems: list[str] = []
+        base = Settings()
+        if path:
+            try:
+                base = self.finder.for_path(Path(path))
+            except ConfigError as exc:
+                problems.append(f"{exc}; using the default settings")
+            except OSError as exc:
+                problems.append(f"cannot read the configuration for {path}: {exc}")
+        return client.apply(base), problems
+
+
+def analyse(job: Job, resolver: SettingsResolver) -> Analysis | None:
+    """The diagnostics of one job; None when a newer version stopped it."""
+    try:
+        return _analyse(job, resolver)
+    except Superseded:
+        return None
+
+
+def _analyse(job: Job, resolver: SettingsResolver) -> Analysis:
+    settings, problems = resolver.resolve(job.path, job.client)
+    stop = job.stop.is_set if job.stop is not None else None
+    out: dict[str, list[types.Diagnostic]] = {}
+    if settings.is_excluded(Path(job.path)):
+        # `exclude` in [tool.torchdoctor]: the file is not checked, as on the command line.
+        return Analysis(job.version, False, {u: [] for u in job.uris}, problems)
+    if job.cells is not None:
+        for cell in job.cells:
+            out[cell.uri] = []
+        result, notebook = check_cells(
+            job.cells,
+            job.path,
+            settings,
+            job.parser,
+            stop,
+            live=job.live.facts if job.live is not None else None,
+            probe=job.live is not None,
+        )
+        findings: list[Finding] = result.findings
+        live_request = result.probe if notebook is not None else None
+        versions = {c.uri: c.version for c in job.cells}
+        locator: convert.Locator | None = (
+            NotebookLocator(notebook, job.cells, job.encoding) if notebook else None
+        )
+    else:
+        out[job.uri] = []
+        result = check_text(job.text, job.path, settings, parser=job.parser, stop=stop)
+        findings, live_request = result.findings, None
+        versions = {job.uri: job.version}
+        locator = convert.TextLocator(job.uri, job.text, job.encoding)
+    broken = any(e.unparsable for e in result.errors)
+    errors = [e.format() for e in result.errors if not e.unparsable]
+    if locator is not None:
+        for finding in findings:
+            uri, _ = locator.locate(finding.range)
+            _uri, diagnostic = convert.to_diagnostic(
+                finding,
+                locator,
+                version=versions.get(uri),
+                locale=job.locale,
+                docs_base=settings.docs_base_url,
+            )
+            out.setdefault(uri, []).append(diagnostic)
+    return Analysis(job.version, broken, out, problems, errors, live_request)
+
+
+def compute_fix_all(
+    job: Job, resolver: SettingsResolver, *, unsafe: bool | None, codes: frozenset[str] | None
+) -> tuple[dict[str, list[types.TextEdit]], dict[str, int], str | None]:
+    """Bulk fixes through the engine's fix loop, as text edits per document."""
+    settings, _problems = resolver.resolve(job.path, job.client)
+    if settings.is_excluded(Path(job.path)):
+        return {}, {}, None
+    allow_unsafe = settings.unsafe_fixes if unsafe is None else unsafe
+    if job.cells is not None:
+        changed, applied, error = fix_cells(
+            job.cells, job.path, settings, unsafe=allow_unsafe, codes=codes
+        )
+        old = {c.uri: c.text for c in job.cells}
+        edits = {
+            uri: convert.diff_edits(old[uri], text, job.encoding) for uri, text in changed.items()
+        }
+    else:
+        outcome = fix_any(job.text, job.path, settings, unsafe=allow_unsafe, codes=codes)
+        applied, error = outcome.applied, outcome.error
+        new_edits = convert.diff_edits(job.text, outcome.text, job.encoding)
+        edits = {job.uri: new_edits} if new_edits else {}
+    return edits, applied, error.format() if error else None
+
+
+# ---- pull diagnostics ---------------------------------------------------------------------
+async def diagnostic(
+    doctor: Doctor, params: types.DocumentDiagnosticParams
+) -> types.DocumentDiagnosticReport:
+    """``textDocument/diagnostic``: the document's diagnostics once they match its version."""
+    uri = params.text_document.uri
+    unit = doctor.unit_for(uri)
+    if unit is None:
+        return types.RelatedFullDocumentDiagnosticReport(items=[], result_id="none")
+    await doctor.wait_current(unit)
+    items = unit.items(uri)
+    rid = convert.result_id(items)
+    if params.previous_result_id == rid:
+        return types.RelatedUnchangedDocumentDiagnosticReport(result_id=rid)
+    return types.RelatedFullDocumentDiagnosticReport(items=items, result_id=rid)

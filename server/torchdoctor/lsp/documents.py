@@ -1,0 +1,111 @@
+"""Document sync handlers: text documents (``textDocument/did*``) and notebooks
+(``notebookDocument/did*``).
+
+Opening a document or notebook makes it a unit of the state and analyses it; an edit moves its
+published diagnostics with the text and schedules a new analysis (debounced); closing clears
+them. Saving a ``pyproject.toml`` reloads the configuration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from lsprotocol import types
+
+from . import convert
+from .configuration import reload_configuration
+from .state import PYTHON_LANGUAGES, Doctor, Unit, norm_uri
+
+
+def _is_python(doc: types.TextDocumentItem) -> bool:
+    return doc.language_id in PYTHON_LANGUAGES or doc.uri.endswith((".py", ".pyi"))
+
+
+def _shift(
+    doctor: Doctor,
+    unit: Unit,
+    uri: str,
+    changes: Sequence[types.TextDocumentContentChangeEvent],
+    version: int | None,
+) -> None:
+    """Move the diagnostics published for ``uri`` through the client's changes."""
+    target = unit.spelled(uri)
+    if target is not None:
+        unit.diagnostics[target] = convert.shift_diagnostics(
+            unit.diagnostics[target], target, changes, version, doctor.encoding
+        )
+
+
+# ---- text documents -----------------------------------------------------------------------
+def did_open(doctor: Doctor, params: types.DidOpenTextDocumentParams) -> None:
+    doc = params.text_document
+    if norm_uri(doc.uri) in doctor.cell_owner or not _is_python(doc):
+        return
+    doctor.schedule(doctor.open_unit(doc.uri, notebook=False), 0)
+
+
+def did_change(doctor: Doctor, params: types.DidChangeTextDocumentParams) -> None:
+    uri = params.text_document.uri
+    unit = doctor.unit_for(uri)
+    if unit is None:
+        return
+    _shift(doctor, unit, uri, params.content_changes, params.text_document.version)
+    doctor.schedule(unit)
+
+
+def did_close(doctor: Doctor, params: types.DidCloseTextDocumentParams) -> None:
+    uri = params.text_document.uri
+    unit = doctor.units.get(norm_uri(uri))
+    if unit is not None and not unit.notebook:
+        doctor.close_unit(unit)
+    elif unit is None and norm_uri(uri) not in doctor.cell_owner:
+        doctor.publish(uri, [], None)
+
+
+def did_save(doctor: Doctor, params: types.DidSaveTextDocumentParams) -> None:
+    if params.text_document.uri.endswith("pyproject.toml"):
+        reload_configuration(doctor)
+
+
+# ---- notebooks ----------------------------------------------------------------------------
+def notebook_did_open(doctor: Doctor, params: types.DidOpenNotebookDocumentParams) -> None:
+    unit = doctor.open_unit(params.notebook_document.uri, notebook=True)
+    for cell in params.notebook_document.cells:
+        doctor.cell_owner[norm_uri(cell.document)] = unit.key
+    doctor.schedule(unit, 0)
+
+
+def notebook_did_change(doctor: Doctor, params: types.DidChangeNotebookDocumentParams) -> None:
+    unit = doctor.units.get(norm_uri(params.notebook_document.uri))
+    if unit is None:
+        return
+    cells = params.change.cells
+    if cells is not None:
+        if cells.structure is not None:
+            _cells_moved(doctor, unit, cells.structure)
+        for content in cells.text_content or []:
+            _shift(doctor, unit, content.document.uri, content.changes, content.document.version)
+    doctor.schedule(unit)
+
+
+def _cells_moved(
+    doctor: Doctor, unit: Unit, structure: types.NotebookDocumentCellChangeStructure
+) -> None:
+    """Cells added to the notebook join it; the diagnostics of closed cells are cleared."""
+    for item in structure.did_open or []:
+        doctor.cell_owner[norm_uri(item.uri)] = unit.key
+    for cell in structure.array.cells or []:
+        doctor.cell_owner[norm_uri(cell.document)] = unit.key
+    for closed in structure.did_close or []:
+        spelled = unit.spelled(closed.uri) or closed.uri
+        unit.diagnostics.pop(spelled, None)
+        doctor.cell_owner.pop(norm_uri(closed.uri), None)
+        doctor.publish(spelled, [], None)
+
+
+def notebook_did_close(doctor: Doctor, params: types.DidCloseNotebookDocumentParams) -> None:
+    unit = doctor.units.get(norm_uri(params.notebook_document.uri))
+    if unit is not None:
+        for cell in params.cell_text_documents:
+            unit.diagnostics.setdefault(cell.uri, [])
+        doctor.close_unit(unit)

@@ -1,0 +1,90 @@
+"""Hover: the rule behind a diagnostic (or a code in a ``# noqa:`` comment) under the cursor,
+and, in a notebook with a running kernel, facts about the live tensor or module there."""
+
+from __future__ import annotations
+
+from lsprotocol import types
+
+from . import convert
+from .state import Doctor, Unit, norm_uri
+
+
+async def hover(doctor: Doctor, params: types.HoverParams) -> types.Hover | None:
+    uri = params.text_document.uri
+    unit = doctor.unit_for(uri)
+    if unit is None:
+        return None
+    pos = params.position
+    docs_base = doctor.docs_base(uri)
+    parts, hit = _diagnostic_hovers(doctor, unit, uri, pos, docs_base)
+    if not parts:
+        found = _noqa_hover(doctor, uri, pos, docs_base)
+        if found is not None:
+            parts.append(found[0])
+            hit = found[1]
+    live = await _live_hover(doctor, unit, uri, pos)
+    if live:
+        parts.append(live)
+    if not parts:
+        return None
+    return types.Hover(
+        contents=types.MarkupContent(types.MarkupKind.Markdown, "\n\n---\n\n".join(parts)),
+        range=hit,
+    )
+
+
+def _diagnostic_hovers(
+    doctor: Doctor, unit: Unit, uri: str, pos: types.Position, docs_base: str | None
+) -> tuple[list[str], types.Range | None]:
+    """The rules of the diagnostics under the cursor, and the range of the first."""
+    parts = []
+    hit: types.Range | None = None
+    for d in unit.items(uri):
+        if not convert.contains(d.range, pos) or not isinstance(d.code, str):
+            continue
+        fixes = convert.diagnostic_fixes(d)
+        text = convert.rule_hover(
+            d.code,
+            doctor.locale,
+            docs_base,
+            message=d.message,
+            fix=str(fixes[0].get("title")) if fixes else None,
+        )
+        if text:
+            parts.append(text)
+            hit = hit or d.range
+    return parts, hit
+
+
+def _noqa_hover(
+    doctor: Doctor, uri: str, pos: types.Position, docs_base: str | None
+) -> tuple[str, types.Range] | None:
+    """The rule whose code is under the cursor in a ``# noqa:`` comment, and that code's range."""
+    doc = doctor.server.workspace.text_documents.get(norm_uri(uri))
+    lines = doc.lines if doc else []
+    if pos.line >= len(lines):
+        return None
+    line = lines[pos.line]
+    col = convert.from_client_col(line, pos.character, doctor.encoding)
+    found = convert.noqa_code_at(line, col)
+    if not found:
+        return None
+    code, start, end = found
+    text = convert.rule_hover(code, doctor.locale, docs_base)
+    if not text:
+        return None
+    return text, types.Range(
+        types.Position(pos.line, convert.to_client_col(line, start, doctor.encoding)),
+        types.Position(pos.line, convert.to_client_col(line, end, doctor.encoding)),
+    )
+
+
+async def _live_hover(doctor: Doctor, unit: Unit, uri: str, pos: types.Position) -> str | None:
+    """Facts about the live tensor or module under the cursor (notebooks with a kernel)."""
+    doc = doctor.server.workspace.text_documents.get(norm_uri(uri))
+    if doc is None or pos.line >= len(doc.lines):
+        return None
+    line = doc.lines[pos.line].rstrip("\r\n")
+    col = convert.from_client_col(line, pos.character, doctor.encoding)
+    client = doctor.client_settings(doctor.path_of(unit.uri))
+    return await doctor.live.hover(unit.key, unit.in_kernel, client, line, col, doctor.locale)

@@ -1,0 +1,86 @@
+"""Lifecycle handlers: ``initialize`` (what the client can do, its first settings),
+``initialized`` (the editor's settings, file watchers) and ``shutdown``."""
+
+from __future__ import annotations
+
+import asyncio
+
+from lsprotocol import types
+
+from .. import __version__
+from .configuration import fetch_configuration
+from .kernels import workspace_trusted
+from .state import WAIT_TIMEOUT_S, Doctor
+
+
+def initialize(doctor: Doctor, params: types.InitializeParams) -> None:
+    doctor.locale = params.locale
+    doctor.set_settings(None, params.initialization_options, "initializationOptions")
+    doctor.live.trusted = workspace_trusted(params.initialization_options)
+    caps = params.capabilities
+    text = caps.text_document
+    doctor.pull = bool(text and text.diagnostic)
+    action = text.code_action if text else None
+    props = action.resolve_support.properties if action and action.resolve_support else []
+    doctor.resolve_support = "edit" in props
+    ws = caps.workspace
+    doctor.document_changes = bool(ws and ws.workspace_edit and ws.workspace_edit.document_changes)
+    doctor.refresh_support = bool(ws and ws.diagnostics and ws.diagnostics.refresh_support)
+    if not (ws and ws.configuration):
+        doctor.config_ready.set()
+
+
+async def initialized(doctor: Doctor, params: types.InitializedParams) -> None:
+    server = doctor.server
+    try:
+        # Settings first: documents opened meanwhile wait for them (no flash of findings
+        # under the wrong settings).
+        if await fetch_configuration(doctor):
+            doctor.reanalyse_all()
+    finally:
+        doctor.config_ready.set()
+    registrations = _registrations(server.client_capabilities.workspace)
+    if registrations:
+        try:
+            await asyncio.wait_for(
+                server.client_register_capability_async(
+                    types.RegistrationParams(registrations=registrations)
+                ),
+                WAIT_TIMEOUT_S,
+            )
+        except Exception as exc:
+            doctor.log("warning", f"could not register file watchers: {exc!r}")
+    doctor.log("info", f"torchdoctor {__version__} ready")
+
+
+def _registrations(ws: types.WorkspaceClientCapabilities | None) -> list[types.Registration]:
+    """What to be told of, where the client registers it dynamically: changes of any
+    ``pyproject.toml``, and of the ``torchdoctor`` settings."""
+    registrations = []
+    if ws and ws.did_change_watched_files and ws.did_change_watched_files.dynamic_registration:
+        registrations.append(
+            types.Registration(
+                id="torchdoctor-pyproject",
+                method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                register_options=types.DidChangeWatchedFilesRegistrationOptions(
+                    watchers=[types.FileSystemWatcher(glob_pattern="**/pyproject.toml")]
+                ),
+            )
+        )
+    if ws and ws.did_change_configuration and ws.did_change_configuration.dynamic_registration:
+        registrations.append(
+            types.Registration(
+                id="torchdoctor-configuration",
+                method=types.WORKSPACE_DID_CHANGE_CONFIGURATION,
+                register_options=types.DidChangeConfigurationRegistrationOptions(
+                    section="torchdoctor"
+                ),
+            )
+        )
+    return registrations
+
+
+async def shutdown(doctor: Doctor, params: None) -> None:
+    for unit in list(doctor.units.values()):
+        doctor.stop_work(unit)
+    await doctor.live.shutdown()
