@@ -19,7 +19,7 @@ from ..core.config import ConfigError, Settings
 from ..core.incremental import IncrementalParser
 from ..core.model import Finding
 from ..linter.configuration import ConfigFinder
-from ..linter.runner import Superseded, check_text, fix_any
+from ..linter.runner import Superseded, broken_cell, check_text, fix_any
 from . import convert
 from .kernels import LiveInput
 from .notebook_sync import CellDoc, NotebookLocator, check_cells, fix_cells
@@ -126,7 +126,9 @@ def _analyse(job: Job, resolver: SettingsResolver) -> Analysis:
         findings, live_request = result.findings, None
         versions = {job.uri: job.version}
         locator = convert.TextLocator(job.uri, job.text, job.encoding)
-    broken = any(e.unparsable for e in result.errors)
+    # The code does not parse: keep the last good findings. A notebook cell that does not parse
+    # is not that: the other cells were checked.
+    broken = any(e.unparsable and not broken_cell(e) for e in result.errors)
     errors = [e.format() for e in result.errors if not e.unparsable]
     if locator is not None:
         for finding in findings:

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from lsprotocol import types
 
 from . import convert
-from .configuration import reload_configuration
 from .state import PYTHON_LANGUAGES, Doctor, Unit, norm_uri
+from .workspace import reload_configuration
 
 
 def _is_python(doc: types.TextDocumentItem) -> bool:

@@ -8,9 +8,9 @@ import asyncio
 from lsprotocol import types
 
 from .. import __version__
-from .configuration import fetch_configuration
 from .kernels import workspace_trusted
 from .state import WAIT_TIMEOUT_S, Doctor
+from .workspace import fetch_configuration
 
 
 def initialize(doctor: Doctor, params: types.InitializeParams) -> None:

@@ -12,7 +12,7 @@ Where things are:
 - ``actions.py``: code actions (quick fixes, ``# noqa``, fix all) and their resolution;
 - ``hover.py``: hover;
 - ``commands.py``: ``workspace/executeCommand`` (applyFixes, debugInfo, openGuide);
-- ``configuration.py``: the editor's settings (``workspace/configuration``) and reloads;
+- ``workspace.py``: the editor's settings (``workspace/configuration``) and reloads;
 - ``settings.py``: parsing and layering of the editor's settings;
 - ``convert.py``: pure conversions between engine results and LSP types;
 - ``notebook_sync.py``: checking and fixing notebook cells as one module;
@@ -30,7 +30,7 @@ from typing import Any
 
 from lsprotocol import types
 
-from . import actions, commands, configuration, diagnostics, documents, hover, lifecycle
+from . import actions, commands, diagnostics, documents, hover, lifecycle, workspace
 from .settings import ClientSettings
 from .state import TorchDoctorServer, logger
 
@@ -60,11 +60,9 @@ def create_server() -> TorchDoctorServer:
         types.RelatedFullDocumentDiagnosticReport(items=[]),
         diagnostics.OPTIONS,
     )
-    feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION, configuration.did_change_configuration)
-    feature(
-        types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS, configuration.did_change_workspace_folders
-    )
-    feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES, configuration.did_change_watched_files)
+    feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION, workspace.did_change_configuration)
+    feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS, workspace.did_change_workspace_folders)
+    feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES, workspace.did_change_watched_files)
     feature(types.TEXT_DOCUMENT_CODE_ACTION, actions.code_action, [], actions.OPTIONS)
     feature(types.CODE_ACTION_RESOLVE, actions.code_action_resolve)
     feature(types.SHUTDOWN, lifecycle.shutdown)
