@@ -61,7 +61,7 @@ def test_every_torchfix_code_is_mapped() -> None:
 @pytest.mark.parametrize("path", FIXTURE_FILES, ids=[p.name for p in FIXTURE_FILES])
 def test_fixture_findings(path: Path) -> None:
     text = path.read_text(encoding="utf-8")
-    result = check_any(text, str(path), codes=PARITY_CODES)
+    result = check_any(text, str(path), _fixture_settings(text), codes=PARITY_CODES)
     assert not result.errors, result.errors
     got = {(f.range.start.row, f.code) for f in result.findings}
     assert got == _expected(text)
@@ -79,6 +79,14 @@ def test_fixes_compile_and_define_their_names(path: Path) -> None:
     assert introduced <= bound, introduced - bound
     leftover = [f for f in outcome.result.findings if f.code in TDR8 and f.bulk_fix(True)]
     assert leftover == []
+
+
+def _fixture_settings(text: str) -> Settings | None:
+    """A fixture's ``# target-version: X`` line: the torch version it is checked against."""
+    for line in text.splitlines():
+        if line.startswith("# target-version:"):
+            return Settings(target_version=line.split(":", 1)[1].strip())
+    return None
 
 
 def _loaded_names(text: str) -> set[str]:

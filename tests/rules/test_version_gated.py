@@ -24,14 +24,22 @@ def test_load_without_weights_only_before_2_6() -> None:
     assert _tdr603(fixed, "2.5") == []
 
 
-def test_load_without_weights_only_is_information_from_2_6() -> None:
+def test_from_2_6_a_load_of_tensors_is_not_reported() -> None:
     for target in ("2.6", "2.13"):
-        (finding,) = _tdr603(LOAD, target)
-        assert finding.severity.value == "info"
-        assert "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD" in finding.message.en
-        assert finding.fix is not None and finding.fix.applicability.value == "unsafe"
-        fixed = apply_edits(LOAD, list(finding.fix.edits))
-        assert _tdr603(fixed, target) == []
+        assert _tdr603(LOAD, target) == []
+
+
+def test_from_2_6_a_load_that_fails_is_a_warning_without_a_fix() -> None:
+    code = "import torch\nmodel = torch.load('model.pt')\nmodel.eval()\n"
+    for target in ("2.6", "2.13"):
+        (finding,) = _tdr603(code, target)
+        assert finding.severity.value == "warning"
+        assert "UnpicklingError" in finding.message.en and "whole module" in finding.message.en
+        assert finding.fix is None  # weights_only=True is what fails
+        assert [r.range.start.row for r in finding.related] == [2]
+    # Before 2.6 the same load unpickles anything: the pre-2.6 warning, with its unsafe fix.
+    (finding,) = _tdr603(code, "2.5")
+    assert "before PyTorch 2.6" in finding.message.en
 
 
 def test_custom_pickle_module_defaults_to_full_unpickling_on_every_version() -> None:
@@ -40,7 +48,7 @@ def test_custom_pickle_module_defaults_to_full_unpickling_on_every_version() -> 
         (finding,) = _tdr603(code, target)
         assert finding.severity.value == "warning"
         assert finding.fix is None  # torch refuses weights_only=True with a pickle module
-    assert _tdr603(code.replace("dill)", "None)"), "2.13")[0].severity.value == "info"
+    assert _tdr603(code.replace("dill)", "None)"), "2.13") == []
 
 
 def test_kwargs_may_hold_weights_only() -> None:

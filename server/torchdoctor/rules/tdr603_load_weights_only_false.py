@@ -5,7 +5,7 @@ import ast
 from ..core import fixes, torch_version
 from ..core.context import Context
 from ..core.model import Applicability, Fix, Severity, Text
-from ..core.semantic import argument, has_star_kwargs, is_false, is_none, keyword
+from ..core.semantic import Kind, argument, has_star_kwargs, is_false, is_none, keyword
 from .base import Invalid, Rule
 
 LOADS = ("torch.load", "torch.serialization.load")
@@ -21,11 +21,14 @@ class LoadWeightsOnlyFalse(Rule):
     on the target torch version (`target-version`, else the installed one):
 
     - before 2.6, where `weights_only` still defaults to `False`, as a warning;
-    - from 2.6, where the default is `True`, as information: the load is safe as long as nobody
-      sets `TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1`, the switch that turns the default off for every
-      `torch.load` that does not pass `weights_only` (a common workaround for old checkpoints
-      that fail to load, often set for a whole container), and as long as the code never runs on
-      an older torch;
+    - from 2.6, where the default is `True`, only when the code shows that the load will
+      **fail** (`UnpicklingError`) because the checkpoint holds objects the default refuses:
+      the loaded value is used as a module (`model = torch.load(p)` then `model.eval()` or
+      `model(x)`), a key of it is read through attributes (`ckpt["args"].lr`), or this file's
+      own `torch.save` writes such objects under the keys the load reads (`{"args": args}`
+      with `args = parser.parse_args()`, a whole module, an optimizer object, a numpy array)
+      or as the whole file. Loads inside `torch.serialization.safe_globals([...])`, or in a
+      file that calls `add_safe_globals`, are left alone;
     - with a custom `pickle_module=`, where the default is `False` on every version, as a
       warning.
 
@@ -67,10 +70,11 @@ class LoadWeightsOnlyFalse(Rule):
     ## Fix safety
     No fix is offered for `weights_only=False`: keeping it may be a deliberate choice for a file
     you trust, and the classes to allow can only be chosen by you. For a call without
-    `weights_only=`, the fix adds `weights_only=True`; it is unsafe because, before 2.6 or where
-    `TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1` is set, a checkpoint holding other objects then fails to
-    load until they are allowed. No fix is offered with a custom `pickle_module=`: torch refuses
-    `weights_only=True` together with it.
+    `weights_only=` before 2.6, the fix adds `weights_only=True`; it is unsafe because a
+    checkpoint holding other objects then fails to load until they are allowed. A load that
+    fails from 2.6 gets no fix: what to change (the save, the allowed classes, or trusting the
+    file) is the user's choice, and `weights_only=True` is what already fails. No fix is offered
+    with a custom `pickle_module=`: torch refuses `weights_only=True` together with it.
 
     ## References
     - [`torch.load`](https://pytorch.org/docs/stable/generated/torch.load.html)
@@ -86,9 +90,11 @@ class LoadWeightsOnlyFalse(Rule):
     （`target-version`，否则为已安装的版本）上的行为报告：
 
     - 早于 2.6 时，`weights_only` 的默认值仍为 `False`，报告为警告；
-    - 自 2.6 起默认值为 `True`，报告为提示信息：只要没有人设置 `TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1`（它会让所有
-      未传 `weights_only` 的 `torch.load` 关闭默认保护，是旧检查点加载失败时常见的变通办法，常对整个容器生效），
-      且代码不会在更旧的 torch 上运行，这次加载就是安全的；
+    - 自 2.6 起默认值为 `True`，只有当代码表明这次加载会**失败**（`UnpicklingError`）时才报告——检查点中含有
+      默认设置拒绝的对象：加载结果被当作模块使用（`model = torch.load(p)` 之后 `model.eval()` 或 `model(x)`），
+      通过属性读取其中的键（`ckpt["args"].lr`），或本文件自己的 `torch.save` 在加载读取的键下（或作为整个文件）
+      写入了这类对象（`{"args": args}` 且 `args = parser.parse_args()`、整个模块、优化器对象、numpy 数组）。
+      位于 `torch.serialization.safe_globals([...])` 之内的加载，或文件中调用了 `add_safe_globals` 时，不报告；
     - 传入自定义 `pickle_module=` 时，任何版本的默认值都是 `False`，报告为警告。
 
     用于其他 torch 版本的代码（`except TypeError:` 分支、检测版本的 `if` 分支）中的调用不会被报告。
@@ -123,10 +129,11 @@ class LoadWeightsOnlyFalse(Rule):
     更好的做法是只保存张量和普通容器（`model.state_dict()`）。
 
     ## 修复安全性
-    对 `weights_only=False` 不提供修复：对可信文件保留它可能是有意的选择，而需要放行哪些类只能由你决定。对于未传
-    `weights_only=` 的调用，修复会添加 `weights_only=True`；它是不安全的：在 2.6 之前，或设置了
-    `TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1` 时，含有其他对象的检查点在这些对象被放行之前将无法加载。传入自定义
-    `pickle_module=` 时不提供修复：torch 不接受它与 `weights_only=True` 同时使用。
+    对 `weights_only=False` 不提供修复：对可信文件保留它可能是有意的选择，而需要放行哪些类只能由你决定。在 2.6
+    之前未传 `weights_only=` 的调用，修复会添加 `weights_only=True`；它是不安全的：含有其他对象的检查点在这些
+    对象被放行之前将无法加载。自 2.6 起会失败的加载不提供修复：改什么（保存方式、放行的类，还是信任该文件）由
+    用户决定，而 `weights_only=True` 正是已经会失败的设置。传入自定义 `pickle_module=` 时不提供修复：torch
+    不接受它与 `weights_only=True` 同时使用。
 
     ## 参考
     - [`torch.load`](https://pytorch.org/docs/stable/generated/torch.load.html)
@@ -162,6 +169,20 @@ class LoadWeightsOnlyFalse(Rule):
         "import tempfile\nimport torch\ndef check(model):\n"
         "    with tempfile.NamedTemporaryFile() as tmp:\n        torch.save(model, tmp.name)\n"
         "        return torch.load(tmp.name, weights_only=False)\n",
+        # From torch 2.6 the default loads tensors, state dicts and plain containers.
+        'import torch\nsd = torch.load("m.pt", map_location="cpu")',
+        "import torch\nmodel.load_state_dict(torch.load(path))",
+        "import torch\nckpt = torch.load(path)\nmodel.load_state_dict(ckpt['model'])\n"
+        "epoch = ckpt['epoch']\nn = ckpt['model'].keys()",
+        # The saved dict holds only tensors and plain values: `vars(args)`, a state dict.
+        "import torch\ndef save(model, args, path):\n"
+        "    torch.save({'model': model.state_dict(), 'args': vars(args)}, path)\n"
+        "def load(path):\n    return torch.load(path)['args']\n",
+        # The project allows its classes.
+        "import torch\nfrom mylib import Config\ntorch.serialization.add_safe_globals([Config])\n"
+        "model = torch.load(path)\nmodel.eval()\n",
+        "import torch\nwith torch.serialization.safe_globals([Net]):\n"
+        "    model = torch.load(path)\nmodel.eval()\n",
         # A local function named load.
         "import torch\ndef load(path, weights_only=True):\n    return path\n"
         "x = load('a', weights_only=False)",
@@ -174,14 +195,29 @@ class LoadWeightsOnlyFalse(Rule):
             'import torch\nckpt = torch.load("ckpt.pt", map_location="cpu", weights_only=False)',
             fixed=None,
         ),
-        # Implicit weights_only (information from torch 2.6; a warning before).
+        # From torch 2.6, loads that fail: the value is a module, or holds a Namespace.
         Invalid(
-            'import torch\nsd = torch.load("m.pt", map_location="cpu")',
-            fixed='import torch\nsd = torch.load("m.pt", map_location="cpu", weights_only=True)',
+            "import torch\nmodel = torch.load('model.pt')\nmodel.eval()\n",
+            fixed=None,
+        ),
+        Invalid("import torch\nnet = torch.load(path)\ny = net(x)\n", fixed=None),
+        Invalid(
+            "import torch\nckpt = torch.load(path, map_location='cpu')\nlr = ckpt['args'].lr\n",
+            fixed=None,
         ),
         Invalid(
-            "from torch import load\nsd = load(\n    path,\n    map_location=device,\n)\n",
-            fixed="from torch import load\nsd = load(\n    path,\n    map_location=device,\n    weights_only=True,\n)\n",
+            "import argparse\nimport torch\nargs = argparse.ArgumentParser().parse_args()\n"
+            "def save(model, path):\n"
+            "    torch.save({'model': model.state_dict(), 'args': args}, path)\n"
+            "def resume(model, path):\n"
+            "    ckpt = torch.load(path, map_location='cpu')\n"
+            "    model.load_state_dict(ckpt['model'])\n    return ckpt['args']\n",
+            fixed=None,
+        ),
+        Invalid(
+            "import numpy as np\nimport torch\ntorch.save(np.sin(np.arange(10)), 'wave.pt')\n"
+            "data = torch.load('wave.pt')\n",
+            fixed=None,
         ),
         # A custom pickle module makes the default False.
         Invalid(
@@ -211,6 +247,7 @@ class LoadWeightsOnlyFalse(Rule):
 
     def check(self, ctx: Context) -> None:
         old_default = torch_version.before(ctx.settings, "2.6")
+        saved = _saved_objects(ctx)
         for call in ctx.sem.calls_to(*LOADS):
             kw = keyword(call, "weights_only")
             if kw is None:
@@ -228,8 +265,10 @@ class LoadWeightsOnlyFalse(Rule):
                     self._report_custom_pickler(ctx, call)
                 elif old_default:
                     self._report_missing(ctx, call)
-                else:
-                    self._report_implicit(ctx, call)
+                elif not _allows_globals(ctx, call):
+                    evidence = _unpicklable(ctx, call, saved)
+                    if evidence is not None:
+                        self._report_fails(ctx, call, evidence)
                 continue
             if not is_false(kw.value) or ctx.sem.round_trip(call):
                 continue
@@ -262,19 +301,24 @@ class LoadWeightsOnlyFalse(Rule):
             fixes=[self._add_weights_only(ctx, call)],
         )
 
-    def _report_implicit(self, ctx: Context, call: ast.Call) -> None:
+    @staticmethod
+    def _report_fails(ctx: Context, call: ast.Call, evidence: tuple[ast.AST, Text]) -> None:
+        where, what = evidence
         ctx.report(
             call,
             Text(
-                "`torch.load` relies on the default `weights_only=True`: "
-                "`TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1` in the environment, or a torch older than "
-                "2.6, makes this load unpickle arbitrary objects; pass `weights_only=True`",
-                "`torch.load` 依赖默认的 `weights_only=True`：环境中设置了 "
-                "`TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1`，或 torch 早于 2.6 时，这次加载会反序列化任意对象；"
-                "请显式传入 `weights_only=True`",
+                f"`torch.load` fails on PyTorch 2.6+ (`UnpicklingError`): the checkpoint holds "
+                f"{what.en}, which the default `weights_only=True` refuses; save "
+                "`state_dict()` or `vars(args)` instead, or allow the classes with "
+                "`torch.serialization.add_safe_globals([...])` (`weights_only=False` only for "
+                "files you trust)",
+                f"`torch.load` 在 PyTorch 2.6+ 上会失败（`UnpicklingError`）：检查点中含有"
+                f"{what.zh}，默认的 `weights_only=True` 会拒绝加载；请改为保存 `state_dict()` 或 "
+                "`vars(args)`，或用 `torch.serialization.add_safe_globals([...])` 放行这些类"
+                "（只对可信文件使用 `weights_only=False`）",
             ),
-            fixes=[self._add_weights_only(ctx, call)],
-            severity=Severity.INFO,
+            related=[ctx.related(where, Text("what shows it", "依据"))],
+            severity=Severity.WARNING,
         )
 
     @staticmethod
@@ -288,3 +332,139 @@ class LoadWeightsOnlyFalse(Rule):
                 "使用自定义 pickle 模块时默认值为 `weights_only=False`",
             ),
         )
+
+
+# Attributes that a tensor, a dict or a list answers: reading them says nothing of the value.
+_PLAIN_ATTRS = frozenset({
+    "shape", "dtype", "device", "size", "numel", "dim", "ndim", "T", "data", "item", "tolist",
+    "numpy", "cpu", "cuda", "to", "float", "half", "double", "long", "int", "bool", "clone",
+    "detach", "copy_", "contiguous", "view", "reshape", "keys", "values", "items", "get", "pop",
+    "update", "copy", "append", "extend", "index", "count", "requires_grad", "is_cuda", "sum",
+    "mean", "max", "min", "squeeze", "unsqueeze", "permute", "transpose", "type", "startswith",
+})  # fmt: skip
+_MODULE_ATTRS = frozenset({"eval", "train", "parameters", "named_parameters", "modules", "forward"})
+_ARGS = Text("an `argparse.Namespace`", "`argparse.Namespace`")
+_MODULE = Text("a whole module", "整个模块")
+_OBJECT = Text(
+    "a Python object other than tensors and plain containers", "张量和普通容器之外的 Python 对象"
+)
+_NUMPY = Text("a numpy array", "numpy 数组")
+
+
+def _allows_globals(ctx: Context, call: ast.Call) -> bool:
+    """The load runs inside ``torch.serialization.safe_globals([...])``, or the file allows
+    classes with ``add_safe_globals``: the project already chose what to unpickle."""
+    if any(ctx.sem.calls_to("torch.serialization.add_safe_globals")):
+        return True
+    for with_node in ctx.sem.enclosing_withs(call):
+        for item in with_node.items:
+            if ctx.qualname(getattr(item.context_expr, "func", item.context_expr)) == (
+                "torch.serialization.safe_globals"
+            ):
+                return True
+    return False
+
+
+def _saved_objects(ctx: Context) -> dict[str, tuple[ast.AST, Text]]:
+    """What this file's ``torch.save`` calls write that ``weights_only=True`` refuses: by the
+    dict key it is saved under (``""`` for the saved object itself)."""
+    out: dict[str, tuple[ast.AST, Text]] = {}
+    for call in ctx.sem.calls_to("torch.save"):
+        obj = call.args[0] if call.args else getattr(keyword(call, "obj"), "value", None)
+        what = _refused(ctx, obj)
+        if obj is not None and what is not None:
+            out.setdefault("", (obj, what))
+    for _call, display in ctx.sem.saved_dicts():
+        for key, value in zip(display.keys, display.values, strict=True):
+            what = _refused(ctx, value)
+            if isinstance(key, ast.Constant) and isinstance(key.value, str) and what is not None:
+                out.setdefault(key.value, (value, what))
+    return out
+
+
+def _refused(ctx: Context, value: ast.expr | None) -> Text | None:
+    """What kind of object ``value`` is, when ``weights_only=True`` refuses to load it."""
+    if value is None:
+        return None
+    if isinstance(value, ast.Name):
+        binding = ctx.sem.lookup(value.id, value)
+        bound = binding.value if binding is not None and binding.how == "assign" else None
+        if (
+            isinstance(bound, ast.Call)
+            and isinstance(bound.func, ast.Attribute)
+            and bound.func.attr in ("parse_args", "parse_known_args")
+        ):
+            return _ARGS
+    if isinstance(value, ast.Call):
+        qual = ctx.qualname(value.func) or ""
+        if qual == "argparse.Namespace":
+            return _ARGS
+        if qual.startswith("numpy."):
+            return _NUMPY
+        if isinstance(value.func, ast.Attribute) and value.func.attr == "state_dict":
+            return None
+    if isinstance(value, ast.Name | ast.Attribute) and ctx.kind(value) is Kind.MODULE:
+        return _MODULE
+    if isinstance(value, ast.Name | ast.Attribute) and ctx.kind(value) in (
+        Kind.OPTIMIZER,
+        Kind.SCHEDULER,
+    ):
+        return _OBJECT
+    return None
+
+
+def _unpicklable(
+    ctx: Context, call: ast.Call, saved: dict[str, tuple[ast.AST, Text]]
+) -> tuple[ast.AST, Text] | None:
+    """Where the code shows that what this load reads holds objects ``weights_only=True``
+    refuses: the loaded value used as a module or read through attributes, or the keys it
+    reads saved with such objects by this file."""
+    parent = ctx.sem.parent(call)
+    if not (
+        isinstance(parent, ast.Assign)
+        and len(parent.targets) == 1
+        and isinstance(parent.targets[0], ast.Name)
+    ):
+        return None
+    name = parent.targets[0].id
+    if ctx.kind(parent.targets[0]) is Kind.MODULE:
+        return parent.targets[0], _MODULE
+    scope = ctx.sem.scope_of(parent)
+    for use in ctx.sem.names.get(name, ()):
+        if use is parent.targets[0] or ctx.sem.scope_of(use) is not scope:
+            continue
+        if (
+            ctx.sem.lookup(name, use) is None
+            or ctx.sem.lookup(name, use).node is not parent.targets[0]
+        ):
+            continue
+        outer = ctx.sem.parent(use)
+        if isinstance(outer, ast.Call) and outer.func is use:
+            return use, _MODULE
+        if isinstance(outer, ast.Attribute) and outer.attr in _MODULE_ATTRS:
+            return use, _MODULE
+        if isinstance(outer, ast.Subscript) and outer.value is use:
+            key = outer.slice
+            above = ctx.sem.parent(outer)
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                if key.value in saved:
+                    return saved[key.value]
+                if isinstance(above, ast.Attribute) and above.attr not in _PLAIN_ATTRS:
+                    return above, _MODULE if above.attr in _MODULE_ATTRS else _OBJECT
+    if "" in saved and _same_file(ctx, call, saved[""][0]):
+        return saved[""]
+    return None
+
+
+def _same_file(ctx: Context, load: ast.Call, saved: ast.AST) -> bool:
+    """The load reads the literal path the save wrote."""
+    save = ctx.sem.parent(saved)
+    if not isinstance(save, ast.Call) or len(save.args) < 2 or not load.args:
+        return False
+    a, b = save.args[1], load.args[0]
+    return (
+        isinstance(a, ast.Constant)
+        and isinstance(b, ast.Constant)
+        and isinstance(a.value, str)
+        and a.value == b.value
+    )
