@@ -17,6 +17,8 @@ class RetainGraphInLoop(Rule):
     iteration. A loop that backpropagates the same graph again and again (the loss is built
     before the loop and not reassigned in it) needs `retain_graph=True` and is not reported.
 
+    Off by default (`extend-select = ["TDR104"]` turns it on): on real code half of its findings needed `retain_graph` (a loss over tensors built before the loop).
+
     ## Why is this bad?
     `retain_graph=True` keeps the whole autograd graph — every saved activation — alive after
     the backward pass. It is needed only when a second backward pass goes through the same graph
@@ -59,6 +61,8 @@ class RetainGraphInLoop(Rule):
     `torch.autograd.grad/backward(..., retain_graph=True)`）。循环中反复对同一张图做反向传播（损失在循环之前
     构建、循环中不再赋值）时需要 `retain_graph=True`，不报告。
 
+    默认关闭（`extend-select = ["TDR104"]` 开启）：在真实代码中，它的发现有一半确实需要 `retain_graph`（损失依赖循环之前构建的张量）。
+
     ## 为什么不好？
     `retain_graph=True` 会在反向传播之后继续保留整张自动求导图以及其中保存的所有激活值。只有当同一次迭代中还要
     对同一张图再做一次反向传播时（两个损失共享主干、GAN 的一步）才需要它。若只是为了“让报错消失”而加上，每次
@@ -93,6 +97,7 @@ class RetainGraphInLoop(Rule):
     """
 
     code = "TDR104"
+    default = False
     name = "retain-graph-in-loop"
     severity = Severity.INFO
 

@@ -21,6 +21,8 @@ class SaveWrappedStateDict(Rule):
     through a name such as `sd = m.state_dict()`) where `m` is a `DistributedDataParallel` or
     `DataParallel` wrapper rather than the model inside it.
 
+    Off by default (`extend-select = ["TDR506"]` turns it on): on real code its finding was a wrapper whose checkpoint the same code loads back into the wrapper, where the fix would make every resume load nothing.
+
     ## Why is this bad?
     A wrapper holds the model as its `module` attribute, so every key of its state dict starts
     with `module.`: `module.fc.weight` instead of `fc.weight`. Loading the file into a plain
@@ -71,6 +73,8 @@ class SaveWrappedStateDict(Rule):
     检查 `torch.save(m.state_dict(), ...)`（也包括作为检查点字典中的值，或经由 `sd = m.state_dict()` 这样的
     名字）：其中 `m` 是 `DistributedDataParallel` 或 `DataParallel` 包装器，而不是其内部的模型。
 
+    默认关闭（`extend-select = ["TDR506"]` 开启）：在真实代码中，它的发现是一个包装器，其检查点由同一份代码加载回包装器，修复会让每次恢复都什么也加载不到。
+
     ## 为什么不好？
     包装器把模型保存在它的 `module` 属性中，所以它的 state dict 的每个键都以 `module.` 开头：是
     `module.fc.weight` 而不是 `fc.weight`。把这样的文件加载到普通模型（用于评估、导出或单 GPU 运行）时，
@@ -115,6 +119,7 @@ class SaveWrappedStateDict(Rule):
     """
 
     code = "TDR506"
+    default = False
     name = "save-wrapped-state-dict"
     fix_safety = Applicability.SAFE
 

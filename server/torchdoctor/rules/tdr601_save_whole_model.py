@@ -13,11 +13,18 @@ from .base import Invalid, Rule
 NO_FIX = frozenset({"torch.compile", "torch.jit.script", "torch.jit.trace"})
 
 
+# Allowing classes for `torch.load` (weights_only=True): the whole-module pickle then loads.
+SAFE_GLOBALS = ("torch.serialization.add_safe_globals", "torch.serialization.safe_globals")
+
+
 class SaveWholeModel(Rule):
     """## What it does
     Checks for `torch.save(model, ...)` where `model` is an `nn.Module`, not its `state_dict()`.
     A round trip is not reported: a function that saves the module to a temporary file or an
     in-memory buffer and loads it back with `torch.load` (tests of pickling itself).
+
+    Not reported in a file that allows classes for loading (`torch.serialization.safe_globals` or
+    `add_safe_globals`): the project loads its whole-module pickle on purpose.
 
     ## Why is this bad?
     Saving the module pickles the object: the file stores a reference to the model's class by
@@ -70,6 +77,9 @@ class SaveWholeModel(Rule):
     zh = """## 功能
     检查 `torch.save(model, ...)`：`model` 是 `nn.Module`，保存的却不是它的 `state_dict()`。
     往返读写不报告：同一函数把模块保存到临时文件或内存缓冲区后又用 `torch.load` 读回（测试 pickle 本身）。
+
+    在为加载放行了类的文件中（`torch.serialization.safe_globals` 或 `add_safe_globals`）不报告：项目是有意加载
+    整个模块的 pickle。
 
     ## 为什么不好？
     保存整个模块就是 pickle 整个对象：文件里记录的是模型类的导入路径（如 `models.resnet.MyNet`），而不是
@@ -143,6 +153,9 @@ class SaveWholeModel(Rule):
         # torch.save shadowed by a parameter.
         "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\n"
         "def export(save):\n    save(model, 'm.pt')\n",
+        # The project allows its module classes where it loads them back.
+        "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\ntorch.save(model, 'm.pt')\n"
+        "with torch.serialization.safe_globals([nn.Linear]):\n    model = torch.load('m.pt')\n",
         # A name of unknown kind.
         "import torch\ndef dump(obj, path):\n    torch.save(obj, path)\n",
         "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\n"
@@ -232,6 +245,8 @@ class SaveWholeModel(Rule):
     )
 
     def check(self, ctx: Context) -> None:
+        if any(ctx.sem.calls_to(*SAFE_GLOBALS)):
+            return  # the project allows its classes where it loads: the pickle is its choice
         for call in ctx.sem.calls_to("torch.save"):
             obj = argument(call, "obj", 0)
             if obj is None or ctx.kind(obj) is not Kind.MODULE or ctx.sem.round_trip(call):

@@ -22,6 +22,8 @@ class IncompleteCheckpoint(Rule):
     A dict with only the model's weights and no optimizer in the function is read as an export
     of final weights, not a checkpoint for resuming, and is not reported.
 
+    Off by default (`extend-select = ["TDR604"]` turns it on): on real code its findings were inference exports and checkpoints that keep the step in the file name.
+
     ## Why is this bad?
     A checkpoint is for resuming. With the weights alone, a resumed run starts with a fresh
     optimizer — Adam's moment estimates and momentum buffers are zero again, which gives a loss
@@ -53,6 +55,8 @@ class IncompleteCheckpoint(Rule):
 
     如果字典中只有模型权重、且函数中没有优化器，则视为导出最终权重而不是用于恢复训练的检查点，不会报告。
 
+    默认关闭（`extend-select = ["TDR604"]` 开启）：在真实代码中，它的发现都是推理导出文件，或把步数写在文件名里的检查点。
+
     ## 为什么不好？
     检查点是用来恢复训练的。只有权重时，恢复的训练会从一个全新的优化器开始——Adam 的矩估计和动量缓冲都重新归零，
     损失会出现尖峰，在没有预热的调度下甚至可能发散；它也不知道自己停在哪里，于是会重复 epoch、以不同方式重新打乱
@@ -78,6 +82,7 @@ class IncompleteCheckpoint(Rule):
     """
 
     code = "TDR604"
+    default = False
     name = "incomplete-checkpoint"
     severity = Severity.INFO
     fix_safety = Applicability.UNSAFE

@@ -16,6 +16,8 @@ class LoadStateDictStrictFalse(Rule):
     `missing_keys`/`unexpected_keys` itself, and a call with a comment about `strict` on its
     line or the two lines above (the partial load is deliberate and explained).
 
+    Off by default (`extend-select = ["TDR605"]` turns it on): on real code most `strict=False` loads are deliberate: base weights then adapter weights into one model, heads deleted or added on purpose, keys remapped from the model's own state dict.
+
     ## Why is this bad?
     `strict=False` skips keys that do not match instead of raising. That is what you want when a
     new head is expected to be missing — but it also swallows every mistake: a checkpoint saved
@@ -50,6 +52,8 @@ class LoadStateDictStrictFalse(Rule):
     `state_dict()`（YOLOv5 的 `intersect_dicts(csd, model.state_dict())`）；函数自己检查了
     `missing_keys`/`unexpected_keys`；调用所在行或其上两行有关于 `strict` 的注释（有意且有说明的部分加载）。
 
+    默认关闭（`extend-select = ["TDR605"]` 开启）：在真实代码中，大多数 `strict=False` 加载是有意的：先加载基础权重再加载适配器权重、有意删除或新增头部、根据模型自身的 state dict 重映射键。
+
     ## 为什么不好？
     `strict=False` 会跳过不匹配的键而不报错。当预期缺少一个新的输出头时，这正是你想要的——但它也会吞掉所有错误：
     从 `DistributedDataParallel` 包装器保存的检查点，键名都带有 `module.` 前缀，一个都匹配不上，模型便悄悄地保留着
@@ -77,6 +81,7 @@ class LoadStateDictStrictFalse(Rule):
     """
 
     code = "TDR605"
+    default = False
     name = "load-state-dict-strict-false"
     severity = Severity.INFO
     fix_safety = Applicability.SUGGESTION

@@ -20,6 +20,8 @@ class SchedulerWrongGranularity(Rule):
     epoch, and for an epoch scheduler (`StepLR`, `MultiStepLR`, `ExponentialLR`,
     `ReduceLROnPlateau`) stepped inside the loop over batches.
 
+    Off by default (`extend-select = ["TDR703"]` turns it on): on real code its finding was a `ReduceLROnPlateau` stepped under a periodic evaluation inside the batch loop, which is right.
+
     ## Why is this bad?
     `OneCycleLR` and `CyclicLR` describe the learning rate per optimizer step: their
     `total_steps`/`steps_per_epoch` and `step_size_up` count batches. Stepped once per epoch, the
@@ -64,6 +66,8 @@ class SchedulerWrongGranularity(Rule):
     检查每个 epoch 只调用一次 step 的按迭代调度器（`OneCycleLR`、`CyclicLR`），以及在 batch 循环内调用 step 的按
     epoch 调度器（`StepLR`、`MultiStepLR`、`ExponentialLR`、`ReduceLROnPlateau`）。
 
+    默认关闭（`extend-select = ["TDR703"]` 开启）：在真实代码中，它的发现是在批次循环内的周期性评估下调用 `ReduceLROnPlateau`，这是正确的。
+
     ## 为什么不好？
     `OneCycleLR` 和 `CyclicLR` 按优化器的每一步描述学习率：它们的 `total_steps`/`steps_per_epoch` 与
     `step_size_up` 计数的是 batch。若每个 epoch 只 step 一次，one-cycle 的预热永远走不完，学习率一直停留在初始值附近。
@@ -101,6 +105,7 @@ class SchedulerWrongGranularity(Rule):
     """
 
     code = "TDR703"
+    default = False
     name = "scheduler-wrong-granularity"
     severity = Severity.WARNING
 

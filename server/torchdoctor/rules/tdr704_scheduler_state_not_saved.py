@@ -38,6 +38,8 @@ class SchedulerStateNotSaved(Rule):
     Checks for a checkpoint dict passed to `torch.save` that holds the optimizer's
     `state_dict()` but not the learning-rate scheduler's, in a file that creates a scheduler.
 
+    Off by default (`extend-select = ["TDR704"]` turns it on): on real code its findings were schedules restored another way (`scheduler.last_epoch = start_epoch - 1`).
+
     ## Why is this bad?
     A scheduler has state of its own: the epoch or step it has reached, and for
     `ReduceLROnPlateau` the best value and patience counters. Resuming from a checkpoint without
@@ -70,6 +72,8 @@ class SchedulerStateNotSaved(Rule):
     检查文件中创建了学习率调度器时，传给 `torch.save` 的检查点字典保存了优化器的 `state_dict()`、却没有保存调度器的
     状态的情况。
 
+    默认关闭（`extend-select = ["TDR704"]` 开启）：在真实代码中，它的发现都是以其他方式恢复的调度（`scheduler.last_epoch = start_epoch - 1`）。
+
     ## 为什么不好？
     调度器有自己的状态：它已经走到的 epoch 或 step，以及 `ReduceLROnPlateau` 的最佳值和耐心计数。从不含这些状态的
     检查点恢复训练，调度会从头开始：预热再跑一遍，阶梯衰减推迟发生，one-cycle 重新开始——全都不会报错。
@@ -97,6 +101,7 @@ class SchedulerStateNotSaved(Rule):
     """
 
     code = "TDR704"
+    default = False
     name = "scheduler-state-not-saved"
     severity = Severity.INFO
     fix_safety = Applicability.UNSAFE

@@ -14,6 +14,8 @@ class ExpMinusOne(Rule):
     """## What it does
     Checks for `torch.exp(x) - 1`.
 
+    Off by default (`extend-select = ["TDR809"]` turns it on): on real code its finding was an activation where the lost precision (about 1e-7) does not matter.
+
     ## Why is this bad?
     For small `x`, `exp(x)` is close to `1` and the subtraction cancels most of its digits: in
     float32, `torch.exp(x) - 1` for `x = 1e-8` is exactly `0`. `torch.expm1(x)` (also
@@ -41,6 +43,8 @@ class ExpMinusOne(Rule):
     zh = """## 功能
     检查 `torch.exp(x) - 1`。
 
+    默认关闭（`extend-select = ["TDR809"]` 开启）：在真实代码中，它的发现是一个激活函数，损失的精度（约 1e-7）无关紧要。
+
     ## 为什么不好？
     当 `x` 很小时，`exp(x)` 接近 `1`，相减会抵消掉大部分有效数字：在 float32 下，`x = 1e-8` 时
     `torch.exp(x) - 1` 恰好为 `0`。`torch.expm1(x)`（也即 `torch.special.expm1`）以完整精度计算同一个值，
@@ -65,6 +69,7 @@ class ExpMinusOne(Rule):
     """
 
     code = "TDR809"
+    default = False
     name = "exp-minus-one"
     severity = Severity.INFO
     fix_safety = Applicability.UNSAFE
