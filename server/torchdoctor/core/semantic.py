@@ -274,7 +274,7 @@ def _subtrees(
 
 
 class Chunk(Protocol):
-    """A run of top-level statements (``engine.incremental``) and the facts collected for it."""
+    """A run of top-level statements (``core.incremental``) and the facts collected for it."""
 
     body: list[ast.stmt]
     facts: object
@@ -351,7 +351,7 @@ class Semantic:
     @classmethod
     def from_chunks(cls, tree: ast.Module, chunks: Sequence[Chunk]) -> Semantic:
         """The facts of ``tree``, whose body is the chunks' statements in order, reusing what an
-        earlier call collected for the same chunks (see ``engine.incremental``: a chunk reused
+        earlier call collected for the same chunks (see ``core.incremental``: a chunk reused
         after an edit holds the same node objects, only their rows may have moved, and facts
         refer to nodes, never to rows). Gives what ``Semantic(tree)`` gives."""
         sem = cls.__new__(cls)
@@ -386,7 +386,7 @@ class Semantic:
         self.self_attr_values: dict[tuple[ast.AST, str], list[ast.expr]] = defaultdict(list)
         self._qual_cache: dict[ast.AST, str | None] = {}
         self.name_scopes: dict[ast.AST, Scope] = {}  # the scope of each name read
-        # Facts derived by engine modules (training, data, graphs...), computed once per file.
+        # Facts derived by the core's subject modules (training, data...), computed once per file.
         self.memo: dict[object, object] = {}
         self._function_cache: dict[ast.AST, ast.FunctionDef | ast.AsyncFunctionDef | None] = {}
         self.order: list[ast.AST] = []  # every node, in source (pre-)order
