@@ -137,7 +137,7 @@ def sources(sem: Semantic, expr: ast.AST | None, _depth: int = 0) -> tuple[list[
         func = sem.local_function(expr.func)
         if func is None:
             return [expr], False
-        values = list(_returns(sem, func)) or None
+        values = sem.returns(func) or None
     elif isinstance(expr, ast.expr):
         return [expr], False
     else:
@@ -151,12 +151,6 @@ def sources(sem: Semantic, expr: ast.AST | None, _depth: int = 0) -> tuple[list[
         found += more
         unknown = unknown or maybe
     return found, unknown
-
-
-def _returns(sem: Semantic, func: ast.AST) -> Iterator[ast.expr]:
-    for node in sem.walk(func):
-        if isinstance(node, ast.Return) and node.value is not None:
-            yield node.value
 
 
 def loader_calls(sem: Semantic, expr: ast.AST | None) -> tuple[list[ast.Call], bool]:

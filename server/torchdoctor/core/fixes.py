@@ -1,5 +1,7 @@
-"""Helpers that build text edits from ``ast`` nodes. Every fix is plain text edits; the engine
-checks that the result parses and that re-checking finds no fixable report of the same rule."""
+"""Helpers that build text edits from ``ast`` nodes, and ``apply_edits``. Every fix is plain
+text edits, and nothing here checks the code they make: the fix loop (``linter.runner.fix_any``)
+applies the chosen fixes of a round together, checks the result again, and stops with the text
+from before that round when the result no longer parses."""
 
 from __future__ import annotations
 

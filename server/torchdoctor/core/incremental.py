@@ -158,7 +158,7 @@ class IncrementalParser:
         new_state: _State | None = None
         try:
             try:
-                new_state = self._parse(state, lines, text, path)
+                new_state = self._parse(state, lines, path)
             except BaseException:
                 state = None  # it may be half updated: start again from a whole parse
                 raise
@@ -179,7 +179,7 @@ class IncrementalParser:
                     self._state = new_state or state
                 self._changed.notify_all()
 
-    def _parse(self, state: _State | None, lines: list[str], text: str, path: str) -> _State | None:
+    def _parse(self, state: _State | None, lines: list[str], path: str) -> _State | None:
         """The tree of ``lines`` built from ``state``; None when a whole parse is needed."""
         if state is None or not state.chunks:
             return None

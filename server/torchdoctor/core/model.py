@@ -1,4 +1,5 @@
-"""Plain data types shared by the engine, the rules, the CLI and the language server."""
+"""Plain data types shared by the core, the rules, the linter, the CLI and the language
+server."""
 
 from __future__ import annotations
 

@@ -142,17 +142,6 @@ SCOPE_NODES = (
 )
 FUNCTION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef)
 LOOP_NODES = (ast.For, ast.AsyncFor, ast.While)
-Scoped = (
-    ast.Module
-    | ast.FunctionDef
-    | ast.AsyncFunctionDef
-    | ast.ClassDef
-    | ast.Lambda
-    | ast.ListComp
-    | ast.SetComp
-    | ast.DictComp
-    | ast.GeneratorExp
-)
 
 
 @dataclass
@@ -208,12 +197,6 @@ class LoopInfo:
         return None
 
 
-# Shared singleton nodes (Load, Add, ...) carry no facts and no position.
-_SINGLETONS = frozenset(
-    cls
-    for base in (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop)
-    for cls in base.__subclasses__()
-)
 _RECORDED = frozenset(
     {
         ast.Call,
@@ -291,7 +274,7 @@ def _subtrees(
 
 
 class Chunk(Protocol):
-    """A run of top-level statements (``engine.incremental``) and the facts collected for it."""
+    """A run of top-level statements (``core.incremental``) and the facts collected for it."""
 
     body: list[ast.stmt]
     facts: object
@@ -368,7 +351,7 @@ class Semantic:
     @classmethod
     def from_chunks(cls, tree: ast.Module, chunks: Sequence[Chunk]) -> Semantic:
         """The facts of ``tree``, whose body is the chunks' statements in order, reusing what an
-        earlier call collected for the same chunks (see ``engine.incremental``: a chunk reused
+        earlier call collected for the same chunks (see ``core.incremental``: a chunk reused
         after an edit holds the same node objects, only their rows may have moved, and facts
         refer to nodes, never to rows). Gives what ``Semantic(tree)`` gives."""
         sem = cls.__new__(cls)
@@ -403,7 +386,7 @@ class Semantic:
         self.self_attr_values: dict[tuple[ast.AST, str], list[ast.expr]] = defaultdict(list)
         self._qual_cache: dict[ast.AST, str | None] = {}
         self.name_scopes: dict[ast.AST, Scope] = {}  # the scope of each name read
-        # Facts derived by engine modules (training, data, graphs...), computed once per file.
+        # Facts derived by the core's subject modules (training, data...), computed once per file.
         self.memo: dict[object, object] = {}
         self._function_cache: dict[ast.AST, ast.FunctionDef | ast.AsyncFunctionDef | None] = {}
         self.order: list[ast.AST] = []  # every node, in source (pre-)order
@@ -492,11 +475,7 @@ class Semantic:
                 or isinstance(child, ast.arguments)
             )
         if isinstance(node, ast.ClassDef):
-            return (
-                child in node.decorator_list
-                or child in node.bases
-                or child in [k for k in node.keywords]
-            )
+            return child in node.decorator_list or child in node.bases or child in node.keywords
         if isinstance(node, ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp):
             return bool(node.generators) and child is node.generators[0].iter
         return False
@@ -860,9 +839,6 @@ class Semantic:
         self._qual_cache[expr] = result
         return result
 
-    def call_qualname(self, call: ast.Call) -> str | None:
-        return self.qualname(call.func)
-
     def calls_to(self, *qualnames: str) -> Iterator[ast.Call]:
         """Calls whose callee resolves to one of ``qualnames``."""
         wanted = set(qualnames)
@@ -989,8 +965,6 @@ class Semantic:
             return a if a == b else None
         if isinstance(expr, ast.NamedExpr):
             return self.kind(expr.value, depth + 1)
-        if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
-            return None
         return None
 
     def binding_kind(self, binding: Binding, _depth: int = 0) -> Kind | None:
@@ -1043,10 +1017,10 @@ class Semantic:
                 return self.kind(value.elts[index], depth + 1)
             return None
         if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
-            func = self._local_function(value.func)
+            func = self.local_function(value.func)
             if func is not None:
                 kinds = set()
-                for ret in self._returns(func):
+                for ret in self.returns(func):
                     if isinstance(ret, ast.Tuple | ast.List):
                         if index < len(ret.elts):
                             kinds.add(self.kind(ret.elts[index], depth + 1))
@@ -1056,21 +1030,18 @@ class Semantic:
                     return kinds.pop()
         return None
 
-    def _local_function(self, func: ast.Name) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-        binding = self.lookup(func.id, func)
-        if binding is not None and binding.how == "def":
-            node = binding.node
-            if isinstance(node, FUNCTION_NODES):
-                return node
-        return None
-
     def local_function(self, func: ast.expr) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
         """The function defined in this file that a call's callee names, if any."""
         if isinstance(func, ast.Name):
-            return self._local_function(func)
+            binding = self.lookup(func.id, func)
+            if binding is not None and binding.how == "def":
+                node = binding.node
+                if isinstance(node, FUNCTION_NODES):
+                    return node
         return None
 
     def local_class(self, expr: ast.expr) -> ast.ClassDef | None:
+        """The class defined in this file that ``expr`` names, if any."""
         if isinstance(expr, ast.Name):
             binding = self.lookup(expr.id, expr)
             if (
@@ -1081,7 +1052,8 @@ class Semantic:
                 return binding.node
         return None
 
-    def _returns(self, func: ast.AST) -> list[ast.expr]:
+    def returns(self, func: ast.AST) -> list[ast.expr]:
+        """The values ``func`` returns (``return x`` statements, not in nested functions)."""
         out: list[ast.expr] = []
         for node in self.walk(func):
             if isinstance(node, ast.Return) and node.value is not None:
@@ -1131,9 +1103,9 @@ class Semantic:
             cls = self.local_class(func)
             if cls is not None:
                 return self.class_kind(cls)
-            local = self._local_function(func)
+            local = self.local_function(func)
             if local is not None:
-                kinds = {self.kind(r, depth + 1) for r in self._returns(local)}
+                kinds = {self.kind(r, depth + 1) for r in self.returns(local)}
                 return kinds.pop() if len(kinds) == 1 else None
             return None
         if isinstance(func, ast.Attribute):
@@ -1338,7 +1310,6 @@ class Semantic:
             return False
         for node in self.walk_body(loop.node.body):
             if isinstance(node, ast.For | ast.AsyncFor):
-                inner = self.loops[node].loader if node in self.loops else None
                 self._build_loops()
                 inner = self.loops[node].loader
                 if inner is not None and dotted(inner) == want:
@@ -1375,12 +1346,6 @@ class Semantic:
             if self.repeats(loop):
                 return loop
         return None
-
-    def constructor(self, expr: ast.AST) -> str | None:
-        """Qualified name of the call that made the value of a name (``torch.optim.lr_scheduler.
-        StepLR`` for ``sched`` after ``sched = StepLR(opt, 30)``), following ``self.x``."""
-        call = self.constructor_call(expr)
-        return self.qualname(call.func) if call is not None else None
 
     def constructor_call(self, expr: ast.AST) -> ast.Call | None:
         values: list[ast.expr] = []

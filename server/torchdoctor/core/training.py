@@ -145,7 +145,7 @@ def _loop_of(sem: Semantic, stmt: ast.AST) -> ast.AST | None:
     return None
 
 
-def is_accumulation_test(sem: Semantic, test: ast.expr) -> bool:
+def is_accumulation_test(test: ast.expr) -> bool:
     """An ``if`` test that counts micro-batches: it takes a remainder (``(i + 1) % k == 0``) or
     reads a name about accumulation (``step == accum_steps``, ``should_accumulate``)."""
     for node in ast.walk(test):
@@ -166,7 +166,7 @@ def accumulation_guard(sem: Semantic, step: ast.Call, loop: ast.AST) -> ast.If |
     for anc in sem.ancestors(step):
         if anc is loop or isinstance(anc, (*FUNCTION_NODES, ast.Lambda, ast.ClassDef)):
             return None
-        if isinstance(anc, ast.If) and child in anc.body and is_accumulation_test(sem, anc.test):
+        if isinstance(anc, ast.If) and child in anc.body and is_accumulation_test(anc.test):
             return anc
         child = anc
     return None
@@ -215,11 +215,6 @@ def backward_calls(sem: Semantic, within: ast.AST | list[ast.stmt]) -> list[ast.
     """Backward passes (``x.backward()``, ``scaler.scale(x).backward()``,
     ``torch.autograd.backward(x)``) in source order."""
     return sorted((c for c in calls_in(sem, within) if sem.is_backward(c)), key=_pos)
-
-
-def is_clip_call(sem: Semantic, call: ast.Call) -> bool:
-    """``torch.nn.utils.clip_grad_norm_(...)`` / ``clip_grad_value_(...)`` through any alias."""
-    return sem.qualname(call.func) in CLIP_FUNCTIONS
 
 
 def clip_calls(sem: Semantic) -> list[ast.Call]:
