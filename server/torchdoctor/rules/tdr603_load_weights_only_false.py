@@ -433,10 +433,8 @@ def _unpicklable(
     for use in ctx.sem.names.get(name, ()):
         if use is parent.targets[0] or ctx.sem.scope_of(use) is not scope:
             continue
-        if (
-            ctx.sem.lookup(name, use) is None
-            or ctx.sem.lookup(name, use).node is not parent.targets[0]
-        ):
+        binding = ctx.sem.lookup(name, use)
+        if binding is None or binding.node is not parent.targets[0]:
             continue
         outer = ctx.sem.parent(use)
         if isinstance(outer, ast.Call) and outer.func is use:
