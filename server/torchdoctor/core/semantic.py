@@ -14,9 +14,6 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
-# Calls by enclosing function (None: module level), each with its file argument and ast.dump.
-_Files = dict[ast.AST | None, list[tuple[ast.Call, str, ast.expr]]]
-
 
 class Kind(str, Enum):
     MODULE = "module"
@@ -854,55 +851,6 @@ class Semantic:
                     if alias.asname not in last_parts and self.qualname(call.func) in wanted:
                         yield call
 
-    def round_trip(self, call: ast.Call) -> bool:
-        """Whether a ``torch.save`` or ``torch.load`` call is half of a round trip: the same
-        function saves to a temporary file or an in-memory buffer (``io.BytesIO``, ``tempfile``)
-        and then loads it back, spelled alike (tests of serialisation, per-process files)."""
-        saves, loads = self._files_by_function()
-        scope = self.enclosing_function(call)
-        here = (call.lineno, call.col_offset)
-        own = next(((d, t) for c, d, t in saves.get(scope, ()) if c is call), None)
-        if own is not None:
-            spelled, target = own
-            return any(
-                d == spelled and here < (load.lineno, load.col_offset)
-                for load, d, _ in loads.get(scope, ())
-            ) and self._temporary(target)
-        source = argument(call, "f", 0)
-        if source is None:
-            return False
-        spelled = ast.dump(source)
-        return any(
-            d == spelled and (save.lineno, save.col_offset) < here and self._temporary(target)
-            for save, d, target in saves.get(scope, ())
-        )
-
-    def _files_by_function(self) -> tuple[_Files, _Files]:
-        """``torch.save`` and ``torch.load`` calls by enclosing function, each with the file
-        argument and its ``ast.dump`` (computed once per file: a file may hold hundreds)."""
-        cached = self.memo.get("files_by_function")
-        if cached is None:
-            saves: _Files = {}
-            loads: _Files = {}
-            for name, position, into in (("torch.save", 1, saves), ("torch.load", 0, loads)):
-                for c in self.calls_to(name):
-                    f = argument(c, "f", position)
-                    if f is not None:
-                        into.setdefault(self.enclosing_function(c), []).append((c, ast.dump(f), f))
-            cached = self.memo["files_by_function"] = (saves, loads)
-        return cached  # type: ignore[return-value]
-
-    def _temporary(self, expr: ast.expr) -> bool:
-        """``buf`` / ``tmp`` / ``tmp.name`` bound to ``io.BytesIO()`` or a ``tempfile`` object."""
-        if isinstance(expr, ast.Attribute) and expr.attr == "name":
-            expr = expr.value
-        if not isinstance(expr, ast.Name):
-            return False
-        binding = self.lookup(expr.id, expr)
-        value = binding.value if binding is not None else None
-        qual = self.qualname(value.func) if isinstance(value, ast.Call) else None
-        return qual is not None and qual.startswith(("io.BytesIO", "tempfile."))
-
     def references_to(self, *qualnames: str) -> Iterator[ast.Name | ast.Attribute]:
         """Loads of a name or attribute that resolves to one of ``qualnames``."""
         wanted = set(qualnames)
@@ -1401,36 +1349,6 @@ class Semantic:
                     out.append(node)
         out.sort(key=_pos)
         return out
-
-    def saved_dicts(self) -> list[tuple[ast.Call, ast.Dict]]:
-        """``torch.save`` calls whose object is a dict literal (directly, or through a name bound
-        to one), with that dict: the checkpoints a script writes."""
-        out = []
-        for call in self.calls_to("torch.save"):
-            obj = call.args[0] if call.args else getattr(keyword(call, "obj"), "value", None)
-            if isinstance(obj, ast.Name):
-                binding = self.lookup(obj.id, obj)
-                obj = (
-                    binding.value
-                    if binding is not None and binding.how == "assign" and binding.index is None
-                    else None
-                )
-            if isinstance(obj, ast.Dict):
-                out.append((call, obj))
-        return out
-
-    def state_dict_owner(self, value: ast.AST) -> ast.expr | None:
-        """``m`` for ``m.state_dict()`` (also ``m.module.state_dict()``)."""
-        if (
-            isinstance(value, ast.Call)
-            and isinstance(value.func, ast.Attribute)
-            and value.func.attr == "state_dict"
-        ):
-            owner = value.func.value
-            if isinstance(owner, ast.Attribute) and owner.attr in ("module", "_orig_mod"):
-                return owner.value
-            return owner
-        return None
 
     # ---------------------------------------------------------------- grad mode --------
     def grad_disabled(self, node: ast.AST) -> bool:

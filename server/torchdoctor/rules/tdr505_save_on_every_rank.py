@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import ast
 
-from ..core import fixes
+from ..core import checkpoints, fixes
 from ..core.context import Context
 from ..core.distributed import (
     INIT_PROCESS_GROUP,
@@ -322,7 +322,7 @@ class SaveOnEveryRank(Rule):
             target = argument(call, "f", 1)
             if mentions_rank(target) or _in_memory(ctx, target) or _never_called(ctx, call):
                 continue
-            if sem.round_trip(call):
+            if checkpoints.round_trip(sem, call):
                 continue
             ctx.report(
                 call,

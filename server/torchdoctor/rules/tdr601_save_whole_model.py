@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import ast
 
-from ..core import fixes
+from ..core import checkpoints, fixes
 from ..core.context import Context
 from ..core.model import Applicability, Fix, Text
 from ..core.semantic import MODEL_WRAPPERS, Kind, argument
@@ -234,7 +234,11 @@ class SaveWholeModel(Rule):
     def check(self, ctx: Context) -> None:
         for call in ctx.sem.calls_to("torch.save"):
             obj = argument(call, "obj", 0)
-            if obj is None or ctx.kind(obj) is not Kind.MODULE or ctx.sem.round_trip(call):
+            if (
+                obj is None
+                or ctx.kind(obj) is not Kind.MODULE
+                or checkpoints.round_trip(ctx.sem, call)
+            ):
                 continue
             ctx.report(
                 obj,

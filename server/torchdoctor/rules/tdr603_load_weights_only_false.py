@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import ast
 
-from ..core import fixes, torch_version
+from ..core import checkpoints, fixes, torch_version
 from ..core.context import Context
 from ..core.model import Applicability, Fix, Severity, Text
 from ..core.semantic import argument, has_star_kwargs, is_false, is_none, keyword
@@ -218,7 +218,7 @@ class LoadWeightsOnlyFalse(Rule):
                     has_star_kwargs(call)
                     or len(call.args) > 3
                     or any(isinstance(a, ast.Starred) for a in call.args)
-                    or ctx.sem.round_trip(call)
+                    or checkpoints.round_trip(ctx.sem, call)
                     or ctx.sem.in_version_fallback(call, ("TypeError",))
                 ):
                     continue  # the arguments may hold it, the file is the function's own, or
@@ -231,7 +231,7 @@ class LoadWeightsOnlyFalse(Rule):
                 else:
                     self._report_implicit(ctx, call)
                 continue
-            if not is_false(kw.value) or ctx.sem.round_trip(call):
+            if not is_false(kw.value) or checkpoints.round_trip(ctx.sem, call):
                 continue
             ctx.report(
                 kw,

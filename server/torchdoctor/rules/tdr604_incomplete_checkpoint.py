@@ -3,7 +3,7 @@ from __future__ import annotations
 import ast
 import re
 
-from ..core import fixes
+from ..core import checkpoints, fixes
 from ..core.context import Context
 from ..core.model import Applicability, Fix, Severity, Text
 from ..core.semantic import Kind
@@ -117,8 +117,8 @@ class IncompleteCheckpoint(Rule):
 
     def check(self, ctx: Context) -> None:
         sem = ctx.sem
-        for call, data in sem.saved_dicts():
-            owners = [sem.state_dict_owner(v) for v in data.values]
+        for call, data in checkpoints.saved_dicts(sem):
+            owners = [checkpoints.state_dict_owner(v) for v in data.values]
             if not any(o is not None and ctx.kind(o) is Kind.MODULE for o in owners):
                 continue
             optimizer = self._optimizer_in_scope(ctx, call)
