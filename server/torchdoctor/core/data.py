@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from . import training
 from .semantic import (
     FUNCTION_NODES,
     Binding,
@@ -195,7 +196,7 @@ def batch_loader(sem: Semantic, expr: ast.AST, _depth: int = 0) -> ast.expr | No
         if isinstance(anc, ast.comprehension):
             return batch_loader(sem, anc.iter, _depth + 1)
         if isinstance(anc, ast.For | ast.AsyncFor):
-            if not sem.loop_info(anc).is_batch_loop:
+            if not training.loop_info(sem, anc).is_batch_loop:
                 return None
             return _iterated_for(sem, anc.iter, anc.target, binding.node)
         if isinstance(anc, ast.stmt):

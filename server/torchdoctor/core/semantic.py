@@ -123,8 +123,6 @@ _LOADER_NAME = re.compile(r"loader|(^|_)dl$", re.I)
 _NON_MODEL_NN = frozenset(
     {"Parameter", "ParameterList", "ParameterDict", "Buffer", "UninitializedParameter"}
 )
-GRAD_OFF_CALLS = frozenset({"torch.no_grad", "torch.inference_mode"})
-AUTOCAST = frozenset({"torch.amp.autocast", "torch.cuda.amp.autocast", "torch.cpu.amp.autocast"})
 
 SCOPE_NODES = (
     ast.Module,
@@ -168,30 +166,6 @@ class Scope:
     @property
     def is_class(self) -> bool:
         return isinstance(self.node, ast.ClassDef)
-
-
-@dataclass
-class LoopInfo:
-    node: ast.For | ast.AsyncFor | ast.While
-    parent: LoopInfo | None
-    function: ast.AST | None
-    loader: ast.expr | None  # the loader this loop iterates, when it is a batch loop
-    children: list[LoopInfo] = field(default_factory=list)
-
-    @property
-    def is_batch_loop(self) -> bool:
-        return self.loader is not None
-
-    @property
-    def target_name(self) -> str | None:
-        node = self.node
-        if isinstance(node, ast.For | ast.AsyncFor):
-            target = node.target
-            if isinstance(target, ast.Tuple) and target.elts:
-                target = target.elts[0]
-            if isinstance(target, ast.Name) and target.id != "_":
-                return target.id
-        return None
 
 
 _RECORDED = frozenset(
@@ -278,7 +252,16 @@ class Chunk(Protocol):
 
 
 # What a chunk adds to a module's facts: lists and indexes, concatenated in chunk order.
-_CHUNK_LISTS = ("calls", "imports", "withs", "assigns", "aug_assigns", "functions", "classes")
+_CHUNK_LISTS = (
+    "calls",
+    "imports",
+    "loops",
+    "withs",
+    "assigns",
+    "aug_assigns",
+    "functions",
+    "classes",
+)
 _CHUNK_INDEXES = ("calls_by_attr", "calls_by_name", "attributes", "names", "self_attr_values")
 
 
@@ -334,8 +317,6 @@ class _ChunkFacts:
             index = getattr(sem, name)
             for key, values in getattr(part, name).items():
                 index[key].extend(values)
-        for loop, info in part.loops.items():
-            sem.loops[loop] = LoopInfo(info.node, None, None, None)
 
 
 class Semantic:
@@ -374,7 +355,7 @@ class Semantic:
         self.attributes: dict[str, list[ast.Attribute]] = defaultdict(list)
         self.names: dict[str, list[ast.Name]] = defaultdict(list)
         self.imports: list[tuple[ast.Import | ast.ImportFrom, ast.alias, str | None]] = []
-        self.loops: dict[ast.AST, LoopInfo] = {}
+        self.loops: list[ast.For | ast.AsyncFor | ast.While] = []
         self.withs: list[ast.With | ast.AsyncWith] = []
         self.assigns: list[ast.Assign] = []
         self.aug_assigns: list[ast.AugAssign] = []
@@ -391,7 +372,6 @@ class Semantic:
         self._size: dict[ast.AST, int] | None = None
         self._kind_cache: dict[int, Kind | None] = {}
         self._evidence: dict[tuple[ast.AST, str], Kind] | None = None
-        self._loops_done = False
         self._chunks: list[_ChunkFacts] | None = None  # when built from chunks
         self.scopes[tree] = Scope(tree, None)
 
@@ -609,7 +589,7 @@ class Semantic:
         elif isinstance(node, ast.ClassDef):
             self.classes.append(node)
         if isinstance(node, LOOP_NODES):
-            self.loops[node] = LoopInfo(node, None, None, None)
+            self.loops.append(node)
 
     # ---------------------------------------------------------------- structure --------
     def parent(self, node: ast.AST) -> ast.AST | None:
@@ -1187,114 +1167,6 @@ class Semantic:
         name = terminal_name(expr)
         return bool(name) and bool(_LOADER_NAME.search(name or ""))
 
-    # ---------------------------------------------------------------- loops ------------
-    def _build_loops(self) -> None:
-        if self._loops_done:
-            return
-        self._loops_done = True
-        for node, info in self.loops.items():
-            for anc in self.ancestors(node):
-                if isinstance(anc, (*FUNCTION_NODES, ast.Lambda, ast.ClassDef)):
-                    info.function = anc
-                    break
-                if isinstance(anc, LOOP_NODES) and self._in_loop_body(anc, node):
-                    info.parent = self.loops[anc]
-                    info.parent.children.append(info)
-                    break
-            if isinstance(node, ast.For | ast.AsyncFor):
-                info.loader = self._iterated_loader(node.iter)
-
-    def _in_loop_body(self, loop: ast.AST, node: ast.AST) -> bool:
-        return not (
-            isinstance(loop, ast.For | ast.AsyncFor) and self.is_inside(node, loop.iter)
-        ) and not (isinstance(loop, ast.While) and self.is_inside(node, loop.test))
-
-    def _iterated_loader(self, expr: ast.expr) -> ast.expr | None:
-        seen = 0
-        while isinstance(expr, ast.Call) and seen < 4:
-            seen += 1
-            name = terminal_name(expr.func)
-            if name in ("enumerate", "tqdm", "iter", "zip", "track", "islice") and expr.args:
-                if name == "zip":
-                    for arg in expr.args:
-                        if self.is_loader(arg):
-                            return arg
-                    return None
-                expr = expr.args[0]
-            else:
-                return None
-        return expr if self.is_loader(expr) else None
-
-    def release(self) -> None:
-        """Break the reference cycles among the loop facts (a loop lists its inner loops, which
-        point back to it), so that the memory of a check is freed when the check ends, not when
-        the cycle collector next runs."""
-        for info in self.loops.values():
-            info.children.clear()
-
-    def loop_info(self, loop: ast.AST) -> LoopInfo:
-        self._build_loops()
-        return self.loops[loop]
-
-    def all_loops(self) -> list[LoopInfo]:
-        self._build_loops()
-        return list(self.loops.values())
-
-    def enclosing_loops(self, node: ast.AST) -> list[LoopInfo]:
-        """Loops whose body contains ``node``, innermost first, within the same function."""
-        self._build_loops()
-        out = []
-        for anc in self.ancestors(node):
-            if isinstance(anc, (*FUNCTION_NODES, ast.Lambda, ast.ClassDef)):
-                break
-            if isinstance(anc, LOOP_NODES) and self._in_loop_body(anc, node):
-                out.append(self.loops[anc])
-        return out
-
-    def loop_uses_loader(self, loop: LoopInfo, loader: ast.expr) -> bool:
-        """Whether an epoch-level loop iterates ``loader`` (directly, or by passing it to a call)."""
-        want = dotted(loader)
-        if want is None:
-            return False
-        for node in self.walk_body(loop.node.body):
-            if isinstance(node, ast.For | ast.AsyncFor):
-                self._build_loops()
-                inner = self.loops[node].loader
-                if inner is not None and dotted(inner) == want:
-                    return True
-            elif isinstance(node, ast.Call):
-                for arg in [*node.args, *(k.value for k in node.keywords)]:
-                    if dotted(arg) == want:
-                        return True
-        return False
-
-    def repeats(self, loop: LoopInfo) -> bool:
-        """Whether a loop repeats training-like work: a batch loop, a loop around one (an epoch
-        loop), a ``while`` loop, or a ``for`` over ``range(...)``/``itertools.count()``. Loops over
-        a collection (``for m in models``) do not count: doing a thing once per item is fine."""
-        node = loop.node
-        if loop.is_batch_loop or isinstance(node, ast.While):
-            return True
-        if isinstance(node.iter, ast.Call) and terminal_name(node.iter.func) in ("range", "count"):
-            return True
-        return self.contains_batch_loop(loop)
-
-    def contains_batch_loop(self, loop: LoopInfo) -> bool:
-        stack = list(loop.children)
-        while stack:
-            child = stack.pop()
-            if child.is_batch_loop:
-                return True
-            stack.extend(child.children)
-        return False
-
-    def repeating_loop(self, node: ast.AST) -> LoopInfo | None:
-        """The innermost loop around ``node`` (same function) that repeats training-like work."""
-        for loop in self.enclosing_loops(node):
-            if self.repeats(loop):
-                return loop
-        return None
-
     def constructor_call(self, expr: ast.AST) -> ast.Call | None:
         values: list[ast.expr] = []
         if isinstance(expr, ast.Name):
@@ -1330,73 +1202,6 @@ class Semantic:
             return kind is Kind.SCHEDULER
         return bool(_SCHEDULER_NAME.search(terminal_name(expr) or ""))
 
-    def optimizer_steps(self, within: ast.AST) -> list[ast.Call]:
-        """``optimizer.step()`` and ``scaler.step(optimizer)`` calls under ``within`` (not in
-        nested functions), in source order."""
-        out = []
-        for node in self.walk(within):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "step"
-            ):
-                receiver = node.func.value
-                if self.is_optimizer(receiver) or (
-                    node.args
-                    and self.is_optimizer(node.args[0])
-                    and not self.is_scheduler(receiver)
-                ):
-                    out.append(node)
-        out.sort(key=_pos)
-        return out
-
-    # ---------------------------------------------------------------- grad mode --------
-    def grad_disabled(self, node: ast.AST) -> bool:
-        """Whether gradient tracking is off where ``node`` runs: under ``torch.no_grad()``,
-        ``torch.inference_mode()``, ``torch.set_grad_enabled(False)`` (as a context manager,
-        a decorator, or an earlier statement in an enclosing block)."""
-        child: ast.AST = node
-        for anc in self.ancestors(node):
-            if isinstance(anc, ast.With | ast.AsyncWith) and child in anc.body:
-                if any(self.is_grad_off(item.context_expr) for item in anc.items):
-                    return True
-            if isinstance(anc, FUNCTION_NODES):
-                return any(self.is_grad_off(d) or _named_grad_off(d) for d in anc.decorator_list)
-            if isinstance(anc, ast.Lambda | ast.ClassDef):
-                return False
-            if isinstance(child, ast.stmt):
-                try:
-                    block, index = self.block_of(child)
-                except ValueError:
-                    block, index = [], 0
-                for prev in block[:index]:
-                    if (
-                        isinstance(prev, ast.Expr)
-                        and isinstance(prev.value, ast.Call)
-                        and self._is_set_grad_false(prev.value)
-                    ):
-                        return True
-            child = anc
-        return False
-
-    def is_grad_off(self, expr: ast.expr) -> bool:
-        target = expr.func if isinstance(expr, ast.Call) else expr
-        qual = self.qualname(target)
-        if qual in GRAD_OFF_CALLS:
-            if isinstance(expr, ast.Call) and qual == "torch.inference_mode":
-                return not is_false(argument(expr, "mode", 0))
-            return True
-        return isinstance(expr, ast.Call) and self._is_set_grad_false(expr)
-
-    def _is_set_grad_false(self, call: ast.Call) -> bool:
-        if self.qualname(call.func) != "torch.set_grad_enabled":
-            return False
-        return is_false(argument(call, "mode", 0))
-
-    def is_autocast(self, expr: ast.expr) -> bool:
-        target = expr.func if isinstance(expr, ast.Call) else expr
-        return self.qualname(target) in AUTOCAST
-
     def enclosing_withs(self, node: ast.AST) -> Iterator[ast.With | ast.AsyncWith]:
         """``with`` statements whose body contains ``node``, innermost first, same function."""
         child: ast.AST = node
@@ -1406,55 +1211,6 @@ class Semantic:
             if isinstance(anc, ast.With | ast.AsyncWith) and child in anc.body:
                 yield anc
             child = anc
-
-    def enclosing_autocast(self, node: ast.AST) -> ast.With | ast.AsyncWith | None:
-        """The innermost ``with autocast(...)`` around ``node`` (same function), or None when
-        there is none or the innermost one is literally disabled (``enabled=False``)."""
-        for with_ in self.enclosing_withs(node):
-            for item in with_.items:
-                if self.is_autocast(item.context_expr):
-                    return None if self.autocast_disabled(item.context_expr) else with_
-        return None
-
-    def autocast_disabled(self, expr: ast.expr) -> bool:
-        """``autocast(..., enabled=False)``: positional ``enabled`` is the first argument of
-        ``torch.cuda/cpu.amp.autocast`` and the third of ``torch.amp.autocast``."""
-        if not isinstance(expr, ast.Call):
-            return False
-        index = 2 if self.qualname(expr.func) == "torch.amp.autocast" else 0
-        return is_false(argument(expr, "enabled", index))
-
-    def autocast_device(self, expr: ast.expr) -> str | None:
-        """The device type of an ``autocast(...)`` call when the source states it (a string
-        literal, or ``torch.cuda/cpu.amp.autocast``); None when it is computed at run time."""
-        if not isinstance(expr, ast.Call):
-            return None
-        qual = self.qualname(expr.func)
-        if qual in ("torch.cuda.amp.autocast", "torch.cpu.amp.autocast"):
-            return qual.split(".")[1]
-        value = argument(expr, "device_type", 0)
-        if isinstance(value, ast.Constant) and isinstance(value.value, str):
-            return value.value.split(":")[0]
-        return None
-
-    def autocast_dtype(self, expr: ast.expr) -> str | None:
-        """``"float16"``/``"bfloat16"``: the dtype an ``autocast(...)`` call runs in, explicit
-        (``dtype=torch.half``) or the device's default (float16 on CUDA, bfloat16 on CPU,
-        ``torch.get_autocast_dtype``); None when it cannot be told from the source."""
-        if not isinstance(expr, ast.Call):
-            return None
-        value = argument(expr, "dtype", 1)
-        if value is None:
-            return {"cuda": "float16", "cpu": "bfloat16"}.get(self.autocast_device(expr) or "")
-        names = {"torch.float16": "float16", "torch.half": "float16", "torch.bfloat16": "bfloat16"}
-        return names.get(self.qualname(value) or "")
-
-    def is_backward(self, call: ast.Call) -> bool:
-        """``x.backward(...)`` or ``torch.autograd.backward(...)``."""
-        func = call.func
-        if isinstance(func, ast.Attribute) and func.attr == "backward":
-            return self.qualname(func) in (None, "torch.autograd.backward")
-        return self.qualname(func) == "torch.autograd.backward"
 
     def exclusive_branches(self, a: ast.AST, b: ast.AST) -> bool:
         """Whether ``a`` and ``b`` sit in different branches of one ``if`` (or conditional
@@ -1487,27 +1243,6 @@ class Semantic:
 def _in_field(node: ast.AST, name: str, child: ast.AST) -> bool:
     value = getattr(node, name, None)
     return child is value or (isinstance(value, list) and any(c is child for c in value))
-
-
-def scaled_backward_scaler(call: ast.Call) -> ast.expr | None:
-    """The scaler in ``scaler.scale(loss).backward()``; None for other calls."""
-    func = call.func
-    if isinstance(func, ast.Attribute) and func.attr == "backward":
-        inner = func.value
-        if (
-            isinstance(inner, ast.Call)
-            and isinstance(inner.func, ast.Attribute)
-            and inner.func.attr == "scale"
-        ):
-            return inner.func.value
-    return None
-
-
-def _named_grad_off(decorator: ast.expr) -> bool:
-    """A project's own wrapper such as ``@smart_inference_mode()`` or ``@utils.no_grad``."""
-    target = decorator.func if isinstance(decorator, ast.Call) else decorator
-    name = terminal_name(target) or ""
-    return "inference_mode" in name or "no_grad" in name
 
 
 def is_main_guard(stmt: ast.AST) -> bool:

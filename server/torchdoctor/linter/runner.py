@@ -133,10 +133,7 @@ def analysed(
                 FileError(path, "expression nested too deeply to analyse", kind=ErrorKind.TOO_DEEP),
             )
             return
-        try:
-            yield Context(Source(text), sem, path, settings, notebook, live=live), None
-        finally:
-            sem.release()
+        yield Context(Source(text), sem, path, settings, notebook, live=live), None
 
 
 def _run_rules(

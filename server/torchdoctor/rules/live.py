@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..core import training
 from ..core.live_facts import FactDict, LiveFacts, ProbeRequest, ViewItem, is_valid_name
 from ..core.model import Text
 from ..core.semantic import FUNCTION_NODES, Kind, dotted, int_literal, keyword
@@ -264,7 +265,7 @@ def view_calls(ctx: Context) -> Iterator[ast.Call]:
 
 def outside_autocast(ctx: Context, node: ast.AST) -> bool:
     for with_node in ctx.sem.enclosing_withs(node):
-        if any(ctx.sem.is_autocast(item.context_expr) for item in with_node.items):
+        if any(training.is_autocast(ctx.sem, item.context_expr) for item in with_node.items):
             return False
     return True
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import ast
 
-from ..core import fixes
+from ..core import fixes, training
 from ..core.context import Context
 from ..core.model import Applicability, Edit, Fix, Severity, Text
 from ..core.semantic import MODULE_SELF_METHODS, Kind, dotted, keyword
@@ -242,7 +242,9 @@ class HalfModelTraining(Rule):
 
     def check(self, ctx: Context) -> None:
         sem = ctx.sem
-        backwards = [c for c in sem.calls_by_attr.get("backward", ()) if sem.is_backward(c)]
+        backwards = [
+            c for c in sem.calls_by_attr.get("backward", ()) if training.is_backward(sem, c)
+        ]
         backwards += list(sem.calls_to("torch.autograd.backward"))
         if not backwards or any(
             (qual or "").split(".")[0] in _MASTER_WEIGHT_LIBRARIES for _n, _a, qual in sem.imports
@@ -355,7 +357,7 @@ def _trained(ctx: Context, call: ast.Call, name: str, backwards: list[ast.Call])
         sem.enclosing_function(b) is not here
         or (b.lineno, b.col_offset) > (call.lineno, call.col_offset)
         for b in backwards
-        if not sem.grad_disabled(b)
+        if not training.grad_disabled(sem, b)
     )
 
 
