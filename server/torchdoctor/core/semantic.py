@@ -1,7 +1,21 @@
-"""One pass over a module's ``ast``: scopes, bindings, import aliases, kinds of names, loops.
+"""Names and scopes: one pass over a module's ``ast`` (``Semantic``) and the questions about
+names and structure every rule asks.
 
-Every rule asks the same questions (is this name a DataLoader? which loop is the epoch loop? is
-gradient tracking off here?), so they are answered here once, and rules stay short.
+The pass records each node's parent, the scopes and their bindings (``Scope``, ``Binding``),
+import aliases, and indexes of calls, attributes, names, assignments, ``with`` statements,
+functions, classes and loops. Over those: ``lookup`` (which binding a name refers to),
+``qualname`` (``torch.utils.data.DataLoader`` for ``DL`` after ``from torch.utils.data import
+DataLoader as DL``, normalised by ``canonical``), ``calls_to`` and ``references_to`` (uses of a
+qualified name), ancestors, enclosing statements, blocks, functions and classes, walks that stop
+at nested functions, and whether code runs at import or as a script. ``from_chunks`` builds the
+same facts from chunks of statements that an earlier version of the file shared. The module
+ends with plain ``ast`` helpers (``dotted``, ``keyword``, ``argument``, ``int_literal``,
+``is_true``/``is_false``/``is_none``...).
+
+The facts about torch itself are read from these by the subject modules: ``kinds`` (what a value
+is), ``training`` (loops, backward, optimizer steps, grad mode, autocast), ``data``,
+``distributed``, ``checkpoints`` and ``graphs``. They cache what they derive per file in
+``Semantic.memo``.
 """
 
 from __future__ import annotations
@@ -9,23 +23,9 @@ from __future__ import annotations
 import ast
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any, Protocol
-
-
-class Kind(str, Enum):
-    MODULE = "module"
-    LOSS = "loss"
-    LOADER = "loader"
-    DATASET = "dataset"
-    SAMPLER = "sampler"
-    OPTIMIZER = "optimizer"
-    SCHEDULER = "scheduler"
-    SCALER = "scaler"
-    DEVICE = "device"
-
 
 # Public spellings that torch re-exports under a shorter name: normalise to the short one.
 _CANONICAL_PREFIXES = {
@@ -58,6 +58,8 @@ _NN_SUBMODULE = re.compile(r"^torch\.nn\.[a-z_]+\.(?=[A-Z])")
 
 
 def canonical(qualname: str) -> str:
+    """The short public spelling of a qualified name (``torch.nn.Linear`` for
+    ``torch.nn.modules.linear.Linear``, ``torch.amp.autocast`` for ``torch.autocast``)."""
     for prefix, short in _CANONICAL_PREFIXES.items():
         if qualname.startswith(prefix):
             qualname = short + qualname[len(prefix) :]
@@ -68,61 +70,6 @@ def canonical(qualname: str) -> str:
         qualname = _NN_SUBMODULE.sub("torch.nn.", qualname)
     return _CANONICAL_EXACT.get(qualname, qualname)
 
-
-SAMPLERS = frozenset(
-    "torch.utils.data." + n
-    for n in (
-        "Sampler",
-        "DistributedSampler",
-        "RandomSampler",
-        "SequentialSampler",
-        "SubsetRandomSampler",
-        "WeightedRandomSampler",
-        "BatchSampler",
-    )
-)
-SCALERS = frozenset(
-    {"torch.amp.GradScaler", "torch.cuda.amp.GradScaler", "torch.cpu.amp.GradScaler"}
-)
-MODEL_WRAPPERS = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DistributedDataParallel"})
-# Calls whose first argument is a model (evidence that a name holds a module).
-MODEL_TAKERS = frozenset(
-    {
-        "torch.compile",
-        "torch.nn.DataParallel",
-        "torch.nn.parallel.DistributedDataParallel",
-        "torch.export.export",
-        "torch.onnx.export",
-        "torch.jit.trace",
-        "torch.jit.script",
-    }
-)
-# Methods that return the module itself.
-MODULE_SELF_METHODS = frozenset(
-    {
-        "to",
-        "cuda",
-        "cpu",
-        "eval",
-        "train",
-        "half",
-        "float",
-        "double",
-        "bfloat16",
-        "requires_grad_",
-        "to_empty",
-        "xpu",
-        "mps",
-    }
-)
-MODULE_ONLY_METHODS = frozenset({"parameters", "named_parameters", "eval", "train", "modules"})
-_NOT_A_MODULE_NAME = re.compile(r"optim|sched|scaler|^opt$|_opt$|^opt_|dataset|loader", re.I)
-_OPTIMIZER_NAME = re.compile(r"(^|_)(opt|optim|optimizer)(_|\d|$)|optimizer", re.I)
-_SCHEDULER_NAME = re.compile(r"sched|(^|_)lr(_|$)|warm", re.I)
-_LOADER_NAME = re.compile(r"loader|(^|_)dl$", re.I)
-_NON_MODEL_NN = frozenset(
-    {"Parameter", "ParameterList", "ParameterDict", "Buffer", "UninitializedParameter"}
-)
 
 SCOPE_NODES = (
     ast.Module,
@@ -324,7 +271,7 @@ class Semantic:
 
     def __init__(self, tree: ast.Module) -> None:
         self._setup(tree)
-        self._visit_module(tree)
+        self._visit([(tree, None, self.scopes[tree])])
 
     @classmethod
     def from_chunks(cls, tree: ast.Module, chunks: Sequence[Chunk]) -> Semantic:
@@ -364,21 +311,16 @@ class Semantic:
         self.self_attr_values: dict[tuple[ast.AST, str], list[ast.expr]] = defaultdict(list)
         self._qual_cache: dict[ast.AST, str | None] = {}
         self.name_scopes: dict[ast.AST, Scope] = {}  # the scope of each name read
-        # Facts derived by the core's subject modules (training, data...), computed once per file.
+        # Facts derived by the subject modules (kinds, training, data...), computed once per file.
         self.memo: dict[object, object] = {}
         self._function_cache: dict[ast.AST, ast.FunctionDef | ast.AsyncFunctionDef | None] = {}
         self.order: list[ast.AST] = []  # every node, in source (pre-)order
         self._index: dict[ast.AST, Any] | None = None
         self._size: dict[ast.AST, int] | None = None
-        self._kind_cache: dict[int, Kind | None] = {}
-        self._evidence: dict[tuple[ast.AST, str], Kind] | None = None
         self._chunks: list[_ChunkFacts] | None = None  # when built from chunks
         self.scopes[tree] = Scope(tree, None)
 
     # ---------------------------------------------------------------- building ---------
-    def _visit_module(self, tree: ast.Module) -> None:
-        self._visit([(tree, None, self.scopes[tree])])
-
     def _visit(self, stack: list[tuple[ast.AST, ast.AST | None, Scope]]) -> None:
         """Walk the subtrees on ``stack``, each entry: (node, parent, scope), in pre-order. This
         is the hot path of the whole linter: keep it free of per-node allocations beyond the
@@ -846,118 +788,12 @@ class Semantic:
                         yield ref
 
     def torch_imported(self) -> bool:
+        """Whether the file imports ``torch`` or one of its submodules (anywhere in it)."""
         return any(
             qual and (qual == "torch" or qual.startswith("torch.")) for _n, _a, qual in self.imports
         )
 
-    # ---------------------------------------------------------------- kinds ------------
-    def kind(self, expr: ast.AST | None, _depth: int = 0) -> Kind | None:
-        """What a name or expression holds: a module, a DataLoader, an optimizer...
-
-        Decided from constructors, aliases, tuple unpacking, local functions' return values and
-        the methods called on a name (``.eval()``, ``.parameters()``).
-        """
-        if expr is None or _depth > 12:
-            return None
-        key = id(expr)
-        if key in self._kind_cache:
-            return self._kind_cache[key]
-        self._kind_cache[key] = None  # recursion guard
-        result = self._kind(expr, _depth)
-        self._kind_cache[key] = result
-        return result
-
-    def _kind(self, expr: ast.AST, depth: int) -> Kind | None:
-        if isinstance(expr, ast.Name):
-            binding = self.lookup(expr.id, expr)
-            if binding is None:
-                return None
-            return self.binding_kind(binding, depth)
-        if isinstance(expr, ast.Attribute):
-            if isinstance(expr.value, ast.Name) and expr.value.id == "self":
-                cls = self.enclosing_class(expr)
-                if cls is not None:
-                    kinds = {
-                        self.kind(v, depth + 1)
-                        for v in self.self_attr_values.get((cls, expr.attr), ())
-                    }
-                    if len(kinds) == 1:
-                        return kinds.pop()
-                    if not kinds:
-                        return self._use_evidence().get((cls, "self." + expr.attr))
-            return None
-        if isinstance(expr, ast.Call):
-            return self._call_kind(expr, depth)
-        if isinstance(expr, ast.IfExp):
-            a, b = self.kind(expr.body, depth + 1), self.kind(expr.orelse, depth + 1)
-            return a if a == b else None
-        if isinstance(expr, ast.NamedExpr):
-            return self.kind(expr.value, depth + 1)
-        return None
-
-    def binding_kind(self, binding: Binding, _depth: int = 0) -> Kind | None:
-        """The kind of value a binding holds (from its value, else from how the name is used)."""
-        kind = self._binding_value_kind(binding, _depth)
-        if kind is None and not (binding.index is None and _plain_data(binding.value)):
-            kind = self._use_evidence().get((binding.scope, binding.name))
-        return kind
-
-    def argument_kind(self, binding: Binding) -> Kind | None:
-        """The kind of a parameter of a function defined in this file, from its call sites:
-        ``net`` is a module in ``def evaluate(net, loader)`` when every call
-        ``evaluate(model, ...)`` passes a module. None when a call passes something else or
-        unknown, or when the function is never called by name."""
-        func = binding.scope
-        if binding.how != "param" or not isinstance(func, FUNCTION_NODES):
-            return None
-        args = func.args
-        positional = [a.arg for a in (*args.posonlyargs, *args.args)]
-        kinds: set[Kind | None] = set()
-        for call in self.calls_by_name.get(func.name, ()):
-            if self.local_function(call.func) is not func:
-                continue
-            if any(isinstance(a, ast.Starred) for a in call.args) or has_star_kwargs(call):
-                return None
-            value: ast.expr | None = None
-            if binding.name in positional and positional.index(binding.name) < len(call.args):
-                value = call.args[positional.index(binding.name)]
-            else:
-                kw = keyword(call, binding.name)
-                value = kw.value if kw is not None else None
-            if value is None:
-                return None
-            kinds.add(self.kind(value))
-        return kinds.pop() if len(kinds) == 1 else None
-
-    def _binding_value_kind(self, binding: Binding, depth: int) -> Kind | None:
-        if binding.how not in ("assign", "with") or binding.value is None:
-            return None
-        value = binding.value
-        if binding.index is not None:
-            return self._element_kind(value, binding.index, depth)
-        if binding.how == "with":
-            return None
-        return self.kind(value, depth + 1)
-
-    def _element_kind(self, value: ast.expr, index: int, depth: int) -> Kind | None:
-        if isinstance(value, ast.Tuple | ast.List):
-            if index < len(value.elts) and not any(isinstance(e, ast.Starred) for e in value.elts):
-                return self.kind(value.elts[index], depth + 1)
-            return None
-        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
-            func = self.local_function(value.func)
-            if func is not None:
-                kinds = set()
-                for ret in self.returns(func):
-                    if isinstance(ret, ast.Tuple | ast.List):
-                        if index < len(ret.elts):
-                            kinds.add(self.kind(ret.elts[index], depth + 1))
-                    else:
-                        kinds.add(None)
-                if len(kinds) == 1:
-                    return kinds.pop()
-        return None
-
+    # ---------------------------------------------------------------- local definitions
     def local_function(self, func: ast.expr) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
         """The function defined in this file that a call's callee names, if any."""
         if isinstance(func, ast.Name):
@@ -1004,204 +840,7 @@ class Semantic:
                 out |= self.class_bases(local, _depth + 1)
         return out
 
-    def class_kind(self, cls: ast.ClassDef) -> Kind | None:
-        for qual in self.class_bases(cls):
-            kind = self._constructor_kind(qual)
-            if kind is Kind.LOSS:
-                return Kind.MODULE
-            if kind is not None:
-                return kind
-            if qual in ("torch.utils.data.Dataset", "torch.utils.data.IterableDataset"):
-                return Kind.DATASET
-            if qual.endswith(("LightningModule",)):
-                return Kind.MODULE
-        return None
-
-    def _call_kind(self, call: ast.Call, depth: int) -> Kind | None:
-        func = call.func
-        qual = self.qualname(func)
-        if qual is not None:
-            if qual in ("torch.export.export", "torch.onnx.export"):
-                return None  # an ExportedProgram / ONNXProgram: it takes a module, is not one
-            if qual in MODEL_TAKERS and qual not in MODEL_WRAPPERS:
-                first = call.args[0] if call.args else None
-                return Kind.MODULE if self.kind(first, depth + 1) is Kind.MODULE else None
-            return self._constructor_kind(qual)
-        if isinstance(func, ast.Name):
-            cls = self.local_class(func)
-            if cls is not None:
-                return self.class_kind(cls)
-            local = self.local_function(func)
-            if local is not None:
-                kinds = {self.kind(r, depth + 1) for r in self.returns(local)}
-                return kinds.pop() if len(kinds) == 1 else None
-            return None
-        if isinstance(func, ast.Attribute):
-            if func.attr in MODULE_SELF_METHODS and self.kind(func.value, depth + 1) is Kind.MODULE:
-                return Kind.MODULE
-            if func.attr == "from_pretrained":
-                owner = self.qualname(func.value) or ""
-                last = owner.rsplit(".", 1)[-1]
-                if owner.startswith("transformers.") and last.startswith("AutoModel"):
-                    return Kind.MODULE
-        return None
-
-    @staticmethod
-    def _constructor_kind(qual: str) -> Kind | None:
-        last = qual.rsplit(".", 1)[-1]
-        if qual == "torch.utils.data.DataLoader":
-            return Kind.LOADER
-        if qual in SAMPLERS:
-            return Kind.SAMPLER
-        if qual in SCALERS:
-            return Kind.SCALER
-        if qual == "torch.device":
-            return Kind.DEVICE
-        if qual.startswith("torch.optim.lr_scheduler.") and last[:1].isupper():
-            return Kind.SCHEDULER
-        if qual.startswith("torch.optim.") and qual.count(".") == 2 and last[:1].isupper():
-            return Kind.OPTIMIZER if last != "Optimizer" else None
-        if qual in MODEL_WRAPPERS:
-            return Kind.MODULE
-        if qual.startswith("torch.nn.") and qual.count(".") == 2 and last[:1].isupper():
-            if last in _NON_MODEL_NN:
-                return None
-            return Kind.LOSS if last.endswith("Loss") else Kind.MODULE
-        if qual.startswith("torchvision.models.") and last[:1].islower():
-            if last in ("get_weight", "get_model_weights", "list_models", "get_model_builder"):
-                return None
-            return Kind.MODULE
-        if qual == "timm.create_model":
-            return Kind.MODULE
-        if qual in ("torch.utils.data.Dataset", "torch.utils.data.TensorDataset"):
-            return Kind.DATASET
-        return None
-
-    def _use_evidence(self) -> dict[tuple[ast.AST, str], Kind]:
-        """Kinds learned from how a name is used: ``m.eval()``, ``torch.compile(m)``..."""
-        if self._evidence is not None:
-            return self._evidence
-        evidence: dict[tuple[ast.AST, str], Kind] = {}
-        self._evidence = evidence
-
-        def mark(expr: ast.expr) -> None:
-            if isinstance(expr, ast.Name):
-                if _NOT_A_MODULE_NAME.search(expr.id):
-                    return
-                binding = self.lookup(expr.id, expr)
-                if binding is not None and binding.how in ("assign", "param", "with", "loop"):
-                    evidence[(binding.scope, binding.name)] = Kind.MODULE
-            elif (
-                isinstance(expr, ast.Attribute)
-                and isinstance(expr.value, ast.Name)
-                and expr.value.id == "self"
-                and not _NOT_A_MODULE_NAME.search(expr.attr)
-            ):
-                cls = self.enclosing_class(expr)
-                if cls is not None:
-                    evidence[(cls, "self." + expr.attr)] = Kind.MODULE
-
-        for method in MODULE_ONLY_METHODS:
-            for call in self.calls_by_attr.get(method, ()):
-                if method in ("eval", "train") and (call.args or call.keywords):
-                    if method == "eval" or not (
-                        len(call.args) == 1 and isinstance(call.args[0], ast.Constant)
-                    ):
-                        continue
-                assert isinstance(call.func, ast.Attribute)
-                mark(call.func.value)
-        for call in self.calls_by_attr.get("state_dict", ()):
-            assert isinstance(call.func, ast.Attribute)
-            mark(call.func.value)
-        for call in self.calls_to(*MODEL_TAKERS):
-            if call.args:
-                mark(call.args[0])
-        return evidence
-
-    def constructions(
-        self, expr: ast.AST | None, wanted: Callable[[ast.Call], bool], _depth: int = 0
-    ) -> tuple[list[ast.Call], bool]:
-        """The calls matching ``wanted`` whose result ``expr`` may hold (inline, through the
-        assignments of a name or of ``self.attr`` in this file, either branch of ``a if c else
-        b``), and whether ``expr`` may also hold something else (``None``, a parameter...)."""
-        if expr is None or _depth > 6:
-            return [], True
-        if isinstance(expr, ast.Call):
-            return ([expr], False) if wanted(expr) else ([], True)
-        if isinstance(expr, ast.IfExp | ast.NamedExpr):
-            parts = [expr.body, expr.orelse] if isinstance(expr, ast.IfExp) else [expr.value]
-            found: list[ast.Call] = []
-            other = False
-            for part in parts:
-                calls, maybe = self.constructions(part, wanted, _depth + 1)
-                found += calls
-                other = other or maybe
-            return found, other
-        values: list[ast.expr | None] = []
-        if isinstance(expr, ast.Name):
-            binding = self.lookup(expr.id, expr)
-            if binding is None:
-                return [], True
-            scope = self.scopes.get(binding.scope)
-            same = scope.bindings.get(expr.id, []) if scope is not None else [binding]
-            values = [b.value if b.how == "assign" and b.index is None else None for b in same]
-        elif isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
-            cls = self.enclosing_class(expr) if expr.value.id == "self" else None
-            if cls is None:
-                return [], True
-            values = list(self.self_attr_values.get((cls, expr.attr), [])) or [None]
-        else:
-            return [], True
-        found, other = [], False
-        for value in values:
-            calls, maybe = self.constructions(value, wanted, _depth + 1)
-            found += calls
-            other = other or maybe
-        return found, other
-
-    def is_loader(self, expr: ast.AST) -> bool:
-        """A DataLoader by construction, or (when its kind is unknown) by its name."""
-        kind = self.kind(expr)
-        if kind is not None:
-            return kind is Kind.LOADER
-        name = terminal_name(expr)
-        return bool(name) and bool(_LOADER_NAME.search(name or ""))
-
-    def constructor_call(self, expr: ast.AST) -> ast.Call | None:
-        values: list[ast.expr] = []
-        if isinstance(expr, ast.Name):
-            binding = self.lookup(expr.id, expr)
-            if binding is not None and binding.how == "assign" and binding.index is None:
-                if binding.value is not None:
-                    values.append(binding.value)
-        elif (
-            isinstance(expr, ast.Attribute)
-            and isinstance(expr.value, ast.Name)
-            and expr.value.id == "self"
-        ):
-            cls = self.enclosing_class(expr)
-            if cls is not None:
-                values.extend(self.self_attr_values.get((cls, expr.attr), ()))
-        elif isinstance(expr, ast.Call):
-            values.append(expr)
-        calls = [v for v in values if isinstance(v, ast.Call)]
-        return calls[0] if len(calls) == 1 and len(values) == 1 else None
-
-    def is_optimizer(self, expr: ast.AST) -> bool:
-        """An optimizer by construction, or (kind unknown) by its name (``optimizer``, ``opt``)."""
-        kind = self.kind(expr)
-        if kind is not None:
-            return kind is Kind.OPTIMIZER
-        name = terminal_name(expr) or ""
-        return bool(_OPTIMIZER_NAME.search(name)) and not _SCHEDULER_NAME.search(name)
-
-    def is_scheduler(self, expr: ast.AST) -> bool:
-        """A learning-rate scheduler by construction, or (kind unknown) by its name."""
-        kind = self.kind(expr)
-        if kind is not None:
-            return kind is Kind.SCHEDULER
-        return bool(_SCHEDULER_NAME.search(terminal_name(expr) or ""))
-
+    # ---------------------------------------------------------------- control flow ---
     def enclosing_withs(self, node: ast.AST) -> Iterator[ast.With | ast.AsyncWith]:
         """``with`` statements whose body contains ``node``, innermost first, same function."""
         child: ast.AST = node
@@ -1259,23 +898,6 @@ def is_main_guard(stmt: ast.AST) -> bool:
             ):
                 return True
     return False
-
-
-# Methods whose result is plain data (a dict, a number, a list), never a module.
-_DATA_METHODS = frozenset(
-    {"state_dict", "item", "tolist", "numpy", "keys", "values", "items", "copy", "detach"}
-)
-
-
-def _plain_data(value: ast.expr | None) -> bool:
-    """A value that cannot be a module: a literal, or a method call returning plain data."""
-    if isinstance(value, ast.Constant | ast.Dict | ast.List | ast.Tuple | ast.Set | ast.JoinedStr):
-        return True
-    return (
-        isinstance(value, ast.Call)
-        and isinstance(value.func, ast.Attribute)
-        and value.func.attr in _DATA_METHODS
-    )
 
 
 def terminal_name(expr: ast.AST) -> str | None:

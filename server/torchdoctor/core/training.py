@@ -18,10 +18,11 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from . import kinds
+from .kinds import Kind
 from .semantic import (
     FUNCTION_NODES,
     LOOP_NODES,
-    Kind,
     Semantic,
     argument,
     dotted,
@@ -153,13 +154,13 @@ def _iterated_loader(sem: Semantic, expr: ast.expr) -> ast.expr | None:
         if name in ("enumerate", "tqdm", "iter", "zip", "track", "islice") and expr.args:
             if name == "zip":
                 for arg in expr.args:
-                    if sem.is_loader(arg):
+                    if kinds.is_loader(sem, arg):
                         return arg
                 return None
             expr = expr.args[0]
         else:
             return None
-    return expr if sem.is_loader(expr) else None
+    return expr if kinds.is_loader(sem, expr) else None
 
 
 def loop_info(sem: Semantic, loop: ast.AST) -> LoopInfo:
@@ -265,8 +266,10 @@ def optimizer_steps(sem: Semantic, within: ast.AST) -> list[ast.Call]:
             and node.func.attr == "step"
         ):
             receiver = node.func.value
-            if sem.is_optimizer(receiver) or (
-                node.args and sem.is_optimizer(node.args[0]) and not sem.is_scheduler(receiver)
+            if kinds.is_optimizer(sem, receiver) or (
+                node.args
+                and kinds.is_optimizer(sem, node.args[0])
+                and not kinds.is_scheduler(sem, receiver)
             ):
                 out.append(node)
     out.sort(key=_pos)
@@ -505,7 +508,11 @@ def step_optimizer(sem: Semantic, step: ast.Call) -> ast.expr | None:
     """The optimizer a step call updates: ``opt`` in ``opt.step()`` and ``scaler.step(opt)``."""
     assert isinstance(step.func, ast.Attribute)
     receiver = step.func.value
-    if step.args and sem.is_optimizer(step.args[0]) and not sem.is_optimizer(receiver):
+    if (
+        step.args
+        and kinds.is_optimizer(sem, step.args[0])
+        and not kinds.is_optimizer(sem, receiver)
+    ):
         return step.args[0]
     return receiver
 
@@ -534,7 +541,7 @@ def is_zero_grad(sem: Semantic, call: ast.Call) -> bool:
     func = call.func
     if not (isinstance(func, ast.Attribute) and func.attr == "zero_grad"):
         return False
-    return sem.is_optimizer(func.value) or sem.kind(func.value) is Kind.MODULE
+    return kinds.is_optimizer(sem, func.value) or kinds.kind(sem, func.value) is Kind.MODULE
 
 
 def tensor_of_backward(call: ast.Call) -> ast.expr | None:
@@ -567,8 +574,8 @@ def is_loss_call(sem: Semantic, expr: ast.AST) -> bool:
             return last in _FUNCTIONAL_LOSSES or last.endswith("_loss")
         return False
     if isinstance(func, ast.Call):
-        return sem.kind(func) is Kind.LOSS
-    return isinstance(func, ast.Name | ast.Attribute) and sem.kind(func) is Kind.LOSS
+        return kinds.kind(sem, func) is Kind.LOSS
+    return isinstance(func, ast.Name | ast.Attribute) and kinds.kind(sem, func) is Kind.LOSS
 
 
 def _value_bindings(sem: Semantic, name: ast.Name) -> list[ast.expr] | None:

@@ -5,10 +5,11 @@ import os
 import re
 from dataclasses import dataclass
 
-from ..core import fixes, training
+from ..core import fixes, kinds, training
 from ..core.context import Context
+from ..core.kinds import Kind
 from ..core.model import Applicability, Edit, Fix, Pos, Text
-from ..core.semantic import Kind, dotted, is_false, terminal_name
+from ..core.semantic import dotted, is_false, terminal_name
 from .base import Invalid, Rule, Valid
 
 _EVAL_FUNCTION = re.compile(r"^_*(eval|valid|test|predict|infer)", re.I)
@@ -536,7 +537,7 @@ def _is_model(ctx: Context, expr: ast.expr) -> bool:
     if kind is not None or not isinstance(expr, ast.Name):
         return kind is Kind.MODULE
     binding = ctx.sem.lookup(expr.id, expr)
-    return binding is not None and ctx.sem.argument_kind(binding) is Kind.MODULE
+    return binding is not None and kinds.argument_kind(ctx.sem, binding) is Kind.MODULE
 
 
 def _trains(ctx: Context, stmts: list[ast.stmt], seen: set[ast.AST], depth: int = 0) -> bool:
@@ -656,7 +657,7 @@ def _skipped_place(ctx: Context, node: ast.AST) -> bool:
             bases = sem.class_bases(cls)
             if any(b.rsplit(".", 1)[-1] in ("TestCase", "LightningModule") for b in bases):
                 return True
-            if sem.class_kind(cls) is Kind.MODULE or _defines_forward(cls):
+            if kinds.class_kind(sem, cls) is Kind.MODULE or _defines_forward(cls):
                 return True
         if _called_without_grad(ctx, func):
             return True

@@ -4,8 +4,9 @@ import ast
 
 from ..core import fixes, training
 from ..core.context import Context
+from ..core.kinds import MODULE_SELF_METHODS
 from ..core.model import Applicability, Edit, Fix, Severity, Text
-from ..core.semantic import MODULE_SELF_METHODS, is_false, keyword
+from ..core.semantic import is_false, keyword
 from .base import Invalid, Rule, Valid
 
 # Calls inside the block that turn gradients back on or differentiate.

@@ -4,6 +4,7 @@ import ast
 
 from ..core import fixes, training
 from ..core.context import Context
+from ..core.kinds import Kind
 from ..core.model import Applicability, Edit, Fix, Severity, Text
 from .base import Invalid, Rule, Valid
 
@@ -338,8 +339,6 @@ class ZeroGradInAccumulation(Rule):
 
 
 def _is_model(ctx: Context, receiver: ast.expr) -> bool:
-    from ..core.semantic import Kind
-
     return ctx.kind(receiver) is Kind.MODULE
 
 

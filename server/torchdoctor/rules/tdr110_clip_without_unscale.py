@@ -2,10 +2,11 @@ from __future__ import annotations
 
 import ast
 
-from ..core import fixes, training
+from ..core import fixes, kinds, training
 from ..core.context import Context
+from ..core.kinds import Kind
 from ..core.model import Applicability, Fix, Severity, Text
-from ..core.semantic import FUNCTION_NODES, Kind, argument, is_false
+from ..core.semantic import FUNCTION_NODES, argument, is_false
 from .base import Invalid, Rule, Valid
 
 
@@ -275,7 +276,7 @@ class ClipWithoutUnscale(Rule):
 
 def _disabled(ctx: Context, scaler: ast.expr) -> bool:
     """A scaler built with a literal ``enabled=False``."""
-    made = ctx.sem.constructor_call(scaler)
+    made = kinds.constructor_call(ctx.sem, scaler)
     if made is None:
         return False
     enabled = argument(made, "enabled")

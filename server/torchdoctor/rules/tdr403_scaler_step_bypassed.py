@@ -3,10 +3,11 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from ..core import fixes, training
+from ..core import fixes, kinds, training
 from ..core.context import Context
+from ..core.kinds import Kind
 from ..core.model import Applicability, Edit, Fix, Severity, Text
-from ..core.semantic import FUNCTION_NODES, Kind, terminal_name
+from ..core.semantic import FUNCTION_NODES, terminal_name
 from .base import Invalid, Rule, Valid
 
 
@@ -409,7 +410,7 @@ def _maybe_grad_scaler(ctx: Context, expr: ast.expr) -> bool:
     kind = ctx.kind(expr)
     if kind is not None:
         return kind is Kind.SCALER
-    call = ctx.sem.constructor_call(expr)
+    call = kinds.constructor_call(ctx.sem, expr)
     return call is None or (
         ctx.qualname(call.func) is None and ctx.sem.local_class(call.func) is None
     )
@@ -480,7 +481,7 @@ def _is_plain_optimizer_step(ctx: Context, call: ast.Call) -> bool:
     if call.args or call.keywords:
         return False
     assert isinstance(call.func, ast.Attribute)
-    return ctx.sem.is_optimizer(call.func.value)
+    return kinds.is_optimizer(ctx.sem, call.func.value)
 
 
 def _insert_update(ctx: Context, call: ast.Call, name: str) -> Edit | None:

@@ -4,8 +4,9 @@ import ast
 
 from ..core import fixes, training
 from ..core.context import Context
+from ..core.kinds import SCALERS
 from ..core.model import Applicability, Edit, Fix, Text
-from ..core.semantic import SCALERS, argument
+from ..core.semantic import argument
 from ..core.training import LoopInfo
 from .base import Invalid, Rule, Valid
 

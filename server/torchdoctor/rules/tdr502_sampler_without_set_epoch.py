@@ -5,7 +5,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..core import fixes, training
+from ..core import fixes, kinds, training
 from ..core.context import Context
 from ..core.model import Applicability, Fix, Range, Text
 from ..core.semantic import Binding, Semantic, argument, dotted, terminal_name
@@ -385,8 +385,8 @@ class SamplerWithoutSetEpoch(Rule):
         sampler = argument(call, "sampler", 3)
         if sampler is None:
             return []
-        created, other = sem.constructions(
-            sampler, lambda c: sem.qualname(c.func) == DISTRIBUTED_SAMPLER
+        created, other = kinds.constructions(
+            sem, sampler, lambda c: sem.qualname(c.func) == DISTRIBUTED_SAMPLER
         )
         if not created or any(_no_shuffle(c) for c in created):
             return []

@@ -3,7 +3,7 @@ from __future__ import annotations
 import ast
 import os
 
-from ..core import fixes, training
+from ..core import fixes, kinds, training
 from ..core.context import Context
 from ..core.model import Applicability, Edit, Fix, Severity, Text
 from ..core.semantic import Semantic
@@ -196,7 +196,7 @@ class UnseededTraining(Rule):
     @staticmethod
     def _any_step(ctx: Context) -> bool:
         return any(
-            isinstance(c.func, ast.Attribute) and ctx.sem.is_optimizer(c.func.value)
+            isinstance(c.func, ast.Attribute) and kinds.is_optimizer(ctx.sem, c.func.value)
             for c in ctx.sem.calls_by_attr.get("step", ())
         )
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import ast
 
-from ..core import fixes, training
+from ..core import fixes, kinds, training
 from ..core.context import Context
 from ..core.model import Applicability, Edit, Fix, Pos, Severity, Text
 from .base import Invalid, Rule
@@ -126,7 +126,7 @@ class SchedulerBeforeOptimizer(Rule):
         sem = ctx.sem
         for call in sem.calls_by_attr.get("step", ()):
             assert isinstance(call.func, ast.Attribute)
-            if not sem.is_scheduler(call.func.value):
+            if not kinds.is_scheduler(sem, call.func.value):
                 continue
             loops = training.enclosing_loops(sem, call)
             if not loops:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import ast
 
-from ..core import training
+from ..core import kinds, training
 from ..core.context import Context
 from ..core.model import Severity, Text
 from ..core.semantic import argument
@@ -144,7 +144,7 @@ class SchedulerWrongGranularity(Rule):
         sem = ctx.sem
         for call in sem.calls_by_attr.get("step", ()):
             assert isinstance(call.func, ast.Attribute)
-            made = sem.constructor_call(call.func.value)
+            made = kinds.constructor_call(sem, call.func.value)
             qual = sem.qualname(made.func) if made is not None else None
             if made is None or qual is None or not qual.startswith(_PREFIX):
                 continue
