@@ -74,7 +74,7 @@ def facts(sem: Semantic) -> dict[str, object]:
             for name in ("calls_by_attr", "calls_by_name", "attributes", "names")
         ],
         "self_attrs": {(id(c), a): ids(v) for (c, a), v in sem.self_attr_values.items()},
-        "loops": [(id(k), id(v.node)) for k, v in sem.loops.items()],
+        "loops": ids(sem.loops),
         "name_scopes": sorted((id(k), id(v.node)) for k, v in sem.name_scopes.items()),
         "walks": [
             ids(sem.walk(node, into_functions=deep))

@@ -6,7 +6,7 @@ import ast
 
 import pytest
 
-from torchdoctor.core import data
+from torchdoctor.core import data, training
 from torchdoctor.core.semantic import Semantic
 
 _HEAD = "import torch\nfrom torch.utils.data import DataLoader\n"
@@ -97,11 +97,11 @@ def test_loader_calls_through_parameters_and_builders() -> None:
         "def train(loader):\n    for x in loader:\n        pass\n"
         "train(build(a))\ntrain(DataLoader(b))\n"
     )
-    loop = next(iter(sem.all_loops()))
+    loop = next(iter(training.all_loops(sem)))
     calls, unknown = data.loader_calls(sem, loop.loader)
     assert len(calls) == 2 and not unknown
     sem = _sem(_HEAD + "def train(loader):\n    for x in loader:\n        pass\n")
-    calls, unknown = data.loader_calls(sem, next(iter(sem.all_loops())).loader)
+    calls, unknown = data.loader_calls(sem, next(iter(training.all_loops(sem))).loader)
     assert calls == [] and unknown
 
 

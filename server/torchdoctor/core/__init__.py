@@ -1,3 +1,4 @@
-"""The core: source text, parsing, names and scopes, torch facts (training loops, data,
-distributed, checkpoints, graphs), kernel facts, fix building and the finding model. It knows no
-rule, editor or terminal."""
+"""The core: source text, parsing, names and scopes (``semantic``), torch facts by subject
+(``kinds``: what a value is; ``training``: loops, backward, optimizer steps, grad mode, autocast;
+``data``; ``distributed``; ``checkpoints``; ``graphs``), kernel facts, fix building and the
+finding model. It knows no rule, editor or terminal."""

@@ -7,8 +7,10 @@ import ast
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
+from . import kinds
+from .kinds import Kind
 from .model import Finding, Fix, Range, Related, Severity, Text
-from .semantic import Kind, Semantic
+from .semantic import Semantic
 from .source import Source
 
 if TYPE_CHECKING:
@@ -59,7 +61,7 @@ class Context:
         return self.sem.qualname(expr)
 
     def kind(self, expr: ast.AST | None) -> Kind | None:
-        return self.sem.kind(expr)
+        return kinds.kind(self.sem, expr)
 
     def segment(self, node: ast.AST) -> str:
         return self.source.segment(node)

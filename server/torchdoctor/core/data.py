@@ -12,10 +12,11 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from . import kinds, training
+from .kinds import Kind
 from .semantic import (
     FUNCTION_NODES,
     Binding,
-    Kind,
     Semantic,
     argument,
     has_star_kwargs,
@@ -195,7 +196,7 @@ def batch_loader(sem: Semantic, expr: ast.AST, _depth: int = 0) -> ast.expr | No
         if isinstance(anc, ast.comprehension):
             return batch_loader(sem, anc.iter, _depth + 1)
         if isinstance(anc, ast.For | ast.AsyncFor):
-            if not sem.loop_info(anc).is_batch_loop:
+            if not training.loop_info(sem, anc).is_batch_loop:
                 return None
             return _iterated_for(sem, anc.iter, anc.target, binding.node)
         if isinstance(anc, ast.stmt):
@@ -232,7 +233,7 @@ def _iterated_for(
         elif name not in _PASS_THROUGH:
             break
         iterable = iterable.args[0]
-    return iterable if sem.is_loader(iterable) else None
+    return iterable if kinds.is_loader(sem, iterable) else None
 
 
 def _holds(sem: Semantic, target: ast.AST, bound: ast.AST) -> bool:
@@ -276,11 +277,14 @@ def device_kind(sem: Semantic, expr: ast.AST | None, _depth: int = 0) -> str | N
             return device_kind(sem, ast.Constant(first.value), _depth + 1)
         return None
     if isinstance(expr, ast.IfExp):
-        kinds = {device_kind(sem, expr.body, _depth + 1), device_kind(sem, expr.orelse, _depth + 1)}
-        if None in kinds:
+        devices = {
+            device_kind(sem, expr.body, _depth + 1),
+            device_kind(sem, expr.orelse, _depth + 1),
+        }
+        if None in devices:
             return None
         # A CUDA device with a CPU fallback for machines without a GPU is a CUDA device.
-        return "cuda" if "cuda" in kinds else "host"
+        return "cuda" if "cuda" in devices else "host"
     if isinstance(expr, ast.Call):
         qual = sem.qualname(expr.func)
         if qual == "torch.device":
@@ -290,11 +294,11 @@ def device_kind(sem: Semantic, expr: ast.AST | None, _depth: int = 0) -> str | N
     found, unknown = sources(sem, expr, _depth + 1)
     if found == [expr] or unknown:
         return None
-    kinds = {device_kind(sem, value, _depth + 1) for value in found}
-    if not kinds or None in kinds:
+    devices = {device_kind(sem, value, _depth + 1) for value in found}
+    if not devices or None in devices:
         return None
     # As for ``a if c else b``: CUDA with a CPU fallback is CUDA.
-    return "cuda" if "cuda" in kinds else "host"
+    return "cuda" if "cuda" in devices else "host"
 
 
 def moves_to_cuda(sem: Semantic, call: ast.Call) -> bool:
@@ -339,7 +343,7 @@ def dataset_on_device(sem: Semantic, loader: ast.Call) -> bool:
 def is_dataset_class(sem: Semantic, cls: ast.ClassDef) -> bool:
     """A subclass of ``torch.utils.data.Dataset``/``IterableDataset`` (also through classes of
     this file) or of a ``torchvision.datasets`` class."""
-    if sem.class_kind(cls) is Kind.DATASET:
+    if kinds.class_kind(sem, cls) is Kind.DATASET:
         return True
     return any(q.startswith("torchvision.datasets.") for q in sem.class_bases(cls))
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 import ast
 import re
 
-from . import fixes
+from . import fixes, kinds
+from .kinds import MODEL_WRAPPERS
 from .model import Edit
-from .semantic import FUNCTION_NODES, MODEL_WRAPPERS, Semantic, terminal_name
+from .semantic import FUNCTION_NODES, Semantic, terminal_name
 from .source import Source
 
 INIT_PROCESS_GROUP = "torch.distributed.init_process_group"
@@ -209,7 +210,9 @@ def wrapper_call(sem: Semantic, expr: ast.AST) -> ast.Call | None:
             return None
         return wrapper_call(sem, binding.value)
     if isinstance(expr, ast.Attribute) and terminal_name(expr.value) == "self":
-        calls, other = sem.constructions(expr, lambda c: sem.qualname(c.func) in MODEL_WRAPPERS)
+        calls, other = kinds.constructions(
+            sem, expr, lambda c: sem.qualname(c.func) in MODEL_WRAPPERS
+        )
         return calls[0] if calls and not other else None
     return None
 

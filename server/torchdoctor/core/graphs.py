@@ -9,7 +9,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from .semantic import FUNCTION_NODES, MODULE_SELF_METHODS, Kind, Semantic, argument, keyword
+from . import kinds
+from .kinds import MODULE_SELF_METHODS, Kind
+from .semantic import FUNCTION_NODES, Semantic, argument, keyword
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -87,7 +89,7 @@ def instance_classes(sem: Semantic, expr: ast.AST | None) -> list[ast.ClassDef]:
             node = node.func.value
         return sem.local_class(node.func) if isinstance(node, ast.Call) else None
 
-    calls, _other = sem.constructions(expr, lambda c: made_by(c) is not None)
+    calls, _other = kinds.constructions(sem, expr, lambda c: made_by(c) is not None)
     out: list[ast.ClassDef] = []
     for call in calls:
         cls = made_by(call)
@@ -139,7 +141,7 @@ def compiled_functions(sem: Semantic) -> dict[Function, ast.AST]:
     for call in sem.calls_by_attr.get("compile", ()):
         assert isinstance(call.func, ast.Attribute)
         for cls in instance_classes(sem, call.func.value):
-            if sem.class_kind(cls) is not Kind.MODULE or class_method(sem, cls, "compile"):
+            if kinds.class_kind(sem, cls) is not Kind.MODULE or class_method(sem, cls, "compile"):
                 continue
             forward = class_method(sem, cls, "forward")
             if forward is not None:
@@ -306,8 +308,8 @@ def batch_of_one(sem: Semantic, expr: ast.AST) -> bool:
 
 def is_exported_program(sem: Semantic, expr: ast.AST | None) -> bool:
     """Whether ``expr`` may hold an ``ExportedProgram`` made in this file."""
-    calls, _other = sem.constructions(
-        expr, lambda c: sem.qualname(c.func) in EXPORTED_PROGRAM_MAKERS
+    calls, _other = kinds.constructions(
+        sem, expr, lambda c: sem.qualname(c.func) in EXPORTED_PROGRAM_MAKERS
     )
     return bool(calls)
 

@@ -1,7 +1,21 @@
-"""One pass over a module's ``ast``: scopes, bindings, import aliases, kinds of names, loops.
+"""Names and scopes: one pass over a module's ``ast`` (``Semantic``) and the questions about
+names and structure every rule asks.
 
-Every rule asks the same questions (is this name a DataLoader? which loop is the epoch loop? is
-gradient tracking off here?), so they are answered here once, and rules stay short.
+The pass records each node's parent, the scopes and their bindings (``Scope``, ``Binding``),
+import aliases, and indexes of calls, attributes, names, assignments, ``with`` statements,
+functions, classes and loops. Over those: ``lookup`` (which binding a name refers to),
+``qualname`` (``torch.utils.data.DataLoader`` for ``DL`` after ``from torch.utils.data import
+DataLoader as DL``, normalised by ``canonical``), ``calls_to`` and ``references_to`` (uses of a
+qualified name), ancestors, enclosing statements, blocks, functions and classes, walks that stop
+at nested functions, and whether code runs at import or as a script. ``from_chunks`` builds the
+same facts from chunks of statements that an earlier version of the file shared. The module
+ends with plain ``ast`` helpers (``dotted``, ``keyword``, ``argument``, ``int_literal``,
+``is_true``/``is_false``/``is_none``...).
+
+The facts about torch itself are read from these by the subject modules: ``kinds`` (what a value
+is), ``training`` (loops, backward, optimizer steps, grad mode, autocast), ``data``,
+``distributed``, ``checkpoints`` and ``graphs``. They cache what they derive per file in
+``Semantic.memo``.
 """
 
 from __future__ import annotations
@@ -9,26 +23,9 @@ from __future__ import annotations
 import ast
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any, Protocol
-
-# Calls by enclosing function (None: module level), each with its file argument and ast.dump.
-_Files = dict[ast.AST | None, list[tuple[ast.Call, str, ast.expr]]]
-
-
-class Kind(str, Enum):
-    MODULE = "module"
-    LOSS = "loss"
-    LOADER = "loader"
-    DATASET = "dataset"
-    SAMPLER = "sampler"
-    OPTIMIZER = "optimizer"
-    SCHEDULER = "scheduler"
-    SCALER = "scaler"
-    DEVICE = "device"
-
 
 # Public spellings that torch re-exports under a shorter name: normalise to the short one.
 _CANONICAL_PREFIXES = {
@@ -61,6 +58,8 @@ _NN_SUBMODULE = re.compile(r"^torch\.nn\.[a-z_]+\.(?=[A-Z])")
 
 
 def canonical(qualname: str) -> str:
+    """The short public spelling of a qualified name (``torch.nn.Linear`` for
+    ``torch.nn.modules.linear.Linear``, ``torch.amp.autocast`` for ``torch.autocast``)."""
     for prefix, short in _CANONICAL_PREFIXES.items():
         if qualname.startswith(prefix):
             qualname = short + qualname[len(prefix) :]
@@ -71,63 +70,6 @@ def canonical(qualname: str) -> str:
         qualname = _NN_SUBMODULE.sub("torch.nn.", qualname)
     return _CANONICAL_EXACT.get(qualname, qualname)
 
-
-SAMPLERS = frozenset(
-    "torch.utils.data." + n
-    for n in (
-        "Sampler",
-        "DistributedSampler",
-        "RandomSampler",
-        "SequentialSampler",
-        "SubsetRandomSampler",
-        "WeightedRandomSampler",
-        "BatchSampler",
-    )
-)
-SCALERS = frozenset(
-    {"torch.amp.GradScaler", "torch.cuda.amp.GradScaler", "torch.cpu.amp.GradScaler"}
-)
-MODEL_WRAPPERS = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DistributedDataParallel"})
-# Calls whose first argument is a model (evidence that a name holds a module).
-MODEL_TAKERS = frozenset(
-    {
-        "torch.compile",
-        "torch.nn.DataParallel",
-        "torch.nn.parallel.DistributedDataParallel",
-        "torch.export.export",
-        "torch.onnx.export",
-        "torch.jit.trace",
-        "torch.jit.script",
-    }
-)
-# Methods that return the module itself.
-MODULE_SELF_METHODS = frozenset(
-    {
-        "to",
-        "cuda",
-        "cpu",
-        "eval",
-        "train",
-        "half",
-        "float",
-        "double",
-        "bfloat16",
-        "requires_grad_",
-        "to_empty",
-        "xpu",
-        "mps",
-    }
-)
-MODULE_ONLY_METHODS = frozenset({"parameters", "named_parameters", "eval", "train", "modules"})
-_NOT_A_MODULE_NAME = re.compile(r"optim|sched|scaler|^opt$|_opt$|^opt_|dataset|loader", re.I)
-_OPTIMIZER_NAME = re.compile(r"(^|_)(opt|optim|optimizer)(_|\d|$)|optimizer", re.I)
-_SCHEDULER_NAME = re.compile(r"sched|(^|_)lr(_|$)|warm", re.I)
-_LOADER_NAME = re.compile(r"loader|(^|_)dl$", re.I)
-_NON_MODEL_NN = frozenset(
-    {"Parameter", "ParameterList", "ParameterDict", "Buffer", "UninitializedParameter"}
-)
-GRAD_OFF_CALLS = frozenset({"torch.no_grad", "torch.inference_mode"})
-AUTOCAST = frozenset({"torch.amp.autocast", "torch.cuda.amp.autocast", "torch.cpu.amp.autocast"})
 
 SCOPE_NODES = (
     ast.Module,
@@ -171,30 +113,6 @@ class Scope:
     @property
     def is_class(self) -> bool:
         return isinstance(self.node, ast.ClassDef)
-
-
-@dataclass
-class LoopInfo:
-    node: ast.For | ast.AsyncFor | ast.While
-    parent: LoopInfo | None
-    function: ast.AST | None
-    loader: ast.expr | None  # the loader this loop iterates, when it is a batch loop
-    children: list[LoopInfo] = field(default_factory=list)
-
-    @property
-    def is_batch_loop(self) -> bool:
-        return self.loader is not None
-
-    @property
-    def target_name(self) -> str | None:
-        node = self.node
-        if isinstance(node, ast.For | ast.AsyncFor):
-            target = node.target
-            if isinstance(target, ast.Tuple) and target.elts:
-                target = target.elts[0]
-            if isinstance(target, ast.Name) and target.id != "_":
-                return target.id
-        return None
 
 
 _RECORDED = frozenset(
@@ -281,7 +199,16 @@ class Chunk(Protocol):
 
 
 # What a chunk adds to a module's facts: lists and indexes, concatenated in chunk order.
-_CHUNK_LISTS = ("calls", "imports", "withs", "assigns", "aug_assigns", "functions", "classes")
+_CHUNK_LISTS = (
+    "calls",
+    "imports",
+    "loops",
+    "withs",
+    "assigns",
+    "aug_assigns",
+    "functions",
+    "classes",
+)
 _CHUNK_INDEXES = ("calls_by_attr", "calls_by_name", "attributes", "names", "self_attr_values")
 
 
@@ -337,8 +264,6 @@ class _ChunkFacts:
             index = getattr(sem, name)
             for key, values in getattr(part, name).items():
                 index[key].extend(values)
-        for loop, info in part.loops.items():
-            sem.loops[loop] = LoopInfo(info.node, None, None, None)
 
 
 class Semantic:
@@ -346,7 +271,7 @@ class Semantic:
 
     def __init__(self, tree: ast.Module) -> None:
         self._setup(tree)
-        self._visit_module(tree)
+        self._visit([(tree, None, self.scopes[tree])])
 
     @classmethod
     def from_chunks(cls, tree: ast.Module, chunks: Sequence[Chunk]) -> Semantic:
@@ -377,7 +302,7 @@ class Semantic:
         self.attributes: dict[str, list[ast.Attribute]] = defaultdict(list)
         self.names: dict[str, list[ast.Name]] = defaultdict(list)
         self.imports: list[tuple[ast.Import | ast.ImportFrom, ast.alias, str | None]] = []
-        self.loops: dict[ast.AST, LoopInfo] = {}
+        self.loops: list[ast.For | ast.AsyncFor | ast.While] = []
         self.withs: list[ast.With | ast.AsyncWith] = []
         self.assigns: list[ast.Assign] = []
         self.aug_assigns: list[ast.AugAssign] = []
@@ -386,22 +311,16 @@ class Semantic:
         self.self_attr_values: dict[tuple[ast.AST, str], list[ast.expr]] = defaultdict(list)
         self._qual_cache: dict[ast.AST, str | None] = {}
         self.name_scopes: dict[ast.AST, Scope] = {}  # the scope of each name read
-        # Facts derived by the core's subject modules (training, data...), computed once per file.
+        # Facts derived by the subject modules (kinds, training, data...), computed once per file.
         self.memo: dict[object, object] = {}
         self._function_cache: dict[ast.AST, ast.FunctionDef | ast.AsyncFunctionDef | None] = {}
         self.order: list[ast.AST] = []  # every node, in source (pre-)order
         self._index: dict[ast.AST, Any] | None = None
         self._size: dict[ast.AST, int] | None = None
-        self._kind_cache: dict[int, Kind | None] = {}
-        self._evidence: dict[tuple[ast.AST, str], Kind] | None = None
-        self._loops_done = False
         self._chunks: list[_ChunkFacts] | None = None  # when built from chunks
         self.scopes[tree] = Scope(tree, None)
 
     # ---------------------------------------------------------------- building ---------
-    def _visit_module(self, tree: ast.Module) -> None:
-        self._visit([(tree, None, self.scopes[tree])])
-
     def _visit(self, stack: list[tuple[ast.AST, ast.AST | None, Scope]]) -> None:
         """Walk the subtrees on ``stack``, each entry: (node, parent, scope), in pre-order. This
         is the hot path of the whole linter: keep it free of per-node allocations beyond the
@@ -612,7 +531,7 @@ class Semantic:
         elif isinstance(node, ast.ClassDef):
             self.classes.append(node)
         if isinstance(node, LOOP_NODES):
-            self.loops[node] = LoopInfo(node, None, None, None)
+            self.loops.append(node)
 
     # ---------------------------------------------------------------- structure --------
     def parent(self, node: ast.AST) -> ast.AST | None:
@@ -854,55 +773,6 @@ class Semantic:
                     if alias.asname not in last_parts and self.qualname(call.func) in wanted:
                         yield call
 
-    def round_trip(self, call: ast.Call) -> bool:
-        """Whether a ``torch.save`` or ``torch.load`` call is half of a round trip: the same
-        function saves to a temporary file or an in-memory buffer (``io.BytesIO``, ``tempfile``)
-        and then loads it back, spelled alike (tests of serialisation, per-process files)."""
-        saves, loads = self._files_by_function()
-        scope = self.enclosing_function(call)
-        here = (call.lineno, call.col_offset)
-        own = next(((d, t) for c, d, t in saves.get(scope, ()) if c is call), None)
-        if own is not None:
-            spelled, target = own
-            return any(
-                d == spelled and here < (load.lineno, load.col_offset)
-                for load, d, _ in loads.get(scope, ())
-            ) and self._temporary(target)
-        source = argument(call, "f", 0)
-        if source is None:
-            return False
-        spelled = ast.dump(source)
-        return any(
-            d == spelled and (save.lineno, save.col_offset) < here and self._temporary(target)
-            for save, d, target in saves.get(scope, ())
-        )
-
-    def _files_by_function(self) -> tuple[_Files, _Files]:
-        """``torch.save`` and ``torch.load`` calls by enclosing function, each with the file
-        argument and its ``ast.dump`` (computed once per file: a file may hold hundreds)."""
-        cached = self.memo.get("files_by_function")
-        if cached is None:
-            saves: _Files = {}
-            loads: _Files = {}
-            for name, position, into in (("torch.save", 1, saves), ("torch.load", 0, loads)):
-                for c in self.calls_to(name):
-                    f = argument(c, "f", position)
-                    if f is not None:
-                        into.setdefault(self.enclosing_function(c), []).append((c, ast.dump(f), f))
-            cached = self.memo["files_by_function"] = (saves, loads)
-        return cached  # type: ignore[return-value]
-
-    def _temporary(self, expr: ast.expr) -> bool:
-        """``buf`` / ``tmp`` / ``tmp.name`` bound to ``io.BytesIO()`` or a ``tempfile`` object."""
-        if isinstance(expr, ast.Attribute) and expr.attr == "name":
-            expr = expr.value
-        if not isinstance(expr, ast.Name):
-            return False
-        binding = self.lookup(expr.id, expr)
-        value = binding.value if binding is not None else None
-        qual = self.qualname(value.func) if isinstance(value, ast.Call) else None
-        return qual is not None and qual.startswith(("io.BytesIO", "tempfile."))
-
     def references_to(self, *qualnames: str) -> Iterator[ast.Name | ast.Attribute]:
         """Loads of a name or attribute that resolves to one of ``qualnames``."""
         wanted = set(qualnames)
@@ -918,118 +788,12 @@ class Semantic:
                         yield ref
 
     def torch_imported(self) -> bool:
+        """Whether the file imports ``torch`` or one of its submodules (anywhere in it)."""
         return any(
             qual and (qual == "torch" or qual.startswith("torch.")) for _n, _a, qual in self.imports
         )
 
-    # ---------------------------------------------------------------- kinds ------------
-    def kind(self, expr: ast.AST | None, _depth: int = 0) -> Kind | None:
-        """What a name or expression holds: a module, a DataLoader, an optimizer...
-
-        Decided from constructors, aliases, tuple unpacking, local functions' return values and
-        the methods called on a name (``.eval()``, ``.parameters()``).
-        """
-        if expr is None or _depth > 12:
-            return None
-        key = id(expr)
-        if key in self._kind_cache:
-            return self._kind_cache[key]
-        self._kind_cache[key] = None  # recursion guard
-        result = self._kind(expr, _depth)
-        self._kind_cache[key] = result
-        return result
-
-    def _kind(self, expr: ast.AST, depth: int) -> Kind | None:
-        if isinstance(expr, ast.Name):
-            binding = self.lookup(expr.id, expr)
-            if binding is None:
-                return None
-            return self.binding_kind(binding, depth)
-        if isinstance(expr, ast.Attribute):
-            if isinstance(expr.value, ast.Name) and expr.value.id == "self":
-                cls = self.enclosing_class(expr)
-                if cls is not None:
-                    kinds = {
-                        self.kind(v, depth + 1)
-                        for v in self.self_attr_values.get((cls, expr.attr), ())
-                    }
-                    if len(kinds) == 1:
-                        return kinds.pop()
-                    if not kinds:
-                        return self._use_evidence().get((cls, "self." + expr.attr))
-            return None
-        if isinstance(expr, ast.Call):
-            return self._call_kind(expr, depth)
-        if isinstance(expr, ast.IfExp):
-            a, b = self.kind(expr.body, depth + 1), self.kind(expr.orelse, depth + 1)
-            return a if a == b else None
-        if isinstance(expr, ast.NamedExpr):
-            return self.kind(expr.value, depth + 1)
-        return None
-
-    def binding_kind(self, binding: Binding, _depth: int = 0) -> Kind | None:
-        """The kind of value a binding holds (from its value, else from how the name is used)."""
-        kind = self._binding_value_kind(binding, _depth)
-        if kind is None and not (binding.index is None and _plain_data(binding.value)):
-            kind = self._use_evidence().get((binding.scope, binding.name))
-        return kind
-
-    def argument_kind(self, binding: Binding) -> Kind | None:
-        """The kind of a parameter of a function defined in this file, from its call sites:
-        ``net`` is a module in ``def evaluate(net, loader)`` when every call
-        ``evaluate(model, ...)`` passes a module. None when a call passes something else or
-        unknown, or when the function is never called by name."""
-        func = binding.scope
-        if binding.how != "param" or not isinstance(func, FUNCTION_NODES):
-            return None
-        args = func.args
-        positional = [a.arg for a in (*args.posonlyargs, *args.args)]
-        kinds: set[Kind | None] = set()
-        for call in self.calls_by_name.get(func.name, ()):
-            if self.local_function(call.func) is not func:
-                continue
-            if any(isinstance(a, ast.Starred) for a in call.args) or has_star_kwargs(call):
-                return None
-            value: ast.expr | None = None
-            if binding.name in positional and positional.index(binding.name) < len(call.args):
-                value = call.args[positional.index(binding.name)]
-            else:
-                kw = keyword(call, binding.name)
-                value = kw.value if kw is not None else None
-            if value is None:
-                return None
-            kinds.add(self.kind(value))
-        return kinds.pop() if len(kinds) == 1 else None
-
-    def _binding_value_kind(self, binding: Binding, depth: int) -> Kind | None:
-        if binding.how not in ("assign", "with") or binding.value is None:
-            return None
-        value = binding.value
-        if binding.index is not None:
-            return self._element_kind(value, binding.index, depth)
-        if binding.how == "with":
-            return None
-        return self.kind(value, depth + 1)
-
-    def _element_kind(self, value: ast.expr, index: int, depth: int) -> Kind | None:
-        if isinstance(value, ast.Tuple | ast.List):
-            if index < len(value.elts) and not any(isinstance(e, ast.Starred) for e in value.elts):
-                return self.kind(value.elts[index], depth + 1)
-            return None
-        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
-            func = self.local_function(value.func)
-            if func is not None:
-                kinds = set()
-                for ret in self.returns(func):
-                    if isinstance(ret, ast.Tuple | ast.List):
-                        if index < len(ret.elts):
-                            kinds.add(self.kind(ret.elts[index], depth + 1))
-                    else:
-                        kinds.add(None)
-                if len(kinds) == 1:
-                    return kinds.pop()
-        return None
-
+    # ---------------------------------------------------------------- local definitions
     def local_function(self, func: ast.expr) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
         """The function defined in this file that a call's callee names, if any."""
         if isinstance(func, ast.Name):
@@ -1076,409 +840,7 @@ class Semantic:
                 out |= self.class_bases(local, _depth + 1)
         return out
 
-    def class_kind(self, cls: ast.ClassDef) -> Kind | None:
-        for qual in self.class_bases(cls):
-            kind = self._constructor_kind(qual)
-            if kind is Kind.LOSS:
-                return Kind.MODULE
-            if kind is not None:
-                return kind
-            if qual in ("torch.utils.data.Dataset", "torch.utils.data.IterableDataset"):
-                return Kind.DATASET
-            if qual.endswith(("LightningModule",)):
-                return Kind.MODULE
-        return None
-
-    def _call_kind(self, call: ast.Call, depth: int) -> Kind | None:
-        func = call.func
-        qual = self.qualname(func)
-        if qual is not None:
-            if qual in ("torch.export.export", "torch.onnx.export"):
-                return None  # an ExportedProgram / ONNXProgram: it takes a module, is not one
-            if qual in MODEL_TAKERS and qual not in MODEL_WRAPPERS:
-                first = call.args[0] if call.args else None
-                return Kind.MODULE if self.kind(first, depth + 1) is Kind.MODULE else None
-            return self._constructor_kind(qual)
-        if isinstance(func, ast.Name):
-            cls = self.local_class(func)
-            if cls is not None:
-                return self.class_kind(cls)
-            local = self.local_function(func)
-            if local is not None:
-                kinds = {self.kind(r, depth + 1) for r in self.returns(local)}
-                return kinds.pop() if len(kinds) == 1 else None
-            return None
-        if isinstance(func, ast.Attribute):
-            if func.attr in MODULE_SELF_METHODS and self.kind(func.value, depth + 1) is Kind.MODULE:
-                return Kind.MODULE
-            if func.attr == "from_pretrained":
-                owner = self.qualname(func.value) or ""
-                last = owner.rsplit(".", 1)[-1]
-                if owner.startswith("transformers.") and last.startswith("AutoModel"):
-                    return Kind.MODULE
-        return None
-
-    @staticmethod
-    def _constructor_kind(qual: str) -> Kind | None:
-        last = qual.rsplit(".", 1)[-1]
-        if qual == "torch.utils.data.DataLoader":
-            return Kind.LOADER
-        if qual in SAMPLERS:
-            return Kind.SAMPLER
-        if qual in SCALERS:
-            return Kind.SCALER
-        if qual == "torch.device":
-            return Kind.DEVICE
-        if qual.startswith("torch.optim.lr_scheduler.") and last[:1].isupper():
-            return Kind.SCHEDULER
-        if qual.startswith("torch.optim.") and qual.count(".") == 2 and last[:1].isupper():
-            return Kind.OPTIMIZER if last != "Optimizer" else None
-        if qual in MODEL_WRAPPERS:
-            return Kind.MODULE
-        if qual.startswith("torch.nn.") and qual.count(".") == 2 and last[:1].isupper():
-            if last in _NON_MODEL_NN:
-                return None
-            return Kind.LOSS if last.endswith("Loss") else Kind.MODULE
-        if qual.startswith("torchvision.models.") and last[:1].islower():
-            if last in ("get_weight", "get_model_weights", "list_models", "get_model_builder"):
-                return None
-            return Kind.MODULE
-        if qual == "timm.create_model":
-            return Kind.MODULE
-        if qual in ("torch.utils.data.Dataset", "torch.utils.data.TensorDataset"):
-            return Kind.DATASET
-        return None
-
-    def _use_evidence(self) -> dict[tuple[ast.AST, str], Kind]:
-        """Kinds learned from how a name is used: ``m.eval()``, ``torch.compile(m)``..."""
-        if self._evidence is not None:
-            return self._evidence
-        evidence: dict[tuple[ast.AST, str], Kind] = {}
-        self._evidence = evidence
-
-        def mark(expr: ast.expr) -> None:
-            if isinstance(expr, ast.Name):
-                if _NOT_A_MODULE_NAME.search(expr.id):
-                    return
-                binding = self.lookup(expr.id, expr)
-                if binding is not None and binding.how in ("assign", "param", "with", "loop"):
-                    evidence[(binding.scope, binding.name)] = Kind.MODULE
-            elif (
-                isinstance(expr, ast.Attribute)
-                and isinstance(expr.value, ast.Name)
-                and expr.value.id == "self"
-                and not _NOT_A_MODULE_NAME.search(expr.attr)
-            ):
-                cls = self.enclosing_class(expr)
-                if cls is not None:
-                    evidence[(cls, "self." + expr.attr)] = Kind.MODULE
-
-        for method in MODULE_ONLY_METHODS:
-            for call in self.calls_by_attr.get(method, ()):
-                if method in ("eval", "train") and (call.args or call.keywords):
-                    if method == "eval" or not (
-                        len(call.args) == 1 and isinstance(call.args[0], ast.Constant)
-                    ):
-                        continue
-                assert isinstance(call.func, ast.Attribute)
-                mark(call.func.value)
-        for call in self.calls_by_attr.get("state_dict", ()):
-            assert isinstance(call.func, ast.Attribute)
-            mark(call.func.value)
-        for call in self.calls_to(*MODEL_TAKERS):
-            if call.args:
-                mark(call.args[0])
-        return evidence
-
-    def constructions(
-        self, expr: ast.AST | None, wanted: Callable[[ast.Call], bool], _depth: int = 0
-    ) -> tuple[list[ast.Call], bool]:
-        """The calls matching ``wanted`` whose result ``expr`` may hold (inline, through the
-        assignments of a name or of ``self.attr`` in this file, either branch of ``a if c else
-        b``), and whether ``expr`` may also hold something else (``None``, a parameter...)."""
-        if expr is None or _depth > 6:
-            return [], True
-        if isinstance(expr, ast.Call):
-            return ([expr], False) if wanted(expr) else ([], True)
-        if isinstance(expr, ast.IfExp | ast.NamedExpr):
-            parts = [expr.body, expr.orelse] if isinstance(expr, ast.IfExp) else [expr.value]
-            found: list[ast.Call] = []
-            other = False
-            for part in parts:
-                calls, maybe = self.constructions(part, wanted, _depth + 1)
-                found += calls
-                other = other or maybe
-            return found, other
-        values: list[ast.expr | None] = []
-        if isinstance(expr, ast.Name):
-            binding = self.lookup(expr.id, expr)
-            if binding is None:
-                return [], True
-            scope = self.scopes.get(binding.scope)
-            same = scope.bindings.get(expr.id, []) if scope is not None else [binding]
-            values = [b.value if b.how == "assign" and b.index is None else None for b in same]
-        elif isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
-            cls = self.enclosing_class(expr) if expr.value.id == "self" else None
-            if cls is None:
-                return [], True
-            values = list(self.self_attr_values.get((cls, expr.attr), [])) or [None]
-        else:
-            return [], True
-        found, other = [], False
-        for value in values:
-            calls, maybe = self.constructions(value, wanted, _depth + 1)
-            found += calls
-            other = other or maybe
-        return found, other
-
-    def is_loader(self, expr: ast.AST) -> bool:
-        """A DataLoader by construction, or (when its kind is unknown) by its name."""
-        kind = self.kind(expr)
-        if kind is not None:
-            return kind is Kind.LOADER
-        name = terminal_name(expr)
-        return bool(name) and bool(_LOADER_NAME.search(name or ""))
-
-    # ---------------------------------------------------------------- loops ------------
-    def _build_loops(self) -> None:
-        if self._loops_done:
-            return
-        self._loops_done = True
-        for node, info in self.loops.items():
-            for anc in self.ancestors(node):
-                if isinstance(anc, (*FUNCTION_NODES, ast.Lambda, ast.ClassDef)):
-                    info.function = anc
-                    break
-                if isinstance(anc, LOOP_NODES) and self._in_loop_body(anc, node):
-                    info.parent = self.loops[anc]
-                    info.parent.children.append(info)
-                    break
-            if isinstance(node, ast.For | ast.AsyncFor):
-                info.loader = self._iterated_loader(node.iter)
-
-    def _in_loop_body(self, loop: ast.AST, node: ast.AST) -> bool:
-        return not (
-            isinstance(loop, ast.For | ast.AsyncFor) and self.is_inside(node, loop.iter)
-        ) and not (isinstance(loop, ast.While) and self.is_inside(node, loop.test))
-
-    def _iterated_loader(self, expr: ast.expr) -> ast.expr | None:
-        seen = 0
-        while isinstance(expr, ast.Call) and seen < 4:
-            seen += 1
-            name = terminal_name(expr.func)
-            if name in ("enumerate", "tqdm", "iter", "zip", "track", "islice") and expr.args:
-                if name == "zip":
-                    for arg in expr.args:
-                        if self.is_loader(arg):
-                            return arg
-                    return None
-                expr = expr.args[0]
-            else:
-                return None
-        return expr if self.is_loader(expr) else None
-
-    def release(self) -> None:
-        """Break the reference cycles among the loop facts (a loop lists its inner loops, which
-        point back to it), so that the memory of a check is freed when the check ends, not when
-        the cycle collector next runs."""
-        for info in self.loops.values():
-            info.children.clear()
-
-    def loop_info(self, loop: ast.AST) -> LoopInfo:
-        self._build_loops()
-        return self.loops[loop]
-
-    def all_loops(self) -> list[LoopInfo]:
-        self._build_loops()
-        return list(self.loops.values())
-
-    def enclosing_loops(self, node: ast.AST) -> list[LoopInfo]:
-        """Loops whose body contains ``node``, innermost first, within the same function."""
-        self._build_loops()
-        out = []
-        for anc in self.ancestors(node):
-            if isinstance(anc, (*FUNCTION_NODES, ast.Lambda, ast.ClassDef)):
-                break
-            if isinstance(anc, LOOP_NODES) and self._in_loop_body(anc, node):
-                out.append(self.loops[anc])
-        return out
-
-    def loop_uses_loader(self, loop: LoopInfo, loader: ast.expr) -> bool:
-        """Whether an epoch-level loop iterates ``loader`` (directly, or by passing it to a call)."""
-        want = dotted(loader)
-        if want is None:
-            return False
-        for node in self.walk_body(loop.node.body):
-            if isinstance(node, ast.For | ast.AsyncFor):
-                self._build_loops()
-                inner = self.loops[node].loader
-                if inner is not None and dotted(inner) == want:
-                    return True
-            elif isinstance(node, ast.Call):
-                for arg in [*node.args, *(k.value for k in node.keywords)]:
-                    if dotted(arg) == want:
-                        return True
-        return False
-
-    def repeats(self, loop: LoopInfo) -> bool:
-        """Whether a loop repeats training-like work: a batch loop, a loop around one (an epoch
-        loop), a ``while`` loop, or a ``for`` over ``range(...)``/``itertools.count()``. Loops over
-        a collection (``for m in models``) do not count: doing a thing once per item is fine."""
-        node = loop.node
-        if loop.is_batch_loop or isinstance(node, ast.While):
-            return True
-        if isinstance(node.iter, ast.Call) and terminal_name(node.iter.func) in ("range", "count"):
-            return True
-        return self.contains_batch_loop(loop)
-
-    def contains_batch_loop(self, loop: LoopInfo) -> bool:
-        stack = list(loop.children)
-        while stack:
-            child = stack.pop()
-            if child.is_batch_loop:
-                return True
-            stack.extend(child.children)
-        return False
-
-    def repeating_loop(self, node: ast.AST) -> LoopInfo | None:
-        """The innermost loop around ``node`` (same function) that repeats training-like work."""
-        for loop in self.enclosing_loops(node):
-            if self.repeats(loop):
-                return loop
-        return None
-
-    def constructor_call(self, expr: ast.AST) -> ast.Call | None:
-        values: list[ast.expr] = []
-        if isinstance(expr, ast.Name):
-            binding = self.lookup(expr.id, expr)
-            if binding is not None and binding.how == "assign" and binding.index is None:
-                if binding.value is not None:
-                    values.append(binding.value)
-        elif (
-            isinstance(expr, ast.Attribute)
-            and isinstance(expr.value, ast.Name)
-            and expr.value.id == "self"
-        ):
-            cls = self.enclosing_class(expr)
-            if cls is not None:
-                values.extend(self.self_attr_values.get((cls, expr.attr), ()))
-        elif isinstance(expr, ast.Call):
-            values.append(expr)
-        calls = [v for v in values if isinstance(v, ast.Call)]
-        return calls[0] if len(calls) == 1 and len(values) == 1 else None
-
-    def is_optimizer(self, expr: ast.AST) -> bool:
-        """An optimizer by construction, or (kind unknown) by its name (``optimizer``, ``opt``)."""
-        kind = self.kind(expr)
-        if kind is not None:
-            return kind is Kind.OPTIMIZER
-        name = terminal_name(expr) or ""
-        return bool(_OPTIMIZER_NAME.search(name)) and not _SCHEDULER_NAME.search(name)
-
-    def is_scheduler(self, expr: ast.AST) -> bool:
-        """A learning-rate scheduler by construction, or (kind unknown) by its name."""
-        kind = self.kind(expr)
-        if kind is not None:
-            return kind is Kind.SCHEDULER
-        return bool(_SCHEDULER_NAME.search(terminal_name(expr) or ""))
-
-    def optimizer_steps(self, within: ast.AST) -> list[ast.Call]:
-        """``optimizer.step()`` and ``scaler.step(optimizer)`` calls under ``within`` (not in
-        nested functions), in source order."""
-        out = []
-        for node in self.walk(within):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "step"
-            ):
-                receiver = node.func.value
-                if self.is_optimizer(receiver) or (
-                    node.args
-                    and self.is_optimizer(node.args[0])
-                    and not self.is_scheduler(receiver)
-                ):
-                    out.append(node)
-        out.sort(key=_pos)
-        return out
-
-    def saved_dicts(self) -> list[tuple[ast.Call, ast.Dict]]:
-        """``torch.save`` calls whose object is a dict literal (directly, or through a name bound
-        to one), with that dict: the checkpoints a script writes."""
-        out = []
-        for call in self.calls_to("torch.save"):
-            obj = call.args[0] if call.args else getattr(keyword(call, "obj"), "value", None)
-            if isinstance(obj, ast.Name):
-                binding = self.lookup(obj.id, obj)
-                obj = (
-                    binding.value
-                    if binding is not None and binding.how == "assign" and binding.index is None
-                    else None
-                )
-            if isinstance(obj, ast.Dict):
-                out.append((call, obj))
-        return out
-
-    def state_dict_owner(self, value: ast.AST) -> ast.expr | None:
-        """``m`` for ``m.state_dict()`` (also ``m.module.state_dict()``)."""
-        if (
-            isinstance(value, ast.Call)
-            and isinstance(value.func, ast.Attribute)
-            and value.func.attr == "state_dict"
-        ):
-            owner = value.func.value
-            if isinstance(owner, ast.Attribute) and owner.attr in ("module", "_orig_mod"):
-                return owner.value
-            return owner
-        return None
-
-    # ---------------------------------------------------------------- grad mode --------
-    def grad_disabled(self, node: ast.AST) -> bool:
-        """Whether gradient tracking is off where ``node`` runs: under ``torch.no_grad()``,
-        ``torch.inference_mode()``, ``torch.set_grad_enabled(False)`` (as a context manager,
-        a decorator, or an earlier statement in an enclosing block)."""
-        child: ast.AST = node
-        for anc in self.ancestors(node):
-            if isinstance(anc, ast.With | ast.AsyncWith) and child in anc.body:
-                if any(self.is_grad_off(item.context_expr) for item in anc.items):
-                    return True
-            if isinstance(anc, FUNCTION_NODES):
-                return any(self.is_grad_off(d) or _named_grad_off(d) for d in anc.decorator_list)
-            if isinstance(anc, ast.Lambda | ast.ClassDef):
-                return False
-            if isinstance(child, ast.stmt):
-                try:
-                    block, index = self.block_of(child)
-                except ValueError:
-                    block, index = [], 0
-                for prev in block[:index]:
-                    if (
-                        isinstance(prev, ast.Expr)
-                        and isinstance(prev.value, ast.Call)
-                        and self._is_set_grad_false(prev.value)
-                    ):
-                        return True
-            child = anc
-        return False
-
-    def is_grad_off(self, expr: ast.expr) -> bool:
-        target = expr.func if isinstance(expr, ast.Call) else expr
-        qual = self.qualname(target)
-        if qual in GRAD_OFF_CALLS:
-            if isinstance(expr, ast.Call) and qual == "torch.inference_mode":
-                return not is_false(argument(expr, "mode", 0))
-            return True
-        return isinstance(expr, ast.Call) and self._is_set_grad_false(expr)
-
-    def _is_set_grad_false(self, call: ast.Call) -> bool:
-        if self.qualname(call.func) != "torch.set_grad_enabled":
-            return False
-        return is_false(argument(call, "mode", 0))
-
-    def is_autocast(self, expr: ast.expr) -> bool:
-        target = expr.func if isinstance(expr, ast.Call) else expr
-        return self.qualname(target) in AUTOCAST
-
+    # ---------------------------------------------------------------- control flow ---
     def enclosing_withs(self, node: ast.AST) -> Iterator[ast.With | ast.AsyncWith]:
         """``with`` statements whose body contains ``node``, innermost first, same function."""
         child: ast.AST = node
@@ -1488,55 +850,6 @@ class Semantic:
             if isinstance(anc, ast.With | ast.AsyncWith) and child in anc.body:
                 yield anc
             child = anc
-
-    def enclosing_autocast(self, node: ast.AST) -> ast.With | ast.AsyncWith | None:
-        """The innermost ``with autocast(...)`` around ``node`` (same function), or None when
-        there is none or the innermost one is literally disabled (``enabled=False``)."""
-        for with_ in self.enclosing_withs(node):
-            for item in with_.items:
-                if self.is_autocast(item.context_expr):
-                    return None if self.autocast_disabled(item.context_expr) else with_
-        return None
-
-    def autocast_disabled(self, expr: ast.expr) -> bool:
-        """``autocast(..., enabled=False)``: positional ``enabled`` is the first argument of
-        ``torch.cuda/cpu.amp.autocast`` and the third of ``torch.amp.autocast``."""
-        if not isinstance(expr, ast.Call):
-            return False
-        index = 2 if self.qualname(expr.func) == "torch.amp.autocast" else 0
-        return is_false(argument(expr, "enabled", index))
-
-    def autocast_device(self, expr: ast.expr) -> str | None:
-        """The device type of an ``autocast(...)`` call when the source states it (a string
-        literal, or ``torch.cuda/cpu.amp.autocast``); None when it is computed at run time."""
-        if not isinstance(expr, ast.Call):
-            return None
-        qual = self.qualname(expr.func)
-        if qual in ("torch.cuda.amp.autocast", "torch.cpu.amp.autocast"):
-            return qual.split(".")[1]
-        value = argument(expr, "device_type", 0)
-        if isinstance(value, ast.Constant) and isinstance(value.value, str):
-            return value.value.split(":")[0]
-        return None
-
-    def autocast_dtype(self, expr: ast.expr) -> str | None:
-        """``"float16"``/``"bfloat16"``: the dtype an ``autocast(...)`` call runs in, explicit
-        (``dtype=torch.half``) or the device's default (float16 on CUDA, bfloat16 on CPU,
-        ``torch.get_autocast_dtype``); None when it cannot be told from the source."""
-        if not isinstance(expr, ast.Call):
-            return None
-        value = argument(expr, "dtype", 1)
-        if value is None:
-            return {"cuda": "float16", "cpu": "bfloat16"}.get(self.autocast_device(expr) or "")
-        names = {"torch.float16": "float16", "torch.half": "float16", "torch.bfloat16": "bfloat16"}
-        return names.get(self.qualname(value) or "")
-
-    def is_backward(self, call: ast.Call) -> bool:
-        """``x.backward(...)`` or ``torch.autograd.backward(...)``."""
-        func = call.func
-        if isinstance(func, ast.Attribute) and func.attr == "backward":
-            return self.qualname(func) in (None, "torch.autograd.backward")
-        return self.qualname(func) == "torch.autograd.backward"
 
     def exclusive_branches(self, a: ast.AST, b: ast.AST) -> bool:
         """Whether ``a`` and ``b`` sit in different branches of one ``if`` (or conditional
@@ -1571,27 +884,6 @@ def _in_field(node: ast.AST, name: str, child: ast.AST) -> bool:
     return child is value or (isinstance(value, list) and any(c is child for c in value))
 
 
-def scaled_backward_scaler(call: ast.Call) -> ast.expr | None:
-    """The scaler in ``scaler.scale(loss).backward()``; None for other calls."""
-    func = call.func
-    if isinstance(func, ast.Attribute) and func.attr == "backward":
-        inner = func.value
-        if (
-            isinstance(inner, ast.Call)
-            and isinstance(inner.func, ast.Attribute)
-            and inner.func.attr == "scale"
-        ):
-            return inner.func.value
-    return None
-
-
-def _named_grad_off(decorator: ast.expr) -> bool:
-    """A project's own wrapper such as ``@smart_inference_mode()`` or ``@utils.no_grad``."""
-    target = decorator.func if isinstance(decorator, ast.Call) else decorator
-    name = terminal_name(target) or ""
-    return "inference_mode" in name or "no_grad" in name
-
-
 def is_main_guard(stmt: ast.AST) -> bool:
     """``if __name__ == "__main__":`` (either operand order, possibly ``and``-ed with more)."""
     if not isinstance(stmt, ast.If):
@@ -1606,23 +898,6 @@ def is_main_guard(stmt: ast.AST) -> bool:
             ):
                 return True
     return False
-
-
-# Methods whose result is plain data (a dict, a number, a list), never a module.
-_DATA_METHODS = frozenset(
-    {"state_dict", "item", "tolist", "numpy", "keys", "values", "items", "copy", "detach"}
-)
-
-
-def _plain_data(value: ast.expr | None) -> bool:
-    """A value that cannot be a module: a literal, or a method call returning plain data."""
-    if isinstance(value, ast.Constant | ast.Dict | ast.List | ast.Tuple | ast.Set | ast.JoinedStr):
-        return True
-    return (
-        isinstance(value, ast.Call)
-        and isinstance(value.func, ast.Attribute)
-        and value.func.attr in _DATA_METHODS
-    )
 
 
 def terminal_name(expr: ast.AST) -> str | None:

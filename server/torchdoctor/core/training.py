@@ -1,9 +1,14 @@
-"""Facts about the shape of a training step, shared by the TDR1xx rules.
+"""Training-loop facts, read by the TDR1xx rules and by many others.
 
-Which statements run on every iteration of a loop and which only under an ``if``, which ``if``
-guards an ``optimizer.step()`` the way gradient accumulation does, the order of backward, clip
-and step calls within one iteration, and which expressions hold a loss tensor that still
-carries its autograd graph. All of it is read from ``Semantic`` facts.
+The loops of a file (``LoopInfo``: which loops iterate a DataLoader, how they nest, which loops
+repeat training-like work), backward passes, optimizer steps and gradient clipping, where
+gradient tracking is off (``torch.no_grad``, ``torch.inference_mode``,
+``torch.set_grad_enabled(False)``) and where ``autocast`` is on (with its device and dtype). On
+top of those, the shape of one training step: which statements run on every iteration of a loop
+and which only under an ``if``, which ``if`` guards an ``optimizer.step()`` the way gradient
+accumulation does, the order of backward, clip and step calls within one iteration, and which
+expressions hold a loss tensor that still carries its autograd graph. The loop facts are built
+once per file in ``sem.memo``. All of it is read from ``Semantic`` facts.
 """
 
 from __future__ import annotations
@@ -11,17 +16,22 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 
+from . import kinds
+from .kinds import Kind
 from .semantic import (
     FUNCTION_NODES,
     LOOP_NODES,
-    Kind,
-    LoopInfo,
     Semantic,
-    scaled_backward_scaler,
+    argument,
+    dotted,
+    is_false,
     terminal_name,
 )
 
+GRAD_OFF_CALLS = frozenset({"torch.no_grad", "torch.inference_mode"})
+AUTOCAST = frozenset({"torch.amp.autocast", "torch.cuda.amp.autocast", "torch.cpu.amp.autocast"})
 CLIP_FUNCTIONS = frozenset(
     {
         "torch.nn.utils.clip_grad_norm_",
@@ -74,12 +84,313 @@ def before(a: ast.AST, b: ast.AST) -> bool:
     return _pos(a) < _pos(b)
 
 
+# ------------------------------------------------------------------ loops ----------------
+@dataclass
+class LoopInfo:
+    """A ``for``/``while`` loop: the loop it is nested in (same function), the function, class
+    or lambda around it, and the DataLoader it iterates when it is a batch loop."""
+
+    node: ast.For | ast.AsyncFor | ast.While
+    parent: LoopInfo | None
+    function: ast.AST | None
+    loader: ast.expr | None  # the loader this loop iterates, when it is a batch loop
+
+    @property
+    def is_batch_loop(self) -> bool:
+        return self.loader is not None
+
+    @property
+    def target_name(self) -> str | None:
+        node = self.node
+        if isinstance(node, ast.For | ast.AsyncFor):
+            target = node.target
+            if isinstance(target, ast.Tuple) and target.elts:
+                target = target.elts[0]
+            if isinstance(target, ast.Name) and target.id != "_":
+                return target.id
+        return None
+
+
+# Loop facts by loop node and the loops directly inside each (children are kept apart from
+# ``LoopInfo`` so that the facts hold no reference cycle and are freed with the file's).
+_Loops = tuple[dict[ast.AST, LoopInfo], dict[ast.AST, list[LoopInfo]]]
+_LOOPS = "loops"  # key of the loop facts in ``sem.memo``
+
+
+def _loops(sem: Semantic) -> _Loops:
+    """The facts of every loop of the file (``sem.loops``, in source order), built on first
+    use."""
+    known = sem.memo.get(_LOOPS)
+    if known is not None:
+        return known  # type: ignore[return-value]
+    table: dict[ast.AST, LoopInfo] = {node: LoopInfo(node, None, None, None) for node in sem.loops}
+    inner: dict[ast.AST, list[LoopInfo]] = {}
+    sem.memo[_LOOPS] = loops = (table, inner)
+    for node, info in table.items():
+        for anc in sem.ancestors(node):
+            if isinstance(anc, (*FUNCTION_NODES, ast.Lambda, ast.ClassDef)):
+                info.function = anc
+                break
+            if isinstance(anc, LOOP_NODES) and _in_loop_body(sem, anc, node):
+                info.parent = table[anc]
+                inner.setdefault(anc, []).append(info)
+                break
+        if isinstance(node, ast.For | ast.AsyncFor):
+            info.loader = _iterated_loader(sem, node.iter)
+    return loops
+
+
+def _in_loop_body(sem: Semantic, loop: ast.AST, node: ast.AST) -> bool:
+    return not (
+        isinstance(loop, ast.For | ast.AsyncFor) and sem.is_inside(node, loop.iter)
+    ) and not (isinstance(loop, ast.While) and sem.is_inside(node, loop.test))
+
+
+def _iterated_loader(sem: Semantic, expr: ast.expr) -> ast.expr | None:
+    seen = 0
+    while isinstance(expr, ast.Call) and seen < 4:
+        seen += 1
+        name = terminal_name(expr.func)
+        if name in ("enumerate", "tqdm", "iter", "zip", "track", "islice") and expr.args:
+            if name == "zip":
+                for arg in expr.args:
+                    if kinds.is_loader(sem, arg):
+                        return arg
+                return None
+            expr = expr.args[0]
+        else:
+            return None
+    return expr if kinds.is_loader(sem, expr) else None
+
+
+def loop_info(sem: Semantic, loop: ast.AST) -> LoopInfo:
+    return _loops(sem)[0][loop]
+
+
+def all_loops(sem: Semantic) -> list[LoopInfo]:
+    return list(_loops(sem)[0].values())
+
+
+def enclosing_loops(sem: Semantic, node: ast.AST) -> list[LoopInfo]:
+    """Loops whose body contains ``node``, innermost first, within the same function."""
+    table = _loops(sem)[0]
+    out = []
+    for anc in sem.ancestors(node):
+        if isinstance(anc, (*FUNCTION_NODES, ast.Lambda, ast.ClassDef)):
+            break
+        if isinstance(anc, LOOP_NODES) and _in_loop_body(sem, anc, node):
+            out.append(table[anc])
+    return out
+
+
+def loop_uses_loader(sem: Semantic, loop: LoopInfo, loader: ast.expr) -> bool:
+    """Whether an epoch-level loop iterates ``loader`` (directly, or by passing it to a call)."""
+    want = dotted(loader)
+    if want is None:
+        return False
+    for node in sem.walk_body(loop.node.body):
+        if isinstance(node, ast.For | ast.AsyncFor):
+            inner = _loops(sem)[0][node].loader
+            if inner is not None and dotted(inner) == want:
+                return True
+        elif isinstance(node, ast.Call):
+            for arg in [*node.args, *(k.value for k in node.keywords)]:
+                if dotted(arg) == want:
+                    return True
+    return False
+
+
+def repeats(sem: Semantic, loop: LoopInfo) -> bool:
+    """Whether a loop repeats training-like work: a batch loop, a loop around one (an epoch
+    loop), a ``while`` loop, or a ``for`` over ``range(...)``/``itertools.count()``. Loops over
+    a collection (``for m in models``) do not count: doing a thing once per item is fine."""
+    node = loop.node
+    if loop.is_batch_loop or isinstance(node, ast.While):
+        return True
+    if isinstance(node.iter, ast.Call) and terminal_name(node.iter.func) in ("range", "count"):
+        return True
+    return contains_batch_loop(sem, loop)
+
+
+def contains_batch_loop(sem: Semantic, loop: LoopInfo) -> bool:
+    """Whether a batch loop is nested (at any depth, same function) inside ``loop``."""
+    inner = _loops(sem)[1]
+    stack = list(inner.get(loop.node, ()))
+    while stack:
+        child = stack.pop()
+        if child.is_batch_loop:
+            return True
+        stack.extend(inner.get(child.node, ()))
+    return False
+
+
+def repeating_loop(sem: Semantic, node: ast.AST) -> LoopInfo | None:
+    """The innermost loop around ``node`` (same function) that repeats training-like work."""
+    for loop in enclosing_loops(sem, node):
+        if repeats(sem, loop):
+            return loop
+    return None
+
+
+# ------------------------------------------------------------------ backward and steps ----
+def is_backward(sem: Semantic, call: ast.Call) -> bool:
+    """``x.backward(...)`` or ``torch.autograd.backward(...)``."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr == "backward":
+        return sem.qualname(func) in (None, "torch.autograd.backward")
+    return sem.qualname(func) == "torch.autograd.backward"
+
+
+def scaled_backward_scaler(call: ast.Call) -> ast.expr | None:
+    """The scaler in ``scaler.scale(loss).backward()``; None for other calls."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr == "backward":
+        inner = func.value
+        if (
+            isinstance(inner, ast.Call)
+            and isinstance(inner.func, ast.Attribute)
+            and inner.func.attr == "scale"
+        ):
+            return inner.func.value
+    return None
+
+
+def optimizer_steps(sem: Semantic, within: ast.AST) -> list[ast.Call]:
+    """``optimizer.step()`` and ``scaler.step(optimizer)`` calls under ``within`` (not in
+    nested functions), in source order."""
+    out = []
+    for node in sem.walk(within):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "step"
+        ):
+            receiver = node.func.value
+            if kinds.is_optimizer(sem, receiver) or (
+                node.args
+                and kinds.is_optimizer(sem, node.args[0])
+                and not kinds.is_scheduler(sem, receiver)
+            ):
+                out.append(node)
+    out.sort(key=_pos)
+    return out
+
+
+# ------------------------------------------------------------------ grad mode ------------
+def grad_disabled(sem: Semantic, node: ast.AST) -> bool:
+    """Whether gradient tracking is off where ``node`` runs: under ``torch.no_grad()``,
+    ``torch.inference_mode()``, ``torch.set_grad_enabled(False)`` (as a context manager,
+    a decorator, or an earlier statement in an enclosing block)."""
+    child: ast.AST = node
+    for anc in sem.ancestors(node):
+        if isinstance(anc, ast.With | ast.AsyncWith) and child in anc.body:
+            if any(is_grad_off(sem, item.context_expr) for item in anc.items):
+                return True
+        if isinstance(anc, FUNCTION_NODES):
+            return any(is_grad_off(sem, d) or _named_grad_off(d) for d in anc.decorator_list)
+        if isinstance(anc, ast.Lambda | ast.ClassDef):
+            return False
+        if isinstance(child, ast.stmt):
+            try:
+                block, index = sem.block_of(child)
+            except ValueError:
+                block, index = [], 0
+            for prev in block[:index]:
+                if (
+                    isinstance(prev, ast.Expr)
+                    and isinstance(prev.value, ast.Call)
+                    and _is_set_grad_false(sem, prev.value)
+                ):
+                    return True
+        child = anc
+    return False
+
+
+def is_grad_off(sem: Semantic, expr: ast.expr) -> bool:
+    """``torch.no_grad()``, ``torch.inference_mode()`` (not ``inference_mode(False)``) or
+    ``torch.set_grad_enabled(False)``, called or (the first two) as a bare decorator."""
+    target = expr.func if isinstance(expr, ast.Call) else expr
+    qual = sem.qualname(target)
+    if qual in GRAD_OFF_CALLS:
+        if isinstance(expr, ast.Call) and qual == "torch.inference_mode":
+            return not is_false(argument(expr, "mode", 0))
+        return True
+    return isinstance(expr, ast.Call) and _is_set_grad_false(sem, expr)
+
+
+def _is_set_grad_false(sem: Semantic, call: ast.Call) -> bool:
+    if sem.qualname(call.func) != "torch.set_grad_enabled":
+        return False
+    return is_false(argument(call, "mode", 0))
+
+
+def _named_grad_off(decorator: ast.expr) -> bool:
+    """A project's own wrapper such as ``@smart_inference_mode()`` or ``@utils.no_grad``."""
+    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+    name = terminal_name(target) or ""
+    return "inference_mode" in name or "no_grad" in name
+
+
+# ------------------------------------------------------------------ autocast -------------
+def is_autocast(sem: Semantic, expr: ast.expr) -> bool:
+    """``torch.autocast``/``torch.amp.autocast``/``torch.cuda|cpu.amp.autocast``, called or
+    not."""
+    target = expr.func if isinstance(expr, ast.Call) else expr
+    return sem.qualname(target) in AUTOCAST
+
+
+def enclosing_autocast(sem: Semantic, node: ast.AST) -> ast.With | ast.AsyncWith | None:
+    """The innermost ``with autocast(...)`` around ``node`` (same function), or None when
+    there is none or the innermost one is literally disabled (``enabled=False``)."""
+    for with_ in sem.enclosing_withs(node):
+        for item in with_.items:
+            if is_autocast(sem, item.context_expr):
+                return None if autocast_disabled(sem, item.context_expr) else with_
+    return None
+
+
+def autocast_disabled(sem: Semantic, expr: ast.expr) -> bool:
+    """``autocast(..., enabled=False)``: positional ``enabled`` is the first argument of
+    ``torch.cuda/cpu.amp.autocast`` and the third of ``torch.amp.autocast``."""
+    if not isinstance(expr, ast.Call):
+        return False
+    index = 2 if sem.qualname(expr.func) == "torch.amp.autocast" else 0
+    return is_false(argument(expr, "enabled", index))
+
+
+def autocast_device(sem: Semantic, expr: ast.expr) -> str | None:
+    """The device type of an ``autocast(...)`` call when the source states it (a string
+    literal, or ``torch.cuda/cpu.amp.autocast``); None when it is computed at run time."""
+    if not isinstance(expr, ast.Call):
+        return None
+    qual = sem.qualname(expr.func)
+    if qual in ("torch.cuda.amp.autocast", "torch.cpu.amp.autocast"):
+        return qual.split(".")[1]
+    value = argument(expr, "device_type", 0)
+    if isinstance(value, ast.Constant) and isinstance(value.value, str):
+        return value.value.split(":")[0]
+    return None
+
+
+def autocast_dtype(sem: Semantic, expr: ast.expr) -> str | None:
+    """``"float16"``/``"bfloat16"``: the dtype an ``autocast(...)`` call runs in, explicit
+    (``dtype=torch.half``) or the device's default (float16 on CUDA, bfloat16 on CPU,
+    ``torch.get_autocast_dtype``); None when it cannot be told from the source."""
+    if not isinstance(expr, ast.Call):
+        return None
+    value = argument(expr, "dtype", 1)
+    if value is None:
+        return {"cuda": "float16", "cpu": "bfloat16"}.get(autocast_device(sem, expr) or "")
+    names = {"torch.float16": "float16", "torch.half": "float16", "torch.bfloat16": "bfloat16"}
+    return names.get(sem.qualname(value) or "")
+
+
 # ------------------------------------------------------------------ loops and guards ------
 def iteration_loop(sem: Semantic, node: ast.AST) -> LoopInfo | None:
     """The loop one run of which is "one iteration" for ``node``: the innermost loop around it
     (same function) that repeats training-like work (a batch loop, an epoch loop, ``while``,
     ``for ... in range(...)``) or runs a backward pass (``for i, batch in pbar:``)."""
-    for loop in sem.enclosing_loops(node):
+    for loop in enclosing_loops(sem, node):
         if is_iteration_loop(sem, loop):
             return loop
     return None
@@ -90,10 +401,10 @@ def is_iteration_loop(sem: Semantic, loop: LoopInfo) -> bool:
     key = ("iteration-loop", loop.node)
     known = sem.memo.get(key)
     if known is None:
-        known = sem.repeats(loop) or (
+        known = repeats(sem, loop) or (
             has_backward_calls(sem)
             and any(
-                isinstance(n, ast.Call) and sem.is_backward(n)
+                isinstance(n, ast.Call) and is_backward(sem, n)
                 for n in sem.walk_body(loop.node.body)
             )
         )
@@ -184,7 +495,7 @@ def accumulated_steps(sem: Semantic, loop: LoopInfo) -> list[tuple[ast.Call, ast
     """Optimizer steps of ``loop`` (not of its nested loops) that run under an accumulation
     guard, with that guard."""
     out = []
-    for step in sem.optimizer_steps(loop.node):
+    for step in optimizer_steps(sem, loop.node):
         if iteration_loop(sem, step) is not loop:
             continue
         guard = accumulation_guard(sem, step, loop.node)
@@ -197,7 +508,11 @@ def step_optimizer(sem: Semantic, step: ast.Call) -> ast.expr | None:
     """The optimizer a step call updates: ``opt`` in ``opt.step()`` and ``scaler.step(opt)``."""
     assert isinstance(step.func, ast.Attribute)
     receiver = step.func.value
-    if step.args and sem.is_optimizer(step.args[0]) and not sem.is_optimizer(receiver):
+    if (
+        step.args
+        and kinds.is_optimizer(sem, step.args[0])
+        and not kinds.is_optimizer(sem, receiver)
+    ):
         return step.args[0]
     return receiver
 
@@ -214,7 +529,7 @@ def calls_in(sem: Semantic, within: ast.AST | list[ast.stmt]) -> Iterator[ast.Ca
 def backward_calls(sem: Semantic, within: ast.AST | list[ast.stmt]) -> list[ast.Call]:
     """Backward passes (``x.backward()``, ``scaler.scale(x).backward()``,
     ``torch.autograd.backward(x)``) in source order."""
-    return sorted((c for c in calls_in(sem, within) if sem.is_backward(c)), key=_pos)
+    return sorted((c for c in calls_in(sem, within) if is_backward(sem, c)), key=_pos)
 
 
 def clip_calls(sem: Semantic) -> list[ast.Call]:
@@ -226,7 +541,7 @@ def is_zero_grad(sem: Semantic, call: ast.Call) -> bool:
     func = call.func
     if not (isinstance(func, ast.Attribute) and func.attr == "zero_grad"):
         return False
-    return sem.is_optimizer(func.value) or sem.kind(func.value) is Kind.MODULE
+    return kinds.is_optimizer(sem, func.value) or kinds.kind(sem, func.value) is Kind.MODULE
 
 
 def tensor_of_backward(call: ast.Call) -> ast.expr | None:
@@ -259,8 +574,8 @@ def is_loss_call(sem: Semantic, expr: ast.AST) -> bool:
             return last in _FUNCTIONAL_LOSSES or last.endswith("_loss")
         return False
     if isinstance(func, ast.Call):
-        return sem.kind(func) is Kind.LOSS
-    return isinstance(func, ast.Name | ast.Attribute) and sem.kind(func) is Kind.LOSS
+        return kinds.kind(sem, func) is Kind.LOSS
+    return isinstance(func, ast.Name | ast.Attribute) and kinds.kind(sem, func) is Kind.LOSS
 
 
 def _value_bindings(sem: Semantic, name: ast.Name) -> list[ast.expr] | None:
@@ -280,7 +595,7 @@ def holds_loss(sem: Semantic, expr: ast.AST, _depth: int = 0) -> bool:
         return False
     if isinstance(expr, ast.Call):
         if is_loss_call(sem, expr):
-            return not sem.grad_disabled(expr)
+            return not grad_disabled(sem, expr)
         func = expr.func
         if isinstance(func, ast.Attribute) and func.attr in ("mean", "sum", "float", "clone"):
             return holds_loss(sem, func.value, _depth + 1)
@@ -304,7 +619,7 @@ def is_backpropagated(sem: Semantic, name: ast.Name) -> bool:
     binding = sem.lookup(name.id, name)
     if binding is None:
         return False
-    if binding.value is not None and sem.grad_disabled(binding.value):
+    if binding.value is not None and grad_disabled(sem, binding.value):
         return False
     for call in sem.calls_by_attr.get("backward", ()):
         tensor = tensor_of_backward(call)
@@ -312,7 +627,7 @@ def is_backpropagated(sem: Semantic, name: ast.Name) -> bool:
             isinstance(tensor, ast.Name)
             and tensor.id == name.id
             and sem.lookup(tensor.id, tensor) is binding
-            and not sem.grad_disabled(call)
+            and not grad_disabled(sem, call)
         ):
             return True
     return False
@@ -558,7 +873,7 @@ def read_later(sem: Semantic, name: str, node: ast.AST) -> bool:
     if binding is None or binding.scope is not scope:
         return True  # a global or a closure variable: read where this function cannot see
     end = (getattr(node, "end_lineno", 0) or 0, getattr(node, "end_col_offset", 0) or 0)
-    loops = [loop.node for loop in sem.enclosing_loops(node)]
+    loops = [loop.node for loop in enclosing_loops(sem, node)]
     for owner, loads in _loads_by_owner(sem, name).items():
         if owner is not scope and not (scope is sem.tree or sem.is_inside(owner, scope)):
             continue

@@ -140,10 +140,7 @@ def analysed(
             )
             yield None, errors
             return
-        try:
-            yield Context(Source(text), sem, path, settings, notebook, live=live), errors
-        finally:
-            sem.release()
+        yield Context(Source(text), sem, path, settings, notebook, live=live), errors
 
 
 def _without_broken_cells(

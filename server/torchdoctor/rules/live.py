@@ -16,9 +16,11 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..core import kinds, training
+from ..core.kinds import Kind
 from ..core.live_facts import FactDict, LiveFacts, ProbeRequest, ViewItem, is_valid_name
 from ..core.model import Text
-from ..core.semantic import FUNCTION_NODES, Kind, dotted, int_literal, keyword
+from ..core.semantic import FUNCTION_NODES, dotted, int_literal, keyword
 
 if TYPE_CHECKING:
     from ..core.context import Context
@@ -264,7 +266,7 @@ def view_calls(ctx: Context) -> Iterator[ast.Call]:
 
 def outside_autocast(ctx: Context, node: ast.AST) -> bool:
     for with_node in ctx.sem.enclosing_withs(node):
-        if any(ctx.sem.is_autocast(item.context_expr) for item in with_node.items):
+        if any(training.is_autocast(ctx.sem, item.context_expr) for item in with_node.items):
             return False
     return True
 
@@ -408,7 +410,7 @@ def dataset_class(ctx: Context, expr: ast.expr | None) -> ast.ClassDef | None:
     if not isinstance(value, ast.Call):
         return None
     cls = ctx.sem.local_class(value.func)
-    if cls is None or ctx.sem.class_kind(cls) is not Kind.DATASET:
+    if cls is None or kinds.class_kind(ctx.sem, cls) is not Kind.DATASET:
         return None
     return cls
 

@@ -2,18 +2,9 @@ from __future__ import annotations
 
 import ast
 
-from ..core import fixes
+from ..core import fixes, training
 from ..core.context import Context
 from ..core.model import Applicability, Fix, Severity, Text
-from ..core.training import (
-    accumulations,
-    accumulator_name,
-    backward_calls,
-    escapes,
-    holds_loss,
-    iteration_loop,
-    rebound_in,
-)
 from .base import Invalid, Rule, Valid
 
 
@@ -292,18 +283,18 @@ class LossAccumulatedWithGraph(Rule):
 
     def check(self, ctx: Context) -> None:
         sem = ctx.sem
-        for node, acc, value in accumulations(sem):
-            loop = iteration_loop(sem, node)
-            name = accumulator_name(acc)
-            if loop is None or name is None or sem.grad_disabled(node):
+        for node, acc, value in training.accumulations(sem):
+            loop = training.iteration_loop(sem, node)
+            name = training.accumulator_name(acc)
+            if loop is None or name is None or training.grad_disabled(sem, node):
                 continue
-            if not holds_loss(sem, value):
+            if not training.holds_loss(sem, value):
                 continue
             scope = sem.enclosing_function(node) or sem.tree
             # A loop that backpropagates each iteration cannot mean to differentiate the total
             # later; one that does not may be summing an unrolled sequence for its caller.
-            trains = bool(backward_calls(sem, loop.node.body))
-            if rebound_in(sem, name, loop.node.body, node) or escapes(
+            trains = bool(training.backward_calls(sem, loop.node.body))
+            if training.rebound_in(sem, name, loop.node.body, node) or training.escapes(
                 sem, name, scope, returns=not trains
             ):
                 continue

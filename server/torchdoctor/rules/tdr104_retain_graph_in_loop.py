@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import ast
 
+from ..core import training
 from ..core.context import Context
 from ..core.model import Severity, Text
 from ..core.semantic import is_true, keyword
@@ -138,7 +139,7 @@ class RetainGraphInLoop(Rule):
         for call in candidates:
             if not is_true(getattr(keyword(call, "retain_graph"), "value", None)):
                 continue
-            loop = sem.repeating_loop(call)
+            loop = training.repeating_loop(sem, call)
             if loop is None or self._later_backward(ctx, loop.node, call):
                 continue
             if _graph_built_before(ctx, loop.node, call):

@@ -5,10 +5,11 @@ import os
 import re
 from dataclasses import dataclass
 
-from ..core import fixes
+from ..core import fixes, kinds, training
 from ..core.context import Context
+from ..core.kinds import Kind
 from ..core.model import Applicability, Edit, Fix, Pos, Text
-from ..core.semantic import Kind, dotted, is_false, terminal_name
+from ..core.semantic import dotted, is_false, terminal_name
 from .base import Invalid, Rule, Valid
 
 _EVAL_FUNCTION = re.compile(r"^_*(eval|valid|test|predict|infer)", re.I)
@@ -376,7 +377,7 @@ class EvalWithoutNoGrad(Rule):
             calls = [
                 call
                 for call in _forward_calls(ctx, region.stmts)
-                if not ctx.sem.grad_disabled(call) and dotted(_callee(call)) not in frozen
+                if not training.grad_disabled(ctx.sem, call) and dotted(_callee(call)) not in frozen
             ]
             if not calls or any(call in claimed for call in calls):
                 continue
@@ -406,7 +407,7 @@ class EvalWithoutNoGrad(Rule):
                 continue
             for part in _split_by_cell(ctx, following):
                 regions.append(_Region(part, eval_call=call))
-        for loop in sem.all_loops():
+        for loop in training.all_loops(sem):
             name = terminal_name(loop.loader) if loop.loader is not None else None
             if name and _EVAL_LOADER.search(name) and not _skipped_place(ctx, loop.node):
                 regions.append(_Region([loop.node]))
@@ -417,7 +418,7 @@ class EvalWithoutNoGrad(Rule):
             # `test` also names unit and smoke tests: require a loop over a loader.
             if match.group(1).lower() == "test" and not any(
                 loop.is_batch_loop and sem.enclosing_function(loop.node) is func
-                for loop in sem.all_loops()
+                for loop in training.all_loops(sem)
             ):
                 continue
             regions.append(_Region(list(func.body), function=func))
@@ -505,7 +506,7 @@ def _grad_off_globally(ctx: Context) -> bool:
     """A script that runs ``torch.set_grad_enabled(False)`` at module level and never turns
     gradients back on."""
     calls = list(ctx.sem.calls_to("torch.set_grad_enabled"))
-    off = [c for c in calls if ctx.sem.is_grad_off(c) and ctx.sem.at_module_level(c)]
+    off = [c for c in calls if training.is_grad_off(ctx.sem, c) and ctx.sem.at_module_level(c)]
     return bool(off) and len(off) == len(calls) and not any(ctx.sem.calls_to("torch.enable_grad"))
 
 
@@ -536,7 +537,7 @@ def _is_model(ctx: Context, expr: ast.expr) -> bool:
     if kind is not None or not isinstance(expr, ast.Name):
         return kind is Kind.MODULE
     binding = ctx.sem.lookup(expr.id, expr)
-    return binding is not None and ctx.sem.argument_kind(binding) is Kind.MODULE
+    return binding is not None and kinds.argument_kind(ctx.sem, binding) is Kind.MODULE
 
 
 def _trains(ctx: Context, stmts: list[ast.stmt], seen: set[ast.AST], depth: int = 0) -> bool:
@@ -563,7 +564,7 @@ def _statement_trains(ctx: Context, stmt: ast.stmt, seen: set[ast.AST], depth: i
                 ("torch.func.", "torch.autograd.functional.")
             ):
                 return True
-            if qual == "torch.set_grad_enabled" and not sem.is_grad_off(node):
+            if qual == "torch.set_grad_enabled" and not training.is_grad_off(sem, node):
                 return True
             if isinstance(func, ast.Attribute):
                 if func.attr in ("backward", "manual_backward"):
@@ -656,7 +657,7 @@ def _skipped_place(ctx: Context, node: ast.AST) -> bool:
             bases = sem.class_bases(cls)
             if any(b.rsplit(".", 1)[-1] in ("TestCase", "LightningModule") for b in bases):
                 return True
-            if sem.class_kind(cls) is Kind.MODULE or _defines_forward(cls):
+            if kinds.class_kind(sem, cls) is Kind.MODULE or _defines_forward(cls):
                 return True
         if _called_without_grad(ctx, func):
             return True
@@ -685,7 +686,7 @@ def _called_without_grad(ctx: Context, func: ast.FunctionDef | ast.AsyncFunction
     """Whether a call of ``func`` runs with gradients off, or its result is backpropagated."""
     sem = ctx.sem
     for call in (*sem.calls_by_name.get(func.name, ()), *sem.calls_by_attr.get(func.name, ())):
-        if sem.grad_disabled(call) or _backpropagated(ctx, call):
+        if training.grad_disabled(sem, call) or _backpropagated(ctx, call):
             return True
     return False
 

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import ast
 
-from ..core import fixes
+from ..core import fixes, training
 from ..core.context import Context
+from ..core.kinds import MODULE_SELF_METHODS
 from ..core.model import Applicability, Edit, Fix, Severity, Text
-from ..core.semantic import MODULE_SELF_METHODS, is_false, keyword
-from ..core.training import is_plain_value, read_later
+from ..core.semantic import is_false, keyword
 from .base import Invalid, Rule, Valid
 
 # Calls inside the block that turn gradients back on or differentiate.
@@ -291,7 +291,7 @@ class PreferInferenceMode(Rule):
                 return True
             if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.NamedExpr):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                plain = is_plain_value(node.value)
+                plain = training.is_plain_value(node.value)
                 for target in targets:
                     if isinstance(target, ast.Attribute | ast.Subscript) and not plain:
                         return True
@@ -303,7 +303,7 @@ class PreferInferenceMode(Rule):
                     assigned |= {n.id for n in ast.walk(bound) if isinstance(n, ast.Name)}
             elif isinstance(node, ast.Call) and _call_keeps(ctx, node, with_):
                 return True
-        return any(read_later(sem, name, with_) for name in assigned)
+        return any(training.read_later(sem, name, with_) for name in assigned)
 
 
 def _call_keeps(ctx: Context, call: ast.Call, with_: ast.AST) -> bool:
@@ -325,12 +325,14 @@ def _call_keeps(ctx: Context, call: ast.Call, with_: ast.AST) -> bool:
     if func.attr in _REBUILDING_METHODS and isinstance(ctx.sem.parent(call), ast.Expr):
         return True  # model.half(), model.to(device): new parameter tensors
     if func.attr in _STORING_METHODS and not all(
-        is_plain_value(a) for a in [*call.args, *(k.value for k in call.keywords)]
+        training.is_plain_value(a) for a in [*call.args, *(k.value for k in call.keywords)]
     ):
         receiver = func.value
         while isinstance(receiver, ast.Attribute | ast.Subscript):
             receiver = receiver.value
-        return not isinstance(receiver, ast.Name) or read_later(ctx.sem, receiver.id, with_)
+        return not isinstance(receiver, ast.Name) or training.read_later(
+            ctx.sem, receiver.id, with_
+        )
     return False
 
 

@@ -2,19 +2,10 @@ from __future__ import annotations
 
 import ast
 
-from ..core import fixes
+from ..core import fixes, training
 from ..core.context import Context
+from ..core.kinds import Kind
 from ..core.model import Applicability, Edit, Fix, Severity, Text
-from ..core.training import (
-    accumulated_steps,
-    backward_calls,
-    calls_in,
-    is_iteration_loop,
-    is_zero_grad,
-    iteration_loop,
-    runs_every_iteration,
-    step_optimizer,
-)
 from .base import Invalid, Rule, Valid
 
 
@@ -314,25 +305,26 @@ class ZeroGradInAccumulation(Rule):
     def check(self, ctx: Context) -> None:
         sem = ctx.sem
         seen: set[ast.Call] = set()
-        for loop in sem.all_loops():
-            if not is_iteration_loop(sem, loop):
+        for loop in training.all_loops(sem):
+            if not training.is_iteration_loop(sem, loop):
                 continue
-            for step, guard in accumulated_steps(sem, loop):
+            for step, guard in training.accumulated_steps(sem, loop):
                 if not any(
-                    not sem.is_inside(b, guard) for b in backward_calls(sem, loop.node.body)
+                    not sem.is_inside(b, guard)
+                    for b in training.backward_calls(sem, loop.node.body)
                 ):
                     continue  # the backward pass runs only when stepping: nothing accumulates
-                optimizer = ctx.segment(step_optimizer(sem, step) or step)
-                for call in calls_in(sem, loop.node.body):
-                    if call in seen or not is_zero_grad(sem, call):
+                optimizer = ctx.segment(training.step_optimizer(sem, step) or step)
+                for call in training.calls_in(sem, loop.node.body):
+                    if call in seen or not training.is_zero_grad(sem, call):
                         continue
                     assert isinstance(call.func, ast.Attribute)
                     receiver = call.func.value
                     if ctx.segment(receiver) != optimizer and not _is_model(ctx, receiver):
                         continue
-                    if iteration_loop(sem, call) is not loop or not runs_every_iteration(
-                        sem, call, loop.node
-                    ):
+                    if training.iteration_loop(sem, call) is not loop:
+                        continue
+                    if not training.runs_every_iteration(sem, call, loop.node):
                         continue
                     seen.add(call)
                     ctx.report(
@@ -352,8 +344,6 @@ class ZeroGradInAccumulation(Rule):
 
 
 def _is_model(ctx: Context, receiver: ast.expr) -> bool:
-    from ..core.semantic import Kind
-
     return ctx.kind(receiver) is Kind.MODULE
 
 

@@ -2,19 +2,9 @@ from __future__ import annotations
 
 import ast
 
-from ..core import fixes
+from ..core import fixes, training
 from ..core.context import Context
 from ..core.model import Applicability, Fix, Severity, Text
-from ..core.training import (
-    accumulated_steps,
-    accumulation_count,
-    backward_calls,
-    is_iteration_loop,
-    iteration_loop,
-    rescales_gradients,
-    tensor_of_backward,
-    unscaled_loss,
-)
 from .base import Invalid, Rule, Valid
 
 
@@ -229,18 +219,18 @@ class AccumulationLossNotScaled(Rule):
 
     def check(self, ctx: Context) -> None:
         sem = ctx.sem
-        for loop in sem.all_loops():
-            if not is_iteration_loop(sem, loop):
+        for loop in training.all_loops(sem):
+            if not training.is_iteration_loop(sem, loop):
                 continue
-            steps = accumulated_steps(sem, loop)
-            if not steps or rescales_gradients(sem, loop.node.body):
+            steps = training.accumulated_steps(sem, loop)
+            if not steps or training.rescales_gradients(sem, loop.node.body):
                 continue
             guard = steps[0][1]
-            for call in backward_calls(sem, loop.node.body):
-                if iteration_loop(sem, call) is not loop or sem.is_inside(call, guard):
+            for call in training.backward_calls(sem, loop.node.body):
+                if training.iteration_loop(sem, call) is not loop or sem.is_inside(call, guard):
                     continue
-                tensor = tensor_of_backward(call)
-                if tensor is None or unscaled_loss(sem, tensor) is not True:
+                tensor = training.tensor_of_backward(call)
+                if tensor is None or training.unscaled_loss(sem, tensor) is not True:
                     continue
                 ctx.report(
                     tensor,
@@ -255,7 +245,7 @@ class AccumulationLossNotScaled(Rule):
 
 
 def _divide(ctx: Context, call: ast.Call, tensor: ast.expr, guard: ast.If) -> Fix | None:
-    count = accumulation_count(guard.test)
+    count = training.accumulation_count(guard.test)
     if count is None:
         return None
     k = ctx.segment(count)

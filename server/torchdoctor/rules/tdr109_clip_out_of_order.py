@@ -2,17 +2,9 @@ from __future__ import annotations
 
 import ast
 
-from ..core import fixes
+from ..core import fixes, training
 from ..core.context import Context
 from ..core.model import Applicability, Fix, Severity, Text
-from ..core.training import (
-    backward_calls,
-    before,
-    clip_calls,
-    directly_in,
-    iteration_region,
-    same_iteration,
-)
 from .base import Invalid, Rule, Valid
 
 
@@ -236,17 +228,17 @@ class ClipOutOfOrder(Rule):
 
     def check(self, ctx: Context) -> None:
         sem = ctx.sem
-        for clip in clip_calls(sem):
-            region = iteration_region(sem, clip)
-            backwards = same_iteration(sem, backward_calls(sem, region), clip)
-            steps = same_iteration(sem, sem.optimizer_steps(region), clip)
+        for clip in training.clip_calls(sem):
+            region = training.iteration_region(sem, clip)
+            backwards = training.same_iteration(sem, training.backward_calls(sem, region), clip)
+            steps = training.same_iteration(sem, training.optimizer_steps(sem, region), clip)
             if not backwards or not steps:
                 continue
-            earlier = [c for c in [*backwards, *steps] if before(c, clip)]
-            later_steps = [s for s in steps if before(clip, s)]
+            earlier = [c for c in [*backwards, *steps] if training.before(c, clip)]
+            later_steps = [s for s in steps if training.before(clip, s)]
             if earlier and earlier[-1] in steps and not later_steps:
                 step = earlier[-1]
-                if not directly_in(sem, step, region):
+                if not training.directly_in(sem, step, region):
                     continue
                 message = Text(
                     "Gradients are clipped after `optimizer.step()`: the update already used "
@@ -255,11 +247,15 @@ class ClipOutOfOrder(Rule):
                 )
                 target = step
             elif not earlier:
-                after = [b for b in backwards if before(clip, b) and directly_in(sem, b, region)]
+                after = [
+                    b
+                    for b in backwards
+                    if training.before(clip, b) and training.directly_in(sem, b, region)
+                ]
                 if not after:
                     continue
-                target_steps = [s for s in later_steps if before(after[0], s)]
-                if not target_steps or not directly_in(sem, target_steps[0], region):
+                target_steps = [s for s in later_steps if training.before(after[0], s)]
+                if not target_steps or not training.directly_in(sem, target_steps[0], region):
                     continue
                 message = Text(
                     "Gradients are clipped before `.backward()`: the step uses gradients that "

@@ -2,19 +2,11 @@ from __future__ import annotations
 
 import ast
 
-from ..core import fixes
+from ..core import fixes, kinds, training
 from ..core.context import Context
+from ..core.kinds import Kind
 from ..core.model import Applicability, Fix, Severity, Text
-from ..core.semantic import FUNCTION_NODES, Kind, argument, is_false, scaled_backward_scaler
-from ..core.training import (
-    backward_calls,
-    before,
-    calls_in,
-    clip_calls,
-    conditions_between,
-    iteration_region,
-    same_iteration,
-)
+from ..core.semantic import FUNCTION_NODES, argument, is_false
 from .base import Invalid, Rule, Valid
 
 
@@ -253,15 +245,17 @@ class ClipWithoutUnscale(Rule):
 
     def check(self, ctx: Context) -> None:
         sem = ctx.sem
-        for clip in clip_calls(sem):
-            region = iteration_region(sem, clip)
+        for clip in training.clip_calls(sem):
+            region = training.iteration_region(sem, clip)
             earlier = [
-                b for b in same_iteration(sem, backward_calls(sem, region), clip) if before(b, clip)
+                b
+                for b in training.same_iteration(sem, training.backward_calls(sem, region), clip)
+                if training.before(b, clip)
             ]
             if not earlier:
                 continue
             backward = earlier[-1]
-            scaler = scaled_backward_scaler(backward)
+            scaler = training.scaled_backward_scaler(backward)
             if scaler is None or ctx.kind(scaler) not in (None, Kind.SCALER):
                 continue
             if _disabled(ctx, scaler) or _unscaled_between(ctx, region, backward, clip):
@@ -282,7 +276,7 @@ class ClipWithoutUnscale(Rule):
 
 def _disabled(ctx: Context, scaler: ast.expr) -> bool:
     """A scaler built with a literal ``enabled=False``."""
-    made = ctx.sem.constructor_call(scaler)
+    made = kinds.constructor_call(ctx.sem, scaler)
     if made is None:
         return False
     enabled = argument(made, "enabled")
@@ -293,8 +287,8 @@ def _unscaled_between(ctx: Context, region: ast.AST, backward: ast.Call, clip: a
     """An ``unscale_`` call, or a call of a function of this file that makes one, between the
     backward pass and the clipping."""
     sem = ctx.sem
-    for call in calls_in(sem, region):
-        if not (before(backward, call) and before(call, clip)):
+    for call in training.calls_in(sem, region):
+        if not (training.before(backward, call) and training.before(call, clip)):
             continue
         func = call.func
         if isinstance(func, ast.Attribute) and func.attr == "unscale_":
@@ -312,7 +306,7 @@ def _unscaled_between(ctx: Context, region: ast.AST, backward: ast.Call, clip: a
             )
         if target is not None and any(
             isinstance(c.func, ast.Attribute) and c.func.attr == "unscale_"
-            for c in calls_in(sem, target)
+            for c in training.calls_in(sem, target)
         ):
             return True
     return False
@@ -322,18 +316,18 @@ def _insert_unscale(ctx: Context, region: ast.AST, clip: ast.Call, name: str) ->
     sem = ctx.sem
     steps = [
         s
-        for s in calls_in(sem, region)
+        for s in training.calls_in(sem, region)
         if isinstance(s.func, ast.Attribute)
         and s.func.attr == "step"
         and ctx.segment(s.func.value) == name
         and len(s.args) == 1
-        and before(clip, s)
+        and training.before(clip, s)
     ]
     optimizers = {ctx.segment(s.args[0]) for s in steps}
     if len(optimizers) != 1:
         return None
-    conditions = set(conditions_between(sem, clip, region))
-    if any(set(conditions_between(sem, s, region)) != conditions for s in steps):
+    conditions = set(training.conditions_between(sem, clip, region))
+    if any(set(training.conditions_between(sem, s, region)) != conditions for s in steps):
         return None
     optimizer = optimizers.pop()
     edit = fixes.insert_statement_before(

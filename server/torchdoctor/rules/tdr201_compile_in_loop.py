@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from ..core import training
 from ..core.context import Context
 from ..core.model import Severity, Text
 from .base import Invalid, Rule
@@ -106,7 +107,7 @@ class CompileInLoop(Rule):
 
     def check(self, ctx: Context) -> None:
         for call in ctx.sem.calls_to("torch.compile"):
-            loop = ctx.sem.repeating_loop(call)
+            loop = training.repeating_loop(ctx.sem, call)
             if loop is None:
                 continue
             ctx.report(

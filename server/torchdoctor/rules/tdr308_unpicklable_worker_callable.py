@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import ast
 
+from ..core import kinds
 from ..core.context import Context
 from ..core.data import uses_workers
 from ..core.model import Severity, Text
@@ -121,7 +122,7 @@ class UnpicklableWorkerCallable(Rule):
             dataset = (
                 call.args[0] if call.args else getattr(keyword(call, "dataset"), "value", None)
             )
-            made = ctx.sem.constructor_call(dataset) if dataset is not None else None
+            made = kinds.constructor_call(ctx.sem, dataset) if dataset is not None else None
             if made is not None:
                 for name in _TRANSFORM_ARGS:
                     kw = keyword(made, name)

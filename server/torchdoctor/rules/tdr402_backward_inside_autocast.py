@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import ast
 
-from ..core import fixes
+from ..core import fixes, training
 from ..core.context import Context
 from ..core.model import Applicability, Fix, Related, Text
 from ..core.semantic import FUNCTION_NODES, Semantic
@@ -236,9 +236,9 @@ class BackwardInsideAutocast(Rule):
         sem = ctx.sem
         calls = [*sem.calls_by_attr.get("backward", ()), *sem.calls_by_name.get("backward", ())]
         for call in calls:
-            if not sem.is_backward(call):
+            if not training.is_backward(sem, call):
                 continue
-            with_ = sem.enclosing_autocast(call)
+            with_ = training.enclosing_autocast(sem, call)
             if with_ is not None:
                 region: ast.AST = with_.items[0].context_expr
                 fix = _dedent_fix(ctx, call, with_)
@@ -266,7 +266,7 @@ def _is_backward_statement(sem: Semantic, stmt: ast.stmt) -> bool:
     return (
         isinstance(stmt, ast.Expr)
         and isinstance(stmt.value, ast.Call)
-        and sem.is_backward(stmt.value)
+        and training.is_backward(sem, stmt.value)
     )
 
 
@@ -302,7 +302,7 @@ def _autocast_decorator(sem: Semantic, call: ast.Call) -> ast.expr | None:
     """The autocast decorator of the function running ``call``, when no ``with`` autocast is
     nearer (a nearer one decides, enabled or not)."""
     for with_ in sem.enclosing_withs(call):
-        if any(sem.is_autocast(item.context_expr) for item in with_.items):
+        if any(training.is_autocast(sem, item.context_expr) for item in with_.items):
             return None
     function = sem.enclosing_function(call)
     if function is None or not isinstance(function, FUNCTION_NODES):
@@ -313,6 +313,6 @@ def _autocast_decorator(sem: Semantic, call: ast.Call) -> ast.expr | None:
         if anc is function:
             break
     for decorator in function.decorator_list:
-        if sem.is_autocast(decorator) and not sem.autocast_disabled(decorator):
+        if training.is_autocast(sem, decorator) and not training.autocast_disabled(sem, decorator):
             return decorator
     return None

@@ -3,10 +3,11 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from ..core import fixes
+from ..core import fixes, kinds, training
 from ..core.context import Context
+from ..core.kinds import Kind
 from ..core.model import Applicability, Edit, Fix, Severity, Text
-from ..core.semantic import FUNCTION_NODES, Kind, scaled_backward_scaler, terminal_name
+from ..core.semantic import FUNCTION_NODES, terminal_name
 from .base import Invalid, Rule, Valid
 
 
@@ -328,7 +329,7 @@ class ScalerStepBypassed(Rule):
     def check(self, ctx: Context) -> None:
         seen: set[ast.Call] = set()
         for call in ctx.sem.calls_by_attr.get("backward", ()):
-            scaler = scaled_backward_scaler(call)
+            scaler = training.scaled_backward_scaler(call)
             if scaler is None or not _maybe_grad_scaler(ctx, scaler):
                 continue
             name = ctx.segment(scaler)
@@ -409,7 +410,7 @@ def _maybe_grad_scaler(ctx: Context, expr: ast.expr) -> bool:
     kind = ctx.kind(expr)
     if kind is not None:
         return kind is Kind.SCALER
-    call = ctx.sem.constructor_call(expr)
+    call = kinds.constructor_call(ctx.sem, expr)
     return call is None or (
         ctx.qualname(call.func) is None and ctx.sem.local_class(call.func) is None
     )
@@ -428,7 +429,7 @@ def _bypass_fix_safety(ctx: Context, opt_step: ast.Call, backward: ast.Call) -> 
 
 def _regions(ctx: Context, node: ast.AST) -> Iterator[list[ast.stmt]]:
     """Bodies around ``node``, innermost first: its loops, then its function (or module)."""
-    for loop in ctx.sem.enclosing_loops(node):
+    for loop in training.enclosing_loops(ctx.sem, node):
         yield loop.node.body
     function = ctx.sem.enclosing_function(node)
     yield function.body if function is not None else ctx.tree.body
@@ -480,7 +481,7 @@ def _is_plain_optimizer_step(ctx: Context, call: ast.Call) -> bool:
     if call.args or call.keywords:
         return False
     assert isinstance(call.func, ast.Attribute)
-    return ctx.sem.is_optimizer(call.func.value)
+    return kinds.is_optimizer(ctx.sem, call.func.value)
 
 
 def _insert_update(ctx: Context, call: ast.Call, name: str) -> Edit | None:

@@ -2,11 +2,12 @@ from __future__ import annotations
 
 import ast
 
-from ..core import fixes
+from ..core import fixes, training
 from ..core.context import Context
+from ..core.kinds import SCALERS
 from ..core.model import Applicability, Edit, Fix, Text
-from ..core.semantic import SCALERS, LoopInfo, argument, scaled_backward_scaler
-from ..core.training import backward_calls, clip_calls, tensor_of_backward
+from ..core.semantic import argument
+from ..core.training import LoopInfo
 from .base import Invalid, Rule, Valid
 
 _LOOP = "import torch\nfor x, y in loader:\n    optimizer.zero_grad()\n"
@@ -249,20 +250,21 @@ class Fp16WithoutGradScaler(Rule):
             for item in with_.items:
                 expr = item.context_expr
                 if not (
-                    sem.is_autocast(expr)
-                    and not sem.autocast_disabled(expr)
-                    and sem.autocast_device(expr) == "cuda"
-                    and sem.autocast_dtype(expr) == "float16"
+                    training.is_autocast(sem, expr)
+                    and not training.autocast_disabled(sem, expr)
+                    and training.autocast_device(sem, expr) == "cuda"
+                    and training.autocast_dtype(sem, expr) == "float16"
                 ):
                     continue
-                loop = sem.repeating_loop(with_)
+                loop = training.repeating_loop(sem, with_)
                 region = loop.node if loop else sem.enclosing_function(with_)
                 if region is None:
                     continue
                 backwards = [
                     c
-                    for c in backward_calls(sem, region)
-                    if tensor_of_backward(c) is not None and not sem.grad_disabled(c)
+                    for c in training.backward_calls(sem, region)
+                    if training.tensor_of_backward(c) is not None
+                    and not training.grad_disabled(sem, c)
                 ]
                 if not backwards:
                     continue
@@ -291,8 +293,10 @@ def _uses_a_scaler(ctx: Context) -> bool:
     if any("scaler" in n.lower() for n in (*sem.names, *sem.attributes)):
         return True
     return any(
-        scaled_backward_scaler(c) is not None
-        or (isinstance(c.func, ast.Attribute) and tensor_of_backward(c) is not c.func.value)
+        training.scaled_backward_scaler(c) is not None
+        or (
+            isinstance(c.func, ast.Attribute) and training.tensor_of_backward(c) is not c.func.value
+        )
         for c in sem.calls_by_attr.get("backward", ())
     )
 
@@ -301,8 +305,8 @@ def _scaler_fix(
     ctx: Context, with_: ast.AST, loop: LoopInfo, backwards: list[ast.Call]
 ) -> Fix | None:
     sem = ctx.sem
-    steps = sem.optimizer_steps(loop.node)
-    if len(backwards) != 1 or len(steps) != 1 or clip_calls(sem):
+    steps = training.optimizer_steps(sem, loop.node)
+    if len(backwards) != 1 or len(steps) != 1 or training.clip_calls(sem):
         return None
     backward, step = backwards[0], steps[0]
     if not isinstance(backward.func, ast.Attribute) or sem.qualname(backward.func) is not None:
@@ -315,7 +319,7 @@ def _scaler_fix(
     if any("scaler" in scope.bindings for scope in sem.scopes.values()):
         return None
     ref = fixes.module_ref(sem, ctx.source, "torch")
-    outer = sem.enclosing_loops(with_)[-1].node
+    outer = training.enclosing_loops(sem, with_)[-1].node
     if ref is None:
         return None
     torch_name, edits = ref

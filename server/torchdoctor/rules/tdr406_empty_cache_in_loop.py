@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import ast
 
+from ..core import training
 from ..core.context import Context
 from ..core.model import Severity, Text
 from .base import Invalid, Rule
@@ -127,7 +128,7 @@ class EmptyCacheInLoop(Rule):
 
     def check(self, ctx: Context) -> None:
         for call in ctx.sem.calls_to("torch.cuda.empty_cache"):
-            loop = ctx.sem.repeating_loop(call)
+            loop = training.repeating_loop(ctx.sem, call)
             if loop is None or _runs_once(ctx, call) or _retry_loop(loop.node):
                 continue
             ctx.report(

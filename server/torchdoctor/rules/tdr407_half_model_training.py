@@ -2,10 +2,11 @@ from __future__ import annotations
 
 import ast
 
-from ..core import fixes
+from ..core import fixes, kinds, training
 from ..core.context import Context
+from ..core.kinds import MODULE_SELF_METHODS, Kind
 from ..core.model import Applicability, Edit, Fix, Severity, Text
-from ..core.semantic import MODULE_SELF_METHODS, Kind, dotted, keyword
+from ..core.semantic import dotted, keyword
 from .base import Invalid, Rule
 
 _FLOAT16 = frozenset({"torch.float16", "torch.half"})
@@ -242,7 +243,9 @@ class HalfModelTraining(Rule):
 
     def check(self, ctx: Context) -> None:
         sem = ctx.sem
-        backwards = [c for c in sem.calls_by_attr.get("backward", ()) if sem.is_backward(c)]
+        backwards = [
+            c for c in sem.calls_by_attr.get("backward", ()) if training.is_backward(sem, c)
+        ]
         backwards += list(sem.calls_to("torch.autograd.backward"))
         if not backwards or any(
             (qual or "").split(".")[0] in _MASTER_WEIGHT_LIBRARIES for _n, _a, qual in sem.imports
@@ -250,7 +253,7 @@ class HalfModelTraining(Rule):
             return
         for call in (*sem.calls_by_attr.get("half", ()), *sem.calls_by_attr.get("to", ())):
             assert isinstance(call.func, ast.Attribute)
-            if not _to_float16(ctx, call) or sem.kind(call.func.value) is not Kind.MODULE:
+            if not _to_float16(ctx, call) or kinds.kind(sem, call.func.value) is not Kind.MODULE:
                 continue
             name = _model_name(ctx, call)
             if name is None or not _trained(ctx, call, name, backwards):
@@ -336,7 +339,7 @@ def _trained(ctx: Context, call: ast.Call, name: str, backwards: list[ast.Call])
             return False
     optimized = False
     for opt in sem.calls:
-        if sem.kind(opt) is not Kind.OPTIMIZER or not _same_owner(ctx, opt, call, name):
+        if kinds.kind(sem, opt) is not Kind.OPTIMIZER or not _same_owner(ctx, opt, call, name):
             continue
         if isinstance(sem.parent(opt), ast.Call | ast.keyword):
             continue  # wrapped by a master-weights optimizer (apex's FP16_Optimizer)
@@ -355,7 +358,7 @@ def _trained(ctx: Context, call: ast.Call, name: str, backwards: list[ast.Call])
         sem.enclosing_function(b) is not here
         or (b.lineno, b.col_offset) > (call.lineno, call.col_offset)
         for b in backwards
-        if not sem.grad_disabled(b)
+        if not training.grad_disabled(sem, b)
     )
 
 

@@ -5,10 +5,11 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..core import fixes
+from ..core import fixes, kinds, training
 from ..core.context import Context
 from ..core.model import Applicability, Fix, Range, Text
-from ..core.semantic import Binding, LoopInfo, Semantic, argument, dotted, terminal_name
+from ..core.semantic import Binding, Semantic, argument, dotted, terminal_name
+from ..core.training import LoopInfo
 from .base import Invalid, Rule, Valid
 
 DISTRIBUTED_SAMPLER = "torch.utils.data.DistributedSampler"
@@ -384,8 +385,8 @@ class SamplerWithoutSetEpoch(Rule):
         sampler = argument(call, "sampler", 3)
         if sampler is None:
             return []
-        created, other = sem.constructions(
-            sampler, lambda c: sem.qualname(c.func) == DISTRIBUTED_SAMPLER
+        created, other = kinds.constructions(
+            sem, sampler, lambda c: sem.qualname(c.func) == DISTRIBUTED_SAMPLER
         )
         if not created or any(_no_shuffle(c) for c in created):
             return []
@@ -459,7 +460,7 @@ class SamplerWithoutSetEpoch(Rule):
         sem = ctx.sem
         want = dotted(loader.target)
         candidates: list[LoopInfo] = []
-        for info in sem.all_loops():
+        for info in training.all_loops(sem):
             if info.is_batch_loop:
                 continue
             if loader.binding is not None:
@@ -468,7 +469,7 @@ class SamplerWithoutSetEpoch(Rule):
                     continue
             elif sem.enclosing_class(info.node) is not loader.cls:
                 continue
-            if sem.loop_uses_loader(info, loader.target) and want:
+            if training.loop_uses_loader(sem, info, loader.target) and want:
                 candidates.append(info)
         chosen = set(map(id, candidates))
         chains: list[list[LoopInfo]] = []

@@ -2,10 +2,11 @@ from __future__ import annotations
 
 import ast
 
-from ..core import fixes
+from ..core import fixes, kinds
 from ..core.context import Context
+from ..core.kinds import Kind
 from ..core.model import Applicability, Edit, Fix, Severity, Text
-from ..core.semantic import Kind, argument, has_star_kwargs, is_none, keyword
+from ..core.semantic import argument, has_star_kwargs, is_none, keyword
 from .base import Invalid, Rule
 
 DISTRIBUTED_SAMPLER = "torch.utils.data.DistributedSampler"
@@ -281,7 +282,7 @@ class SamplerWithShuffle(Rule):
         if expr is None or is_none(expr):
             return [], True
         sem = ctx.sem
-        return sem.constructions(expr, lambda c: sem.kind(c) is Kind.SAMPLER)
+        return kinds.constructions(sem, expr, lambda c: kinds.kind(sem, c) is Kind.SAMPLER)
 
     def _report_sampler(
         self,

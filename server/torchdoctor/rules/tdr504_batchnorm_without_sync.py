@@ -5,8 +5,9 @@ import re
 
 from ..core import fixes
 from ..core.context import Context
+from ..core.kinds import MODULE_SELF_METHODS
 from ..core.model import Applicability, Edit, Fix, Severity, Text
-from ..core.semantic import MODULE_SELF_METHODS, argument, dotted
+from ..core.semantic import argument, dotted
 from .base import Invalid, Rule
 
 DDP = "torch.nn.parallel.DistributedDataParallel"

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import ast
 
-from ..core import fixes
+from ..core import checkpoints, fixes, kinds
 from ..core.context import Context
 from ..core.distributed import (
     INIT_PROCESS_GROUP,
@@ -322,7 +322,7 @@ class SaveOnEveryRank(Rule):
             target = argument(call, "f", 1)
             if mentions_rank(target) or _in_memory(ctx, target) or _never_called(ctx, call):
                 continue
-            if sem.round_trip(call):
+            if checkpoints.round_trip(sem, call):
                 continue
             ctx.report(
                 call,
@@ -338,7 +338,7 @@ def _in_memory(ctx: Context, target: ast.expr | None) -> bool:
     """A save into an ``io.BytesIO`` buffer: serialising to send, not writing a file."""
     if target is None:
         return False
-    call = target if isinstance(target, ast.Call) else ctx.sem.constructor_call(target)
+    call = target if isinstance(target, ast.Call) else kinds.constructor_call(ctx.sem, target)
     name = ctx.qualname(call.func) if call is not None else None
     return name == "io.BytesIO"
 

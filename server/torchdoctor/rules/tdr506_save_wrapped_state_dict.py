@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import ast
 
-from ..core import fixes
+from ..core import checkpoints, fixes, kinds
 from ..core.context import Context
 from ..core.distributed import wrapper_call
 from ..core.model import Applicability, Fix, Text
@@ -212,9 +212,9 @@ class SaveWrappedStateDict(Rule):
             for c in sem.calls_by_attr.get("load_state_dict", ())
         )
         saved = [argument(c, "obj", 0) for c in sem.calls_to("torch.save")]
-        saved += [v for _call, d in sem.saved_dicts() for v in d.values]
+        saved += [v for _call, d in checkpoints.saved_dicts(sem) for v in d.values]
         # `sd = model.state_dict()` then `torch.save(sd, ...)`.
-        saved += [sem.constructor_call(v) for v in saved if isinstance(v, ast.Name)]
+        saved += [kinds.constructor_call(sem, v) for v in saved if isinstance(v, ast.Name)]
         for value in dict.fromkeys(saved):
             if not (
                 isinstance(value, ast.Call)

@@ -5,8 +5,9 @@ import ast
 from ..core import fixes
 from ..core.context import Context
 from ..core.distributed import mentions_rank
+from ..core.kinds import MODULE_SELF_METHODS
 from ..core.model import Applicability, Fix, Severity, Text
-from ..core.semantic import MODULE_SELF_METHODS, argument, dotted, has_star_kwargs
+from ..core.semantic import argument, dotted, has_star_kwargs
 from .base import Invalid, Rule
 
 DDP = "torch.nn.parallel.DistributedDataParallel"

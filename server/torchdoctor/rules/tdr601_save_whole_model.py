@@ -2,10 +2,11 @@ from __future__ import annotations
 
 import ast
 
-from ..core import fixes
+from ..core import checkpoints, fixes, kinds
 from ..core.context import Context
+from ..core.kinds import MODEL_WRAPPERS, Kind
 from ..core.model import Applicability, Fix, Text
-from ..core.semantic import MODEL_WRAPPERS, Kind, argument
+from ..core.semantic import argument
 from .base import Invalid, Rule
 
 # Results whose state dict is not the plain model's (``_orig_mod.`` keys) or that have their own
@@ -249,7 +250,11 @@ class SaveWholeModel(Rule):
             return  # the project allows its classes where it loads: the pickle is its choice
         for call in ctx.sem.calls_to("torch.save"):
             obj = argument(call, "obj", 0)
-            if obj is None or ctx.kind(obj) is not Kind.MODULE or ctx.sem.round_trip(call):
+            if (
+                obj is None
+                or ctx.kind(obj) is not Kind.MODULE
+                or checkpoints.round_trip(ctx.sem, call)
+            ):
                 continue
             ctx.report(
                 obj,
@@ -265,10 +270,12 @@ class SaveWholeModel(Rule):
         if not isinstance(obj, ast.Name | ast.Attribute):
             return None
         sem = ctx.sem
-        compiled, _ = sem.constructions(obj, lambda c: sem.qualname(c.func) in NO_FIX)
+        compiled, _ = kinds.constructions(sem, obj, lambda c: sem.qualname(c.func) in NO_FIX)
         if compiled:
             return None
-        wrapped, other = sem.constructions(obj, lambda c: sem.qualname(c.func) in MODEL_WRAPPERS)
+        wrapped, other = kinds.constructions(
+            sem, obj, lambda c: sem.qualname(c.func) in MODEL_WRAPPERS
+        )
         if wrapped and other:
             return None
         suffix = ".module.state_dict()" if wrapped else ".state_dict()"

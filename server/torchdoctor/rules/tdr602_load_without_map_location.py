@@ -2,10 +2,11 @@ from __future__ import annotations
 
 import ast
 
-from ..core import fixes
+from ..core import fixes, kinds
 from ..core.context import Context
+from ..core.kinds import Kind
 from ..core.model import Applicability, Fix, Text
-from ..core.semantic import Kind, has_star_kwargs, keyword
+from ..core.semantic import has_star_kwargs, keyword
 from .base import Invalid, Rule
 
 
@@ -153,7 +154,8 @@ class LoadWithoutMapLocation(Rule):
             if binding.how == "param" and name == "device":
                 return name
             if binding.how == "assign" and (
-                ctx.sem.binding_kind(binding) is Kind.DEVICE or _is_device_expr(binding.value)
+                kinds.binding_kind(ctx.sem, binding) is Kind.DEVICE
+                or _is_device_expr(binding.value)
             ):
                 return name
         return None

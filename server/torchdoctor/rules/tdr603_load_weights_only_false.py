@@ -2,10 +2,11 @@ from __future__ import annotations
 
 import ast
 
-from ..core import fixes, torch_version
+from ..core import checkpoints, fixes, torch_version
 from ..core.context import Context
+from ..core.kinds import Kind
 from ..core.model import Applicability, Fix, Severity, Text
-from ..core.semantic import Kind, argument, has_star_kwargs, is_false, is_none, keyword
+from ..core.semantic import argument, has_star_kwargs, is_false, is_none, keyword
 from .base import Invalid, Rule
 
 LOADS = ("torch.load", "torch.serialization.load")
@@ -255,7 +256,7 @@ class LoadWeightsOnlyFalse(Rule):
                     has_star_kwargs(call)
                     or len(call.args) > 3
                     or any(isinstance(a, ast.Starred) for a in call.args)
-                    or ctx.sem.round_trip(call)
+                    or checkpoints.round_trip(ctx.sem, call)
                     or ctx.sem.in_version_fallback(call, ("TypeError",))
                 ):
                     continue  # the arguments may hold it, the file is the function's own, or
@@ -270,7 +271,7 @@ class LoadWeightsOnlyFalse(Rule):
                     if evidence is not None:
                         self._report_fails(ctx, call, evidence)
                 continue
-            if not is_false(kw.value) or ctx.sem.round_trip(call):
+            if not is_false(kw.value) or checkpoints.round_trip(ctx.sem, call):
                 continue
             ctx.report(
                 kw,
@@ -374,7 +375,7 @@ def _saved_objects(ctx: Context) -> dict[str, tuple[ast.AST, Text]]:
         what = _refused(ctx, obj)
         if obj is not None and what is not None:
             out.setdefault("", (obj, what))
-    for _call, display in ctx.sem.saved_dicts():
+    for _call, display in checkpoints.saved_dicts(ctx.sem):
         for key, value in zip(display.keys, display.values, strict=True):
             what = _refused(ctx, value)
             if isinstance(key, ast.Constant) and isinstance(key.value, str) and what is not None:

@@ -3,10 +3,10 @@ from __future__ import annotations
 import ast
 import re
 
-from ..core import fixes
+from ..core import checkpoints, fixes, kinds
 from ..core.context import Context
+from ..core.kinds import Kind
 from ..core.model import Applicability, Fix, Severity, Text
-from ..core.semantic import Kind
 from .base import Invalid, Rule
 
 _COUNTER_KEY = re.compile(r"epoch|step|iter", re.I)
@@ -122,12 +122,12 @@ class IncompleteCheckpoint(Rule):
 
     def check(self, ctx: Context) -> None:
         sem = ctx.sem
-        for call, data in sem.saved_dicts():
-            owners = [sem.state_dict_owner(v) for v in data.values]
+        for call, data in checkpoints.saved_dicts(sem):
+            owners = [checkpoints.state_dict_owner(v) for v in data.values]
             if not any(o is not None and ctx.kind(o) is Kind.MODULE for o in owners):
                 continue
             optimizer = self._optimizer_in_scope(ctx, call)
-            has_opt = any(o is not None and sem.is_optimizer(o) for o in owners)
+            has_opt = any(o is not None and kinds.is_optimizer(sem, o) for o in owners)
             keys = [
                 k.value
                 for k in data.keys
@@ -178,6 +178,6 @@ class IncompleteCheckpoint(Rule):
         func = ctx.sem.enclosing_function(call)
         scope = ctx.sem.scopes[func] if func is not None else ctx.sem.scopes[ctx.tree]
         for name, bindings in scope.bindings.items():
-            if any(ctx.sem.binding_kind(b) is Kind.OPTIMIZER for b in bindings):
+            if any(kinds.binding_kind(ctx.sem, b) is Kind.OPTIMIZER for b in bindings):
                 return name
         return None

@@ -3,7 +3,7 @@ from __future__ import annotations
 import ast
 import os
 
-from ..core import fixes
+from ..core import fixes, kinds, training
 from ..core.context import Context
 from ..core.model import Applicability, Edit, Fix, Severity, Text
 from ..core.semantic import Semantic
@@ -175,9 +175,11 @@ class UnseededTraining(Rule):
         if _calls_seed_helper(sem) or _is_test_file(ctx.path):
             return
         backward = next(
-            (c for c in sem.calls_by_attr.get("backward", ()) if sem.is_backward(c)), None
+            (c for c in sem.calls_by_attr.get("backward", ()) if training.is_backward(sem, c)), None
         )
-        if backward is None or (not sem.optimizer_steps(ctx.tree) and not self._any_step(ctx)):
+        if backward is None or (
+            not training.optimizer_steps(sem, ctx.tree) and not self._any_step(ctx)
+        ):
             return
         if ctx.notebook is None and not sem.runs_as_script(backward):
             return
@@ -194,7 +196,7 @@ class UnseededTraining(Rule):
     @staticmethod
     def _any_step(ctx: Context) -> bool:
         return any(
-            isinstance(c.func, ast.Attribute) and ctx.sem.is_optimizer(c.func.value)
+            isinstance(c.func, ast.Attribute) and kinds.is_optimizer(ctx.sem, c.func.value)
             for c in ctx.sem.calls_by_attr.get("step", ())
         )
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import ast
 
-from ..core import fixes
+from ..core import fixes, kinds, training
 from ..core.context import Context
 from ..core.model import Applicability, Edit, Fix, Pos, Severity, Text
 from .base import Invalid, Rule
@@ -126,12 +126,12 @@ class SchedulerBeforeOptimizer(Rule):
         sem = ctx.sem
         for call in sem.calls_by_attr.get("step", ()):
             assert isinstance(call.func, ast.Attribute)
-            if not sem.is_scheduler(call.func.value):
+            if not kinds.is_scheduler(sem, call.func.value):
                 continue
-            loops = sem.enclosing_loops(call)
+            loops = training.enclosing_loops(sem, call)
             if not loops:
                 continue
-            steps = sem.optimizer_steps(loops[0].node)
+            steps = training.optimizer_steps(sem, loops[0].node)
             here = (call.lineno, call.col_offset)
             if not steps or any((s.lineno, s.col_offset) < here for s in steps):
                 continue

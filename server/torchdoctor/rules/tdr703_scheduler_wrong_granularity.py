@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import ast
 
+from ..core import kinds, training
 from ..core.context import Context
 from ..core.model import Severity, Text
 from ..core.semantic import argument
@@ -148,17 +149,17 @@ class SchedulerWrongGranularity(Rule):
         sem = ctx.sem
         for call in sem.calls_by_attr.get("step", ()):
             assert isinstance(call.func, ast.Attribute)
-            made = sem.constructor_call(call.func.value)
+            made = kinds.constructor_call(sem, call.func.value)
             qual = sem.qualname(made.func) if made is not None else None
             if made is None or qual is None or not qual.startswith(_PREFIX):
                 continue
             kind = qual[len(_PREFIX) :]
-            loops = sem.enclosing_loops(call)
+            loops = training.enclosing_loops(sem, call)
             if not loops:
                 continue
             inner = loops[0]
             if kind in PER_ITERATION and not any(loop.is_batch_loop for loop in loops):
-                if sem.contains_batch_loop(inner):
+                if training.contains_batch_loop(sem, inner):
                     self._report(ctx, call, kind, per_iteration=True)
             elif kind in PER_EPOCH and inner.is_batch_loop and len(loops) > 1:
                 if self._epoch_sized(made, kind):

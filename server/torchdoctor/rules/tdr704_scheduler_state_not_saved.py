@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import ast
 
-from ..core import fixes
+from ..core import checkpoints, fixes, kinds
 from ..core.context import Context
 from ..core.model import Applicability, Fix, Severity, Text
 from .base import Invalid, Rule
@@ -139,17 +139,17 @@ class SchedulerStateNotSaved(Rule):
     )
 
     def check(self, ctx: Context) -> None:
-        saved = ctx.sem.saved_dicts()
+        saved = checkpoints.saved_dicts(ctx.sem)
         if not saved:
             return
         names = scheduler_names(ctx)
         if not names:
             return
         for _call, data in saved:
-            owners = [ctx.sem.state_dict_owner(v) for v in data.values]
-            if not any(o is not None and ctx.sem.is_optimizer(o) for o in owners):
+            owners = [checkpoints.state_dict_owner(v) for v in data.values]
+            if not any(o is not None and kinds.is_optimizer(ctx.sem, o) for o in owners):
                 continue
-            if any(o is not None and ctx.sem.is_scheduler(o) for o in owners):
+            if any(o is not None and kinds.is_scheduler(ctx.sem, o) for o in owners):
                 continue
             keys = [k.value for k in data.keys if isinstance(k, ast.Constant)]
             if any(isinstance(k, str) and ("sched" in k or "lr" in k.lower()) for k in keys):
