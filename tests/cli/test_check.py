@@ -291,3 +291,30 @@ def test_json_filenames_are_absolute_like_ruffs(td, tmp_path: Path) -> None:
     (tmp_path / "a.py").write_text(LOAD)
     (item,) = td("check", "a.py", "--output-format", "json").json()
     assert item["filename"] == str(tmp_path / "a.py")
+
+
+def test_symlink_loops_end_and_each_real_file_is_checked_once(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "a.py").write_text(LOAD)
+    (tmp_path / "sub" / "b.py").write_text(LOAD)
+    (tmp_path / "self").symlink_to(".")
+    (tmp_path / "sub" / "up").symlink_to("..")
+    (tmp_path / "link.py").symlink_to("a.py")
+    env = {**os.environ, "TORCHDOCTOR_LOCALE": ""}
+    proc = subprocess.run(
+        [sys.executable, "-m", "torchdoctor", "check", "--no-cache", "--output-format", "json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,  # the loop used to run without end
+    )
+    assert proc.returncode == 1, proc.stderr
+    files = sorted(
+        Path(d["filename"]).relative_to(tmp_path).as_posix() for d in json.loads(proc.stdout)
+    )
+    assert files == ["a.py", "sub/b.py"]

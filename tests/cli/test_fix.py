@@ -82,3 +82,47 @@ def test_fix_never_writes_a_broken_file(td, tmp_path: Path) -> None:
     run = td("check", "--fix", "broken.py")
     assert path.read_text() == text
     assert "syntax error" in run.err
+
+
+def test_fix_writes_back_in_the_files_own_encoding(td, tmp_path: Path) -> None:
+    path = tmp_path / "latin.py"
+    head = '# -*- coding: latin-1 -*-\ns = "café"\n'
+    path.write_bytes((head + LOAD).encode("latin-1"))
+    run = td("check", "--fix", "--no-cache", "latin.py")
+    assert run.code == 0, run.out + run.err
+    assert path.read_bytes() == (head + FIXED).encode("latin-1")
+
+
+def test_fix_keeps_a_byte_order_mark(td, tmp_path: Path, notebook) -> None:
+    path = tmp_path / "bom.py"
+    path.write_bytes(b"\xef\xbb\xbf" + LOAD.encode())
+    assert td("fix", "--no-cache", "bom.py").code == 0
+    assert path.read_bytes() == b"\xef\xbb\xbf" + FIXED.encode()
+    nb = tmp_path / "n.ipynb"
+    nb.write_text(notebook(LOAD))
+    assert td("fix", "--no-cache", "n.ipynb").code == 0
+    assert not nb.read_bytes().startswith(b"\xef\xbb\xbf")  # no BOM added where none was
+
+
+def test_fix_through_a_symlink_fixes_its_target(td, tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    target = tmp_path / "real" / "a.py"
+    target.write_text(LOAD)
+    link = tmp_path / "link.py"
+    link.symlink_to(target)
+    run = td("fix", "--no-cache", "link.py")
+    assert run.code == 0, run.out + run.err
+    assert link.is_symlink()
+    assert target.read_text() == FIXED
+
+
+def test_a_read_only_file_is_reported_as_not_fixed(td, tmp_path: Path) -> None:
+    path = tmp_path / "ro.py"
+    path.write_text(LOAD)
+    path.chmod(0o444)
+    run = td("fix", "--no-cache", "ro.py")
+    assert path.read_text() == LOAD
+    assert run.code == 1
+    assert "ro.py: not written: the file is read-only" in run.err
+    assert "Fixed" not in run.out
+    assert "TDR602" in run.out  # the finding is still there

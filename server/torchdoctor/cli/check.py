@@ -18,7 +18,7 @@ from pathlib import Path
 from .. import __version__
 from ..core.config import ConfigError, Settings
 from ..core.model import ErrorKind, FileError, Finding, is_chinese
-from ..core.reading import decode, read_source
+from ..core.reading import decode, read_encoded
 from ..core.torch_version import format_version, target_version
 from ..linter.configuration import ConfigFinder, check_target_version, load_file
 from ..linter.files import discover
@@ -98,10 +98,11 @@ def check_file(path: Path, opts: Options, stdin_text: str | None = None) -> Reco
     record.docs_base = settings.docs_base_url
     text: str | None
     error: FileError | None
+    encoding = "utf-8"
     if stdin_text is not None:
         text, error = stdin_text, None
     else:
-        text, error = read_source(path)
+        text, error, encoding = read_encoded(path)
     if text is None:
         record.errors.append(error or FileError(name, "cannot read"))
         return record
@@ -149,10 +150,11 @@ def check_file(path: Path, opts: Options, stdin_text: str | None = None) -> Reco
                     )
                 )
             else:
-                write_error = _write_atomic(path, outcome.text)
+                write_error = _write_atomic(path, outcome.text, encoding)
                 if write_error:
                     record.errors.append(write_error)
                     record.fixed = 0
+                    result = check_any(text, name, settings, codes)  # what is still there
     else:
         result = check_any(text, name, settings, codes)
     record.findings = result.findings
@@ -204,22 +206,34 @@ def _notebook_diff(name: str, old: str, new: str) -> str:
     return "".join(out)
 
 
-def _write_atomic(path: Path, text: str) -> FileError | None:
-    """Write through a temporary file and a rename, so a crash never leaves half a file."""
+def _write_atomic(path: Path, text: str, encoding: str = "utf-8") -> FileError | None:
+    """Write through a temporary file and a rename, so a crash never leaves half a file; in the
+    file's own encoding (its byte order mark kept), to the file a symlink points to, and never
+    over a file its user cannot (or chose not to) write."""
+    name = str(path)
+    target = Path(os.path.realpath(path))
     try:
-        mode = path.stat().st_mode
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        data = text.encode(encoding)
+    except UnicodeEncodeError:
+        return FileError(
+            name, f"not written: the fixed text cannot be encoded as {encoding}", kind=ErrorKind.FIX
+        )
+    try:
+        mode = target.stat().st_mode
+        if not mode & 0o222 or not os.access(target, os.W_OK):
+            return FileError(name, "not written: the file is read-only", kind=ErrorKind.FIX)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-                handle.write(text)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
             os.chmod(tmp, mode & 0o7777)
-            os.replace(tmp, path)
+            os.replace(tmp, target)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
     except OSError as exc:
         return FileError(
-            str(path), f"cannot write the fixed file: {exc.strerror or exc}", kind=ErrorKind.FIX
+            name, f"cannot write the fixed file: {exc.strerror or exc}", kind=ErrorKind.FIX
         )
     return None
 
