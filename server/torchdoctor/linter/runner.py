@@ -4,6 +4,7 @@ loop that applies fixes until none is left."""
 from __future__ import annotations
 
 import ast
+import bisect
 import contextlib
 import dataclasses
 import gc
@@ -285,7 +286,9 @@ def check_any(
 
 
 def select_fixes(findings: list[Finding], unsafe: bool) -> list[tuple[Finding, Fix]]:
-    """Non-overlapping bulk fixes, earliest first."""
+    """Non-overlapping bulk fixes, earliest first. The spans taken are kept sorted, so that each
+    fix is compared with its neighbours only (a file with 100,000 fixes takes no longer per fix
+    than one with ten)."""
     chosen: list[tuple[Finding, Fix]] = []
     taken: list[tuple[Pos, Pos]] = []
     for finding in sorted(findings, key=lambda f: f.range.start):
@@ -293,11 +296,31 @@ def select_fixes(findings: list[Finding], unsafe: bool) -> list[tuple[Finding, F
         if fix is None or not fix.edits:
             continue
         spans = [(e.start, e.end) for e in fix.edits]
-        if any(_overlaps(s, t) for s in spans for t in taken):
+        if any(_overlaps_taken(s, taken) for s in spans):
             continue
         chosen.append((finding, fix))
-        taken.extend(spans)
+        for span in spans:
+            bisect.insort(taken, span)
     return chosen
+
+
+def _overlaps_taken(span: tuple[Pos, Pos], taken: list[tuple[Pos, Pos]]) -> bool:
+    """Whether ``span`` overlaps one of ``taken`` (sorted, and overlapping none of each other):
+    only those that start from just before it up to its end can."""
+    start, end = span
+    i = bisect.bisect_left(taken, (start, start))
+    j = i - 1
+    while j >= 0 and (taken[j][1] > start or taken[j][0] == start):
+        if _overlaps(span, taken[j]):
+            return True
+        j -= 1
+    if j >= 0 and _overlaps(span, taken[j]):
+        return True
+    while i < len(taken) and taken[i][0] <= end:
+        if _overlaps(span, taken[i]):
+            return True
+        i += 1
+    return False
 
 
 def _overlaps(a: tuple[Pos, Pos], b: tuple[Pos, Pos]) -> bool:
