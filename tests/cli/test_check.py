@@ -151,9 +151,16 @@ def test_bad_config_is_one_clear_error(td, tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text("[tool.torchdoctor\n")
     run = td("check", "a.py")
     assert "invalid TOML" in run.err and "Traceback" not in run.err
-    assert run.code == 1
-    assert "No findings, but 1 file could not be checked." in run.out
-    assert "All checks passed!" not in run.out
+    assert run.code == 2
+    assert run.out == ""
+    # The same error, once, exit 2: for files, a folder, JSON and stdin alike.
+    (tmp_path / "b.py").write_text(LOAD)
+    (tmp_path / "pyproject.toml").write_text("[tool.torchdoctor]\nselct = ['TDR6']\n")
+    for args in (["a.py", "b.py"], ["."], ["--output-format", "json", "a.py", "b.py"], ["-"]):
+        run = td("check", "--no-cache", *args, stdin=LOAD)
+        assert run.code == 2, (args, run.out, run.err)
+        assert run.out == "", args
+        assert run.err.count("unknown setting `selct`") == 1, (args, run.err)
     (tmp_path / "pyproject.toml").write_text("[tool.torchdoctor]\ntarget-version = 'latest'\n")
     run = td("check", "a.py")
     assert """`target-version` must be a torch version such as "2.13", not 'latest'""" in run.err

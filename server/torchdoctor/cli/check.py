@@ -303,6 +303,17 @@ def run_check(args: argparse.Namespace) -> int:
     )
     paths = args.paths or ["."]
     records: list[Record] = []
+    try:
+        finder = ConfigFinder(load_file(Path(args.config)) if args.config else None)
+        files = (
+            [Path(args.stdin_filename or "-")] if paths == ["-"] else list(discover(paths, finder))
+        )
+        if not args.config:
+            for path in files:  # a configuration that cannot be used is one error, for all
+                finder.for_path(path).merged(**overrides)
+    except ConfigError as exc:
+        print(f"torchdoctor: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
     if paths == ["-"]:
         text, error = decode(sys.stdin.buffer.read(), args.stdin_filename or "-")
         name = args.stdin_filename or "-"
@@ -311,12 +322,6 @@ def run_check(args: argparse.Namespace) -> int:
         else:
             records.append(check_file(Path(name), opts, stdin_text=text))
     else:
-        try:
-            finder = ConfigFinder(load_file(Path(args.config)) if args.config else None)
-            files = list(discover(paths, finder))
-        except ConfigError as exc:
-            print(f"torchdoctor: error: {exc}", file=sys.stderr)
-            return EXIT_ERROR
         if cache is not None:
             _init_cache(cache.parent)
         records = _run_all(files, opts, args.jobs)
