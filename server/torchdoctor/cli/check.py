@@ -401,7 +401,14 @@ def _report(records: list[Record], args: argparse.Namespace, locale: str, zh: bo
     elif fmt == "sarif":
         docs_base = next((r.docs_base for r in records if r.docs_base), None)
         out.write(
-            output.dumps(output.sarif([(r.path, f) for r, f in items], errors, locale, docs_base))
+            output.dumps(
+                output.sarif(
+                    [(r.path, f, r.unsafe, r.cell_rows) for r, f in items],
+                    errors,
+                    locale,
+                    docs_base,
+                )
+            )
             + "\n"
         )
     elif fmt == "github":
@@ -411,7 +418,9 @@ def _report(records: list[Record], args: argparse.Namespace, locale: str, zh: bo
             out.write(
                 f"::error title=torchdoctor,file={e.path}"
                 + (f",line={e.row}" if e.row else "")
-                + f"::{e.reason}\n"
+                + f"::{e.reason}"
+                + (f" (cell {e.cell})" if e.cell is not None else "")
+                + "\n"
             )
     else:
         if args.statistics:

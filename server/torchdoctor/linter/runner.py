@@ -20,7 +20,7 @@ from ..core.context import Context
 from ..core.fixes import apply_edits
 from ..core.incremental import IncrementalParser, parse_text
 from ..core.live_facts import LiveFacts, ProbeRequest
-from ..core.model import Applicability, ErrorKind, FileError, Finding, Fix, Pos, Range
+from ..core.model import Applicability, Edit, ErrorKind, FileError, Finding, Fix, Pos, Range
 from ..core.noqa import NoqaComment, find_noqa, suppresses
 from ..core.notebook import Notebook, NotebookError
 from ..core.semantic import Chunk, Semantic
@@ -291,14 +291,20 @@ def select_fixes(findings: list[Finding], unsafe: bool) -> list[tuple[Finding, F
     than one with ten)."""
     chosen: list[tuple[Finding, Fix]] = []
     taken: list[tuple[Pos, Pos]] = []
+    edits: set[Edit] = set()
     for finding in sorted(findings, key=lambda f: f.range.start):
         fix = finding.bulk_fix(unsafe)
         if fix is None or not fix.edits:
+            continue
+        if edits.issuperset(fix.edits):
+            # The same edits as fixes chosen already (two findings, one fix): fixed with them.
+            chosen.append((finding, fix))
             continue
         spans = [(e.start, e.end) for e in fix.edits]
         if any(_overlaps_taken(s, taken) for s in spans):
             continue
         chosen.append((finding, fix))
+        edits.update(fix.edits)
         for span in spans:
             bisect.insort(taken, span)
     return chosen
@@ -356,7 +362,7 @@ def fix_any(
         chosen = select_fixes(result.findings, unsafe)
         if not chosen:
             break
-        edits = [e for _f, fix in chosen for e in fix.edits]
+        edits = list(dict.fromkeys(e for _f, fix in chosen for e in fix.edits))
         try:
             if result.notebook is not None:
                 new = result.notebook.apply(edits)
