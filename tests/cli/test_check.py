@@ -325,3 +325,26 @@ def test_symlink_loops_end_and_each_real_file_is_checked_once(tmp_path: Path) ->
         Path(d["filename"]).relative_to(tmp_path).as_posix() for d in json.loads(proc.stdout)
     )
     assert files == ["a.py", "sub/b.py"]
+
+
+def test_a_closed_pipe_ends_the_output_quietly(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    # 3,000 findings: far more JSON than a pipe holds, so the writer meets the closed pipe.
+    (tmp_path / "many.py").write_text("import torch\n" + 'torch.load("a.pt")\n' * 3000)
+    env = {**os.environ, "TORCHDOCTOR_LOCALE": ""}
+    for args in (["rule", "--all"], ["check", "--no-cache", "--output-format", "json", "."]):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "torchdoctor", *args],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()  # like `| head -1` that has read its line
+        err = proc.stderr.read().decode()
+        proc.wait(timeout=120)
+        assert "Traceback" not in err and "BrokenPipeError" not in err, (args, err)
