@@ -348,3 +348,24 @@ def test_a_closed_pipe_ends_the_output_quietly(tmp_path: Path) -> None:
         err = proc.stderr.read().decode()
         proc.wait(timeout=120)
         assert "Traceback" not in err and "BrokenPipeError" not in err, (args, err)
+
+
+def test_a_locale_without_messages_is_refused_or_warned(td, tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(LOAD)
+    run = td("check", "--no-cache", "--locale", "fr", "a.py")
+    assert run.code == 2 and run.out == ""
+    assert "--locale `fr`: messages exist in en and zh only" in run.err
+    assert td("rule", "--locale", "fr", "TDR602").code == 2
+    run = td("check", "--no-cache", "a.py", env={"TORCHDOCTOR_LOCALE": "fr"})
+    assert run.code == 1 and "TDR602" in run.out
+    assert "TORCHDOCTOR_LOCALE `fr`: messages exist in en and zh only; using en" in run.err
+    assert td("check", "--no-cache", "--locale", "zh-CN", "a.py").code == 1
+
+
+def test_diff_with_a_machine_format_is_refused(td, tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(LOAD)
+    for fmt in ("json", "sarif", "github"):
+        run = td("check", "--diff", "--output-format", fmt, "a.py")
+        assert run.code == 2 and run.out == "", fmt
+        assert f"--diff prints a diff; it cannot be combined with --output-format {fmt}" in run.err
+    assert (tmp_path / "a.py").read_text() == LOAD

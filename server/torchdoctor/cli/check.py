@@ -266,8 +266,38 @@ class _Progress:
             sys.stderr.flush()
 
 
+def choose_locale(explicit: str | None) -> str | None:
+    """The language of messages: ``--locale``, else ``$TORCHDOCTOR_LOCALE``, else English. One
+    torchdoctor has no messages in is an error when asked for with ``--locale`` (None) and a
+    warning when it comes from the environment."""
+    value = explicit or os.environ.get("TORCHDOCTOR_LOCALE") or "en"
+    if value.lower().replace("_", "-").split("-")[0] in ("en", "zh"):
+        return value
+    if explicit:
+        print(
+            f"torchdoctor: error: --locale `{value}`: messages exist in en and zh only",
+            file=sys.stderr,
+        )
+        return None
+    print(
+        f"torchdoctor: warning: TORCHDOCTOR_LOCALE `{value}`: messages exist in en and zh "
+        "only; using en",
+        file=sys.stderr,
+    )
+    return "en"
+
+
 def run_check(args: argparse.Namespace) -> int:
-    locale = args.locale or os.environ.get("TORCHDOCTOR_LOCALE") or "en"
+    locale = choose_locale(args.locale)
+    if locale is None:
+        return EXIT_ERROR
+    if args.diff and args.output_format != "text":
+        print(
+            f"torchdoctor: error: --diff prints a diff; it cannot be combined with "
+            f"--output-format {args.output_format}",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
     zh = is_chinese(locale)
     overrides: dict[str, object] = {
         "select": args.select,
@@ -445,7 +475,9 @@ def run_rule(args: argparse.Namespace) -> int:
     from ..linter.registry import all_rules, get_rule
     from ..rules.docs import rule_doc, rule_url
 
-    locale = args.locale or os.environ.get("TORCHDOCTOR_LOCALE") or "en"
+    locale = choose_locale(args.locale)
+    if locale is None:
+        return EXIT_ERROR
     if args.all or not args.code:
         rules = all_rules()
         if args.output_format == "json":
