@@ -65,7 +65,7 @@ export function toCmDiagnostics(
       from,
       to,
       severity,
-      source: `${SOURCE} ${codeOf(diagnostic)}`,
+      source: SOURCE,
       message: `${codeOf(diagnostic)} ${diagnostic.message}`,
       markClass: `${MARK_CLASS} ${MARK_CLASS}-${codeOf(diagnostic)}`,
       renderMessage: view => renderMessage(diagnostic, view.dom.ownerDocument),

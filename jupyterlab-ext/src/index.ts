@@ -9,6 +9,7 @@ import { CodeMirrorEditor } from '@jupyterlab/codemirror';
 import { PageConfig, URLExt } from '@jupyterlab/coreutils';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { ServerConnection } from '@jupyterlab/services';
+import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { ITranslator } from '@jupyterlab/translation';
 import { bugIcon } from '@jupyterlab/ui-components';
@@ -18,7 +19,7 @@ import { StateEffect } from '@codemirror/state';
 import { DEFAULT_SETTINGS, LanguageClient, ServerSettings, websocketTransport } from './client';
 import { applyToView, paint } from './editor';
 import { CellRef, Finding, findingsByCell } from './findings';
-import { Diagnostic, editsByUri, Fix, TextEdit, toChanges, WorkspaceEdit } from './lsp';
+import { editsByUri, Fix, TextEdit, toChanges, WorkspaceEdit } from './lsp';
 import { CellSnapshot, NotebookSync } from './notebookSync';
 import { CHINESE, ENGLISH, FindingsPanel } from './panel';
 
@@ -58,7 +59,8 @@ class NotebookBinding {
     readonly panel: NotebookPanel,
     notebookUri: string,
     private readonly client: LanguageClient,
-    private readonly changed: () => void
+    private readonly changed: () => void,
+    private readonly rendermime: IRenderMimeRegistry | null
   ) {
     const path = decodeURIComponent(new URL(notebookUri).pathname);
     this.sync = new NotebookSync(notebookUri, path, (method, params) => {
@@ -66,8 +68,8 @@ class NotebookBinding {
     });
     const model = panel.content.model;
     if (model) {
-      model.contentChanged.connect(this.schedule, this);
-      model.cells.changed.connect(this.schedule, this);
+      model.contentChanged.connect(this.schedule);
+      model.cells.changed.connect(this.schedule);
     }
     this.sync.open(this.snapshot());
     this.paintAll();
@@ -88,7 +90,7 @@ class NotebookBinding {
     return out;
   }
 
-  private schedule(): void {
+  private readonly schedule = (): void => {
     window.clearTimeout(this.timer);
     this.timer = window.setTimeout(() => {
       const before = new Map(this.cells().map(c => [c.uri, this.sync.textOf(c.uri)]));
@@ -100,7 +102,7 @@ class NotebookBinding {
       }
       this.paintAll(); // new cells; unchanged ones are skipped
     }, SYNC_DELAY_MS);
-  }
+  };
 
   /** The notebook's cells (all kinds, for their numbers) with the URIs of code cells. */
   cells(): CellRef[] {
@@ -167,8 +169,8 @@ class NotebookBinding {
       return;
     }
     this.painted.set(view, key);
-    paint(view, uri, diagnostics, (fix, diagnostic) => {
-      this.applyFix(fix, diagnostic);
+    paint(view, uri, diagnostics, fix => {
+      this.applyFix(fix);
     });
   }
 
@@ -178,6 +180,7 @@ class NotebookBinding {
     }
     this.hooked.add(view);
     const client = this.client;
+    const rendermime = this.rendermime;
     const tooltip = hoverTooltip(async (v, pos) => {
       const line = v.state.doc.lineAt(pos);
       const text = await client.hover(uri, line.number - 1, pos - line.from).catch(() => null);
@@ -189,7 +192,17 @@ class NotebookBinding {
         create: () => {
           const dom = v.dom.ownerDocument.createElement('div');
           dom.className = 'jp-torchdoctor-hover';
-          dom.textContent = text;
+          if (rendermime) {
+            const renderer = rendermime.createRenderer('text/markdown');
+            renderer.addClass('jp-torchdoctor-hover-markdown');
+            dom.append(renderer.node);
+            void renderer.renderModel(
+              rendermime.createModel({ data: { 'text/markdown': text }, trusted: false })
+            );
+          } else {
+            dom.classList.add('jp-torchdoctor-hover-text');
+            dom.textContent = text;
+          }
           return { dom };
         }
       };
@@ -227,7 +240,7 @@ class NotebookBinding {
     return true;
   }
 
-  applyFix(fix: Fix, _diagnostic: Diagnostic): void {
+  applyFix(fix: Fix): void {
     this.applyEdits(fix.edits);
   }
 
@@ -254,8 +267,8 @@ class NotebookBinding {
     window.clearTimeout(this.timer);
     const model = this.panel.content.model;
     if (model) {
-      model.contentChanged.disconnect(this.schedule, this);
-      model.cells.changed.disconnect(this.schedule, this);
+      model.contentChanged.disconnect(this.schedule);
+      model.cells.changed.disconnect(this.schedule);
     }
     const uris = this.cells().map(c => c.uri);
     this.sync.close();
@@ -269,13 +282,14 @@ const plugin: JupyterFrontEndPlugin<void> = {
   description: 'torchdoctor: PyTorch pitfalls in notebook cells, with fixes and a findings panel.',
   autoStart: true,
   requires: [INotebookTracker],
-  optional: [ILabShell, ISettingRegistry, ITranslator],
+  optional: [ILabShell, ISettingRegistry, ITranslator, IRenderMimeRegistry],
   activate: (
     app: JupyterFrontEnd,
     tracker: INotebookTracker,
     labShell: ILabShell | null,
     registry: ISettingRegistry | null,
-    translator: ITranslator | null
+    translator: ITranslator | null,
+    rendermime: IRenderMimeRegistry | null
   ) => {
     const locale = translator?.languageCode ?? 'en';
     const zh = locale.toLowerCase().startsWith('zh');
@@ -288,8 +302,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
         jump: finding => {
           current()?.jump(finding);
         },
-        fix: (finding, fix) => {
-          current()?.applyFix(fix, finding.diagnostic);
+        fix: (_finding, fix) => {
+          current()?.applyFix(fix);
         },
         fixAll: () => {
           void fixAll();
@@ -403,7 +417,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       const lsp = await connect();
       const path = widget.context.path.split('/').map(encodeURIComponent).join('/');
       const uri = `${rootUri.replace(/\/$/, '')}/${path}`;
-      const binding = new NotebookBinding(widget, uri, lsp, refreshPanel);
+      const binding = new NotebookBinding(widget, uri, lsp, refreshPanel, rendermime);
       bindings.set(widget, binding);
       widget.disposed.connect(() => {
         bindings.delete(widget);

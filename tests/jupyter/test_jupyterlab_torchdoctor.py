@@ -39,9 +39,29 @@ TIMEOUT_MS = 90_000
 MARK = ".jp-Notebook .cm-lintRange.jp-torchdoctor-mark"
 TOOLTIP = ".cm-tooltip-lint:has(.jp-torchdoctor-diagnostic)"
 
+# The screen position of one character of a cell line, for the mouse.
+CHAR_BOX = """([prefix, offset]) => {
+  const line = [...document.querySelectorAll('.jp-Notebook .cm-line')]
+    .find((l) => l.textContent.startsWith(prefix));
+  if (!line) return null;
+  const walker = document.createTreeWalker(line, NodeFilter.SHOW_TEXT);
+  let seen = 0;
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    if (offset - seen < node.textContent.length) {
+      const range = document.createRange();
+      range.setStart(node, offset - seen);
+      range.setEnd(node, offset - seen + 1);
+      const box = range.getBoundingClientRect();
+      return {x: box.x + box.width / 2, y: box.y + box.height / 2};
+    }
+    seen += node.textContent.length;
+  }
+  return null;
+}"""
+
 CELLS = [
     "import torch\nx = torch.randn(4, 4)",
-    "# a markdown-free code cell without findings\ny = x * 2",
+    "# no finding here\ny = x * 2",
     'state = torch.load("x.pt")\nother = torch.load("y.pt")',
 ]
 
@@ -94,7 +114,16 @@ def expected_after_check_fix(tmp_path: Path, cells: list[str], name: str) -> lis
     path = folder / "train.ipynb"
     path.write_text(json.dumps(_notebook(cells)))
     subprocess.run(
-        [sys.executable, "-m", "torchdoctor", "check", "--fix", "--no-cache", "--exit-zero", str(path)],
+        [
+            sys.executable,
+            "-m",
+            "torchdoctor",
+            "check",
+            "--fix",
+            "--no-cache",
+            "--exit-zero",
+            str(path),
+        ],
         cwd=folder,
         capture_output=True,
         text=True,
@@ -115,11 +144,13 @@ def jupyterlab_with_extension(tmp_path: Path) -> Iterator[JupyterServer]:
         env[var] = str(tmp_path / name)
     env.pop("JUPYTER_PATH", None)
     env.pop("JUPYTER_CONFIG_PATH", None)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(EXT), *filter(None, [os.environ.get("PYTHONPATH")])]
-    )
+    env["PYTHONPATH"] = os.pathsep.join([str(EXT), *filter(None, [os.environ.get("PYTHONPATH")])])
     (tmp_path / "data" / "labextensions").mkdir()
     (tmp_path / "data" / "labextensions" / "jupyterlab-torchdoctor").symlink_to(LABEXTENSION)
+    # No "news" notification over the notebook.
+    news = tmp_path / "lab-settings" / "@jupyterlab" / "apputils-extension"
+    news.mkdir(parents=True)
+    (news / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
     (tmp_path / "config" / "jupyter_server_config.json").write_text(
         json.dumps({"ServerApp": {"jpserver_extensions": {"jupyterlab_torchdoctor": True}}})
     )
@@ -182,13 +213,17 @@ def lab(tmp_path: Path) -> Iterator[JupyterServer]:
         yield server
 
 
-def _hover_until(page: Any, selector: str, tooltip: str) -> Any:
-    """Move the mouse onto ``selector`` until ``tooltip`` shows (a move can come too early)."""
+def _hover_until(page: Any, selector: str | dict[str, float], tooltip: str) -> Any:
+    """Move the mouse onto ``selector`` (or a point) until ``tooltip`` shows (a move can come
+    too early)."""
     deadline = time.monotonic() + TIMEOUT_MS / 1000
     while True:
-        box = page.locator(selector).first.bounding_box()
-        assert box is not None
-        x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+        if isinstance(selector, dict):
+            x, y = selector["x"], selector["y"]
+        else:
+            box = page.locator(selector).first.bounding_box()
+            assert box is not None
+            x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
         page.mouse.move(0, 0)
         page.mouse.move(x, y)
         page.mouse.move(x + 1, y)
@@ -272,7 +307,9 @@ def test_fix_from_tooltip_and_panel(lab: JupyterServer, tmp_path: Path) -> None:
             )
 
             # The panel lists the findings under their cell; a click jumps to the finding.
-            page.locator(".jp-SideBar.jp-mod-right .lm-TabBar-tab[data-id='jp-torchdoctor-panel']").click()
+            page.locator(
+                ".jp-SideBar.jp-mod-right .lm-TabBar-tab[data-id='jp-torchdoctor-panel']"
+            ).click()
             page.wait_for_selector(".jp-torchdoctor-panel .jp-torchdoctor-finding")
             panel = page.locator(".jp-torchdoctor-panel")
             assert panel.locator(".jp-torchdoctor-cell h3").all_inner_texts() == ["Cell 3"]
@@ -288,6 +325,17 @@ def test_fix_from_tooltip_and_panel(lab: JupyterServer, tmp_path: Path) -> None:
             page.wait_for_selector(MARK, state="detached")
             page.wait_for_selector(".jp-torchdoctor-panel .jp-torchdoctor-note")
             page.screenshot(path=str(SCREENSHOTS / "fixed.png"))
+
+            # Live facts: once the first cell ran, a hover on `x` shows the kernel's tensor.
+            page.locator(".jp-Notebook .jp-Cell .cm-content").first.click()
+            page.keyboard.press("Shift+Enter")
+            page.wait_for_selector(".jp-InputPrompt:has-text('[1]')")
+            spot = page.evaluate(CHAR_BOX, ["y = x * 2", len("y = ")])
+            assert spot is not None
+            hover = _hover_until(page, spot, ".jp-torchdoctor-hover:has-text('Tensor(4, 4)')")
+            assert "float32" in hover.inner_text()
+            page.screenshot(path=str(SCREENSHOTS / "live-tensor.png"))
+            page.mouse.move(0, 0)
         except Exception:
             page.screenshot(path=str(SCREENSHOTS / "failure.png"))
             print(lab.log.read_text()[-20000:])
