@@ -31,6 +31,7 @@ from . import __version__
 AUTH_RESOURCE = "torchdoctor"
 COMMAND_ENV = "TORCHDOCTOR_SERVER_COMMAND"
 STOP_TIMEOUT_S = 5.0
+_STOPPING: set[asyncio.Future[None]] = set()  # keeps the stop tasks alive until they end
 
 
 def server_command() -> list[str]:
@@ -163,7 +164,9 @@ class LanguageServerHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):  
             self.log.warning("torchdoctor: the language server is gone")
 
     def on_close(self) -> None:
-        asyncio.ensure_future(self._stop())
+        task = asyncio.ensure_future(self._stop())
+        _STOPPING.add(task)
+        task.add_done_callback(_STOPPING.discard)
 
     async def _stop(self) -> None:
         process = self.process
@@ -175,7 +178,7 @@ class LanguageServerHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):  
                 process.stdin.close()
         try:
             await asyncio.wait_for(process.wait(), STOP_TIMEOUT_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             process.kill()
             await process.wait()
         for task in getattr(self, "tasks", []):
