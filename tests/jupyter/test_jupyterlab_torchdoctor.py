@@ -61,7 +61,7 @@ CHAR_BOX = """([prefix, offset]) => {
 
 CELLS = [
     "import torch\nx = torch.randn(4, 4)",
-    "# no finding here\ny = x * 2",
+    "y = torch.log(1 + x)",
     'state = torch.load("x.pt")\nother = torch.load("y.pt")',
 ]
 
@@ -107,8 +107,10 @@ def _sources(notebook: dict[str, Any]) -> list[str]:
     return out
 
 
-def expected_after_check_fix(tmp_path: Path, cells: list[str], name: str) -> list[str]:
-    """The cells after ``torchdoctor check --fix`` on the notebook."""
+def expected_after_check_fix(
+    tmp_path: Path, cells: list[str], name: str, *, unsafe: bool = False
+) -> list[str]:
+    """The cells after ``torchdoctor check --fix`` (``--unsafe-fixes``) on the notebook."""
     folder = tmp_path / f"cli-{name}"
     folder.mkdir()
     path = folder / "train.ipynb"
@@ -120,6 +122,7 @@ def expected_after_check_fix(tmp_path: Path, cells: list[str], name: str) -> lis
             "torchdoctor",
             "check",
             "--fix",
+            *(["--unsafe-fixes"] if unsafe else []),
             "--no-cache",
             "--exit-zero",
             str(path),
@@ -255,7 +258,9 @@ def test_fix_from_tooltip_and_panel(lab: JupyterServer, tmp_path: Path) -> None:
     (lab.root / "train.ipynb").write_text(json.dumps(_notebook(CELLS)))
     expected_one = expected_after_check_fix(tmp_path, [*CELLS[:2], CELLS[2].split("\n")[0]], "one")
     expected_all = expected_after_check_fix(tmp_path, CELLS, "all")
+    expected_unsafe = expected_after_check_fix(tmp_path, expected_all, "unsafe", unsafe=True)
     assert expected_all[2] != CELLS[2]
+    assert expected_all[1] == CELLS[1] != expected_unsafe[1]
     with sync_playwright() as pw:
         browser = pw.chromium.launch(
             executable_path=executable,
@@ -273,11 +278,12 @@ def test_fix_from_tooltip_and_panel(lab: JupyterServer, tmp_path: Path) -> None:
             page.wait_for_function(
                 f"document.querySelectorAll('{MARK}-TDR602').length === 2", timeout=TIMEOUT_MS
             )
+            page.wait_for_selector(f"{MARK}-TDR808")
             marks = page.eval_on_selector_all(MARK, "els => els.map((e) => e.textContent)")
-            assert marks == ['torch.load("x.pt")', 'torch.load("y.pt")']
+            assert marks == ["torch.log(1 + x)", 'torch.load("x.pt")', 'torch.load("y.pt")']
 
             # The tooltip: code (a link to the rule's page), message, fix buttons.
-            tooltip = _hover_until(page, MARK, TOOLTIP)
+            tooltip = _hover_until(page, f"{MARK}-TDR602", TOOLTIP)
             code = tooltip.query_selector(".jp-torchdoctor-code")
             assert code is not None and code.inner_text() == "TDR602"
             assert "TDR602" in (code.get_attribute("href") or "")
@@ -292,7 +298,7 @@ def test_fix_from_tooltip_and_panel(lab: JupyterServer, tmp_path: Path) -> None:
                 assert time.monotonic() < deadline, sources
                 time.sleep(0.2)
                 sources = _cell_sources(page)
-            assert sources[:2] == CELLS[:2]
+            assert sources[:2] == expected_one[:2] == CELLS[:2]
             assert sources[2] == expected_one[2] + "\n" + CELLS[2].split("\n")[1]
             page.wait_for_function(
                 f"document.querySelectorAll('{MARK}-TDR602').length === 1", timeout=TIMEOUT_MS
@@ -312,25 +318,38 @@ def test_fix_from_tooltip_and_panel(lab: JupyterServer, tmp_path: Path) -> None:
             ).click()
             page.wait_for_selector(".jp-torchdoctor-panel .jp-torchdoctor-finding")
             panel = page.locator(".jp-torchdoctor-panel")
-            assert panel.locator(".jp-torchdoctor-cell h3").all_inner_texts() == ["Cell 3"]
-            assert panel.locator(".jp-torchdoctor-finding").count() == 2
+            assert panel.locator(".jp-torchdoctor-cell h3").all_inner_texts() == [
+                "Cell 2",
+                "Cell 3",
+            ]
+            assert panel.locator(".jp-torchdoctor-finding").count() == 3
             page.locator(".jp-Notebook .jp-Cell .cm-content").first.click()
-            panel.locator(".jp-torchdoctor-finding-main").nth(1).click()
+            panel.locator(".jp-torchdoctor-finding-main").nth(2).click()
             page.wait_for_selector(".jp-Notebook .jp-Cell.jp-mod-active:nth-child(3)")
             page.screenshot(path=str(SCREENSHOTS / "panel.png"))
 
-            # "Fix all safe" fixes the notebook as `check --fix` does.
+            # "Fix all safe" fixes the notebook as `check --fix` does; the unsafe fix stays.
             panel.locator("button.jp-torchdoctor-fix-all").click()
             _wait_sources(page, expected_all)
+            page.wait_for_selector(f"{MARK}-TDR602", state="detached")
+            page.wait_for_selector(".jp-torchdoctor-fix-all:disabled")
+            assert panel.locator(".jp-torchdoctor-finding").count() == 1
+            page.screenshot(path=str(SCREENSHOTS / "fixed.png"))
+
+            # The unsafe fix, from its tooltip, changes the cell as `--unsafe-fixes` does.
+            tooltip = _hover_until(page, f"{MARK}-TDR808", TOOLTIP)
+            assert tooltip.query_selector("button.jp-torchdoctor-fix-safe") is None
+            page.locator(f"{TOOLTIP} button.jp-torchdoctor-fix-unsafe").first.click()
+            _wait_sources(page, expected_unsafe)
             page.wait_for_selector(MARK, state="detached")
             page.wait_for_selector(".jp-torchdoctor-panel .jp-torchdoctor-note")
-            page.screenshot(path=str(SCREENSHOTS / "fixed.png"))
 
             # Live facts: once the first cell ran, a hover on `x` shows the kernel's tensor.
             page.locator(".jp-Notebook .jp-Cell .cm-content").first.click()
             page.keyboard.press("Shift+Enter")
             page.wait_for_selector(".jp-InputPrompt:has-text('[1]')")
-            spot = page.evaluate(CHAR_BOX, ["y = x * 2", len("y = ")])
+            line = expected_unsafe[1]
+            spot = page.evaluate(CHAR_BOX, [line, line.index("x)")])
             assert spot is not None
             hover = _hover_until(page, spot, ".jp-torchdoctor-hover:has-text('Tensor(4, 4)')")
             assert "float32" in hover.inner_text()
