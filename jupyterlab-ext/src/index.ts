@@ -293,6 +293,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
   ) => {
     const locale = translator?.languageCode ?? 'en';
     const zh = locale.toLowerCase().startsWith('zh');
+    const text = zh ? CHINESE : ENGLISH;
     const bindings = new Map<NotebookPanel, NotebookBinding>();
     let settings = DEFAULT_SETTINGS;
     let client: Promise<LanguageClient> | null = null;
@@ -309,7 +310,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
           void fixAll();
         }
       },
-      zh ? CHINESE : ENGLISH
+      text
     );
     panel.title.icon = bugIcon;
     if (labShell) {
@@ -359,6 +360,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
             lsp?.endpoint.dispose();
             client = null;
             connected = null;
+            panel.setProblem(text.disconnected);
           }
         );
         lsp = new LanguageClient(
@@ -383,8 +385,12 @@ const plugin: JupyterFrontEndPlugin<void> = {
         await opened;
         await lsp.start(info.rootUri, locale, VERSION);
         connected = lsp;
+        panel.setProblem(null);
         return lsp;
-      })();
+      })().catch((err: unknown) => {
+        client = null; // the next notebook tries again
+        throw err;
+      });
       return client;
     }
 
@@ -429,6 +435,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
 
     tracker.widgetAdded.connect((_, widget) => {
       bind(widget).catch((err: unknown) => {
+        panel.setProblem(`${text.disconnected} (${err instanceof Error ? err.message : String(err)})`);
         console.warn('torchdoctor:', err);
       });
     });

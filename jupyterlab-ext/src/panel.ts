@@ -19,6 +19,7 @@ export interface PanelText {
   noNotebook: string;
   noFindings: string;
   fixAllSafe: string;
+  disconnected: string;
   cell: (n: number) => string;
   line: (n: number) => string;
   status: (findings: number, fixable: number) => string;
@@ -29,6 +30,7 @@ export const ENGLISH: PanelText = {
   noNotebook: 'Open a notebook to see its PyTorch findings.',
   noFindings: 'No findings in this notebook.',
   fixAllSafe: 'Fix all safe',
+  disconnected: 'The torchdoctor language server is not connected; reopen the notebook to retry.',
   cell: n => `Cell ${n}`,
   line: n => `line ${n}`,
   status: (findings, fixable) =>
@@ -40,6 +42,7 @@ export const CHINESE: PanelText = {
   noNotebook: '打开一个笔记本以查看其 PyTorch 问题。',
   noFindings: '此笔记本中没有问题。',
   fixAllSafe: '修复所有安全项',
+  disconnected: 'torchdoctor 语言服务器未连接；重新打开笔记本即可重试。',
   cell: n => `单元格 ${n}`,
   line: n => `第 ${n} 行`,
   status: (findings, fixable) => `${findings} 个问题，${fixable} 个可安全修复`
@@ -48,6 +51,7 @@ export const CHINESE: PanelText = {
 export class FindingsPanel extends Widget {
   private groups: CellFindings[] = [];
   private hasNotebook = false;
+  private problem: string | null = null;
 
   constructor(
     private readonly actions: PanelActions,
@@ -62,6 +66,12 @@ export class FindingsPanel extends Widget {
 
   setText(text: PanelText): void {
     this.text = text;
+    this.render();
+  }
+
+  /** A connection problem to show above the findings (null: none). */
+  setProblem(problem: string | null): void {
+    this.problem = problem;
     this.render();
   }
 
@@ -81,6 +91,11 @@ export class FindingsPanel extends Widget {
     title.textContent = this.text.title;
     header.append(title);
     node.append(header);
+    if (this.problem !== null) {
+      const problem = note(doc, this.problem);
+      problem.classList.add('jp-torchdoctor-problem');
+      node.append(problem);
+    }
     if (!this.hasNotebook) {
       node.append(note(doc, this.text.noNotebook));
       return;

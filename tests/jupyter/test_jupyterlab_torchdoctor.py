@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXT = ROOT / "jupyterlab-ext"
 LABEXTENSION = EXT / "jupyterlab_torchdoctor" / "labextension"
 SCREENSHOTS = EXT / "screenshots"
+CONFIG = EXT / "jupyter-config" / "jupyter_server_config.d" / "jupyterlab_torchdoctor.json"
 TIMEOUT_MS = 90_000
 
 MARK = ".jp-Notebook .cm-lintRange.jp-torchdoctor-mark"
@@ -154,9 +155,11 @@ def jupyterlab_with_extension(tmp_path: Path) -> Iterator[JupyterServer]:
     news = tmp_path / "lab-settings" / "@jupyterlab" / "apputils-extension"
     news.mkdir(parents=True)
     (news / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
-    (tmp_path / "config" / "jupyter_server_config.json").write_text(
-        json.dumps({"ServerApp": {"jpserver_extensions": {"jupyterlab_torchdoctor": True}}})
-    )
+    # The config file the wheel installs: enables the server extension and keeps jupyter-lsp
+    # from starting torchdoctor a second time for jupyterlab-lsp.
+    conf_d = tmp_path / "config" / "jupyter_server_config.d"
+    conf_d.mkdir()
+    shutil.copy(CONFIG, conf_d / CONFIG.name)
     port = free_port()
     argv = [
         sys.executable,
@@ -282,6 +285,12 @@ def test_fix_from_tooltip_and_panel(lab: JupyterServer, tmp_path: Path) -> None:
             marks = page.eval_on_selector_all(MARK, "els => els.map((e) => e.textContent)")
             assert marks == ["torch.log(1 + x)", 'torch.load("x.pt")', 'torch.load("y.pt")']
 
+            # Next to jupyterlab-lsp: jupyter-lsp does not run torchdoctor too, so each
+            # finding is underlined once.
+            sessions = lab.get_json("/lsp/status")["sessions"]
+            assert "torchdoctor" not in sessions
+            assert page.locator(".jp-Notebook .cm-lintRange").count() == len(marks)
+
             # The tooltip: code (a link to the rule's page), message, fix buttons.
             tooltip = _hover_until(page, f"{MARK}-TDR602", TOOLTIP)
             code = tooltip.query_selector(".jp-torchdoctor-code")
@@ -361,3 +370,23 @@ def test_fix_from_tooltip_and_panel(lab: JupyterServer, tmp_path: Path) -> None:
             raise
         finally:
             browser.close()
+
+
+def test_labextension_is_compatible(tmp_path: Path) -> None:
+    """JupyterLab accepts the prebuilt extension (its shared packages match JupyterLab's)."""
+    if not (LABEXTENSION / "package.json").is_file():
+        pytest.skip("the JupyterLab extension is not built (bash .ci/jupyterlab.sh builds it)")
+    (tmp_path / "labextensions").mkdir()
+    (tmp_path / "labextensions" / "jupyterlab-torchdoctor").symlink_to(LABEXTENSION)
+    env = dict(os.environ, JUPYTER_PATH=str(tmp_path), JUPYTER_CONFIG_DIR=str(tmp_path / "cfg"))
+    out = subprocess.run(
+        [sys.executable, "-m", "jupyterlab.labextensions", "list"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    text = out.stdout + out.stderr
+    line = next(ln for ln in text.splitlines() if "jupyterlab-torchdoctor v" in ln)
+    assert "OK" in line, text
+    assert "not compatible" not in text, text
