@@ -37,6 +37,8 @@ if [ -f .ci/vscode.sh ] && [ "${TORCHDOCTOR_SKIP_EDITORS:-0}" != 1 ]; then
   bash .ci/vscode.sh
 fi
 
+if [ -f .ci/jupyterlab.sh ] && [ "${TORCHDOCTOR_SKIP_EDITORS:-0}" != 1 ]; then step "JupyterLab extension"; bash .ci/jupyterlab.sh; fi
+
 step "pytest"
 .venv/bin/python -m pytest -p no:cacheprovider "$@"
 
