@@ -407,9 +407,9 @@ def _report(records: list[Record], args: argparse.Namespace, locale: str, zh: bo
         # Fixed code goes to stdout, like Ruff, in its own encoding; findings are not printed.
         first = records[0]
         try:
-            fixed = first.diff.encode(first.encoding) if first.diff else first.raw or b""
+            fixed_code = first.diff.encode(first.encoding) if first.diff else first.raw or b""
         except UnicodeEncodeError:
-            fixed = first.raw or b""
+            fixed_code = first.raw or b""
             errors.append(
                 FileError(
                     first.path,
@@ -418,7 +418,7 @@ def _report(records: list[Record], args: argparse.Namespace, locale: str, zh: bo
                 )
             )
         out.flush()
-        out.buffer.write(fixed)
+        out.buffer.write(fixed_code)
         for e in errors:
             print(f"error: {e.format()}", file=sys.stderr)
         return (
