@@ -158,3 +158,26 @@ def test_fix_time_is_linear_in_the_number_of_fixes(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "Fixed 15000 findings." in proc.stdout
     assert path.read_text().count('map_location="cpu"') == 15000
+
+
+def test_fix_from_stdin_gives_back_its_own_encoding(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    def fix(data: bytes) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            [sys.executable, "-m", "torchdoctor", "fix", "--no-cache", "-"],
+            cwd=tmp_path,
+            input=data,
+            capture_output=True,
+            env={**os.environ, "TORCHDOCTOR_LOCALE": ""},
+            timeout=120,
+        )
+
+    head = '# -*- coding: latin-1 -*-\ns = "café"\n'
+    assert fix((head + LOAD).encode("latin-1")).stdout == (head + FIXED).encode("latin-1")
+    assert fix(b"\xef\xbb\xbf" + LOAD.encode()).stdout == b"\xef\xbb\xbf" + FIXED.encode()
+    undecodable = b'import torch\nx = "\xff\xfe"\n'
+    run = fix(undecodable)
+    assert run.stdout == undecodable  # given back as it came, never emptied
+    assert run.returncode == 2 and b"cannot decode" in run.stderr

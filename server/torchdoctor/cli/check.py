@@ -18,7 +18,7 @@ from pathlib import Path
 from .. import __version__
 from ..core.config import ConfigError, Settings
 from ..core.model import ErrorKind, FileError, Finding, is_chinese
-from ..core.reading import decode, read_encoded
+from ..core.reading import decode, read_encoded, source_encoding
 from ..core.torch_version import format_version, target_version
 from ..linter.configuration import ConfigFinder, check_target_version, load_file
 from ..linter.files import discover
@@ -54,6 +54,10 @@ class Record:
     diff: str = ""
     unsafe: bool = False
     docs_base: str | None = None
+    # Code read from stdin: its encoding, and its bytes (given back by `fix -` when they cannot
+    # be decoded, or the fixed text cannot be encoded like them).
+    encoding: str = "utf-8"
+    raw: bytes | None = None
 
 
 _FINDERS: dict[str | None, ConfigFinder] = {}
@@ -345,12 +349,16 @@ def run_check(args: argparse.Namespace) -> int:
         print(f"torchdoctor: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     if paths == ["-"]:
-        text, error = decode(sys.stdin.buffer.read(), args.stdin_filename or "-")
+        data = sys.stdin.buffer.read()
         name = args.stdin_filename or "-"
+        text, error = decode(data, name)
         if text is None:
-            records.append(Record(name, errors=[error or FileError(name, "cannot read")]))
+            errors = [error or FileError(name, "cannot read")]
+            records.append(Record(name, errors=errors, raw=data))
         else:
-            records.append(check_file(Path(name), opts, stdin_text=text))
+            record = check_file(Path(name), opts, stdin_text=text)
+            record.encoding, record.raw = source_encoding(data, name), data
+            records.append(record)
     else:
         if cache is not None:
             _init_cache(cache.parent)
@@ -396,8 +404,21 @@ def _report(records: list[Record], args: argparse.Namespace, locale: str, zh: bo
     unsafe_any = any(r.unsafe for r in records)
     out = sys.stdout
     if args.paths == ["-"] and args.fix and not args.diff and records:
-        # Fixed code goes to stdout, like Ruff; findings are not printed.
-        out.write(records[0].diff)
+        # Fixed code goes to stdout, like Ruff, in its own encoding; findings are not printed.
+        first = records[0]
+        try:
+            fixed_code = first.diff.encode(first.encoding) if first.diff else first.raw or b""
+        except UnicodeEncodeError:
+            fixed_code = first.raw or b""
+            errors.append(
+                FileError(
+                    first.path,
+                    f"not fixed: the fixed text cannot be encoded as {first.encoding}",
+                    kind=ErrorKind.FIX,
+                )
+            )
+        out.flush()
+        out.buffer.write(fixed_code)
         for e in errors:
             print(f"error: {e.format()}", file=sys.stderr)
         return (
