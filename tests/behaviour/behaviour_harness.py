@@ -115,12 +115,15 @@ class Programs:
 
     def __init__(self) -> None:
         self._server: subprocess.Popen[str] | None = None
+        # The server's folder: nothing there shadows a module of torch's.
+        self._home = tempfile.TemporaryDirectory(prefix="behaviour-")
 
     def close(self) -> None:
         if self._server is not None:
             self._server.kill()  # its shutdown (torch's) would take seconds and is not tested
             self._server.communicate(timeout=TIMEOUT)
             self._server = None
+        self._home.cleanup()
 
     def run(self, path: Path) -> Ran:
         out, err = path.with_suffix(".out"), path.with_suffix(".err")
@@ -135,10 +138,9 @@ class Programs:
             )
             return Ran(proc.returncode, proc.stdout, proc.stderr)
         if self._server is None:
-            # In a folder of its own: nothing there shadows a module of torch's.
             self._server = subprocess.Popen(
                 [sys.executable, "-c", _SERVER],
-                cwd=tempfile.mkdtemp(prefix="behaviour-"),
+                cwd=self._home.name,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 text=True,
