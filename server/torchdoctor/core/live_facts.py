@@ -33,6 +33,15 @@ def is_valid_name(name: object) -> bool:
     )
 
 
+def is_complete_module(facts: FactDict) -> bool:
+    """Whether a module's facts cover every parameter and buffer of its tree."""
+    return not (
+        facts.get("unreadable_parameters")
+        or facts.get("unreadable_buffers")
+        or facts.get("truncated")
+    )
+
+
 def validate_name(name: str) -> str:
     if not is_valid_name(name):
         raise ValueError(f"not a dotted identifier: {name!r}")
@@ -137,12 +146,20 @@ class LiveFacts:
         return self.names.get(name)
 
     def tensor(self, name: str) -> FactDict | None:
+        """A tensor's facts; None where they were not read (``unreadable``: a subclass with
+        ``__torch_dispatch__``), so that no rule acts on them."""
         facts = self.names.get(name)
-        return facts if facts is not None and facts.get("kind") == "tensor" else None
+        if facts is None or facts.get("kind") != "tensor" or facts.get("unreadable"):
+            return None
+        return facts
 
     def module(self, name: str) -> FactDict | None:
+        """A module's facts; None where some of its tensors were not read or the walk over
+        its tree stopped early (its devices and dtypes may be incomplete)."""
         facts = self.names.get(name)
-        return facts if facts is not None and facts.get("kind") == "module" else None
+        if facts is None or facts.get("kind") != "module" or not is_complete_module(facts):
+            return None
+        return facts
 
     def view(self, name: str, spec: Sequence[ViewItem]) -> FactDict | None:
         """The meta-tensor replay result of ``name.view(spec)``, when it was probed."""
