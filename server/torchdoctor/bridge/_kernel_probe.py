@@ -18,12 +18,16 @@ Rules kept here (each one was shown to matter):
 - metadata only: no data, no ``repr``/``str`` of objects, no ``.item()``/``.cpu()``, no CUDA sync,
   CUDA never initialised;
 - every field is read in its own ``try``, with ``__torch_function__`` (subclasses and modes) and
-  Python dispatch (modes) disabled.
+  Python dispatch (modes) disabled;
+- the probe's own work is bounded by the request's ``budget`` (seconds): names not reached
+  answer ``{"kind": "error", "error": "time limit"}``, a module tree walked only in part is
+  marked ``truncated``. A probe never holds a subshell much longer than its client waits.
 """
 
 import json
 import os
 import sys
+import time
 
 _DICT_DESCRIPTOR = type.__dict__["__dict__"]
 _MRO = type.__dict__["__mro__"]
@@ -36,6 +40,9 @@ _MAPPINGPROXY = type(type.__dict__)
 _MAX_NAMES = 256
 _MAX_DEPTH = 8
 _MAX_MODULES = 200_000
+_DEFAULT_BUDGET = 2.0
+_MAX_BUDGET = 60.0
+_CHECK_EVERY = 256  # items between two looks at the clock in the long loops
 _FLOATING = ("torch.float16", "torch.bfloat16", "torch.float32", "torch.float64")
 _TENSOR_API = (
     "shape", "dtype", "device", "layout", "requires_grad", "is_leaf", "grad_fn", "retains_grad",
@@ -195,6 +202,18 @@ def _resolve(ns_index, dotted, torch):
     return True, obj
 
 
+class _Clock:
+    """The probe's deadline."""
+
+    def __init__(self, budget):
+        if type(budget) not in (int, float) or budget != budget:
+            budget = _DEFAULT_BUDGET
+        self.deadline = time.monotonic() + min(max(float(budget), 0.01), _MAX_BUDGET)
+
+    def late(self):
+        return time.monotonic() > self.deadline
+
+
 def _read(out, key, fn):
     try:
         out[key] = fn()
@@ -206,8 +225,10 @@ class _Tensors:
     """Reads tensor facts through ``torch._C.TensorBase``'s own descriptors (never the object's
     class, so no Python override runs)."""
 
-    def __init__(self, torch):
+    def __init__(self, torch, clock):
         self.torch = torch
+        self.clock = clock
+        self._python_classes = {}  # id(class) -> whether it defines __torch_dispatch__
         base = torch._C.TensorBase
         self.api = dict(p for p in _pairs(_class_dict(base)) or () if p[0] in _TENSOR_API)
         self.bases = (base, torch.Tensor)
@@ -228,12 +249,18 @@ class _Tensors:
                 return True
         except Exception:
             return True
-        for klass in _mro(type(t)):
-            if klass is self.bases[0] or klass is self.bases[1]:
-                break
-            if _class_entry(klass, _DISPATCH)[0]:
-                return True
-        return False
+        cls = type(t)
+        known = self._python_classes.get(id(cls))
+        if known is None:
+            known = False
+            for klass in _mro(cls):
+                if klass is self.bases[0] or klass is self.bases[1]:
+                    break
+                if _class_entry(klass, _DISPATCH)[0]:
+                    known = True
+                    break
+            self._python_classes[id(cls)] = known
+        return known
 
 
 def _guards(torch):
@@ -325,7 +352,13 @@ def _module_tensors(m, api):
     seen_tensors: set = set()
     stack = [m]
     training = None
-    while stack and len(seen_modules) < _MAX_MODULES:
+    truncated = False
+    while stack:
+        if len(seen_modules) >= _MAX_MODULES or (
+            len(seen_modules) % _CHECK_EVERY == 0 and api.clock.late()
+        ):
+            truncated = True
+            break
         mod = stack.pop()
         if id(mod) in seen_modules:
             continue
@@ -339,7 +372,10 @@ def _module_tensors(m, api):
         for slot, sink in (("_parameters", params), ("_buffers", buffers)):
             ok, tensors = _lookup(inst, slot)
             if ok and type(tensors) is dict:
-                for value in list(dict.values(tensors)):
+                for i, value in enumerate(list(dict.values(tensors))):
+                    if i % _CHECK_EVERY == 0 and i and api.clock.late():
+                        truncated = True
+                        break
                     if value is not None and id(value) not in seen_tensors:
                         if _is_sub(type(value), torch.Tensor):
                             seen_tensors.add(id(value))
@@ -350,12 +386,14 @@ def _module_tensors(m, api):
             for child in reversed(list(dict.values(children))):
                 if child is not None and _is_sub(type(child), torch.nn.Module):
                     stack.append(child)
-    return params, buffers, training
+        if truncated:
+            break
+    return params, buffers, training, truncated
 
 
 def _module_facts(m, api):
     out = {"kind": "module", "type": _type_name(type(m))}
-    params, buffers, training = _module_tensors(m, api)
+    params, buffers, training, truncated = _module_tensors(m, api)
     out["training"] = training
     get = api.get
     total = trainable = 0
@@ -363,7 +401,10 @@ def _module_facts(m, api):
     dtypes = []
     first_device = first_dtype = None
     unreadable = {"unreadable_parameters": 0, "unreadable_buffers": 0}
-    for p in params:
+    for i, p in enumerate(params):
+        if i % _CHECK_EVERY == 0 and i and api.clock.late():
+            truncated = True
+            break
         if api.dispatches_to_python(p):
             unreadable["unreadable_parameters"] += 1
             continue
@@ -382,7 +423,10 @@ def _module_facts(m, api):
             devices.append(device)
         if dtype not in dtypes:
             dtypes.append(dtype)
-    for b in buffers:
+    for i, b in enumerate(buffers):
+        if i % _CHECK_EVERY == 0 and i and api.clock.late():
+            truncated = True
+            break
         if api.dispatches_to_python(b):
             unreadable["unreadable_buffers"] += 1
             continue
@@ -402,6 +446,8 @@ def _module_facts(m, api):
     out["first_device"] = first_device
     out["first_dtype"] = first_dtype
     out.update(unreadable)
+    if truncated:
+        out["truncated"] = True  # stopped at the time limit: the counts are partial
     return out
 
 
@@ -485,10 +531,14 @@ def _facts_for(obj, api):
 
 
 def _answer(req, ns_index, torch):
-    api = _Tensors(torch) if torch is not None else None
+    clock = _Clock(req.get("budget"))
+    api = _Tensors(torch, clock) if torch is not None else None
     names = [n for n in req.get("names", ()) if type(n) is str][:_MAX_NAMES]
     facts: dict = {}
     for name in names:
+        if clock.late():
+            facts[name] = {"kind": "error", "error": "time limit"}
+            continue
         try:
             found, obj = _resolve(ns_index, name, torch)
             if not found:
@@ -500,6 +550,8 @@ def _answer(req, ns_index, torch):
         obj = None
     if torch is not None:
         for entry in req.get("views", ()):
+            if clock.late():
+                break
             try:
                 name, spec = entry[0], entry[1]
                 target = facts.get(name)

@@ -5,8 +5,9 @@ One :class:`KernelBridge` holds one connection to one kernel. A probe is a silen
 ``user_expressions`` entry calling the private helper module installed in the kernel's
 ``sys.modules``: the user's execution count, ``In``/``Out``/``_``, history and namespace stay as
 they were. Probes go through a kernel subshell when the kernel offers one (they answer while a
-cell runs); otherwise a probe that does not answer within the timeout reports "kernel busy"
-and no second probe is queued behind it.
+cell runs); a probe that does not answer within the timeout reports "kernel busy" and no second
+probe is queued behind it. The probe bounds its own work in the kernel to a share of the
+timeout (``BUDGET_SHARE``), so it answers, in part if need be, before the client gives up.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ PROBE_MODULE = "_torchdoctor_probe_" + hashlib.sha256(_PROBE_SOURCE.encode()).he
 
 DEFAULT_TIMEOUT = 2.0
 CONTROL_CHECK = 0.3  # seconds to tell a busy kernel from a dead one after a probe timed out
-PENDING_EXPIRY = 60.0  # after this, a main-shell probe still unanswered is given up
+PENDING_EXPIRY = 60.0  # after this, a probe still unanswered is given up
+BUDGET_SHARE = 0.6  # of the timeout, for the probe's own work in the kernel
+CLOSE_WAIT = 0.2  # seconds close() waits for a probe still running in the subshell
 SUBSHELL_FEATURE = "kernel subshells"
 
 
@@ -41,9 +44,14 @@ class KernelDead(BridgeError):
     """The kernel does not answer at all."""
 
 
-def _probe_expression(request: ProbeRequest) -> str:
+def _probe_expression(request: ProbeRequest, budget: float | None = None) -> str:
     # The request travels as a string literal (``repr`` of a ``str``): data, never code.
-    return f'__import__("sys").modules[{PROBE_MODULE!r}].probe({request.to_json()!r})'
+    payload = request.to_json()
+    if budget is not None:
+        data = json.loads(payload)
+        data["budget"] = round(budget, 3)
+        payload = json.dumps(data, separators=(",", ":"))
+    return f'__import__("sys").modules[{PROBE_MODULE!r}].probe({payload!r})'
 
 
 def _install_expression() -> str:
@@ -94,7 +102,7 @@ class KernelBridge:
         self.connection_file = str(connection_file)
         self.timeout = timeout
         self._lock = threading.Lock()
-        self._pending: str | None = None  # a main-shell probe still queued behind a cell
+        self._pending: str | None = None  # a probe still queued (or running) in the kernel
         self._pending_since = 0.0
         self._installed = False
         self.subshell_id: str | None = None
@@ -178,7 +186,12 @@ class KernelBridge:
         client = getattr(self, "_client", None)
         if client is None:
             return
-        if self.subshell_id is not None:
+        if self._pending is not None:
+            with contextlib.suppress(Exception):
+                self._drain(CLOSE_WAIT)
+        if self.subshell_id is not None and self._pending is None:
+            # Deleting a subshell joins its thread, and the kernel's control channel waits for
+            # that: never while a probe is still running there (it would block interrupts).
             try:
                 msg = client.session.msg(
                     "delete_subshell_request", {"subshell_id": self.subshell_id}
@@ -187,7 +200,7 @@ class KernelBridge:
                 client.control_channel.get_msg(timeout=0.5)
             except Exception:
                 pass
-            self.subshell_id = None
+        self.subshell_id = None
         with contextlib.suppress(Exception):
             client.stop_channels()
         self._client = None
@@ -217,7 +230,7 @@ class KernelBridge:
             self._lock.release()
 
     def _probe_locked(self, request: ProbeRequest, wait: float) -> LiveFacts:
-        expr = _probe_expression(request)
+        expr = _probe_expression(request, max(wait * BUDGET_SHARE, 0.01))
         for attempt in range(3):
             expressions = {"r": expr}
             if not self._installed or attempt:
@@ -255,10 +268,14 @@ class KernelBridge:
     def _execute(self, expressions: dict[str, str], wait: float) -> dict[str, Any]:
         client = self._client
         self._drain(wait if self._pending is not None else 0.0)
+        if self._pending is not None and self._pending_lost():
+            self._pending = None  # the kernel restarted: that probe will never answer
         if self._pending is not None:
             if time.monotonic() - self._pending_since < PENDING_EXPIRY:
                 raise KernelBusy(
-                    "kernel busy: the previous probe is still waiting behind a running cell"
+                    "kernel busy: the previous probe is still running in the kernel"
+                    if self.subshell_id is not None
+                    else "kernel busy: the previous probe is still waiting behind a running cell"
                 )
             self._pending = None  # lost (the kernel restarted, say): stop waiting for it
         content = {
@@ -280,8 +297,9 @@ class KernelBridge:
             if left <= 0:
                 # Busy, or gone? The control channel answers even while a cell runs.
                 self._control("kernel_info_request", timeout=CONTROL_CHECK)
+                # Not queued behind it: the next probe waits for this one's late answer first.
+                self._pending, self._pending_since = msg_id, time.monotonic()
                 if self.subshell_id is None:
-                    self._pending, self._pending_since = msg_id, time.monotonic()
                     raise KernelBusy(f"kernel busy: no answer within {wait:g} s")
                 raise KernelBusy(f"kernel busy: the probe did not answer within {wait:g} s")
             try:
@@ -290,6 +308,18 @@ class KernelBridge:
                 continue
             if reply.get("parent_header", {}).get("msg_id") == msg_id:
                 return dict(reply["content"])
+
+    def _pending_lost(self) -> bool:
+        """Whether the probe still pending in our subshell can no longer answer: the kernel
+        restarted and forgot the subshell."""
+        if self.subshell_id is None:
+            return False
+        try:
+            reply = self._control("list_subshell_request", timeout=CONTROL_CHECK)
+        except BridgeError:
+            return False
+        ids = reply.get("subshell_id")
+        return isinstance(ids, list) and self.subshell_id not in ids
 
     def _drain(self, wait: float = 0.0) -> None:
         """Drop late replies to probes that timed out; clear ``_pending`` once it answered
