@@ -33,6 +33,7 @@ CONTROL_CHECK = 0.3  # seconds to tell a busy kernel from a dead one after a pro
 PENDING_EXPIRY = 60.0  # after this, a probe still unanswered is given up
 BUDGET_SHARE = 0.6  # of the timeout, for the probe's own work in the kernel
 CLOSE_WAIT = 0.2  # seconds close() waits for a probe still running in the subshell
+POLL = 0.05  # seconds between two looks at "is the bridge closing?" while waiting for a reply
 SUBSHELL_FEATURE = "kernel subshells"
 
 
@@ -89,7 +90,9 @@ class KernelBridge:
     """A connection to one running kernel, for probes.
 
     ``KernelBridge(connection_file)`` reads the file (it holds the HMAC key: never logged) and
-    connects; :meth:`probe` returns :class:`LiveFacts`. Thread-safe: one probe at a time.
+    connects; :meth:`probe` returns :class:`LiveFacts`. Thread-safe: one probe at a time;
+    :meth:`close` from another thread stops a probe that is waiting (it raises "bridge is
+    closed") and closes the sockets once that probe has let go of them.
     """
 
     def __init__(
@@ -102,6 +105,7 @@ class KernelBridge:
         self.connection_file = str(connection_file)
         self.timeout = timeout
         self._lock = threading.Lock()
+        self._closing = threading.Event()
         self._pending: str | None = None  # a probe still queued (or running) in the kernel
         self._pending_since = 0.0
         self._installed = False
@@ -146,10 +150,27 @@ class KernelBridge:
         client.start_channels(shell=True, iopub=False, stdin=False, hb=False, control=True)
         return client
 
+    def _live_client(self) -> Any:
+        """The client, for a caller that holds the lock (or is connecting)."""
+        client = self._client
+        if client is None or self._closing.is_set():
+            raise BridgeError("bridge is closed")
+        return client
+
+    def _wait_reply(self, channel: Any, left: float) -> Any:
+        """One reply from ``channel`` within ``left`` seconds (None if none came); raises
+        "bridge is closed" as soon as :meth:`close` is called."""
+        if self._closing.is_set():
+            raise BridgeError("bridge is closed")
+        try:
+            return channel.get_msg(timeout=min(left, POLL))
+        except Exception:
+            return None
+
     def _control(
         self, msg_type: str, content: dict[str, Any] | None = None, timeout: float | None = None
     ) -> dict[str, Any]:
-        client = self._client
+        client = self._live_client()
         msg = client.session.msg(msg_type, content or {})
         client.control_channel.send(msg)
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
@@ -160,9 +181,8 @@ class KernelBridge:
                     f"kernel does not answer (no {msg_type.replace('_request', '_reply')} within "
                     f"{self.timeout if timeout is None else timeout:g} s): is it running?"
                 )
-            try:
-                reply = client.control_channel.get_msg(timeout=left)
-            except Exception:
+            reply = self._wait_reply(client.control_channel, left)
+            if reply is None:
                 continue
             if reply.get("parent_header", {}).get("msg_id") == msg["header"]["msg_id"]:
                 return dict(reply["content"])
@@ -183,12 +203,22 @@ class KernelBridge:
         return self.subshell_id is not None
 
     def close(self) -> None:
-        client = getattr(self, "_client", None)
-        if client is None:
+        """Disconnect. Safe from any thread, also while a probe runs: that probe stops waiting
+        (it raises "bridge is closed") and the sockets are closed after it let go of them."""
+        closing = getattr(self, "_closing", None)
+        if closing is None:
             return
+        closing.set()
+        with self._lock:
+            client = self._client
+            if client is None:
+                return
+            self._client = None
+            self._release(client)
+
+    def _release(self, client: Any) -> None:
         if self._pending is not None:
-            with contextlib.suppress(Exception):
-                self._drain(CLOSE_WAIT)
+            self._drain_late(client, CLOSE_WAIT)
         if self.subshell_id is not None and self._pending is None:
             # Deleting a subshell joins its thread, and the kernel's control channel waits for
             # that: never while a probe is still running there (it would block interrupts).
@@ -203,7 +233,6 @@ class KernelBridge:
         self.subshell_id = None
         with contextlib.suppress(Exception):
             client.stop_channels()
-        self._client = None
 
     def __enter__(self) -> KernelBridge:
         return self
@@ -219,12 +248,13 @@ class KernelBridge:
         answer within the timeout, :class:`KernelDead` when it does not answer at all."""
         if not isinstance(request, ProbeRequest):
             request = ProbeRequest.of(request)
-        if self._client is None:
+        if self._client is None or self._closing.is_set():
             raise BridgeError("bridge is closed")
         wait = self.timeout if timeout is None else timeout
         if not self._lock.acquire(timeout=wait):
             raise KernelBusy("kernel busy: another probe is running")
         try:
+            self._live_client()
             return self._probe_locked(request, wait)
         finally:
             self._lock.release()
@@ -266,7 +296,7 @@ class KernelBridge:
         raise BridgeError("probe could not be installed in the kernel")
 
     def _execute(self, expressions: dict[str, str], wait: float) -> dict[str, Any]:
-        client = self._client
+        client = self._live_client()
         self._drain(wait if self._pending is not None else 0.0)
         if self._pending is not None and self._pending_lost():
             self._pending = None  # the kernel restarted: that probe will never answer
@@ -291,22 +321,27 @@ class KernelBridge:
             msg["header"]["subshell_id"] = self.subshell_id
         msg_id = msg["header"]["msg_id"]
         client.shell_channel.send(msg)
+        # Until it answers, it is pending: if close() stops the wait, it still runs there.
+        self._pending, self._pending_since = msg_id, time.monotonic()
         deadline = time.monotonic() + wait
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 # Busy, or gone? The control channel answers even while a cell runs.
-                self._control("kernel_info_request", timeout=CONTROL_CHECK)
+                try:
+                    self._control("kernel_info_request", timeout=CONTROL_CHECK)
+                except KernelDead:
+                    self._pending = None  # nothing left to wait for
+                    raise
                 # Not queued behind it: the next probe waits for this one's late answer first.
-                self._pending, self._pending_since = msg_id, time.monotonic()
                 if self.subshell_id is None:
                     raise KernelBusy(f"kernel busy: no answer within {wait:g} s")
                 raise KernelBusy(f"kernel busy: the probe did not answer within {wait:g} s")
-            try:
-                reply = client.shell_channel.get_msg(timeout=left)
-            except Exception:
+            reply = self._wait_reply(client.shell_channel, left)
+            if reply is None:
                 continue
             if reply.get("parent_header", {}).get("msg_id") == msg_id:
+                self._pending = None
                 return dict(reply["content"])
 
     def _pending_lost(self) -> bool:
@@ -323,17 +358,42 @@ class KernelBridge:
 
     def _drain(self, wait: float = 0.0) -> None:
         """Drop late replies to probes that timed out; clear ``_pending`` once it answered
-        (waiting up to ``wait`` seconds for it)."""
-        client = self._client
+        (waiting up to ``wait`` seconds for it, and no longer once :meth:`close` is called)."""
+        client = self._live_client()
         deadline = time.monotonic() + wait
         while True:
-            left = max(0.0, deadline - time.monotonic()) if self._pending is not None else 0.0
+            left = deadline - time.monotonic()
+            if self._pending is not None and left > 0:
+                reply = self._wait_reply(client.shell_channel, left)
+                if reply is None:
+                    continue
+            else:
+                reply = self._late_reply(client)
+                if reply is None:
+                    return
+            if reply.get("parent_header", {}).get("msg_id") == self._pending:
+                self._pending = None
+
+    def _drain_late(self, client: Any, wait: float) -> None:
+        """While closing: wait up to ``wait`` seconds for the pending probe's late answer."""
+        deadline = time.monotonic() + wait
+        while self._pending is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
             try:
                 reply = client.shell_channel.get_msg(timeout=left)
             except Exception:
-                break
+                continue
             if reply.get("parent_header", {}).get("msg_id") == self._pending:
                 self._pending = None
+
+    @staticmethod
+    def _late_reply(client: Any) -> Any:
+        try:
+            return client.shell_channel.get_msg(timeout=0)
+        except Exception:
+            return None
 
     def is_alive(self, timeout: float = 1.0) -> bool:
         """Whether the kernel answers on its control channel (works while a cell runs)."""
