@@ -45,7 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="The kernel's connection file (a path, or a name in the runtime dir).",
     )
     p.add_argument(
-        "names", nargs="+", metavar="NAME", help="Names to read (dotted: model.fc.weight)."
+        "names",
+        nargs="+",
+        metavar="NAME",
+        help="Names to read (dotted: model.fc.weight, or as state_dict() spells them: "
+        "model.0.weight).",
     )
     p.add_argument(
         "--view",

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_INDEX = re.compile(r"[0-9]+\Z")
 MAX_NAME_LENGTH = 200
 MAX_VIEW_DIMS = 16
 
@@ -23,14 +24,17 @@ FactDict = Mapping[str, Any]
 
 
 def is_valid_name(name: object) -> bool:
-    """A dotted name of plain identifiers (``x``, ``model.fc.weight``); never executed, but
-    checked so that nothing else can be sent."""
+    """A dotted name of plain identifiers (``x``, ``model.fc.weight``), where the parts after the
+    first may also be indices, as ``named_parameters()`` and ``state_dict()`` spell them
+    (``model.0.weight``); never executed, but checked so that nothing else can be sent."""
     if not isinstance(name, str) or not name or len(name) > MAX_NAME_LENGTH:
         return False
-    return all(
-        _IDENT.match(part) and part.isascii() and not keyword.iskeyword(part)
-        for part in name.split(".")
-    )
+    first, *rest = name.split(".")
+    return _is_identifier(first) and all(_is_identifier(p) or _INDEX.match(p) for p in rest)
+
+
+def _is_identifier(part: str) -> bool:
+    return bool(_IDENT.match(part)) and part.isascii() and not keyword.iskeyword(part)
 
 
 def is_complete_module(facts: FactDict) -> bool:
