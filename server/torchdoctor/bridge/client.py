@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.live_facts import LiveFacts, ProbeRequest
-from .errors import BridgeError
+from .errors import BridgeError, missing_jupyter_client
 
 _PROBE_SOURCE = (Path(__file__).with_name("_kernel_probe.py")).read_text(encoding="utf-8")
 PROBE_MODULE = "_torchdoctor_probe_" + hashlib.sha256(_PROBE_SOURCE.encode()).hexdigest()[:12]
@@ -123,9 +123,7 @@ class KernelBridge:
         try:
             from jupyter_client.blocking.client import BlockingKernelClient
         except ImportError:
-            raise BridgeError(
-                "the kernel bridge needs jupyter-client: pip install 'torchdoctor[bridge]'"
-            ) from None
+            raise missing_jupyter_client() from None
         path = Path(self.connection_file)
         if not path.is_file():
             raise BridgeError(f"connection file not found: {self.connection_file}")
