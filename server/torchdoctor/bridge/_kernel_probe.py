@@ -147,24 +147,33 @@ def _type_name(cls):
     return name
 
 
-def _instance_dict(obj):
-    """The instance ``__dict__`` through the C-level descriptor, or None.
-
-    A class that defines ``__dict__`` itself (a property, say) is not read at all.
-    """
-    for klass in _mro(type(obj)):
+def _dict_descriptor(cls):
+    """The C-level ``__dict__`` descriptor that ``cls``'s instances use, or None (also where a
+    class defines ``__dict__`` itself: a property, say)."""
+    for klass in _mro(cls):
         if _class_dict(klass) is None:
             return None
         found, descriptor = _class_entry(klass, "__dict__")
         if found:
-            if type(descriptor) is not _GETSET:
-                return None
-            try:
-                value = descriptor.__get__(obj)
-            except Exception:
-                return None
-            return value if type(value) is dict else None
+            return descriptor if type(descriptor) is _GETSET else None
     return None
+
+
+def _instance_dict(obj, cache):
+    """The instance ``__dict__`` through the C-level descriptor, or None. ``cache`` maps
+    ``id(class)`` to its descriptor for the length of one probe (the objects keep their
+    classes alive meanwhile)."""
+    cls = type(obj)
+    descriptor = cache.get(id(cls), _MISSING)
+    if descriptor is _MISSING:
+        descriptor = cache[id(cls)] = _dict_descriptor(cls)
+    if descriptor is None:
+        return None
+    try:
+        value = descriptor.__get__(obj)
+    except Exception:
+        return None
+    return value if type(value) is dict else None
 
 
 def _namespace():
@@ -174,14 +183,14 @@ def _namespace():
     return ns if type(ns) is dict else frame.f_globals
 
 
-def _resolve(ns_index, dotted, torch):
+def _resolve(ns_index, dotted, torch, cache):
     parts = dotted.split(".")
     found, obj = _lookup(ns_index, parts[0])
     if not found:
         return False, None
     module_cls = torch.nn.Module if torch is not None else None
     for part in parts[1:]:
-        inst = _index(_instance_dict(obj))
+        inst = _index(_instance_dict(obj, cache))
         if inst is None:
             return False, None
         if module_cls is not None and _is_sub(type(obj), module_cls):
@@ -228,10 +237,13 @@ class _Tensors:
     def __init__(self, torch, clock):
         self.torch = torch
         self.clock = clock
+        self.classes = {}  # id(class) -> its instances' __dict__ descriptor (one probe)
         self._python_classes = {}  # id(class) -> whether it defines __torch_dispatch__
-        base = torch._C.TensorBase
-        self.api = dict(p for p in _pairs(_class_dict(base)) or () if p[0] in _TENSOR_API)
-        self.bases = (base, torch.Tensor)
+        library = _LIBRARY.get("torch")
+        if library is None or library[0] is not torch:
+            library = _LIBRARY["torch"] = (torch, *_library_tables(torch))
+        _torch_obj, self.api, self.dtypes = library
+        self.bases = (torch._C.TensorBase, torch.Tensor)
         keys = torch._C.DispatchKey
         self.python_keys = (keys.Python, keys.PythonTLSSnapshot)
 
@@ -261,6 +273,16 @@ class _Tensors:
                     break
             self._python_classes[id(cls)] = known
         return known
+
+
+_LIBRARY: dict = {}  # "torch" -> (torch, TensorBase descriptors, dtypes by name): torch's own
+
+
+def _library_tables(torch):
+    base = torch._C.TensorBase
+    api = dict(p for p in _pairs(_class_dict(base)) or () if p[0] in _TENSOR_API)
+    dtypes = {k: v for k, v in _pairs(torch.__dict__) or () if type(v) is torch.dtype}
+    return api, dtypes
 
 
 def _guards(torch):
@@ -363,7 +385,7 @@ def _module_tensors(m, api):
         if id(mod) in seen_modules:
             continue
         seen_modules.add(id(mod))
-        inst = _index(_instance_dict(mod))
+        inst = _index(_instance_dict(mod, api.classes))
         if inst is None:
             continue
         if mod is m:
@@ -451,7 +473,7 @@ def _module_facts(m, api):
     return out
 
 
-def _view(facts, spec, resolved, torch):
+def _view(facts, spec, resolved, api):
     """Replay ``view(shape)`` on a meta tensor with the same sizes, strides and dtype."""
     shape = []
     for item in spec:
@@ -469,7 +491,8 @@ def _view(facts, spec, resolved, torch):
     result = {"spec": spec, "shape": shape, "ok": None, "error": None}
     if facts.get("layout") != "torch.strided" or facts.get("stride") is None:
         return result
-    dtype = _dtype_of(torch, facts.get("dtype"))
+    torch = api.torch
+    dtype = _dtype_of(api.dtypes, facts.get("dtype"))
     if dtype is None:
         return result
     try:
@@ -485,12 +508,10 @@ def _view(facts, spec, resolved, torch):
     return result
 
 
-def _dtype_of(torch, name):
-    # ``torch`` is the library itself, not a user object: reading its dtype constants is safe.
-    if not isinstance(name, str) or not name.startswith("torch."):
+def _dtype_of(dtypes, name):
+    if type(name) is not str or not name.startswith("torch."):
         return None
-    value = _lookup(_index(torch.__dict__), name[len("torch.") :])[1]
-    return value if type(value) is torch.dtype else None
+    return dtypes.get(name[len("torch.") :])
 
 
 def _kernel_facts(ns_index, torch):
@@ -540,7 +561,7 @@ def _answer(req, ns_index, torch):
             facts[name] = {"kind": "error", "error": "time limit"}
             continue
         try:
-            found, obj = _resolve(ns_index, name, torch)
+            found, obj = _resolve(ns_index, name, torch, api.classes if api else {})
             if not found:
                 facts[name] = {"kind": "missing"}
             else:
@@ -557,7 +578,7 @@ def _answer(req, ns_index, torch):
                 target = facts.get(name)
                 if target is None or target.get("kind") != "tensor" or "unreadable" in target:
                     continue
-                target.setdefault("views", {})[json.dumps(spec)] = _view(target, spec, facts, torch)
+                target.setdefault("views", {})[json.dumps(spec)] = _view(target, spec, facts, api)
             except Exception:
                 continue
     return facts
