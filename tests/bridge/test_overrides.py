@@ -86,12 +86,17 @@ plain = torch.zeros(3)
 holder = type("Holder", (), {{}})()
 holder.__dict__[EvilKey("t")] = torch.ones(1)
 holder.__dict__["u"] = torch.ones(2)
+class LyingStorage(torch.UntypedStorage):
+    def nbytes(self):
+        _touch("storage nbytes")
+        return 1
+on_lying_storage = torch.empty(0).set_(LyingStorage(24), 0, (2, 3), (3, 1))
 MARKER.unlink(missing_ok=True)  # Module.__setattr__ asked lying_param for its grad_fn
 """
 
 NAMES = [
     "liar", "lying_param", "lm", "lm.weight", "wrapped", "wrapped_sizes", "wm", "wm.weight",
-    "evil", "plain", "holder.t", "holder.u",
+    "evil", "plain", "holder.t", "holder.u", "on_lying_storage",
 ]  # fmt: skip
 
 
@@ -129,6 +134,8 @@ def _check(facts, marker: Path) -> None:
     assert facts.tensor("plain")["shape"] == [3]  # type: ignore[index]
     assert facts.tensor("holder.u")["shape"] == [2]  # type: ignore[index]
     assert facts.module("lm")["training"] is True  # type: ignore[index]
+    stored = facts.tensor("on_lying_storage")
+    assert stored is not None and stored["shape"] == [2, 3] and stored["storage_nbytes"] == 24
     assert not marker.exists(), marker.read_text()
 
 

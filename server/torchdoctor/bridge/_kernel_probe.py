@@ -53,8 +53,9 @@ _DISPATCH = "__torch_dispatch__"
 _MISSING = object()
 
 
-def _torch():
-    return sys.modules.get("torch")
+def _torch(modules):
+    ok, torch = _lookup(modules, "torch")
+    return torch if ok and type(torch) is type(sys) else None
 
 
 def _mro(cls):
@@ -242,7 +243,7 @@ class _Tensors:
         library = _LIBRARY.get("torch")
         if library is None or library[0] is not torch:
             library = _LIBRARY["torch"] = (torch, *_library_tables(torch))
-        _torch_obj, self.api, self.dtypes = library
+        _torch_obj, self.api, self.dtypes, self.storage_nbytes = library
         self.bases = (torch._C.TensorBase, torch.Tensor)
         keys = torch._C.DispatchKey
         self.python_keys = (keys.Python, keys.PythonTLSSnapshot)
@@ -275,14 +276,16 @@ class _Tensors:
         return known
 
 
-_LIBRARY: dict = {}  # "torch" -> (torch, TensorBase descriptors, dtypes by name): torch's own
+_LIBRARY: dict = {}  # "torch" -> (torch, TensorBase descriptors, dtypes, StorageBase.nbytes)
 
 
 def _library_tables(torch):
     base = torch._C.TensorBase
     api = dict(p for p in _pairs(_class_dict(base)) or () if p[0] in _TENSOR_API)
     dtypes = {k: v for k, v in _pairs(torch.__dict__) or () if type(v) is torch.dtype}
-    return api, dtypes
+    # A storage can be an instance of the user's subclass too: its C-level ``nbytes``.
+    storage_nbytes = _class_entry(torch._C.StorageBase, "nbytes")[1]
+    return api, dtypes, storage_nbytes
 
 
 def _guards(torch):
@@ -329,7 +332,7 @@ def _tensor_facts(t, api):
     _read(out, "nbytes", lambda: int(call(t, "numel")) * int(call(t, "element_size")))
 
     def storage_nbytes():
-        return int(call(t, "untyped_storage").nbytes()) if strided else None
+        return int(api.storage_nbytes(call(t, "untyped_storage"))) if strided else None
 
     _read(out, "storage_nbytes", storage_nbytes)
     _read(out, "requires_grad", lambda: bool(get(t, "requires_grad")))
@@ -514,14 +517,14 @@ def _dtype_of(dtypes, name):
     return dtypes.get(name[len("torch.") :])
 
 
-def _kernel_facts(ns_index, torch):
+def _kernel_facts(ns_index, modules, torch):
     out: dict = {"pid": os.getpid(), "torch": None, "cuda_initialized": None}
     ok, nb = _lookup(ns_index, "__vsc_ipynb_file__")
     out["vscode_notebook"] = nb if ok and type(nb) is str else None
     out["session_name"] = os.environ.get("JPY_SESSION_NAME")
-    mp = sys.modules.get("multiprocessing")
+    found, mp = _lookup(modules, "multiprocessing")
     method = None
-    if mp is not None:
+    if found and type(mp) is type(sys):
         try:
             method = mp.get_start_method(allow_none=True) or mp.get_all_start_methods()[0]
         except Exception:
@@ -588,7 +591,8 @@ def probe(request):
     """Answer one request (a JSON string) with a JSON string."""
     req = json.loads(request)
     ns_index = _index(_namespace())
-    torch = _torch()
+    modules = _index(sys.modules)  # (looked up like the namespace: plain str keys only)
+    torch = _torch(modules)
     if torch is None:
         facts = _answer(req, ns_index, None)
     else:
@@ -602,5 +606,5 @@ def probe(request):
                 guard.__exit__(None, None, None)
     reply = {"v": 1, "facts": facts}
     if req.get("kernel"):
-        reply["kernel"] = _kernel_facts(ns_index, torch)
+        reply["kernel"] = _kernel_facts(ns_index, modules, torch)
     return json.dumps(reply)
