@@ -71,7 +71,9 @@ class Source:
     @cached_property
     def newline(self) -> str:
         first = self.lines[0] if self.lines else ""
-        return "\r\n" if first.endswith("\r\n") else "\n"
+        if first.endswith("\r\n"):
+            return "\r\n"
+        return "\r" if first.endswith("\r") else "\n"
 
     @cached_property
     def string_continuation_rows(self) -> frozenset[int]:
@@ -81,7 +83,9 @@ class Source:
         """
         rows: set[int] = set()
         try:
-            for tok in tokenize.generate_tokens(io.StringIO(self.text).readline):
+            # newline="": rows end at "\n", "\r\n" and "\r", as for `ast` and `split_rows`.
+            readline = io.StringIO(self.text, newline="").readline
+            for tok in tokenize.generate_tokens(readline):
                 if (tok.type == tokenize.STRING and tok.end[0] > tok.start[0]) or (
                     tok.type == getattr(tokenize, "FSTRING_MIDDLE", -1)
                     and tok.end[0] > tok.start[0]
