@@ -20,6 +20,7 @@ from lsprotocol import types
 
 from ..core.model import Applicability, Finding, Fix, Pos, Range, Severity, is_chinese
 from ..core.noqa import find_noqa
+from ..core.source import split_rows
 from ..rules.docs import rule_url
 
 SOURCE = "torchdoctor"
@@ -36,6 +37,7 @@ TAGS = {
     "unnecessary": types.DiagnosticTag.Unnecessary,
 }
 _NEWLINE = re.compile(r"\r\n|\r|\n")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 # ---- columns ------------------------------------------------------------------------------
@@ -56,9 +58,10 @@ def to_client_col(line: str, col: int, encoding: str = UTF16) -> int:
 
 
 def from_client_col(line: str, col: int, encoding: str = UTF16) -> int:
-    """Client-unit column ``col`` of ``line`` as a code-point column."""
+    """Client-unit column ``col`` of ``line`` (without its line ending) as a code-point column;
+    a column past the end of the line is its end (LSP)."""
     if line.isascii() or encoding == "utf-32":
-        return col
+        return min(max(col, 0), len(line))
     count = 0
     for i, ch in enumerate(line):
         if count >= col:
@@ -67,9 +70,20 @@ def from_client_col(line: str, col: int, encoding: str = UTF16) -> int:
     return len(line)
 
 
+def encodable(text: str) -> str:
+    """``text`` with each lone surrogate (an editor's UTF-16 text may hold one; Python cannot
+    encode it, so cannot parse the text) replaced by U+FFFD. Both are one code point and one
+    UTF-16 unit: every position stays where it was."""
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    return _SURROGATE.sub("\ufffd", text)
+
+
 def split_lines(text: str) -> list[str]:
-    """Lines as the engine counts them (with their line endings)."""
-    lines = text.splitlines(keepends=True)
+    """Lines as LSP and the engine count them (with their line endings): only ``\\n``,
+    ``\\r\\n`` and ``\\r`` end a line, not the other breaks of ``str.splitlines``; the
+    last line may be empty."""
+    lines = split_rows(text)
     if not lines or lines[-1].endswith(("\n", "\r")):
         lines.append("")
     return lines
@@ -77,6 +91,18 @@ def split_lines(text: str) -> list[str]:
 
 def _strip_eol(line: str) -> str:
     return line.rstrip("\r\n")
+
+
+def line_offset(
+    lines: Sequence[str], starts: Sequence[int], pos: types.Position, encoding: str
+) -> int:
+    """The code-point offset in the text of ``lines`` (with their endings; ``starts``: the
+    offset of each) of the client position ``pos``: a column past the end of its line is the
+    line's end, a line past the last is the end of the text (LSP)."""
+    if pos.line >= len(lines):
+        return starts[-1] + len(lines[-1]) if lines else 0
+    line = max(pos.line, 0)
+    return starts[line] + from_client_col(_strip_eol(lines[line]), pos.character, encoding)
 
 
 class Locator(Protocol):
@@ -261,8 +287,8 @@ def diff_edits(old: str, new: str, encoding: str = UTF16) -> list[types.TextEdit
     """Line-level edits that turn ``old`` into ``new`` (few and small, so cursors stay put)."""
     if old == new:
         return []
-    a = old.splitlines(keepends=True)
-    b = new.splitlines(keepends=True)
+    a = split_rows(old)
+    b = split_rows(new)
 
     def pos(index: int) -> types.Position:
         if index < len(a):

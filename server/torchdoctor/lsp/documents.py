@@ -9,12 +9,83 @@ them. Saving a ``pyproject.toml`` reloads the configuration.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import accumulate
+from typing import Any
 
 from lsprotocol import types
+from pygls.workspace import TextDocument, Workspace
 
+from ..core.source import split_rows
 from . import convert
 from .state import PYTHON_LANGUAGES, Doctor, Unit, norm_uri
 from .workspace import reload_configuration
+
+
+# ---- the editor's text ------------------------------------------------------------------
+class EditorDocument(TextDocument):
+    """A document whose lines are the editor's: only ``\\n``, ``\\r\\n`` and ``\\r`` end a line
+    (pygls splits at every ``str.splitlines`` break, ``\\f`` and ``\\u2028`` included, so its
+    lines drift from the editor's), and a change at a column past the end of a line lands at
+    the line's end (LSP). The lines are split once per version of the text."""
+
+    _split: tuple[str, tuple[str, ...], list[int]] | None = None
+
+    def _rows(self) -> tuple[tuple[str, ...], list[int]]:
+        """The lines (with their endings) and the offset where each starts."""
+        source = self.source
+        split = self._split
+        if split is None or split[0] is not source:
+            lines = tuple(split_rows(source))
+            starts = list(accumulate((len(line) for line in lines[:-1]), initial=0))
+            split = self._split = (source, lines, starts)
+        return split[1], split[2]
+
+    @property
+    def lines(self) -> tuple[str, ...]:
+        return self._rows()[0]
+
+    def _apply_incremental_change(self, change: types.TextDocumentContentChangePartial) -> None:
+        lines, starts = self._rows()
+        enc = self.position_codec.encoding
+        encoding = str(getattr(enc, "value", enc) or convert.UTF16)
+        start = convert.line_offset(lines, starts, change.range.start, encoding)
+        end = convert.line_offset(lines, starts, change.range.end, encoding)
+        source = self.source
+        start, end = min(start, end), max(start, end)
+        self._source = source[:start] + change.text + source[end:]
+
+
+class EditorWorkspace(Workspace):
+    """pygls' workspace, keeping its text documents as :class:`EditorDocument`."""
+
+    def _create_text_document(
+        self,
+        doc_uri: str,
+        source: str | None = None,
+        version: int | None = None,
+        language_id: str | None = None,
+    ) -> TextDocument:
+        return EditorDocument(
+            doc_uri,
+            source=source,
+            version=version,
+            language_id=language_id,
+            sync_kind=self._sync_kind,
+            position_codec=self.position_codec,
+        )
+
+
+def use_editor_documents(doctor: Doctor) -> None:
+    """Replace the workspace pygls made at ``initialize`` (still empty) by an
+    :class:`EditorWorkspace` with the same root, folders and position encoding."""
+    protocol: Any = doctor.server.protocol
+    old = doctor.server.workspace
+    protocol._workspace = EditorWorkspace(
+        old.root_uri,
+        old._sync_kind,
+        list(old.folders.values()),
+        old.position_encoding,
+    )
 
 
 def _is_python(doc: types.TextDocumentItem) -> bool:
