@@ -33,7 +33,7 @@ async def apply_fixes(doctor: Doctor, *args: Any) -> dict[str, Any]:
         return {"applied": False, "reason": f"not an open document: {uri}"}
     code = options.get("code")
     unsafe = options.get("unsafe")
-    edits, applied = await doctor.fix_all(
+    edits, applied, versions = await doctor.fix_all(
         unit,
         unsafe=bool(unsafe) if unsafe is not None else None,
         codes=frozenset({str(code).upper()}) if code else None,
@@ -42,7 +42,7 @@ async def apply_fixes(doctor: Doctor, *args: Any) -> dict[str, Any]:
         return {"applied": True, "fixed": {}}
     result = await doctor.server.workspace_apply_edit_async(
         types.ApplyWorkspaceEditParams(
-            edit=doctor.workspace_edit(edits), label="torchdoctor: fix all"
+            edit=doctor.workspace_edit(edits, versions), label="torchdoctor: fix all"
         )
     )
     return {"applied": bool(result.applied), "fixed": applied if result.applied else {}}

@@ -307,6 +307,23 @@ def diff_edits(old: str, new: str, encoding: str = UTF16) -> list[types.TextEdit
 
 
 # ---- moving diagnostics through edits -------------------------------------------------------
+def as_partial(old: str, new: str) -> types.TextDocumentContentChangePartial:
+    """A whole-document change from ``old`` to ``new`` as the one partial change that replaces
+    the lines between those they share at the start and at the end."""
+    a, b = split_rows(old), split_rows(new)
+    limit = min(len(a), len(b))
+    head = 0
+    while head < limit and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < limit - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    return types.TextDocumentContentChangePartial(
+        range=types.Range(types.Position(head, 0), types.Position(len(a) - tail, 0)),
+        text="".join(b[head : len(b) - tail]),
+    )
+
+
 def _end_of_insert(start: types.Position, text: str, encoding: str) -> types.Position:
     parts = _NEWLINE.split(text)
     if len(parts) == 1:

@@ -29,6 +29,17 @@ class EditorDocument(TextDocument):
     the line's end (LSP). The lines are split once per version of the text."""
 
     _split: tuple[str, tuple[str, ...], list[int]] | None = None
+    _replaced: dict[int, str] | None = None  # id of a whole-document change: the text before
+
+    def replaced_text(self, change: types.TextDocumentContentChangeEvent) -> str | None:
+        """The text a whole-document change of the last ``didChange`` replaced (once)."""
+        return self._replaced.pop(id(change), None) if self._replaced else None
+
+    def _apply_full_change(self, change: types.TextDocumentContentChangeEvent) -> None:
+        if self._replaced is None or len(self._replaced) > 8:
+            self._replaced = {}
+        self._replaced[id(change)] = self.source
+        super()._apply_full_change(change)
 
     def _rows(self) -> tuple[tuple[str, ...], list[int]]:
         """The lines (with their endings) and the offset where each starts."""
@@ -99,12 +110,26 @@ def _shift(
     changes: Sequence[types.TextDocumentContentChangeEvent],
     version: int | None,
 ) -> None:
-    """Move the diagnostics published for ``uri`` through the client's changes."""
+    """Move the diagnostics published for ``uri`` through the client's changes. A
+    whole-document change moves them as the lines it replaced; when those are not known, the
+    diagnostics are dropped until the next analysis (their positions would be the old text's)."""
     target = unit.spelled(uri)
-    if target is not None:
-        unit.diagnostics[target] = convert.shift_diagnostics(
-            unit.diagnostics[target], target, changes, version, doctor.encoding
-        )
+    if target is None:
+        return
+    doc = doctor.server.workspace.text_documents.get(norm_uri(uri))
+    partial: list[types.TextDocumentContentChangeEvent] = []
+    for change in changes:
+        if isinstance(change, types.TextDocumentContentChangePartial):
+            partial.append(change)
+            continue
+        old = doc.replaced_text(change) if isinstance(doc, EditorDocument) else None
+        if old is None:
+            unit.diagnostics[target] = []
+            return
+        partial.append(convert.as_partial(old, change.text))
+    unit.diagnostics[target] = convert.shift_diagnostics(
+        unit.diagnostics[target], target, partial, version, doctor.encoding
+    )
 
 
 # ---- text documents -----------------------------------------------------------------------

@@ -495,13 +495,21 @@ class Doctor:
             self.server.workspace_diagnostic_refresh(None)
 
     # -- fixes ----------------------------------------------------------------------------------
-    def workspace_edit(self, edits: dict[str, list[types.TextEdit]]) -> types.WorkspaceEdit:
+    def workspace_edit(
+        self,
+        edits: dict[str, list[types.TextEdit]],
+        versions: dict[str, int | None] | None = None,
+    ) -> types.WorkspaceEdit:
+        """The edits as a workspace edit; with ``documentChanges`` each document's edits name
+        the version they were computed on (``versions``; by default the current one)."""
         if self.document_changes:
+            versions = versions or {}
             return types.WorkspaceEdit(
                 document_changes=[
                     types.TextDocumentEdit(
                         types.OptionalVersionedTextDocumentIdentifier(
-                            uri=uri, version=self.doc_version(uri)
+                            uri=uri,
+                            version=versions[uri] if uri in versions else self.doc_version(uri),
                         ),
                         list(items),
                     )
@@ -512,12 +520,13 @@ class Doctor:
 
     async def fix_all(
         self, unit: Unit, *, unsafe: bool | None, codes: frozenset[str] | None
-    ) -> tuple[dict[str, list[types.TextEdit]], dict[str, int]]:
-        """The unit's bulk fixes as edits per document, and how many of each rule were fixed;
-        none when the document changed meanwhile."""
+    ) -> tuple[dict[str, list[types.TextEdit]], dict[str, int], dict[str, int | None]]:
+        """The unit's bulk fixes as edits per document, how many of each rule were fixed, and
+        the version of each document they were computed on; none when the document changed
+        meanwhile."""
         job = self.job(unit)
         if job is None:
-            return {}, {}
+            return {}, {}, {}
         loop = asyncio.get_running_loop()
         edits, applied, error = await loop.run_in_executor(
             self.executor,
@@ -526,5 +535,9 @@ class Doctor:
         if error:
             self.log("warning", error)
         if job.version != self.current_version(unit):
-            return {}, {}
-        return edits, applied
+            return {}, {}, {}
+        if job.cells is not None:
+            versions = {c.uri: c.version for c in job.cells}
+        else:
+            versions = {job.uri: job.version}
+        return edits, applied, versions
