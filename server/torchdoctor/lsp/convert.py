@@ -462,6 +462,36 @@ def _shorten(body: str, max_lines: int = 14) -> str:
     return "\n".join(kept)
 
 
+# A sentence ends at ".", "!" or "?" before a space or a line break (not "e.g." or "i.e."),
+# or at a Chinese full stop.
+_SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\bvs)[.!?](?=\s)|[。！？]")
+
+
+def _balanced(text: str) -> bool:
+    """No code span or fence left open."""
+    return text.count("`") % 2 == 0
+
+
+def _cut_prose(body: str, max_lines: int, more: str) -> str:
+    """``body`` whole when it has at most ``max_lines`` lines; else cut at the end of the last
+    paragraph, or failing that the last sentence, that ends within them, followed by ``more``
+    (a link to the rest). Never mid-sentence: without a sentence end, the first paragraph is
+    kept whole."""
+    body = body.strip("\n")
+    lines = body.split("\n")
+    if len(lines) <= max_lines:
+        return body
+    head = "\n".join(lines[:max_lines])
+    cut = head.rfind("\n\n")
+    if cut > 0 and _balanced(head[:cut]):
+        return f"{head[:cut]}\n\n{more}"
+    ends = [m.end() for m in _SENTENCE_END.finditer(head) if _balanced(head[: m.end()])]
+    if ends:
+        return f"{head[: ends[-1]]} {more}"
+    first = body.split("\n\n", 1)
+    return f"{first[0]}\n\n{more}" if len(first) > 1 else body
+
+
 def rule_hover(
     code: str,
     locale: str | None,
@@ -484,9 +514,12 @@ def rule_hover(
     parts = [f"**{rule.code}** `{rule.name}`" + (f": {message}" if message else "")]
     if not message and doc.summary:
         parts.append(doc.summary)
+    url = doc_link(rule.code, docs_base, locale)
     why = sections.get(names[1], "").strip()
     if why:
-        parts.append(f"**{'为什么不好' if zh else 'Why it matters'}**\n\n{_shorten(why, 10)}")
+        more = f"[{'更多' if zh else 'More'}…]({url})"
+        title = "为什么不好" if zh else "Why it matters"
+        parts.append(f"**{title}**\n\n{_cut_prose(why, 10, more)}")
     if fix:
         parts.append(f"**修复**：{fix}" if zh else f"**Fix**: {fix}")
     example = sections.get(names[2], "").strip()
@@ -495,7 +528,6 @@ def rule_hover(
         parts.append(f"**{'示例' if zh else 'Example'}**\n\n{_shorten(example)}")
     if instead:
         parts.append(f"**{'改为' if zh else 'Use instead'}**\n\n{_shorten(instead)}")
-    url = doc_link(rule.code, docs_base, locale)
     label = f"查看 {rule.code} 的指南" if zh else f"Open the guide for {rule.code}"
     parts.append(f"[{label}]({url})")
     return "\n\n".join(parts)
