@@ -44,7 +44,7 @@ async def code_action(doctor: Doctor, params: types.CodeActionParams) -> list[ty
     everything = [d for items in unit.diagnostics.values() for d in items]
     if _kind_matches(types.CodeActionKind.QuickFix, only):
         actions += _quick_fixes(doctor, uri, params.context.diagnostics, everything, zh)
-    unsafe = bool(doctor.resolver.resolve(path, client)[0].unsafe_fixes)
+    unsafe = bool((await doctor.settings_for(path))[0].unsafe_fixes)
     any_fixable = any(convert.is_bulk_fixable(d, unsafe) for d in everything)
     actions += _fix_all_actions(uri, unit.notebook, only, any_fixable, zh)
     if not doctor.resolve_support:

@@ -32,6 +32,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path, uri_scheme
 
 from .. import __version__
+from ..core.config import Settings
 from ..core.incremental import IncrementalParser
 from . import convert
 from .diagnostics import Analysis, Job, SettingsResolver, analyse, compute_fix_all
@@ -236,9 +237,14 @@ class Doctor:
         name = unquote(uri.rsplit("/", 1)[-1].split(":")[-1]) or "untitled.py"
         return str(Path(root) / name) if root else name
 
-    def docs_base(self, uri: str) -> str | None:
-        path = self.path_of(uri)
-        settings, _ = self.resolver.resolve(path, self.client_settings(path))
+    async def settings_for(self, path: str) -> tuple[Settings, list[str]]:
+        """The engine settings of ``path`` (the nearest ``[tool.torchdoctor]`` under the
+        editor's) and the problems met, read off the event loop: finding and reading a
+        ``pyproject.toml`` touches the disk."""
+        return await asyncio.to_thread(self.resolver.resolve, path, self.client_settings(path))
+
+    async def docs_base(self, uri: str) -> str | None:
+        settings, _ = await self.settings_for(self.path_of(uri))
         return settings.docs_base_url
 
     # -- units ----------------------------------------------------------------------------------
