@@ -12,6 +12,7 @@ import functools
 import hashlib
 import json
 import re
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
@@ -127,6 +128,21 @@ class TextLocator:
         return self.uri, types.Range(
             self.position(rng.start.row, rng.start.col), self.position(rng.end.row, rng.end.col)
         )
+
+
+def offset_position(
+    lines: Sequence[str], starts: Sequence[int], offset: int, encoding: str
+) -> types.Position:
+    """The client position of code-point ``offset`` in the text of ``lines`` (``starts``: the
+    offset of each line)."""
+    if not lines:
+        return types.Position(0, 0)
+    line = bisect_right(starts, offset) - 1
+    body = _strip_eol(lines[line])
+    col = offset - starts[line]
+    if col > len(body):  # past the line's end: the start of the next line
+        return types.Position(line + 1, 0)
+    return types.Position(line, to_client_col(body, col, encoding))
 
 
 # ---- diagnostics --------------------------------------------------------------------------

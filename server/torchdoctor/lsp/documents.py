@@ -26,19 +26,34 @@ class EditorDocument(TextDocument):
     """A document whose lines are the editor's: only ``\\n``, ``\\r\\n`` and ``\\r`` end a line
     (pygls splits at every ``str.splitlines`` break, ``\\f`` and ``\\u2028`` included, so its
     lines drift from the editor's), and a change at a column past the end of a line lands at
-    the line's end (LSP). The lines are split once per version of the text."""
+    the line's end (LSP). The lines are split once per version of the text.
+
+    Each change of the last ``didChange`` is also kept as the partial change it made (see
+    :meth:`applied`), for moving the diagnostics with the text."""
 
     _split: tuple[str, tuple[str, ...], list[int]] | None = None
-    _replaced: dict[int, str] | None = None  # id of a whole-document change: the text before
+    # id of a change of the last didChange -> the partial change it made, where that differs
+    _applied: dict[int, types.TextDocumentContentChangePartial] | None = None
 
-    def replaced_text(self, change: types.TextDocumentContentChangeEvent) -> str | None:
-        """The text a whole-document change of the last ``didChange`` replaced (once)."""
-        return self._replaced.pop(id(change), None) if self._replaced else None
+    def applied(
+        self, change: types.TextDocumentContentChangeEvent
+    ) -> types.TextDocumentContentChangePartial | None:
+        """The change as the partial change it made to the text (once): a whole-document
+        change as the lines it replaced; a partial one with its positions past a line's end
+        brought back to it, and widened over a ``\\r`` or ``\\n`` it joined to make a
+        ``\\r\\n``. None for a whole-document change that was not applied here."""
+        made = self._applied.pop(id(change), None) if self._applied else None
+        if made is None and isinstance(change, types.TextDocumentContentChangePartial):
+            return change
+        return made
+
+    def _record(self, change: object, made: types.TextDocumentContentChangePartial) -> None:
+        if self._applied is None or len(self._applied) > 8:
+            self._applied = {}
+        self._applied[id(change)] = made
 
     def _apply_full_change(self, change: types.TextDocumentContentChangeEvent) -> None:
-        if self._replaced is None or len(self._replaced) > 8:
-            self._replaced = {}
-        self._replaced[id(change)] = self.source
+        self._record(change, convert.as_partial(self.source, change.text))
         super()._apply_full_change(change)
 
     def _rows(self) -> tuple[tuple[str, ...], list[int]]:
@@ -61,9 +76,21 @@ class EditorDocument(TextDocument):
         encoding = str(getattr(enc, "value", enc) or convert.UTF16)
         start = convert.line_offset(lines, starts, change.range.start, encoding)
         end = convert.line_offset(lines, starts, change.range.end, encoding)
-        source = self.source
+        source, text = self.source, change.text
         start, end = min(start, end), max(start, end)
-        self._source = source[:start] + change.text + source[end:]
+        self._source = source[:start] + text + source[end:]
+        # A "\r" and a "\n" brought together make one line break: widen the change over the
+        # one already there, so that the lines it leaves alone are those it did not touch.
+        if start > 0 and source[start - 1] == "\r" and (text or source[end : end + 1])[:1] == "\n":
+            start, text = start - 1, "\r" + text
+        if source[end : end + 1] == "\n" and (source[:start] + text)[-1:] == "\r":
+            end, text = end + 1, text + "\n"
+        made = types.Range(
+            convert.offset_position(lines, starts, start, encoding),
+            convert.offset_position(lines, starts, end, encoding),
+        )
+        if made != change.range or text != change.text:
+            self._record(change, types.TextDocumentContentChangePartial(range=made, text=text))
 
 
 class EditorWorkspace(Workspace):
@@ -119,14 +146,11 @@ def _shift(
     doc = doctor.server.workspace.text_documents.get(norm_uri(uri))
     partial: list[types.TextDocumentContentChangeEvent] = []
     for change in changes:
-        if isinstance(change, types.TextDocumentContentChangePartial):
-            partial.append(change)
-            continue
-        old = doc.replaced_text(change) if isinstance(doc, EditorDocument) else None
-        if old is None:
+        made = doc.applied(change) if isinstance(doc, EditorDocument) else None
+        if made is None:
             unit.diagnostics[target] = []
             return
-        partial.append(convert.as_partial(old, change.text))
+        partial.append(made)
     unit.diagnostics[target] = convert.shift_diagnostics(
         unit.diagnostics[target], target, partial, version, doctor.encoding
     )
