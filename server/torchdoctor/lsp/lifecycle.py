@@ -16,6 +16,7 @@ from .workspace import fetch_configuration
 
 def initialize(doctor: Doctor, params: types.InitializeParams) -> None:
     use_editor_documents(doctor)
+    doctor.client_logs = True
     doctor.locale = params.locale
     doctor.set_settings(None, params.initialization_options, "initializationOptions")
     doctor.live.trusted = workspace_trusted(params.initialization_options)

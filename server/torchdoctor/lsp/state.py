@@ -133,6 +133,7 @@ class Doctor:
         self.server = server
         self.locale: str | None = None
         self.log_level = "info"
+        self.client_logs = False  # set at initialize: messages go to window/logMessage
         self.base_settings = ClientSettings()  # from the command line
         self.init_settings = ClientSettings()
         self.global_settings = ClientSettings()
@@ -156,13 +157,18 @@ class Doctor:
 
     # -- logging ------------------------------------------------------------------------------
     def log(self, level: str, message: str) -> None:
+        """Send a message to the client's log (``window/logMessage``), or, where it does not go
+        there (no client yet, or below the client's log level), to stderr. Not both: editors
+        show the server's stderr in the same output channel."""
+        if self.client_logs and _LEVEL_ORDER[level] <= _LEVEL_ORDER.get(self.log_level, 2):
+            try:
+                self.server.window_log_message(
+                    types.LogMessageParams(type=_MESSAGE_TYPE[level], message=message)
+                )
+                return
+            except Exception:  # the pipe is gone
+                pass
         logger.log(logging.getLevelName(level.upper()), message)
-        if _LEVEL_ORDER[level] > _LEVEL_ORDER.get(self.log_level, 2):
-            return
-        with contextlib.suppress(Exception):  # no client yet, or the pipe is gone
-            self.server.window_log_message(
-                types.LogMessageParams(type=_MESSAGE_TYPE[level], message=message)
-            )
 
     def log_once(self, level: str, message: str) -> None:
         if message in self.reported:
