@@ -11,12 +11,17 @@ from functools import cached_property
 from .model import Pos, Range
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+# What ``str.splitlines`` also breaks at.
+_OTHER_BREAKS = ("\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
 
 
 def split_rows(text: str) -> list[str]:
     """Rows with their line endings. Only ``\\n``, ``\\r\\n`` and ``\\r`` end a row for Python
-    (``str.splitlines`` also splits on ``\\f`` and others)."""
-    return _LINE.findall(text)
+    and LSP (``str.splitlines`` also splits on ``\\f`` and others: used, being faster, on a
+    text without those)."""
+    if any(ch in text for ch in _OTHER_BREAKS):
+        return _LINE.findall(text)
+    return text.splitlines(keepends=True)
 
 
 class Source:

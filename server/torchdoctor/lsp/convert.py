@@ -75,9 +75,13 @@ def encodable(text: str) -> str:
     """``text`` with each lone surrogate (an editor's UTF-16 text may hold one; Python cannot
     encode it, so cannot parse the text) replaced by U+FFFD. Both are one code point and one
     UTF-16 unit: every position stays where it was."""
-    if text.isascii() or _SURROGATE.search(text) is None:
+    if text.isascii():
         return text
-    return _SURROGATE.sub("\ufffd", text)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
 
 
 def split_lines(text: str) -> list[str]:
