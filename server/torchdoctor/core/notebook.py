@@ -178,17 +178,20 @@ class Notebook:
         nb.text = "\n".join(chunks)
         return nb
 
-    def unparsable_cells(self) -> list[tuple[Cell, SyntaxError]]:
+    def unparsable_cells(self) -> list[tuple[Cell, str, int | None]]:
         """The code cells that do not parse on their own (an exercise left blank, a cell of
-        another language), with the error each gives; rows are those of the cell."""
-        out = []
+        another language, text no Python source can hold), with the reason and the row in the
+        cell."""
+        out: list[tuple[Cell, str, int | None]] = []
         for cell in self.cells:
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     ast.parse(cell.masked)
             except SyntaxError as exc:
-                out.append((cell, exc))
+                out.append((cell, f"syntax error: {exc.msg}", exc.lineno))
+            except ValueError as exc:  # a lone surrogate, a NUL character
+                out.append((cell, f"cannot parse: {exc}", None))
         return out
 
     def without(self, indices: set[int]) -> Notebook:
