@@ -21,7 +21,10 @@ class SaveWrappedStateDict(Rule):
     through a name such as `sd = m.state_dict()`) where `m` is a `DistributedDataParallel` or
     `DataParallel` wrapper rather than the model inside it.
 
-    Off by default (`extend-select = ["TDR506"]` turns it on): on real code its finding was a wrapper whose checkpoint the same code loads back into the wrapper, where the fix would make every resume load nothing.
+    Off by default (`extend-select = ["TDR506"]` turns it on): on real code its finding was a
+    wrapper whose checkpoint the same code loads back into the wrapper (through a helper, with
+    `strict=False`), where the project's format is consistent and the fix would make every
+    resume load nothing; the fix is unsafe there.
 
     ## Why is this bad?
     A wrapper holds the model as its `module` attribute, so every key of its state dict starts
@@ -58,11 +61,16 @@ class SaveWrappedStateDict(Rule):
     ```
 
     ## Fix safety
-    The fix inserts `.module` before `.state_dict()`. It is safe: the weights saved are the
-    same tensors, only without the wrapper's `module.` prefix. One exception makes it unsafe:
-    when the file also loads a state dict into the wrapper itself (`ddp_model.load_state_dict
-    (torch.load(path))`, as PyTorch's DDP tutorial does to resume), that load would now miss
-    the `module.` keys; load into `ddp_model.module` instead.
+    The fix inserts `.module` before `.state_dict()`. It is safe when nothing in the file can
+    load a state dict into the wrapper: the weights saved are the same tensors, only without
+    the wrapper's `module.` prefix. It is unsafe when the file loads a state dict into the
+    wrapper itself (`ddp_model.load_state_dict(torch.load(path))`, as PyTorch's DDP tutorial
+    does to resume), directly or in a function of this file that receives the wrapper: that
+    load would now miss the `module.` keys (load into `ddp_model.module` instead). It is also
+    unsafe when the wrapper goes where the analysis cannot follow: passed to a function of
+    another module (`utils.restart_from_checkpoint(path, state_dict=ddp_model)`), put in a
+    container or returned. No edit is offered when such a load has `strict=False`: after the
+    fix it would silently load nothing on every resume.
 
     ## References
     - [Saving and loading models: `DataParallel`](https://pytorch.org/tutorials/beginner/saving_loading_models.html#saving-torch-nn-dataparallel-models)
@@ -73,7 +81,9 @@ class SaveWrappedStateDict(Rule):
     检查 `torch.save(m.state_dict(), ...)`（也包括作为检查点字典中的值，或经由 `sd = m.state_dict()` 这样的
     名字）：其中 `m` 是 `DistributedDataParallel` 或 `DataParallel` 包装器，而不是其内部的模型。
 
-    默认关闭（`extend-select = ["TDR506"]` 开启）：在真实代码中，它的发现是一个包装器，其检查点由同一份代码加载回包装器，修复会让每次恢复都什么也加载不到。
+    默认关闭（`extend-select = ["TDR506"]` 开启）：在真实代码中，它的发现是一个包装器，其检查点由同一份代码
+    （通过辅助函数、以 `strict=False`）加载回包装器，项目的格式前后一致，修复会让每次恢复都什么也加载不到；
+    这种情况下修复是不安全的。
 
     ## 为什么不好？
     包装器把模型保存在它的 `module` 属性中，所以它的 state dict 的每个键都以 `module.` 开头：是
@@ -108,10 +118,13 @@ class SaveWrappedStateDict(Rule):
     ```
 
     ## 修复安全性
-    修复在 `.state_dict()` 之前插入 `.module`。该修复是安全的：保存的是同样的权重张量，只是没有包装器的
-    `module.` 前缀。有一个例外会使它不安全：若文件还把 state dict 加载到包装器本身
-    （`ddp_model.load_state_dict(torch.load(path))`，PyTorch 的 DDP 教程就是这样恢复训练的），这次加载会
-    缺少 `module.` 开头的键；请改为加载到 `ddp_model.module`。
+    修复在 `.state_dict()` 之前插入 `.module`。当文件中没有任何代码会把 state dict 加载到包装器时，它是安全的：
+    保存的是同样的权重张量，只是没有包装器的 `module.` 前缀。若文件把 state dict 加载到包装器本身
+    （`ddp_model.load_state_dict(torch.load(path))`，PyTorch 的 DDP 教程就是这样恢复训练的），无论是直接加载还是在
+    本文件中接收该包装器的函数里加载，修复都是不安全的：这次加载会缺少 `module.` 开头的键（请改为加载到
+    `ddp_model.module`）。包装器去了分析无法跟踪的地方时修复同样不安全：传给其他模块的函数
+    （`utils.restart_from_checkpoint(path, state_dict=ddp_model)`）、放进容器或被返回。若这样的加载带有
+    `strict=False`，则不提供修改：修复之后，每次恢复都会悄悄地什么也加载不到。
 
     ## 参考
     - [保存与加载模型：`DataParallel`](https://pytorch.org/tutorials/beginner/saving_loading_models.html#saving-torch-nn-dataparallel-models)
@@ -142,6 +155,9 @@ class SaveWrappedStateDict(Rule):
         "model = DDP()\ntorch.save(model.state_dict(), 'm.pt')\n",
         # Saved through another library, not torch.save.
         _HEAD + "model = DDP(nn.Linear(2, 2))\naccelerator.save(model.state_dict(), 'm.pt')\n",
+        # Unwrapped through an alias before saving.
+        _HEAD + "ddp = DDP(nn.Linear(2, 2))\ninner = ddp.module\n"
+        "torch.save(inner.state_dict(), 'm.pt')\n",
         # The optimizer's state dict is not prefixed.
         _HEAD + "model = DDP(nn.Linear(2, 2))\nopt = torch.optim.SGD(model.parameters())\n"
         "torch.save(opt.state_dict(), 'o.pt')\n",
@@ -197,6 +213,39 @@ class SaveWrappedStateDict(Rule):
             "model.load_state_dict(torch.load('m.pt', map_location='cuda:0'))\n"
             "torch.save(model.module.state_dict(), 'm.pt')\n",
         ),
+        # Resumed into the wrapper with strict=False: no edit (it would load nothing).
+        Invalid(
+            _HEAD + "model = DDP(nn.Linear(2, 2))\n"
+            "model.load_state_dict(torch.load('m.pt'), strict=False)\n"
+            "torch.save(model.state_dict(), 'm.pt')\n",
+            fixed=None,
+        ),
+        Invalid(
+            _HEAD + "def resume(net, path):\n"
+            "    net.load_state_dict(torch.load(path)['net'], strict=False)\n"
+            "model = DDP(nn.Linear(2, 2))\nresume(model, 'c.pt')\n"
+            "torch.save({'net': model.state_dict()}, 'c.pt')\n",
+            fixed=None,
+        ),
+        # Passed to a helper of another module: it may load into it (unsafe, still offered).
+        Invalid(
+            _HEAD + "import utils\nmodel = DDP(nn.Linear(2, 2))\n"
+            "utils.restart_from_checkpoint('c.pt', state_dict=model)\n"
+            "torch.save({'state_dict': model.state_dict()}, 'c.pt')\n",
+            fixed=_HEAD + "import utils\nmodel = DDP(nn.Linear(2, 2))\n"
+            "utils.restart_from_checkpoint('c.pt', state_dict=model)\n"
+            "torch.save({'state_dict': model.module.state_dict()}, 'c.pt')\n",
+        ),
+        # A local helper that only reads the wrapper: safe.
+        Invalid(
+            _HEAD
+            + "def report(net):\n    print(net)\n    return sum(1 for _ in net.parameters())\n"
+            "model = DDP(nn.Linear(2, 2))\nreport(model)\ntorch.save(model.state_dict(), 'm.pt')\n",
+            fixed=_HEAD + "def report(net):\n    print(net)\n"
+            "    return sum(1 for _ in net.parameters())\n"
+            "model = DDP(nn.Linear(2, 2))\nreport(model)\n"
+            "torch.save(model.module.state_dict(), 'm.pt')\n",
+        ),
         Invalid(
             _HEAD + "model = DDP(nn.Linear(2, 2))\ntorch.save(obj=model.state_dict(), f='m.pt')\n",
             fixed=_HEAD + "model = DDP(nn.Linear(2, 2))\n"
@@ -207,10 +256,6 @@ class SaveWrappedStateDict(Rule):
 
     def check(self, ctx: Context) -> None:
         sem = ctx.sem
-        loads_wrapper = any(
-            isinstance(c.func, ast.Attribute) and wrapper_call(sem, c.func.value) is not None
-            for c in sem.calls_by_attr.get("load_state_dict", ())
-        )
         saved = [argument(c, "obj", 0) for c in sem.calls_to("torch.save")]
         saved += [v for _call, d in checkpoints.saved_dicts(sem) for v in d.values]
         # `sd = model.state_dict()` then `torch.save(sd, ...)`.
@@ -224,7 +269,8 @@ class SaveWrappedStateDict(Rule):
             ):
                 continue
             owner = value.func.value
-            if wrapper_call(sem, owner) is None:
+            wrapper = wrapper_call(sem, owner)
+            if wrapper is None:
                 continue
             text = ctx.segment(owner)
             ctx.report(
@@ -235,14 +281,20 @@ class SaveWrappedStateDict(Rule):
                     f"`{text}` 是 DDP/DataParallel 包装器：它的 state dict 键都以 `module.` 开头；"
                     f"请保存 `{text}.module.state_dict()`",
                 ),
-                fixes=[
-                    Fix(
-                        Text(
-                            f"Save `{text}.module.state_dict()`",
-                            f"改为保存 `{text}.module.state_dict()`",
-                        ),
-                        (fixes.insert(ctx.source.end(owner), ".module"),),
-                        Applicability.UNSAFE if loads_wrapper else Applicability.SAFE,
-                    )
-                ],
+                fixes=[_fix(ctx, owner, wrapper, text)],
             )
+
+
+def _fix(ctx: Context, owner: ast.expr, wrapper: ast.Call, text: str) -> Fix | None:
+    """Insert ``.module``: safe when nothing loads a state dict into the wrapper; unsafe when
+    the file loads one into it (the load then misses the ``module.`` keys and fails) or passes
+    the wrapper where the analysis cannot see; no edit when a load into it has
+    ``strict=False``: every resume would silently load nothing."""
+    loading = checkpoints.state_loading(ctx.sem, checkpoints.wrapper_reads(ctx.sem, wrapper))
+    if loading == "lenient":
+        return None
+    return Fix(
+        Text(f"Save `{text}.module.state_dict()`", f"改为保存 `{text}.module.state_dict()`"),
+        (fixes.insert(ctx.source.end(owner), ".module"),),
+        Applicability.SAFE if loading is None else Applicability.UNSAFE,
+    )
