@@ -192,7 +192,56 @@ def test_tdr506_safe_fix_saves_the_same_tensors_without_the_prefix(tmp_path: Pat
     assert before[2] == "['bias', 'weight']" and after[2] == "[]"
 
 
-RESUMED = """\
+WARM_START = """\
+import os
+import sys
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.DataParallel(nn.Linear(2, 2))
+if os.path.exists(sys.argv[2]):
+    report = model.load_state_dict(torch.load(sys.argv[2], weights_only=True){strict})
+    print("loaded", sorted(getattr(report, "missing_keys", [])))
+with torch.no_grad():
+    model.module.weight.fill_(2.0)
+torch.save(model.state_dict(), sys.argv[1])
+print(round(model.module.weight.sum().item(), 5))
+"""
+
+
+def _twice(program: Path, tmp_path: Path) -> list[str]:
+    """Run, hand the checkpoint written to the next run as its initial weights, run again."""
+    saved, init = tmp_path / "m.pt", tmp_path / "init.pt"
+    for path in (saved, init):
+        path.unlink(missing_ok=True)
+    first = _run(program, str(saved), str(init))
+    init.write_bytes(saved.read_bytes())
+    return [first, _run(program, str(saved), str(init))]
+
+
+def test_tdr506_a_load_into_the_wrapper_gets_no_safe_edit(tmp_path: Path) -> None:
+    code = WARM_START.format(strict="")
+    program = _write(tmp_path, code)
+    before = _twice(program, tmp_path)
+    assert "loaded []" in before[1]
+    assert _fix(program, "TDR506") == code  # unsafe only
+    fixed = _fix(program, "TDR506", "--unsafe-fixes")
+    assert "torch.save(model.module.state_dict(), sys.argv[1])" in fixed
+    # The documented difference: the strict load into the wrapper now misses `module.` keys.
+    with pytest.raises(AssertionError, match="Missing key"):
+        _twice(program, tmp_path)
+
+
+def test_tdr506_a_lenient_load_into_the_wrapper_gets_no_edit(tmp_path: Path) -> None:
+    code = WARM_START.format(strict=", strict=False")
+    program = _write(tmp_path, code)
+    assert "loaded []" in _twice(program, tmp_path)[1]
+    # After the fix every such load would silently load nothing: no edit at all.
+    assert _fix(program, "TDR506", "--unsafe-fixes") == code
+
+
+RESUME = """\
 import os
 import sys
 import torch
@@ -201,40 +250,18 @@ from torch import nn
 torch.manual_seed(0)
 model = nn.DataParallel(nn.Linear(2, 2))
 if os.path.exists(sys.argv[1]):
-    report = model.load_state_dict(torch.load(sys.argv[1], weights_only=True){strict})
-    print("resumed", sorted(getattr(report, "missing_keys", [])))
-with torch.no_grad():
-    model.module.weight.fill_(float(len(sys.argv)))
+    model.load_state_dict(torch.load(sys.argv[1], weights_only=True))
+    print("resumed")
 torch.save(model.state_dict(), sys.argv[1])
-print(round(model.module.weight.sum().item(), 5))
 """
 
 
-def test_tdr506_resume_into_the_wrapper_gets_no_safe_edit(tmp_path: Path) -> None:
-    program = _write(tmp_path, RESUMED.format(strict=""))
-    path = str(tmp_path / "m.pt")
-    before = [_run(program, path), _run(program, path)]
-    assert _fix(program, "TDR506") == RESUMED.format(strict="")  # unsafe only
-    fixed = _fix(program, "TDR506", "--unsafe-fixes")
-    assert "torch.save(model.module.state_dict(), sys.argv[1])" in fixed
-    os.remove(path)
-    assert _run(program, path) == before[0]
-    # The documented difference: the strict resume into the wrapper now misses `module.` keys.
-    proc = subprocess.run(
-        [sys.executable, "-W", "ignore", str(program), path], capture_output=True, text=True
-    )
-    assert proc.returncode != 0 and "Missing key(s)" in proc.stderr
-
-
-def test_tdr506_lenient_resume_into_the_wrapper_gets_no_edit(tmp_path: Path) -> None:
-    code = RESUMED.format(strict=", strict=False")
-    program = _write(tmp_path, code)
+def test_tdr506_resuming_from_its_own_checkpoint_is_left_alone(tmp_path: Path) -> None:
+    program = _write(tmp_path, RESUME)
     path = str(tmp_path / "m.pt")
     _run(program, path)
-    resumed = _run(program, path)
-    assert "resumed []" in resumed
-    # After the fix every resume would silently load nothing: no edit at all.
-    assert _fix(program, "TDR506", "--unsafe-fixes") == code
+    assert _run(program, path) == "resumed\n"
+    assert _fix(program, "TDR506", "--unsafe-fixes") == RESUME  # one format on both sides
 
 
 HELPER = """\
@@ -244,8 +271,8 @@ from torch import nn
 from helpers import restart_from_checkpoint
 
 model = nn.DataParallel(nn.Linear(2, 2))
-restart_from_checkpoint(sys.argv[1], state_dict=model)
-torch.save({"state_dict": model.state_dict()}, sys.argv[1])
+restart_from_checkpoint({source}, state_dict=model)
+torch.save({{"state_dict": model.state_dict()}}, sys.argv[1])
 print(round(model.module.weight.sum().item(), 5))
 """
 HELPERS = """\
@@ -260,17 +287,24 @@ def restart_from_checkpoint(path, state_dict):
 
 
 def test_tdr506_wrapper_passed_to_an_unseen_helper_gets_no_safe_edit(tmp_path: Path) -> None:
-    program = _write(tmp_path, HELPER)
     (tmp_path / "helpers.py").write_text(HELPERS, encoding="utf-8")
-    path = str(tmp_path / "c.pt")
-    _run(program, path)
-    before = _run(program, path)
-    assert "<All keys matched successfully>" in before
-    assert _fix(program, "TDR506") == HELPER  # the helper may load into the wrapper: unsafe
+    # The helper resumes from the path the file saves: the file's own format, not reported.
+    own = HELPER.format(source="sys.argv[1]")
+    program = _write(tmp_path, own)
+    assert _fix(program, "TDR506", "--unsafe-fixes") == own
+    # From another path, the helper may load into the wrapper: unsafe.
+    code = HELPER.format(source="sys.argv[2]")
+    program = _write(tmp_path, code)
+    saved, init = str(tmp_path / "c.pt"), str(tmp_path / "init.pt")
+    _run(program, saved, init)
+    Path(init).write_bytes(Path(saved).read_bytes())
+    assert "<All keys matched successfully>" in _run(program, saved, init)
+    assert _fix(program, "TDR506") == code
     _fix(program, "TDR506", "--unsafe-fixes")
-    _run(program, path)
+    _run(program, saved, init)
+    Path(init).write_bytes(Path(saved).read_bytes())
     # The documented difference: the helper's strict=False load now matches no key.
-    assert "missing_keys=['module.weight', 'module.bias']" in _run(program, path)
+    assert "missing_keys=['module.weight', 'module.bias']" in _run(program, saved, init)
 
 
 WEIGHTS_ONLY = """\

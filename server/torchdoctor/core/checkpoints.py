@@ -15,7 +15,7 @@
   dict is not (``object_use``), only copied into existing tensors by ``load_state_dict``
   (``only_copied``), resuming training (``restores_training``), numpy data
   (``read_as_numpy``); and how the code loads a state dict into an object such as a DDP
-  wrapper (``wrapper_reads``, ``state_loading``).
+  wrapper (``wrapper_reads``, ``state_loading``, ``resumes_from``).
 - Where the code runs: whether it needs CUDA with no CPU fallback (``needs_cuda``), and which
   device variable is certainly bound at a point (``device_name``).
 
@@ -1150,6 +1150,29 @@ def wrapper_reads(sem: Semantic, wrapper: ast.Call) -> list[ast.expr]:
                 and wrapper_call(sem, a) is wrapper
             )
     return out
+
+
+def resumes_from(sem: Semantic, save: ast.Call, reads: list[ast.expr]) -> bool:
+    """Whether the code loads what ``save`` writes back into the object read at ``reads``: a
+    load of the same path whose value (or an item of it) goes to that object's
+    ``load_state_dict``, or a call that receives both the object and that path (a resume
+    helper: ``restart_from_checkpoint(path, state_dict=model)``)."""
+    ids = {id(r) for r in reads}
+    for load in loads_reading(sem, save):
+        targets, _ = _state_uses(sem, load)
+        if any(id(t) in ids for t in targets):
+            return True
+    wanted = {k for k in path_keys(sem, argument(save, "f", 1)) if k[0] != "node"}
+    for read in reads:
+        call = sem.parent(read)
+        if isinstance(call, ast.keyword):
+            call = sem.parent(call)
+        if not isinstance(call, ast.Call) or call.func is read:
+            continue
+        for value in (*call.args, *(kw.value for kw in call.keywords)):
+            if value is not read and path_keys(sem, value) & wanted:
+                return True
+    return False
 
 
 def state_loading(sem: Semantic, reads: Iterable[ast.expr], _depth: int = 0) -> str | None:

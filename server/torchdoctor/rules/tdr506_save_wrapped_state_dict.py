@@ -6,7 +6,6 @@ from ..core import checkpoints, fixes, kinds
 from ..core.context import Context
 from ..core.distributed import wrapper_call
 from ..core.model import Applicability, Fix, Text
-from ..core.semantic import argument
 from .base import Invalid, Rule
 
 _HEAD = (
@@ -44,7 +43,11 @@ class SaveWrappedStateDict(Rule):
 
     Only names that certainly hold a wrapper where they are saved are reported: a model that
     is wrapped in one branch only (`model = DDP(model) if distributed else model`) is left
-    alone, since `model.module` would fail in the other branch.
+    alone, since `model.module` would fail in the other branch. Nor is a checkpoint that the
+    file resumes from into the wrapper itself (a load of the path it saves into the wrapper's
+    `load_state_dict`, or a call that receives both the wrapper and that path, such as
+    `restart_from_checkpoint(path, state_dict=model)`): the file's own format keeps the
+    prefix on both sides.
 
     ## Example
     ```python
@@ -101,7 +104,9 @@ class SaveWrappedStateDict(Rule):
     外面有没有包装器都能加载。
 
     只报告在保存处一定是包装器的名字：只在某个分支中被包装的模型（`model = DDP(model) if distributed else
-    model`）不会报告，因为在另一个分支中 `model.module` 会出错。
+    model`）不会报告，因为在另一个分支中 `model.module` 会出错。文件自己又从该检查点恢复到包装器本身时
+    （把所保存路径的加载结果交给包装器的 `load_state_dict`，或某个调用同时接收包装器和该路径，例如
+    `restart_from_checkpoint(path, state_dict=model)`）也不报告：文件自己的格式在保存和加载两侧都保留了这个前缀。
 
     ## 示例
     ```python
@@ -158,6 +163,17 @@ class SaveWrappedStateDict(Rule):
         # Unwrapped through an alias before saving.
         _HEAD + "ddp = DDP(nn.Linear(2, 2))\ninner = ddp.module\n"
         "torch.save(inner.state_dict(), 'm.pt')\n",
+        # The file resumes from what it saves into the wrapper: one format on both sides.
+        _HEAD + "model = DDP(nn.Linear(2, 2).cuda(), device_ids=[0])\n"
+        "model.load_state_dict(torch.load('m.pt', map_location='cuda:0'))\n"
+        "torch.save(model.state_dict(), 'm.pt')\n",
+        _HEAD + "import os\nimport utils\nwrapped = DDP(nn.Linear(2, 2))\n"
+        "utils.restart_from_checkpoint(os.path.join(out, 'ckpt.pth'), state_dict=wrapped)\n"
+        "torch.save({'state_dict': wrapped.state_dict()}, os.path.join(out, 'ckpt.pth'))\n",
+        _HEAD + "def resume(net, path):\n"
+        "    net.load_state_dict(torch.load(path)['net'], strict=False)\n"
+        "model = DDP(nn.Linear(2, 2))\nresume(model, 'c.pt')\n"
+        "torch.save({'net': model.state_dict()}, 'c.pt')\n",
         # The optimizer's state dict is not prefixed.
         _HEAD + "model = DDP(nn.Linear(2, 2))\nopt = torch.optim.SGD(model.parameters())\n"
         "torch.save(opt.state_dict(), 'o.pt')\n",
@@ -204,36 +220,36 @@ class SaveWrappedStateDict(Rule):
             "        state = {'model': self.model.module.state_dict()}\n"
             "        torch.save(state, path)\n",
         ),
-        # The file also resumes into the wrapper: the fix is then unsafe (still offered).
+        # The file also loads another checkpoint into the wrapper: the fix is then unsafe.
         Invalid(
             _HEAD + "model = DDP(nn.Linear(2, 2).cuda(), device_ids=[0])\n"
-            "model.load_state_dict(torch.load('m.pt', map_location='cuda:0'))\n"
+            "model.load_state_dict(torch.load('init.pt', map_location='cuda:0'))\n"
             "torch.save(model.state_dict(), 'm.pt')\n",
             fixed=_HEAD + "model = DDP(nn.Linear(2, 2).cuda(), device_ids=[0])\n"
-            "model.load_state_dict(torch.load('m.pt', map_location='cuda:0'))\n"
+            "model.load_state_dict(torch.load('init.pt', map_location='cuda:0'))\n"
             "torch.save(model.module.state_dict(), 'm.pt')\n",
         ),
-        # Resumed into the wrapper with strict=False: no edit (it would load nothing).
+        # Loaded into the wrapper with strict=False: no edit (it would load nothing).
         Invalid(
             _HEAD + "model = DDP(nn.Linear(2, 2))\n"
-            "model.load_state_dict(torch.load('m.pt'), strict=False)\n"
+            "model.load_state_dict(torch.load(args.init), strict=False)\n"
             "torch.save(model.state_dict(), 'm.pt')\n",
             fixed=None,
         ),
         Invalid(
-            _HEAD + "def resume(net, path):\n"
+            _HEAD + "def warm(net, path):\n"
             "    net.load_state_dict(torch.load(path)['net'], strict=False)\n"
-            "model = DDP(nn.Linear(2, 2))\nresume(model, 'c.pt')\n"
+            "model = DDP(nn.Linear(2, 2))\nwarm(model, args.init)\n"
             "torch.save({'net': model.state_dict()}, 'c.pt')\n",
             fixed=None,
         ),
         # Passed to a helper of another module: it may load into it (unsafe, still offered).
         Invalid(
             _HEAD + "import utils\nmodel = DDP(nn.Linear(2, 2))\n"
-            "utils.restart_from_checkpoint('c.pt', state_dict=model)\n"
+            "utils.load_pretrained(model, args.weights)\n"
             "torch.save({'state_dict': model.state_dict()}, 'c.pt')\n",
             fixed=_HEAD + "import utils\nmodel = DDP(nn.Linear(2, 2))\n"
-            "utils.restart_from_checkpoint('c.pt', state_dict=model)\n"
+            "utils.load_pretrained(model, args.weights)\n"
             "torch.save({'state_dict': model.module.state_dict()}, 'c.pt')\n",
         ),
         # A local helper that only reads the wrapper: safe.
@@ -256,11 +272,11 @@ class SaveWrappedStateDict(Rule):
 
     def check(self, ctx: Context) -> None:
         sem = ctx.sem
-        saved = [argument(c, "obj", 0) for c in sem.calls_to("torch.save")]
-        saved += [v for _call, d in checkpoints.saved_dicts(sem) for v in d.values]
+        saved = [(checkpoints.saved_object(c), c) for c in sem.calls_to("torch.save")]
+        saved += [(v, call) for call, d in checkpoints.saved_dicts(sem) for v in d.values]
         # `sd = model.state_dict()` then `torch.save(sd, ...)`.
-        saved += [kinds.constructor_call(sem, v) for v in saved if isinstance(v, ast.Name)]
-        for value in dict.fromkeys(saved):
+        saved += [(kinds.constructor_call(sem, v), c) for v, c in saved if isinstance(v, ast.Name)]
+        for value, save in dict.fromkeys(saved):
             if not (
                 isinstance(value, ast.Call)
                 and isinstance(value.func, ast.Attribute)
@@ -272,6 +288,9 @@ class SaveWrappedStateDict(Rule):
             wrapper = wrapper_call(sem, owner)
             if wrapper is None:
                 continue
+            reads = checkpoints.wrapper_reads(sem, wrapper)
+            if checkpoints.resumes_from(sem, save, reads):
+                continue  # the file's own resume reads the `module.` keys back into the wrapper
             text = ctx.segment(owner)
             ctx.report(
                 value,
@@ -281,16 +300,16 @@ class SaveWrappedStateDict(Rule):
                     f"`{text}` 是 DDP/DataParallel 包装器：它的 state dict 键都以 `module.` 开头；"
                     f"请保存 `{text}.module.state_dict()`",
                 ),
-                fixes=[_fix(ctx, owner, wrapper, text)],
+                fixes=[_fix(ctx, owner, reads, text)],
             )
 
 
-def _fix(ctx: Context, owner: ast.expr, wrapper: ast.Call, text: str) -> Fix | None:
+def _fix(ctx: Context, owner: ast.expr, reads: list[ast.expr], text: str) -> Fix | None:
     """Insert ``.module``: safe when nothing loads a state dict into the wrapper; unsafe when
     the file loads one into it (the load then misses the ``module.`` keys and fails) or passes
     the wrapper where the analysis cannot see; no edit when a load into it has
     ``strict=False``: every resume would silently load nothing."""
-    loading = checkpoints.state_loading(ctx.sem, checkpoints.wrapper_reads(ctx.sem, wrapper))
+    loading = checkpoints.state_loading(ctx.sem, reads)
     if loading == "lenient":
         return None
     return Fix(
