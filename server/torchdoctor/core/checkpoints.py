@@ -1034,7 +1034,9 @@ def device_name(sem: Semantic, at: ast.AST) -> tuple[str, bool] | None:
         if binding is None or not _bound_at(sem, binding, at):
             continue
         if binding.how == "param" and name != "DEVICE":
-            return name, _device_parameter(sem, binding)
+            holds = _device_parameter(sem, binding)
+            if holds is not None:
+                return name, holds
         if binding.how == "assign" and binding.index is None:
             device = kinds.binding_kind(sem, binding) is Kind.DEVICE or is_device_expr(
                 binding.value
@@ -1044,9 +1046,11 @@ def device_name(sem: Semantic, at: ast.AST) -> tuple[str, bool] | None:
     return None
 
 
-def _device_parameter(sem: Semantic, binding: Binding) -> bool:
-    """A parameter that certainly holds a device: its callers in this file pass devices, its
-    default is a device string, or its annotation names ``torch.device``."""
+def _device_parameter(sem: Semantic, binding: Binding) -> bool | None:
+    """Whether a parameter certainly holds a device: its callers in this file pass devices,
+    its default is a device string, or its annotation names ``torch.device``; None when its
+    default shows it does not (``device=0``, ``device=None``: ``map_location`` refuses an
+    index)."""
     param = binding.node
     func = binding.scope
     if not isinstance(param, ast.arg) or not isinstance(func, FUNCTION_NODES):
@@ -1062,7 +1066,11 @@ def _device_parameter(sem: Semantic, binding: Binding) -> bool:
         a: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None
     }
     if param in defaults:
-        return is_device_expr(defaults[param]) or kinds.kind(sem, defaults[param]) is Kind.DEVICE
+        default = defaults[param]
+        if is_device_expr(default) or kinds.kind(sem, default) is Kind.DEVICE:
+            return True
+        if isinstance(default, ast.Constant):
+            return None
     return kinds.argument_kind(sem, binding) is Kind.DEVICE
 
 

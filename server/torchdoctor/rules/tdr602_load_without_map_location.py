@@ -30,7 +30,9 @@ class LoadWithoutMapLocation(Rule):
       an optimizer's state, or a module the file also saves or trains);
     - what it loads is numpy data (`torch.from_numpy(data[...])`, `.numpy()`).
 
-    A load of a file that the code downloads is always reported, whatever it also saves there.
+    A load of a file that the code downloads (`urllib.request.urlretrieve`,
+    `torch.hub.download_url_to_file`...) was made elsewhere: it is reported whatever the file
+    also saves there (unless the code needs CUDA anyway or the data is numpy).
 
     ## Why is this bad?
     `torch.load` restores every tensor onto the device it was saved from. A checkpoint written
@@ -59,17 +61,19 @@ class LoadWithoutMapLocation(Rule):
 
     ## Fix safety
     The fix adds `map_location=<device>` with a device variable that is certainly bound at the
-    load: a parameter named `device` (or `dev`), an earlier assignment of `device`, `DEVICE`
-    or `dev` that runs on every path to the load (at module level, before the function that
-    loads), or `self.device` when the class's `__init__` assigns it unconditionally (and the
-    load is not in `__init__` before that). Otherwise it adds `map_location="cpu"`. It is safe
+    load: `self.device` in a method when the class's `__init__` assigns it unconditionally
+    (and the load is not in `__init__` before that), else a parameter named `device` (or
+    `dev`), or an earlier assignment of `device`, `DEVICE` or `dev` that runs on every path to
+    the load (at module level, before the function that loads). Otherwise it adds
+    `map_location="cpu"`. It is safe
     when the device cannot be observed: the loaded value is dropped, or it (or its items:
     `ckpt["model"]`) only goes to `load_state_dict` of a module, optimizer, scheduler or
     scaler, which copy it to where their own tensors are; and the inserted name certainly
     holds a device (a `torch.device(...)` or a device string, a parameter whose callers pass
     one). Otherwise the fix is unsafe: code that uses the loaded tensors directly (a whole
     pickled module, saved features) now finds them on the mapped device, and a parameter
-    named `device` may hold a GPU index, which `map_location` does not accept.
+    named `device` may hold a GPU index, which `map_location` does not accept (one whose
+    default is such a constant, `device=0`, is not used: the fix adds `"cpu"` then).
 
     ## References
     - [`torch.load`](https://pytorch.org/docs/stable/generated/torch.load.html)
@@ -92,7 +96,8 @@ class LoadWithoutMapLocation(Rule):
       同时也保存或训练的模块）；
     - 加载的是 numpy 数据（`torch.from_numpy(data[...])`、`.numpy()`）。
 
-    对代码下载的文件的加载总会报告，无论它是否也向该路径保存。
+    代码下载的文件（`urllib.request.urlretrieve`、`torch.hub.download_url_to_file` 等）是在别处生成的：无论
+    文件是否也向该路径保存，对它的加载都会报告（除非代码本来就需要 CUDA，或加载的是 numpy 数据）。
 
     ## 为什么不好？
     `torch.load` 会把每个张量恢复到保存时所在的设备上。在 GPU 机器上保存的检查点，放到只有 CPU
@@ -117,14 +122,15 @@ class LoadWithoutMapLocation(Rule):
     作用域中有设备变量时，`map_location=device` 会把张量放到代码使用它们的设备上。
 
     ## 修复安全性
-    修复会添加 `map_location=<设备>`，使用在加载处一定已绑定的设备变量：名为 `device`（或 `dev`）的参数、
-    在通往加载的每条路径上都会执行的更早的 `device`、`DEVICE` 或 `dev` 赋值（在模块级时须位于执行加载的函数
-    之前），或类的 `__init__` 无条件赋值的 `self.device`（且加载不在 `__init__` 中该赋值之前）。否则添加
+    修复会添加 `map_location=<设备>`，使用在加载处一定已绑定的设备变量：在方法中，类的 `__init__` 无条件赋值的
+    `self.device`（且加载不在 `__init__` 中该赋值之前）；否则是名为 `device`（或 `dev`）的参数，或在通往加载的
+    每条路径上都会执行的更早的 `device`、`DEVICE` 或 `dev` 赋值（在模块级时须位于执行加载的函数之前）。否则添加
     `map_location="cpu"`。当设备无法被观察到时它是安全的：加载的值被丢弃，或者它（或它的条目：
     `ckpt["model"]`）只传给模块、优化器、调度器或 scaler 的 `load_state_dict`，它们会把数据复制到自身张量所在
     的位置；并且插入的名字一定持有设备（`torch.device(...)` 或设备字符串，或调用方传入设备的参数）。否则修复
     是不安全的：直接使用加载的张量的代码（整个 pickle 的模块、保存的特征）会发现它们位于映射后的设备上，而名为
-    `device` 的参数可能是 GPU 编号，`map_location` 不接受它。
+    `device` 的参数可能是 GPU 编号，`map_location` 不接受它（默认值就是这种常量的参数，如 `device=0`，不会被
+    使用：此时修复添加 `"cpu"`）。
 
     ## 参考
     - [`torch.load`](https://pytorch.org/docs/stable/generated/torch.load.html)
@@ -311,6 +317,13 @@ class LoadWithoutMapLocation(Rule):
             "    net.load_state_dict(torch.load(path))\n",
             fixed="import torch\ndef restore(net, path, device):\n"
             "    net.load_state_dict(torch.load(path, map_location=device))\n",
+        ),
+        # A GPU index is no map_location: "cpu".
+        Invalid(
+            "import torch\ndef restore(net, path, device=0):\n"
+            "    net.load_state_dict(torch.load(path))\n",
+            fixed="import torch\ndef restore(net, path, device=0):\n"
+            '    net.load_state_dict(torch.load(path, map_location="cpu"))\n',
         ),
     )
 
