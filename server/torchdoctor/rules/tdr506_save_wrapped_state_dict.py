@@ -139,7 +139,7 @@ class SaveWrappedStateDict(Rule):
     code = "TDR506"
     default = False
     name = "save-wrapped-state-dict"
-    fix_safety = Applicability.SAFE
+    fix_safety = Applicability.UNSAFE
 
     VALID = (
         # Already the inner model.

@@ -139,7 +139,7 @@ class LoadWithoutMapLocation(Rule):
 
     code = "TDR602"
     name = "load-without-map-location"
-    fix_safety = Applicability.SAFE
+    fix_safety = Applicability.UNSAFE
     aliases = ()
 
     VALID = (
