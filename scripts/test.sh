@@ -8,6 +8,10 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 step() { printf '\n== %s ==\n' "$*"; }
 
+# A test run must leave the work tree as it found it (what it writes goes to ignored folders).
+tree_state() { git status --porcelain --untracked-files=all 2>/dev/null || true; }
+BEFORE=$(tree_state)
+
 step "install"
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
@@ -33,5 +37,16 @@ if [ -f .ci/vscode.sh ] && [ "${TORCHDOCTOR_SKIP_EDITORS:-0}" != 1 ]; then
   bash .ci/vscode.sh
 fi
 
+if [ -f .ci/jupyterlab.sh ] && [ "${TORCHDOCTOR_SKIP_EDITORS:-0}" != 1 ]; then step "JupyterLab extension"; bash .ci/jupyterlab.sh; fi
+
 step "pytest"
 .venv/bin/python -m pytest -p no:cacheprovider "$@"
+
+step "work tree"
+AFTER=$(tree_state)
+if [ "$BEFORE" != "$AFTER" ]; then
+  echo "the test run changed the work tree:" >&2
+  diff <(printf '%s\n' "$BEFORE") <(printf '%s\n' "$AFTER") >&2 || true
+  exit 1
+fi
+echo "unchanged"

@@ -37,8 +37,9 @@ def _expected(text: str) -> set[tuple[int, str]]:
         match = EXPECT.search(line)
         if match:
             for code in re.split(r"[\s,]+", match.group("codes").strip()):
-                if code in REGISTERED:
-                    out.add((row, code))
+                # An expectation is never dropped: a code no rule has is a failure.
+                assert code in REGISTERED, f"row {row} expects {code}, which is not registered"
+                out.add((row, code))
     return out
 
 

@@ -151,9 +151,16 @@ def test_bad_config_is_one_clear_error(td, tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text("[tool.torchdoctor\n")
     run = td("check", "a.py")
     assert "invalid TOML" in run.err and "Traceback" not in run.err
-    assert run.code == 1
-    assert "No findings, but 1 file could not be checked." in run.out
-    assert "All checks passed!" not in run.out
+    assert run.code == 2
+    assert run.out == ""
+    # The same error, once, exit 2: for files, a folder, JSON and stdin alike.
+    (tmp_path / "b.py").write_text(LOAD)
+    (tmp_path / "pyproject.toml").write_text("[tool.torchdoctor]\nselct = ['TDR6']\n")
+    for args in (["a.py", "b.py"], ["."], ["--output-format", "json", "a.py", "b.py"], ["-"]):
+        run = td("check", "--no-cache", *args, stdin=LOAD)
+        assert run.code == 2, (args, run.out, run.err)
+        assert run.out == "", args
+        assert run.err.count("unknown setting `selct`") == 1, (args, run.err)
     (tmp_path / "pyproject.toml").write_text("[tool.torchdoctor]\ntarget-version = 'latest'\n")
     run = td("check", "a.py")
     assert """`target-version` must be a torch version such as "2.13", not 'latest'""" in run.err
@@ -291,3 +298,74 @@ def test_json_filenames_are_absolute_like_ruffs(td, tmp_path: Path) -> None:
     (tmp_path / "a.py").write_text(LOAD)
     (item,) = td("check", "a.py", "--output-format", "json").json()
     assert item["filename"] == str(tmp_path / "a.py")
+
+
+def test_symlink_loops_end_and_each_real_file_is_checked_once(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "a.py").write_text(LOAD)
+    (tmp_path / "sub" / "b.py").write_text(LOAD)
+    (tmp_path / "self").symlink_to(".")
+    (tmp_path / "sub" / "up").symlink_to("..")
+    (tmp_path / "link.py").symlink_to("a.py")
+    env = {**os.environ, "TORCHDOCTOR_LOCALE": ""}
+    proc = subprocess.run(
+        [sys.executable, "-m", "torchdoctor", "check", "--no-cache", "--output-format", "json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,  # the loop used to run without end
+    )
+    assert proc.returncode == 1, proc.stderr
+    files = sorted(
+        Path(d["filename"]).relative_to(tmp_path).as_posix() for d in json.loads(proc.stdout)
+    )
+    assert files == ["a.py", "sub/b.py"]
+
+
+def test_a_closed_pipe_ends_the_output_quietly(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    # 3,000 findings: far more JSON than a pipe holds, so the writer meets the closed pipe.
+    (tmp_path / "many.py").write_text("import torch\n" + 'torch.load("a.pt")\n' * 3000)
+    env = {**os.environ, "TORCHDOCTOR_LOCALE": ""}
+    for args in (["rule", "--all"], ["check", "--no-cache", "--output-format", "json", "."]):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "torchdoctor", *args],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()  # like `| head -1` that has read its line
+        err = proc.stderr.read().decode()
+        proc.wait(timeout=120)
+        assert "Traceback" not in err and "BrokenPipeError" not in err, (args, err)
+
+
+def test_a_locale_without_messages_is_refused_or_warned(td, tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(LOAD)
+    run = td("check", "--no-cache", "--locale", "fr", "a.py")
+    assert run.code == 2 and run.out == ""
+    assert "--locale `fr`: messages exist in en and zh only" in run.err
+    assert td("rule", "--locale", "fr", "TDR602").code == 2
+    run = td("check", "--no-cache", "a.py", env={"TORCHDOCTOR_LOCALE": "fr"})
+    assert run.code == 1 and "TDR602" in run.out
+    assert "TORCHDOCTOR_LOCALE `fr`: messages exist in en and zh only; using en" in run.err
+    assert td("check", "--no-cache", "--locale", "zh-CN", "a.py").code == 1
+
+
+def test_diff_with_a_machine_format_is_refused(td, tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(LOAD)
+    for fmt in ("json", "sarif", "github"):
+        run = td("check", "--diff", "--output-format", fmt, "a.py")
+        assert run.code == 2 and run.out == "", fmt
+        assert f"--diff prints a diff; it cannot be combined with --output-format {fmt}" in run.err
+    assert (tmp_path / "a.py").read_text() == LOAD

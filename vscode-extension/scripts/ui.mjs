@@ -1,5 +1,5 @@
 // UI test in code-server with the packaged extension installed from its .vsix: squiggles, the
-// Problems panel, a hover and the status bar item; saves screenshots/problems-and-hover.png.
+// Problems panel, a hover and the status bar item; saves .test-run/screenshots/problems-and-hover.png.
 //
 //   node scripts/ui.mjs [path/to/torchdoctor-x.y.z.vsix]
 import { execFileSync } from "node:child_process";
@@ -177,7 +177,9 @@ try {
   check("the hover carries the server's explanation of the rule", true);
   await page.waitForTimeout(300);
 
-  const shot = path.join(EXT_DIR, "screenshots", "problems-and-hover.png");
+  // Into the git-ignored .test-run/, so that a test run leaves the work tree clean; the
+  // screenshot kept in git (screenshots/) is refreshed by copying this one there.
+  const shot = path.join(EXT_DIR, ".test-run", "screenshots", "problems-and-hover.png");
   fs.mkdirSync(path.dirname(shot), { recursive: true });
   await page.screenshot({ path: shot });
   check(`screenshot saved (${Math.round(fs.statSync(shot).size / 1024)} KB)`, true);

@@ -18,7 +18,7 @@ from pathlib import Path
 from .. import __version__
 from ..core.config import ConfigError, Settings
 from ..core.model import ErrorKind, FileError, Finding, is_chinese
-from ..core.reading import decode, read_source
+from ..core.reading import decode, read_encoded, source_encoding
 from ..core.torch_version import format_version, target_version
 from ..linter.configuration import ConfigFinder, check_target_version, load_file
 from ..linter.files import discover
@@ -54,6 +54,10 @@ class Record:
     diff: str = ""
     unsafe: bool = False
     docs_base: str | None = None
+    # Code read from stdin: its encoding, and its bytes (given back by `fix -` when they cannot
+    # be decoded, or the fixed text cannot be encoded like them).
+    encoding: str = "utf-8"
+    raw: bytes | None = None
 
 
 _FINDERS: dict[str | None, ConfigFinder] = {}
@@ -98,10 +102,11 @@ def check_file(path: Path, opts: Options, stdin_text: str | None = None) -> Reco
     record.docs_base = settings.docs_base_url
     text: str | None
     error: FileError | None
+    encoding = "utf-8"
     if stdin_text is not None:
         text, error = stdin_text, None
     else:
-        text, error = read_source(path)
+        text, error, encoding = read_encoded(path)
     if text is None:
         record.errors.append(error or FileError(name, "cannot read"))
         return record
@@ -149,10 +154,11 @@ def check_file(path: Path, opts: Options, stdin_text: str | None = None) -> Reco
                     )
                 )
             else:
-                write_error = _write_atomic(path, outcome.text)
+                write_error = _write_atomic(path, outcome.text, encoding)
                 if write_error:
                     record.errors.append(write_error)
                     record.fixed = 0
+                    result = check_any(text, name, settings, codes)  # what is still there
     else:
         result = check_any(text, name, settings, codes)
     record.findings = result.findings
@@ -204,22 +210,34 @@ def _notebook_diff(name: str, old: str, new: str) -> str:
     return "".join(out)
 
 
-def _write_atomic(path: Path, text: str) -> FileError | None:
-    """Write through a temporary file and a rename, so a crash never leaves half a file."""
+def _write_atomic(path: Path, text: str, encoding: str = "utf-8") -> FileError | None:
+    """Write through a temporary file and a rename, so a crash never leaves half a file; in the
+    file's own encoding (its byte order mark kept), to the file a symlink points to, and never
+    over a file its user cannot (or chose not to) write."""
+    name = str(path)
+    target = Path(os.path.realpath(path))
     try:
-        mode = path.stat().st_mode
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        data = text.encode(encoding)
+    except UnicodeEncodeError:
+        return FileError(
+            name, f"not written: the fixed text cannot be encoded as {encoding}", kind=ErrorKind.FIX
+        )
+    try:
+        mode = target.stat().st_mode
+        if not mode & 0o222 or not os.access(target, os.W_OK):
+            return FileError(name, "not written: the file is read-only", kind=ErrorKind.FIX)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-                handle.write(text)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
             os.chmod(tmp, mode & 0o7777)
-            os.replace(tmp, path)
+            os.replace(tmp, target)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
     except OSError as exc:
         return FileError(
-            str(path), f"cannot write the fixed file: {exc.strerror or exc}", kind=ErrorKind.FIX
+            name, f"cannot write the fixed file: {exc.strerror or exc}", kind=ErrorKind.FIX
         )
     return None
 
@@ -252,8 +270,38 @@ class _Progress:
             sys.stderr.flush()
 
 
+def choose_locale(explicit: str | None) -> str | None:
+    """The language of messages: ``--locale``, else ``$TORCHDOCTOR_LOCALE``, else English. One
+    torchdoctor has no messages in is an error when asked for with ``--locale`` (None) and a
+    warning when it comes from the environment."""
+    value = explicit or os.environ.get("TORCHDOCTOR_LOCALE") or "en"
+    if value.lower().replace("_", "-").split("-")[0] in ("en", "zh"):
+        return value
+    if explicit:
+        print(
+            f"torchdoctor: error: --locale `{value}`: messages exist in en and zh only",
+            file=sys.stderr,
+        )
+        return None
+    print(
+        f"torchdoctor: warning: TORCHDOCTOR_LOCALE `{value}`: messages exist in en and zh "
+        "only; using en",
+        file=sys.stderr,
+    )
+    return "en"
+
+
 def run_check(args: argparse.Namespace) -> int:
-    locale = args.locale or os.environ.get("TORCHDOCTOR_LOCALE") or "en"
+    locale = choose_locale(args.locale)
+    if locale is None:
+        return EXIT_ERROR
+    if args.diff and args.output_format != "text":
+        print(
+            f"torchdoctor: error: --diff prints a diff; it cannot be combined with "
+            f"--output-format {args.output_format}",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
     zh = is_chinese(locale)
     overrides: dict[str, object] = {
         "select": args.select,
@@ -289,20 +337,29 @@ def run_check(args: argparse.Namespace) -> int:
     )
     paths = args.paths or ["."]
     records: list[Record] = []
+    try:
+        finder = ConfigFinder(load_file(Path(args.config)) if args.config else None)
+        files = (
+            [Path(args.stdin_filename or "-")] if paths == ["-"] else list(discover(paths, finder))
+        )
+        if not args.config:
+            for path in files:  # a configuration that cannot be used is one error, for all
+                finder.for_path(path).merged(**overrides)
+    except ConfigError as exc:
+        print(f"torchdoctor: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
     if paths == ["-"]:
-        text, error = decode(sys.stdin.buffer.read(), args.stdin_filename or "-")
+        data = sys.stdin.buffer.read()
         name = args.stdin_filename or "-"
+        text, error = decode(data, name)
         if text is None:
-            records.append(Record(name, errors=[error or FileError(name, "cannot read")]))
+            errors = [error or FileError(name, "cannot read")]
+            records.append(Record(name, errors=errors, raw=data))
         else:
-            records.append(check_file(Path(name), opts, stdin_text=text))
+            record = check_file(Path(name), opts, stdin_text=text)
+            record.encoding, record.raw = source_encoding(data, name), data
+            records.append(record)
     else:
-        try:
-            finder = ConfigFinder(load_file(Path(args.config)) if args.config else None)
-            files = list(discover(paths, finder))
-        except ConfigError as exc:
-            print(f"torchdoctor: error: {exc}", file=sys.stderr)
-            return EXIT_ERROR
         if cache is not None:
             _init_cache(cache.parent)
         records = _run_all(files, opts, args.jobs)
@@ -347,8 +404,21 @@ def _report(records: list[Record], args: argparse.Namespace, locale: str, zh: bo
     unsafe_any = any(r.unsafe for r in records)
     out = sys.stdout
     if args.paths == ["-"] and args.fix and not args.diff and records:
-        # Fixed code goes to stdout, like Ruff; findings are not printed.
-        out.write(records[0].diff)
+        # Fixed code goes to stdout, like Ruff, in its own encoding; findings are not printed.
+        first = records[0]
+        try:
+            fixed_code = first.diff.encode(first.encoding) if first.diff else first.raw or b""
+        except UnicodeEncodeError:
+            fixed_code = first.raw or b""
+            errors.append(
+                FileError(
+                    first.path,
+                    f"not fixed: the fixed text cannot be encoded as {first.encoding}",
+                    kind=ErrorKind.FIX,
+                )
+            )
+        out.flush()
+        out.buffer.write(fixed_code)
         for e in errors:
             print(f"error: {e.format()}", file=sys.stderr)
         return (
@@ -382,7 +452,14 @@ def _report(records: list[Record], args: argparse.Namespace, locale: str, zh: bo
     elif fmt == "sarif":
         docs_base = next((r.docs_base for r in records if r.docs_base), None)
         out.write(
-            output.dumps(output.sarif([(r.path, f) for r, f in items], errors, locale, docs_base))
+            output.dumps(
+                output.sarif(
+                    [(r.path, f, r.unsafe, r.cell_rows) for r, f in items],
+                    errors,
+                    locale,
+                    docs_base,
+                )
+            )
             + "\n"
         )
     elif fmt == "github":
@@ -392,7 +469,9 @@ def _report(records: list[Record], args: argparse.Namespace, locale: str, zh: bo
             out.write(
                 f"::error title=torchdoctor,file={e.path}"
                 + (f",line={e.row}" if e.row else "")
-                + f"::{e.reason}\n"
+                + f"::{e.reason}"
+                + (f" (cell {e.cell})" if e.cell is not None else "")
+                + "\n"
             )
     else:
         if args.statistics:
@@ -417,7 +496,9 @@ def run_rule(args: argparse.Namespace) -> int:
     from ..linter.registry import all_rules, get_rule
     from ..rules.docs import rule_doc, rule_url
 
-    locale = args.locale or os.environ.get("TORCHDOCTOR_LOCALE") or "en"
+    locale = choose_locale(args.locale)
+    if locale is None:
+        return EXIT_ERROR
     if args.all or not args.code:
         rules = all_rules()
         if args.output_format == "json":

@@ -663,6 +663,14 @@ def main_generate_docs(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(list(argv or []))
     docs_dir: Path = args.docs_dir.resolve()
+    if not in_checkout() and args.docs_dir == REPO_ROOT / "docs":
+        print(
+            "torchdoctor: error: generate-docs is a development command: it regenerates docs/ "
+            "(and builds the HTML) in a clone of the torchdoctor repository, from an editable "
+            "install (pip install -e .); this installation is not one",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
     if not docs_dir.is_dir():
         print(f"torchdoctor: error: no documentation folder at {docs_dir}", file=sys.stderr)
         return EXIT_ERROR
@@ -711,13 +719,34 @@ def index_url(base: str | None = None, locale: str | None = None) -> str:
     return DEFAULT_DOCS_URL + lang
 
 
+def in_checkout() -> bool:
+    """Whether this is the package of a clone of the repository (an editable install), where
+    ``docs/`` and ``mkdocs.yml`` sit next to ``server/``."""
+    return (
+        Path(__file__).resolve().parents[2].name == "server"
+        and (REPO_ROOT / "mkdocs.yml").is_file()
+    )
+
+
+NO_OFFLINE_DOCS = (
+    "the offline documentation is not installed with this copy: the wheel was built without "
+    "it (in a clone, `torchdoctor generate-docs --build` before building the wheel puts it "
+    "in); opening the public site"
+)
+
+
 def _ensure_packaged_docs() -> str | None:
     """Build the HTML into the package when it is missing; a note when that is not possible."""
     if (packaged_docs_dir() / "index.html").is_file():
         return None
     config = REPO_ROOT / "mkdocs.yml"
+    if not in_checkout():
+        return NO_OFFLINE_DOCS
     if not config.is_file() or not mkdocs_available():
-        return "the documentation is not installed with this copy; opening the public site"
+        return (
+            "the offline documentation is not built: `pip install -e '.[docs]'` and "
+            "`torchdoctor generate-docs --build` build it; opening the public site"
+        )
     print("building the documentation (once)...", file=sys.stderr)
     if build_html(packaged_docs_dir(), config) != 0:
         return "building the documentation failed; opening the public site"

@@ -100,6 +100,21 @@ def _codes(value: str) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run a command; output cut short by a closed pipe (``| head``) ends it quietly."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        # Nothing more can be written; point stdout at /dev/null so that the flush at exit
+        # does not fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_ERROR
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list and args_list[0] in _DELEGATED:
         import importlib

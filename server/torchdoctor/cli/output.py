@@ -9,13 +9,38 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import __version__
-from ..core.model import FileError, Finding, Pos, Range
+from ..core.model import Edit, FileError, Finding, Fix, Pos, Range
 from ..linter.registry import get_rule
-from ..rules.docs import rule_url
+from ..rules.docs import DEFAULT_DOCS_URL, rule_url
 
 
 def _loc(pos: Pos) -> dict[str, int]:
     return {"row": pos.row, "column": pos.col + 1}
+
+
+def public_url(code: str, docs_base: str | None, locale: str) -> str:
+    """A rule's page on the site (or under ``docs-base-url``), never a path on this machine:
+    reports are read elsewhere."""
+    base = docs_base or os.environ.get("TORCHDOCTOR_DOCS_URL") or DEFAULT_DOCS_URL
+    return rule_url(code, base, locale)
+
+
+def shown_fix(finding: Finding, unsafe: bool) -> Fix | None:
+    """The fix every output format reports: the one ``--fix`` applies under this safety setting,
+    else the preferred one (which ``--fix`` does not apply)."""
+    return finding.bulk_fix(unsafe) or finding.fix
+
+
+def merged_edits(fix: Fix) -> list[Edit]:
+    """A fix's edits in the order they apply, inserts at the same place joined into one."""
+    out: list[Edit] = []
+    for edit in sorted(fix.edits, key=lambda e: (e.start, e.end)):
+        last = out[-1] if out else None
+        if last is not None and last.start == last.end == edit.start == edit.end:
+            out[-1] = Edit(last.start, last.end, last.content + edit.content)
+        else:
+            out.append(edit)
+    return out
 
 
 def _local(finding: Finding, notebook_rows: dict[int, int] | None, pos: Pos) -> Pos:
@@ -35,7 +60,7 @@ def ruff_json(
     cell_rows: dict[int, int] | None = None,
 ) -> dict[str, Any]:
     rng = finding.cell_range or finding.range
-    fix = finding.fix
+    fix = shown_fix(finding, unsafe)
     fix_json = None
     if fix is not None:
         fix_json = {
@@ -47,7 +72,7 @@ def ruff_json(
                     "location": _loc(_local(finding, cell_rows, e.start)),
                     "end_location": _loc(_local(finding, cell_rows, e.end)),
                 }
-                for e in fix.edits
+                for e in merged_edits(fix)
             ],
         }
     noqa_row = finding.noqa_row
@@ -63,7 +88,7 @@ def ruff_json(
         "location": _loc(rng.start),
         "end_location": _loc(rng.end),
         "fix": fix_json,
-        "url": rule_url(finding.code, docs_base, locale),
+        "url": public_url(finding.code, docs_base, locale),
         "noqa_row": noqa_row,
         "severity": finding.severity.value,
     }
@@ -117,7 +142,8 @@ def summary(
     if fixable:
         parts.append(f"[*] {fixable} fixable with the `--fix` option.")
     if hidden:
-        parts.append(f"({hidden} hidden fixes can be enabled with the `--unsafe-fixes` option.)")
+        fixes = "fix" if hidden == 1 else "fixes"
+        parts.append(f"({hidden} hidden {fixes} can be enabled with the `--unsafe-fixes` option.)")
     return " ".join(parts)
 
 
@@ -134,12 +160,13 @@ def statistics(findings: Sequence[Finding], unsafe: bool, locale: str) -> list[s
 
 
 def sarif(
-    items: Sequence[tuple[str, Finding]],
+    items: Sequence[tuple[str, Finding, bool, dict[int, int] | None]],
     errors: Sequence[FileError],
     locale: str,
     docs_base: str | None,
 ) -> dict[str, Any]:
-    used = sorted({f.code for _p, f in items})
+    """SARIF 2.1.0; ``items`` are (path, finding, unsafe fixes on, the notebook's cell rows)."""
+    used = sorted({item[1].code for item in items})
     rules = []
     for code in used:
         rule = get_rule(code)
@@ -150,20 +177,14 @@ def sarif(
                 "id": code,
                 "name": rule.name,
                 "shortDescription": {"text": rule.summary(locale)},
-                "helpUri": rule_url(code, docs_base, locale),
+                "helpUri": public_url(code, docs_base, locale),
                 "properties": {"fixSafety": rule.fix_safety.value if rule.fix_safety else None},
             }
         )
     level = {"error": "error", "warning": "warning", "info": "note", "hint": "note"}
     results = []
-    for path, f in items:
-        rng = f.cell_range or f.range
-        region = {
-            "startLine": rng.start.row,
-            "startColumn": rng.start.col + 1,
-            "endLine": rng.end.row,
-            "endColumn": rng.end.col + 1,
-        }
+    for path, f, unsafe, cell_rows in items:
+        uri = path.replace("\\", "/")
         result: dict[str, Any] = {
             "ruleId": f.code,
             "level": level[f.severity.value],
@@ -171,14 +192,37 @@ def sarif(
             "locations": [
                 {
                     "physicalLocation": {
-                        "artifactLocation": {"uri": path.replace("\\", "/")},
-                        "region": region,
+                        "artifactLocation": {"uri": uri},
+                        "region": _region(f.cell_range or f.range),
                     }
                 }
             ],
         }
+        properties: dict[str, Any] = {}
         if f.cell is not None:
-            result["properties"] = {"cell": f.cell}
+            properties["cell"] = f.cell
+        fix = shown_fix(f, unsafe)
+        if fix is not None:
+            properties["fixSafety"] = fix.applicability.ruff_name
+            replacements = [
+                {
+                    "deletedRegion": _region(
+                        Range(_local(f, cell_rows, e.start), _local(f, cell_rows, e.end))
+                    ),
+                    "insertedContent": {"text": e.content},
+                }
+                for e in merged_edits(fix)
+            ]
+            result["fixes"] = [
+                {
+                    "description": {"text": fix.title.get(locale)},
+                    "artifactChanges": [
+                        {"artifactLocation": {"uri": uri}, "replacements": replacements}
+                    ],
+                }
+            ]
+        if properties:
+            result["properties"] = properties
         results.append(result)
     notifications = [{"level": "error", "message": {"text": e.format()}} for e in errors]
     return {
@@ -190,7 +234,7 @@ def sarif(
                     "driver": {
                         "name": "torchdoctor",
                         "version": __version__,
-                        "informationUri": "https://torchdoctor.dev/",
+                        "informationUri": DEFAULT_DOCS_URL,
                         "rules": rules,
                     }
                 },
@@ -206,12 +250,26 @@ def sarif(
     }
 
 
+def _region(rng: Range) -> dict[str, int]:
+    return {
+        "startLine": rng.start.row,
+        "startColumn": rng.start.col + 1,
+        "endLine": rng.end.row,
+        "endColumn": rng.end.col + 1,
+    }
+
+
 def github(path: str, f: Finding, locale: str) -> str:
     rng = f.cell_range or f.range
     level = {"error": "error", "warning": "warning", "info": "notice", "hint": "notice"}[
         f.severity.value
     ]
-    title = f"torchdoctor ({f.code})"
+    # A notebook's rows count from the top of the cell: the title and the message name it.
+    title = (
+        f"torchdoctor ({f.code}, cell {f.cell})"
+        if f.cell is not None
+        else f"torchdoctor ({f.code})"
+    )
     where = f" (cell {f.cell})" if f.cell is not None else ""
     msg = f"{f.code} {f.message.get(locale)}{where}".replace("%", "%25").replace("\n", "%0A")
     return (

@@ -6,10 +6,14 @@ from before that round when the result no longer parses."""
 from __future__ import annotations
 
 import ast
+from typing import TYPE_CHECKING
 
 from .model import Edit, Pos
-from .semantic import Semantic
+from .semantic import Semantic, canonical
 from .source import Source
+
+if TYPE_CHECKING:
+    from .notebook import Notebook
 
 
 def replace(source: Source, node: ast.AST, text: str) -> Edit:
@@ -154,21 +158,65 @@ def module_ref(
     return module, [import_edit(sem, source, f"import {module}")]
 
 
-def import_edit(sem: Semantic, source: Source, line: str) -> Edit:
-    """Insert an import line after the module's last top-level import (or its docstring)."""
+def import_header(sem: Semantic) -> list[ast.stmt]:
+    """The statements ``import_edit`` inserts after: the module's first run of top-level
+    imports (with the docstring when the run follows it), in order; empty when there is none.
+    Code inserted there runs right after the last of them."""
     body = sem.tree.body
-    after: ast.stmt | None = None
+    run: list[ast.stmt] = []
     for stmt in body:
         if isinstance(stmt, ast.Import | ast.ImportFrom) or (
-            after is None
+            not run
             and isinstance(stmt, ast.Expr)
             and isinstance(stmt.value, ast.Constant)
             and isinstance(stmt.value.value, str)
             and stmt is body[0]
         ):
-            after = stmt
-        elif after is not None:
+            run.append(stmt)
+        elif run:
             break
+    return run
+
+
+def header_module_ref(sem: Semantic, module: str) -> tuple[str, str | None] | None:
+    """How code that ``import_edit`` inserts after the import header spells the top-level
+    ``module`` so that the name is bound when that code runs: the name an import of the header
+    binds to it (``np`` after ``import numpy as np``) and no import line, else ``module`` and
+    the line that imports it (``"import random"``), to insert with the code. A module imported
+    only further down the file (after other code, in a later cell) is imported again there.
+    None when the header binds ``module`` to something else, or when any scope of the file
+    binds that name to anything but the module."""
+    bound: dict[str, str | None] = {}
+    for stmt in import_header(sem):
+        if isinstance(stmt, ast.Import):
+            for alias in stmt.names:
+                if alias.asname:
+                    bound[alias.asname] = canonical(alias.name)
+                else:
+                    top = alias.name.split(".")[0]
+                    bound[top] = top
+        elif isinstance(stmt, ast.ImportFrom):
+            base = stmt.module if not stmt.level else None
+            for alias in stmt.names:
+                bound[alias.asname or alias.name] = (
+                    canonical(f"{base}.{alias.name}") if base else None
+                )
+    for name, qual in bound.items():
+        if qual == module:
+            return name, None
+    if module in bound:
+        return None
+    for scope in sem.scopes.values():
+        for binding in scope.bindings.get(module, ()):
+            if binding.how != "import" or binding.qualname != module:
+                return None
+    return module, f"import {module}"
+
+
+def import_edit(sem: Semantic, source: Source, line: str) -> Edit:
+    """Insert an import line after the module's last top-level import (or its docstring)."""
+    header = import_header(sem)
+    after = header[-1] if header else None
     nl = source.newline
     if after is None:
         return insert(Pos(1, 0), line + nl)
@@ -176,6 +224,24 @@ def import_edit(sem: Semantic, source: Source, line: str) -> Edit:
     if row >= len(source.lines) or not source.line(row).endswith(("\n", "\r")):
         return insert(Pos(row, len(source.line(row))), nl + line)
     return insert(Pos(row + 1, 0), line + nl)
+
+
+def header_edit(sem: Semantic, source: Source, code: str, notebook: Notebook | None) -> Edit:
+    """``import_edit`` for code that must run right after the import header: in a notebook
+    whose header ends a cell, the code goes at the end of that cell rather than at the top of
+    the next one (which may be a cell that does not parse, left out of the checked text)."""
+    header = import_header(sem)
+    if notebook is not None and header:
+        row = header[-1].end_lineno or header[-1].lineno
+        cell = notebook.cell_at(row)
+        if (
+            cell is not None
+            and row == cell.start_row + cell.rows - 1
+            and ends_line(source, header[-1])
+        ):
+            end = source.line(row).rstrip("\r\n")
+            return insert(Pos(row, len(end)), source.newline + code)
+    return import_edit(sem, source, code)
 
 
 def apply_edits(text: str, edits: list[Edit]) -> str:

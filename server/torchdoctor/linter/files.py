@@ -54,13 +54,15 @@ def _gitignore(directory: Path) -> pathspec.PathSpec | None:
 
 
 def discover(paths: list[str], finder: ConfigFinder) -> Iterator[Path]:
-    """Files to check. Files named explicitly are always checked (when of a known type)."""
-    seen: set[Path] = set()
+    """Files to check. Files named explicitly are always checked (when of a known type). Symlinks
+    are followed, and each real file and folder is visited once: a link loop ends, and a file
+    reached by two routes is checked (and reported) once, under the first."""
+    seen: set[Path] = set()  # real paths of the files yielded
+    visited: set[Path] = set()  # real paths of the folders walked
     for raw in paths:
         path = Path(raw)
         if path.is_file():
-            if path not in seen:
-                seen.add(path)
+            if _first(path, seen):
                 yield path
             continue
         if not path.is_dir():
@@ -76,7 +78,7 @@ def discover(paths: list[str], finder: ConfigFinder) -> Iterator[Path]:
                 specs = [(p, s) for p, s in specs if p == parent or parent in p.parents]
         if _ignored(path, True, specs):
             specs = []  # a folder named explicitly is checked even when an outer .gitignore hides it
-        yield from _walk(path, specs, finder, seen)
+        yield from _walk(path, specs, finder, seen, visited)
 
 
 def _ignored(path: Path, is_dir: bool, specs: list[tuple[Path, pathspec.PathSpec]]) -> bool:
@@ -96,7 +98,15 @@ def _walk(
     specs: list[tuple[Path, pathspec.PathSpec]],
     finder: ConfigFinder,
     seen: set[Path],
+    visited: set[Path],
 ) -> Iterator[Path]:
+    try:
+        real = root.resolve()
+    except (OSError, RuntimeError):
+        return
+    if real in visited:
+        return
+    visited.add(real)
     spec = _gitignore(root)
     local = [*specs, (root.resolve(), spec)] if spec is not None else specs
     try:
@@ -114,10 +124,21 @@ def _walk(
                 continue
             if finder.for_path(path).is_excluded(path):
                 continue
-            yield from _walk(path, local, finder, seen)
+            yield from _walk(path, local, finder, seen, visited)
         elif entry.name.endswith(SUFFIXES):
             if _ignored(path, False, local) or finder.for_path(path).is_excluded(path):
                 continue
-            if path not in seen:
-                seen.add(path)
+            if _first(path, seen):
                 yield path
+
+
+def _first(path: Path, seen: set[Path]) -> bool:
+    """Whether this is the first time the file ``path`` leads to is met (and note it)."""
+    try:
+        real = path.resolve()
+    except (OSError, RuntimeError):
+        real = path
+    if real in seen:
+        return False
+    seen.add(real)
+    return True

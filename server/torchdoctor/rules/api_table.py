@@ -13,6 +13,7 @@ Fix templates (``fix``):
   arguments it applies to; ``extra`` adds keywords, e.g. ``mode="nearest"``),
 - ``qr``, ``cholesky``, ``chain_matmul``, ``range``, ``legacy_ctor``: argument rewrites,
 - ``attr_call`` / ``attr_rename``: a deprecated attribute (not a call) becomes a call / a name.
+- ``weight_norm``: ``rename``, unless the file relies on what only the old function makes.
 
 A fix spells new names through the names the file already has (``F.interpolate`` after
 ``import torch.nn.functional as F``, ``T.linalg.qr`` after ``import torch as T``), adds
@@ -22,10 +23,11 @@ A fix spells new names through the names the file already has (``F.interpolate``
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..core import fixes, torch_version
+from ..core import fixes, kinds, torch_version
 from ..core.context import Context
 from ..core.model import Applicability, Edit, Fix, Text
 from ..core.semantic import argument, canonical, has_star_kwargs, int_literal, keyword
@@ -276,14 +278,15 @@ ENTRIES: tuple[ApiEntry, ...] = (
         "torch.nn.utils.weight_norm",
         "torch.nn.utils.parametrizations.weight_norm",
         "2.1",
-        fix="rename",
+        fix="weight_norm",
         safety=UNSAFE,
         torchfix=True,
         note=_t(
-            "the new version stores `parametrizations.weight.original0/1` instead of "
-            "`weight_g`/`weight_v` in the state dict",
-            "新版本在 state dict 中保存 `parametrizations.weight.original0/1`，"
-            "而不是 `weight_g`/`weight_v`",
+            "`weight_g`/`weight_v` become `parametrizations.weight.original0/1`, in the state "
+            "dict too, and `remove_weight_norm` becomes `parametrize.remove_parametrizations`: "
+            "code that uses the old names must change with it",
+            "`weight_g`/`weight_v` 变为 `parametrizations.weight.original0/1`（state dict 中也是如此），"
+            "`remove_weight_norm` 变为 `parametrize.remove_parametrizations`：用到旧名字的代码必须一并修改",
         ),
     ),
     ApiEntry(
@@ -739,7 +742,46 @@ def _legacy_ctor(ctx: Context, call: ast.Call, entry: ApiEntry) -> Fix | None:
     )
 
 
+def _weight_norm(ctx: Context, call: ast.Call, entry: ApiEntry) -> Fix | None:
+    """``nn.utils.weight_norm(m)`` -> ``nn.utils.parametrizations.weight_norm(m)`` (unsafe: the
+    state-dict keys and the module's class change). Not offered where the file relies on what
+    only the old function makes: ``<name>_g``/``<name>_v`` (attributes, state-dict keys, any
+    mention), ``remove_weight_norm``, ``torch.jit.script`` or pickling a whole module with
+    ``torch.save`` (parametrized modules support neither); nor for a computed ``name=``."""
+    name = argument(call, "name", 1)
+    if name is None:
+        attr = "weight"
+    elif isinstance(name, ast.Constant) and isinstance(name.value, str):
+        attr = name.value
+    else:
+        return None
+    if _relies_on_old_weight_norm(ctx, attr):
+        return None
+    return _rename(ctx, call, entry)
+
+
+def _relies_on_old_weight_norm(ctx: Context, attr: str) -> bool:
+    key = ("old-weight-norm", attr)
+    known = ctx.sem.memo.get(key)
+    if isinstance(known, bool):
+        return known
+    text = ctx.source.text
+    sem = ctx.sem
+    found = (
+        re.search(rf"\b{re.escape(attr)}_[gv]\b", text) is not None
+        or "remove_weight_norm" in text
+        or next(sem.calls_to("torch.jit.script"), None) is not None
+        or any(
+            call.args and kinds.kind(sem, call.args[0]) is kinds.Kind.MODULE
+            for call in sem.calls_to("torch.save")
+        )
+    )
+    sem.memo[key] = found
+    return found
+
+
 _BUILDERS = {
+    "weight_norm": _weight_norm,
     "rename": _rename,
     "qr": _qr,
     "cholesky": _cholesky,

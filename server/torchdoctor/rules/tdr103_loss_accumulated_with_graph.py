@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 
 from ..core import fixes, training
 from ..core.context import Context
 from ..core.model import Applicability, Fix, Severity, Text
+from ..core.semantic import Binding, Semantic
 from .base import Invalid, Rule, Valid
 
 
@@ -34,7 +36,8 @@ class LossAccumulatedWithGraph(Rule):
     was computed there), when the accumulator is reset inside the loop, when the accumulated
     value is itself backpropagated, and when it is returned from a loop that has no backward
     pass of its own (summing the losses of an unrolled sequence for one backward pass by the
-    caller is intended). A total returned from a loop that trains is still reported.
+    caller is intended), also through other totals (`loc += part / n` in a loss module's
+    `forward`, then `return loc`). A total returned from a loop that trains is still reported.
 
     ## Example
     ```python
@@ -59,11 +62,30 @@ class LossAccumulatedWithGraph(Rule):
     ```
 
     ## Fix safety
-    For `+=` and `total = total + loss` the preferred fix adds `.item()`. It is unsafe: the
-    total becomes a Python float instead of a tensor, `.item()` waits for the GPU, and it
-    raises on a loss with more than one element (`reduction="none"`). The alternative adds
-    `.detach()`, which keeps a tensor and is safe. For `append` the fix adds `.detach()`
-    (safe): the list holds the same values without their graphs.
+    Two fixes: `.detach()` keeps a tensor with the same values, dtype and device, only without
+    the graph; `.item()` turns the total into a Python float.
+
+    `.detach()` is safe where the rule can follow every read of the total (and of the values
+    computed from it: arithmetic, containers, a plain name assigned from it, and in a notebook
+    the calls of the function that returns it; a `.py` module's function may be called from
+    another module, so a returned total is not proven there) to a use that only reads the
+    number: an f-string or `str.format`, `print`/`str`/`float`/`int`/`len`, a
+    comparison or an `if`, `.item()`/`.tolist()`/`.detach()`, tensor methods such as
+    `.cpu()`/`.mean()` and `torch.*` functions whose results end the same way, or a logger
+    call (`add_scalar`, `log`, `log_metric`, `info`, `set_postfix`...). A printed tensor then
+    no longer shows `grad_fn=<...>`, the graph the finding is about; nothing else changes.
+    Anywhere else (the total is an attribute or a dict item, is returned to callers the file
+    does not show, is stored, pickled, passed to another function, or its `.requires_grad`,
+    `.grad_fn` or `.numpy()` is used) it is unsafe: that code might differentiate it or notice.
+    It is the first fix when it is safe, so `--fix` applies it. For `append` the same
+    conditions hold for every read of the list (`append`/`extend` themselves read nothing).
+
+    `.item()` is always unsafe: the sum is then made in Python's double precision instead of
+    the loss's float32, so the digits printed can differ (a `:.4f` average of 100 losses differs
+    in about one run of 200), a printed value loses its `tensor(...)` form, `.item()` waits
+    for the GPU on every iteration, and it raises on a loss with more than one element
+    (`reduction="none"`). It is not offered when a read of the total needs a tensor (a tensor
+    method or attribute, indexing, a `torch.*` function): the float would break it.
 
     ## References
     - [PyTorch FAQ: accumulating history across the training loop](https://pytorch.org/docs/stable/notes/faq.html#my-model-reports-cuda-runtime-error-2-out-of-memory)
@@ -89,7 +111,8 @@ class LossAccumulatedWithGraph(Rule):
     即使累计值之后只用于打印或记录日志，这仍然是泄漏。以下情况不报告：累加在 `torch.no_grad()`/
     `torch.inference_mode()` 下进行（或损失是在其中计算的）；累加器在循环内被重置；累加的值本身会被反向传播；
     或它从一个自身不做反向传播的循环中被返回（先把展开序列的各步损失相加、交给调用者
-    做一次反向传播是有意为之）。从训练循环中返回的累计值仍会被报告。
+    做一次反向传播是有意为之），包括经由其他累计值返回的情形（损失模块的 `forward` 中先 `loc += part / n`，
+    再 `return loc`）。从训练循环中返回的累计值仍会被报告。
 
     ## 示例
     ```python
@@ -114,9 +137,23 @@ class LossAccumulatedWithGraph(Rule):
     ```
 
     ## 修复安全性
-    对 `+=` 和 `total = total + loss`，首选修复是加上 `.item()`。它是不安全的：累计值从张量变为 Python 浮点数，
-    `.item()` 会等待 GPU，并且对多于一个元素的损失（`reduction="none"`）会报错。备选修复加上 `.detach()`，
-    仍保留张量，是安全的。对 `append`，修复加上 `.detach()`（安全）：列表保存相同的值，但不再带计算图。
+    有两个修复：`.detach()` 保留一个值、dtype 和设备都相同、只是不带计算图的张量；`.item()` 把累计值变为 Python
+    浮点数。
+
+    当规则能把对累计值（以及由它算出的值：算术运算、容器、由它赋值的普通名字，以及在 notebook 中返回它的函数的
+    调用；`.py` 模块中的函数可能被其他模块调用，因此在那里被返回的累计值无法证明）的每一次读取都追踪到只读取数值的
+    用法时，`.detach()` 是安全的：f-string 或
+    `str.format`、`print`/`str`/`float`/`int`/`len`、比较或 `if`、`.item()`/`.tolist()`/`.detach()`、结果同样如此
+    结束的 `.cpu()`/`.mean()` 等张量方法和 `torch.*` 函数，或日志调用（`add_scalar`、`log`、`log_metric`、`info`、
+    `set_postfix` 等）。此时打印出的张量不再显示 `grad_fn=<...>`，也就是该问题所说的计算图；其他一切不变。
+    在其他情况下（累计值是属性或字典项、被返回给本文件看不到的调用者、被保存、被序列化、被传给其他函数，或用到了它的
+    `.requires_grad`、`.grad_fn` 或 `.numpy()`），它是不安全的：那些代码可能对它求导或察觉到变化。它安全时是第一个
+    修复，因此 `--fix` 会应用它。对 `append`，同样的条件适用于对该列表的每一次读取（`append`/`extend` 本身不读取）。
+
+    `.item()` 总是不安全的：求和改由 Python 的双精度而不是损失的 float32 完成，打印出的数字可能不同（100 个损失的
+    `:.4f` 平均值大约每 200 次运行有一次不同），打印出的值失去 `tensor(...)` 的形式，`.item()` 每次迭代都会等待 GPU，
+    并且对多于一个元素的损失（`reduction="none"`）会报错。当对累计值的某次读取需要张量（张量方法或属性、索引、
+    `torch.*` 函数）时不提供它：浮点数会让那里出错。
 
     ## 参考
     - [PyTorch FAQ：在训练循环中累积历史](https://pytorch.org/docs/stable/notes/faq.html#my-model-reports-cuda-runtime-error-2-out-of-memory)
@@ -127,7 +164,7 @@ class LossAccumulatedWithGraph(Rule):
     code = "TDR103"
     name = "loss-accumulated-with-graph"
     severity = Severity.WARNING
-    fix_safety = Applicability.UNSAFE
+    fix_safety = Applicability.SAFE
 
     VALID = (
         # A loss module that sums per-sample losses and returns their mean to be backpropagated.
@@ -137,6 +174,27 @@ class LossAccumulatedWithGraph(Rule):
         "import torch\nfrom torch import nn\ncrit = nn.CrossEntropyLoss()\ntotal = 0.0\n"
         "for x, y in loader:\n"
         "    loss = crit(model(x), y)\n    loss.backward()\n    total += loss.item()\n",
+        # Terms of the loss a loss module's forward returns, summed through a second total.
+        "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"
+        "class BoxLoss(nn.Module):\n"
+        "    def forward(self, preds, targets):\n"
+        "        loc = 0.0\n"
+        "        for i in range(len(targets)):\n"
+        "            part = 0.0\n"
+        "            for j in range(len(targets[i])):\n"
+        "                part += F.smooth_l1_loss(preds[i][j], targets[i][j], reduction='sum')\n"
+        "            loc += part / len(targets[i])\n"
+        "        loss = loc / len(targets) + self.weight\n"
+        "        return loss, loc\n",
+        "import torch\nfrom torch import nn\nmse = nn.MSELoss()\n"
+        "def rollout(model, xs, ys):\n"
+        "    total = 0\n"
+        "    for t in range(len(xs)):\n"
+        "        step = 0\n"
+        "        for k in range(3):\n"
+        "            step += mse(model(xs[t], k), ys[t])\n"
+        "        total += step\n"
+        "    return {'loss': total}\n",
         # Under no_grad, or the loss computed there.
         "import torch\nimport torch.nn.functional as F\nloss_sum = 0\n"
         "with torch.no_grad():\n"
@@ -193,6 +251,7 @@ class LossAccumulatedWithGraph(Rule):
         ),
     )
     INVALID = (
+        # Only printed: `.detach()` is safe and comes first.
         Invalid(
             "import torch\nfrom torch import nn\ncrit = nn.CrossEntropyLoss()\ntotal = 0.0\n"
             "for x, y in loader:\n"
@@ -202,7 +261,7 @@ class LossAccumulatedWithGraph(Rule):
             fixed="import torch\nfrom torch import nn\ncrit = nn.CrossEntropyLoss()\ntotal = 0.0\n"
             "for x, y in loader:\n"
             "    loss = crit(model(x), y)\n    loss.backward()\n    opt.step()\n"
-            "    total += loss.item()\n"
+            "    total += loss.detach()\n"
             "print(total / len(loader))\n",
         ),
         # append: detach; functional alias; the loss times the batch size.
@@ -218,7 +277,7 @@ class LossAccumulatedWithGraph(Rule):
             "    for x, y in loader:\n"
             "        history.append((Fn.nll_loss(model(x), y) * x.size(0)).detach())\n",
         ),
-        # total = total + loss with an inline loss module; a backpropagated model output.
+        # total = total + loss with an inline loss module.
         Invalid(
             "import torch\nfrom torch.nn import MSELoss\n"
             "def train(model, loader):\n"
@@ -230,9 +289,10 @@ class LossAccumulatedWithGraph(Rule):
             "def train(model, loader):\n"
             "    running = torch.zeros(())\n"
             "    for x, y in loader:\n"
-            "        running = running + MSELoss()(model(x), y).item()\n"
+            "        running = running + MSELoss()(model(x), y).detach()\n"
             "    print(running)\n",
         ),
+        # An attribute other methods can read: both fixes unsafe, `.item()` first.
         Invalid(
             "import torch\n"
             "class Trainer:\n"
@@ -253,7 +313,7 @@ class LossAccumulatedWithGraph(Rule):
             "            loss.backward()\n"
             "            self.stats['loss'] += loss.item()\n",
         ),
-        # The total is returned for logging from a loop that trains.
+        # Returned from a loop that trains, to callers this file does not show: unsafe.
         Invalid(
             "import torch\nimport torch.nn.functional as F\n"
             "def train_epoch(model, loader, opt):\n"
@@ -272,11 +332,108 @@ class LossAccumulatedWithGraph(Rule):
             "        total += loss.item()\n"
             "    return total / len(loader)\n",
         ),
+        # ... and to a caller that uses it as a tensor: no `.item()`, `.detach()` unsafe.
+        Invalid(
+            "import torch\nimport torch.nn.functional as F\n"
+            "def train_epoch(model, loader, opt):\n"
+            "    total = 0.0\n"
+            "    for x, y in loader:\n"
+            "        loss = F.cross_entropy(model(x), y)\n"
+            "        loss.backward()\n        opt.step()\n"
+            "        total += loss\n"
+            "    return total / len(loader)\n"
+            "curve = torch.stack([train_epoch(net, data, sgd) for _ in range(3)])\n"
+            "torch.save(curve, 'curve.pt')\n",
+            fixed="import torch\nimport torch.nn.functional as F\n"
+            "def train_epoch(model, loader, opt):\n"
+            "    total = 0.0\n"
+            "    for x, y in loader:\n"
+            "        loss = F.cross_entropy(model(x), y)\n"
+            "        loss.backward()\n        opt.step()\n"
+            "        total += loss.detach()\n"
+            "    return total / len(loader)\n"
+            "curve = torch.stack([train_epoch(net, data, sgd) for _ in range(3)])\n"
+            "torch.save(curve, 'curve.pt')\n",
+        ),
+        # ... and to a caller that formats it, compares it and logs it: safe in a notebook
+        # (the whole program), unsafe in a module that others may import.
+        Invalid(
+            "import torch\nimport torch.nn.functional as F\n"
+            "def train_epoch(model, loader, opt):\n"
+            "    total = 0\n"
+            "    for x, y in loader:\n"
+            "        loss = F.mse_loss(model(x), y)\n"
+            "        loss.backward()\n        opt.step()\n"
+            "        total = total + loss\n"
+            "    return total / len(loader)\n"
+            "best = float('inf')\n"
+            "for epoch in range(5):\n"
+            "    avg = train_epoch(net, data, sgd)\n"
+            "    writer.add_scalar('train/loss', avg, epoch)\n"
+            "    if avg < best:\n        best = float(avg)\n"
+            "    print(f'{epoch}: {avg:.4f}')\n",
+            fixed="import torch\nimport torch.nn.functional as F\n"
+            "def train_epoch(model, loader, opt):\n"
+            "    total = 0\n"
+            "    for x, y in loader:\n"
+            "        loss = F.mse_loss(model(x), y)\n"
+            "        loss.backward()\n        opt.step()\n"
+            "        total = total + loss.detach()\n"
+            "    return total / len(loader)\n"
+            "best = float('inf')\n"
+            "for epoch in range(5):\n"
+            "    avg = train_epoch(net, data, sgd)\n"
+            "    writer.add_scalar('train/loss', avg, epoch)\n"
+            "    if avg < best:\n        best = float(avg)\n"
+            "    print(f'{epoch}: {avg:.4f}')\n",
+            notebook=True,
+        ),
+        Invalid(
+            "import torch\nimport torch.nn.functional as F\n"
+            "def train_epoch(model, loader, opt):\n"
+            "    total = 0\n"
+            "    for x, y in loader:\n"
+            "        loss = F.mse_loss(model(x), y)\n"
+            "        loss.backward()\n        opt.step()\n"
+            "        total = total + loss\n"
+            "    return total / len(loader)\n"
+            "best = float('inf')\n"
+            "for epoch in range(5):\n"
+            "    avg = train_epoch(net, data, sgd)\n"
+            "    writer.add_scalar('train/loss', avg, epoch)\n"
+            "    if avg < best:\n        best = float(avg)\n"
+            "    print(f'{epoch}: {avg:.4f}')\n",
+            fixed="import torch\nimport torch.nn.functional as F\n"
+            "def train_epoch(model, loader, opt):\n"
+            "    total = 0\n"
+            "    for x, y in loader:\n"
+            "        loss = F.mse_loss(model(x), y)\n"
+            "        loss.backward()\n        opt.step()\n"
+            "        total = total + loss.item()\n"
+            "    return total / len(loader)\n"
+            "best = float('inf')\n"
+            "for epoch in range(5):\n"
+            "    avg = train_epoch(net, data, sgd)\n"
+            "    writer.add_scalar('train/loss', avg, epoch)\n"
+            "    if avg < best:\n        best = float(avg)\n"
+            "    print(f'{epoch}: {avg:.4f}')\n",
+        ),
+        # A use that needs a tensor (`.cpu()`): `.item()` would break it, `.detach()` is safe.
+        Invalid(
+            "import torch\nimport torch.nn.functional as F\ntrain_loss = 0\n"
+            "for x, y in loader:\n    loss = F.l1_loss(model(x), y)\n    loss.backward()\n"
+            "    train_loss += loss\n"
+            "train_loss /= len(loader)\nprint(train_loss.cpu())\n",
+            fixed="import torch\nimport torch.nn.functional as F\ntrain_loss = 0\n"
+            "for x, y in loader:\n    loss = F.l1_loss(model(x), y)\n    loss.backward()\n"
+            "    train_loss += loss.detach()\n"
+            "train_loss /= len(loader)\nprint(train_loss.cpu())\n",
+        ),
         Invalid(
             "import torch\nimport torch.nn.functional as F\nrunning = 0.0\n"
             "for x, y in loader:\n    running += F.mse_loss(model(x), y)\n",
             fixed="import torch\nimport torch.nn.functional as F\nrunning = 0.0\n"
-            "for x, y in loader:\n    running += F.mse_loss(model(x), y).item()\n",
+            "for x, y in loader:\n    running += F.mse_loss(model(x), y).detach()\n",
             notebook=True,
         ),
     )
@@ -300,22 +457,20 @@ class LossAccumulatedWithGraph(Rule):
                 continue
             if isinstance(node, ast.Call) and not _is_list(ctx, acc, scope):
                 continue
-            self._report(ctx, node, value)
+            flow = _flow(sem, acc, whole=ctx.notebook is not None)
+            if not trains and flow.returned:
+                continue  # terms of the loss a function returns (a loss module's forward)
+            self._report(ctx, node, value, flow)
 
     @staticmethod
-    def _report(ctx: Context, node: ast.AST, value: ast.expr) -> None:
+    def _report(ctx: Context, node: ast.AST, value: ast.expr, flow: _Flow) -> None:
         text = ctx.segment(value)
         if not isinstance(value, ast.Name | ast.Attribute | ast.Call | ast.Subscript):
             text = f"({text})"
-        item = Fix(
-            Text("Add `.item()`", "加上 `.item()`"),
-            (fixes.replace(ctx.source, value, f"{text}.item()"),),
-            Applicability.UNSAFE,
-        )
         detach = Fix(
             Text("Add `.detach()`", "加上 `.detach()`"),
             (fixes.replace(ctx.source, value, f"{text}.detach()"),),
-            Applicability.SAFE,
+            Applicability.UNSAFE if flow.unsafe else Applicability.SAFE,
         )
         if isinstance(node, ast.Call):
             message = Text(
@@ -324,13 +479,27 @@ class LossAccumulatedWithGraph(Rule):
                 "损失连同其计算图被保存在列表中：每次迭代的计算图都留在内存里；请追加 `loss.detach()`",
             )
             choices = [detach]
+        elif flow.tensor:
+            # `.item()` would break a use that needs a tensor (`total.cpu()`, `torch.stack`).
+            message = Text(
+                "The loss is accumulated with its autograd graph: every iteration's graph "
+                "stays in memory; add `loss.detach()`",
+                "累加损失时带上了它的计算图：每次迭代的计算图都留在内存里；请加上 `loss.detach()`",
+            )
+            choices = [detach]
         else:
             message = Text(
                 "The loss is accumulated with its autograd graph: every iteration's graph "
-                "stays in memory; add `loss.item()`",
-                "累加损失时带上了它的计算图：每次迭代的计算图都留在内存里；请加上 `loss.item()`",
+                "stays in memory; add `loss.item()` (or `loss.detach()`)",
+                "累加损失时带上了它的计算图：每次迭代的计算图都留在内存里；请加上 `loss.item()`"
+                "（或 `loss.detach()`）",
             )
-            choices = [item, detach]
+            item = Fix(
+                Text("Add `.item()`", "加上 `.item()`"),
+                (fixes.replace(ctx.source, value, f"{text}.item()"),),
+                Applicability.UNSAFE,
+            )
+            choices = [item, detach] if flow.unsafe else [detach, item]
         ctx.report(value, message, fixes=choices)
 
 
@@ -353,3 +522,189 @@ def _is_list(ctx: Context, acc: ast.expr, scope: ast.AST) -> bool:
         or (isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "list")
         for v in values
     )
+
+
+# ---------------------------------------------------------------- where the total goes ------
+# Where a value computed from the accumulator may go, for the fix: `.detach()` cannot be
+# noticed where every path ends in a use that only reads the number.
+_READ_FUNCTIONS = frozenset({"float", "int", "bool", "len", "print", "str", "repr", "format"})
+_PASS_FUNCTIONS = frozenset({"abs", "round", "min", "max", "sum"})  # builtins: a derived value
+_READ_METHODS = frozenset({"item", "tolist", "detach"})
+_TENSOR_METHODS = frozenset(
+    {"cpu", "cuda", "to", "float", "double", "half", "mean", "sum", "squeeze", "unsqueeze"}
+    | {"view", "reshape", "flatten", "clone", "abs", "sqrt", "exp", "log", "div", "mul", "add"}
+    | {"sub", "pow", "clamp", "round"}
+)
+_TENSOR_ATTRIBUTES = frozenset({"shape", "dtype", "device", "ndim", "data"})
+_LIST_METHODS = frozenset({"append", "extend", "insert", "clear"})  # add to it, read nothing
+_LOGGERS = frozenset(
+    {"add_scalar", "add_scalars", "log", "log_dict", "log_metric", "log_metrics", "info"}
+    | {"debug", "warning", "set_postfix"}
+)
+# torch functions that differentiate, store or trace their argument: not a plain value op.
+_NOT_VALUE_OPS = ("torch.autograd.", "torch.func.", "torch.save", "torch.jit.", "torch.onnx.")
+_BUDGET = 48  # uses followed before giving up (then: not proven)
+
+
+@dataclass
+class _Flow:
+    """What the code does with the accumulator (and with the values computed from it)."""
+
+    whole: bool = False  # the file is the whole program (a notebook): no caller elsewhere
+    unsafe: bool = False  # a use the analysis cannot prove blind to `.detach()`
+    tensor: bool = False  # a use that needs a tensor: `.item()` would break it
+    returned: bool = False  # it reaches a `return`/`yield`
+
+
+def _flow(sem: Semantic, acc: ast.expr, *, whole: bool) -> _Flow:
+    """Follow every read of the accumulator ``acc`` (a plain name) through arithmetic,
+    containers, assignments to other names and the calls in the file of the module-level
+    function returning it, to where it ends: a format, `print`, `float()`, a comparison,
+    `.item()`, a logger (reads the number), or anything else (not proven). ``whole``: the
+    file is the whole program (a notebook); a module's function may be called from another."""
+    flow = _Flow(whole=whole)
+    if not isinstance(acc, ast.Name):
+        flow.unsafe = True  # an attribute or an item: other code may read it
+        return flow
+    names: list[ast.Name] = [acc]
+    nodes: list[ast.AST] = []
+    seen: set[tuple[str, ast.AST]] = set()
+    budget = _BUDGET
+    while names or nodes:
+        budget -= 1
+        if budget < 0:
+            flow.unsafe = True
+            return flow
+        if nodes:
+            nodes.extend(_follow(sem, nodes.pop(), flow, names))
+            continue
+        target = names.pop()
+        binding = sem.lookup(target.id, target)
+        if binding is None or (target.id, binding.scope) in seen:
+            continue
+        seen.add((target.id, binding.scope))
+        for load in sem.names.get(target.id, ()):
+            found = sem.lookup(target.id, load)
+            if (
+                found is not None
+                and found.scope is binding.scope
+                and not _reads_fresh(sem, found, load)
+            ):
+                nodes.append(load)
+    return flow
+
+
+def _reads_fresh(sem: Semantic, binding: Binding, load: ast.Name) -> bool:
+    """Whether ``load`` can only read the value of ``binding``, a plain assignment of a value
+    without a graph (``total = 0``, ``total = x.detach().cpu().numpy()``) that runs before it
+    in the same block: the name no longer holds the accumulated tensor there."""
+    stmt = sem.parent(binding.node)
+    if (
+        binding.how != "assign"
+        or binding.index is not None
+        or not isinstance(stmt, ast.Assign)
+        or not training.is_plain_value(binding.value)
+    ):
+        return False
+    block, index = sem.block_of(stmt)
+    for anc in sem.ancestors(load):
+        if isinstance(anc, ast.stmt) and sem.parent(anc) is sem.parent(stmt):
+            return anc in block[index + 1 :]
+    return False
+
+
+def _follow(sem: Semantic, node: ast.AST, flow: _Flow, names: list[ast.Name]) -> list[ast.AST]:
+    """One step from an expression holding the value: the nodes holding it next (names it is
+    assigned to go to ``names``); ``flow`` records what the step shows."""
+    parent = sem.parent(node)
+    if isinstance(parent, ast.FormattedValue | ast.Compare | ast.Expr):
+        return []  # formatted, compared, or shown by a notebook cell
+    if isinstance(parent, ast.If | ast.While | ast.Assert | ast.IfExp) and node is parent.test:
+        return []
+    if isinstance(parent, ast.BinOp | ast.UnaryOp | ast.BoolOp | ast.IfExp | ast.Starred):
+        return [parent]
+    if isinstance(parent, ast.Tuple | ast.List | ast.Set | ast.keyword) or (
+        isinstance(parent, ast.Dict) and node in parent.values
+    ):
+        return [parent]
+    if isinstance(parent, ast.ListComp | ast.SetComp | ast.GeneratorExp) and node is parent.elt:
+        return [parent]
+    if isinstance(parent, ast.Attribute) and parent.value is node:
+        return _attribute_use(sem, parent, flow)
+    if isinstance(parent, ast.Subscript) and parent.value is node:
+        flow.tensor = True
+        return [parent]
+    if isinstance(parent, ast.Call) and node is not parent.func:
+        return _argument_use(sem, parent, flow)
+    if isinstance(parent, ast.Assign | ast.AugAssign | ast.AnnAssign) and node is parent.value:
+        targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+        if len(targets) == 1 and isinstance(targets[0], ast.Name):
+            names.append(targets[0])
+            return []
+    if isinstance(parent, ast.Return | ast.Yield | ast.YieldFrom):
+        flow.returned = True
+        return _callers(sem, parent, flow)
+    flow.unsafe = True
+    return []
+
+
+def _attribute_use(sem: Semantic, attr: ast.Attribute, flow: _Flow) -> list[ast.AST]:
+    flow.tensor = True  # a Python float has none of these
+    call = sem.parent(attr)
+    if isinstance(call, ast.Call) and call.func is attr:
+        if attr.attr in _READ_METHODS:
+            return []
+        if attr.attr in _TENSOR_METHODS:
+            return [call]
+        if attr.attr in _LIST_METHODS:
+            return []
+    elif attr.attr in _TENSOR_ATTRIBUTES:
+        return []
+    flow.unsafe = True  # `.backward()`, `.numpy()`, `.requires_grad`, `.grad_fn`...
+    return []
+
+
+def _argument_use(sem: Semantic, call: ast.Call, flow: _Flow) -> list[ast.AST]:
+    func = call.func
+    qual = sem.qualname(func)
+    if isinstance(func, ast.Name) and sem.lookup(func.id, func) is None:  # a builtin
+        if func.id in _READ_FUNCTIONS:
+            return []
+        if func.id in _PASS_FUNCTIONS:
+            return [call]
+    elif qual is not None and qual.startswith("torch.") and not qual.startswith(_NOT_VALUE_OPS):
+        flow.tensor = True
+        return [call]
+    elif isinstance(func, ast.Attribute):
+        if func.attr in _LOGGERS and not (qual or "").startswith(("torch.", "numpy.")):
+            return []
+        if func.attr == "format" and isinstance(func.value, ast.Constant):
+            return []  # "{:.4f}".format(total)
+    flow.unsafe = True
+    return []
+
+
+def _callers(sem: Semantic, ret: ast.AST, flow: _Flow) -> list[ast.AST]:
+    """The calls of the module-level function that returns the value: where the value goes
+    next. Not proven when the function may be called from elsewhere (a method, a name read
+    other than by a call, no call in the file, a `.py` file that other modules may import);
+    the calls the file shows are still followed, for the uses that need a tensor."""
+    func = sem.enclosing_function(ret)
+    if (
+        func is None
+        or isinstance(ret, ast.Yield | ast.YieldFrom)
+        or sem.parent(func) is not sem.tree
+        or len(sem.scopes[sem.tree].bindings.get(func.name, ())) != 1
+    ):
+        flow.unsafe = True
+        return []
+    calls: list[ast.AST] = []
+    for load in sem.names.get(func.name, ()):
+        parent = sem.parent(load)
+        if not (isinstance(parent, ast.Call) and parent.func is load):
+            flow.unsafe = True
+            return []
+        calls.append(parent)
+    if not calls or not flow.whole:
+        flow.unsafe = True
+    return calls

@@ -52,8 +52,10 @@ class ClipWithoutUnscale(Rule):
 
     ## Fix safety
     The fix inserts `scaler.unscale_(optimizer)` before the clipping, naming the optimizer that
-    `scaler.step(...)` updates. It is safe: `scaler.step()` notices that the gradients are
-    already unscaled and does not divide them again, and with a disabled scaler
+    `scaler.step(...)` updates. It is unsafe: the updates change, to the clipped ones the code
+    intended (in a CPU run with `init_scale=1024`, an update of norm 1/1024 becomes 1), so
+    training differs from earlier runs. Nothing else changes: `scaler.step()` notices that the
+    gradients are already unscaled and does not divide them again, and with a disabled scaler
     (`enabled=False`) `unscale_` does nothing. It is offered only when the clipping and
     `scaler.step(...)` run under the same conditions and one optimizer is stepped: a second
     `unscale_` before `update()` raises `RuntimeError`, as it would when clipping runs on every
@@ -102,8 +104,9 @@ class ClipWithoutUnscale(Rule):
 
     ## 修复安全性
     修复会在裁剪之前插入 `scaler.unscale_(optimizer)`，其中的优化器取自 `scaler.step(...)` 所更新的那个。
-    它是安全的：`scaler.step()` 会发现梯度已经 unscale，不会再除一次；缩放器被禁用（`enabled=False`）时
-    `unscale_` 什么也不做。只有当裁剪与 `scaler.step(...)` 处于相同条件下、且只更新一个优化器时才提供修复：
+    它是不安全的：更新量会改变，变成代码本意的裁剪后的更新（在 CPU 上以 `init_scale=1024` 运行时，范数为
+    1/1024 的更新变为 1），因此训练结果与之前的运行不同。除此之外没有变化：`scaler.step()` 会发现梯度已经
+    unscale，不会再除一次；缩放器被禁用（`enabled=False`）时 `unscale_` 什么也不做。只有当裁剪与 `scaler.step(...)` 处于相同条件下、且只更新一个优化器时才提供修复：
     在 `update()` 之前第二次调用 `unscale_` 会抛出 `RuntimeError`——例如在梯度累积循环中每个 micro-batch
     都执行裁剪时。
 
@@ -115,7 +118,7 @@ class ClipWithoutUnscale(Rule):
     code = "TDR110"
     name = "clip-without-unscale"
     severity = Severity.ERROR
-    fix_safety = Applicability.SAFE
+    fix_safety = Applicability.UNSAFE
 
     VALID = (
         "import torch\n"
@@ -190,6 +193,22 @@ class ClipWithoutUnscale(Rule):
             "    optimizer.zero_grad()\n"
             "    with torch.autocast('cuda'):\n        loss = crit(model(x), y)\n"
             "    scaler.scale(loss).backward()\n"
+            "    scaler.unscale_(optimizer)\n"
+            "    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
+            "    scaler.step(optimizer)\n    scaler.update()\n",
+        ),
+        # A CPU scaler (tests/behaviour runs this loop): the fix changes the clipped update.
+        Invalid(
+            "import torch\n"
+            "scaler = torch.amp.GradScaler('cpu', init_scale=1024.0)\n"
+            "for x in xs:\n"
+            "    scaler.scale(model(x).sum()).backward()\n"
+            "    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
+            "    scaler.step(optimizer)\n    scaler.update()\n",
+            fixed="import torch\n"
+            "scaler = torch.amp.GradScaler('cpu', init_scale=1024.0)\n"
+            "for x in xs:\n"
+            "    scaler.scale(model(x).sum()).backward()\n"
             "    scaler.unscale_(optimizer)\n"
             "    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
             "    scaler.step(optimizer)\n    scaler.update()\n",
@@ -341,5 +360,5 @@ def _insert_unscale(ctx: Context, region: ast.AST, clip: ast.Call, name: str) ->
             f"在裁剪前插入 `{name}.unscale_({optimizer})`",
         ),
         (edit,),
-        Applicability.SAFE,
+        Applicability.UNSAFE,
     )

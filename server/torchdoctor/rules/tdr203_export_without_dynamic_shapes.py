@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import ast
 
-from ..core import fixes, graphs
+from ..core import data, fixes, graphs
 from ..core.context import Context
 from ..core.model import Applicability, Fix, Severity, Text
-from ..core.semantic import argument, has_star_kwargs, keyword
+from ..core.semantic import Semantic, argument, has_star_kwargs, keyword, terminal_name
 from .base import Invalid, Rule, Valid
 
 
@@ -57,14 +57,23 @@ class ExportWithoutDynamicShapes(Rule):
     ## Fix safety
     When the example inputs are a literal tuple, the fix adds `dynamic_shapes=` marking
     dimension 0 of each positional input as `torch.export.Dim("batch")` (constants get `None`).
-    It is unsafe: dims with the same name are one symbol, so every input must share that batch
-    size, and export fails with `Constraints violated (batch)! ... your code specialized it to be
-    a constant` when the model fixes the batch (a `view(4, -1)`, say). It is not offered when an
-    input is built with a literal batch of 1 (`torch.randn(1, ...)`): `torch.export` specialises
-    a dimension of size 1 and rejects marking it dynamic; use a batch of 2 or more as the
-    example. Calls with `kwargs=` get no fix. With `dynamo=False` and literal `input_names=`
-    (and `output_names=`), the fix adds `dynamic_axes={name: {0: "batch"}}` for each name
-    (unsafe for the same reason).
+    Dimension 0 is not always the batch: an image exported as `(C, H, W)` has channels there,
+    and an RNN's input and hidden state put the sequence and the layers first. So the fix is
+    an edit only where the code shows that dimension 0 of every tensor input is the batch:
+    each input is one field of a batch of a DataLoader made in the file with the default
+    collate and a literal `batch_size` of 2 or more (`x` in `for x, y in loader`, under
+    `enumerate`/`tqdm` too, or in `x, y = next(iter(loader))`, and `x.to(device)` of one).
+    There it is unsafe: dims with the same name are one symbol, so every input must share that
+    batch size, and export fails with `Constraints violated (batch)! ... your code specialized
+    it to be a constant` when the model fixes the batch (a `view(16, -1)`, say), or when the
+    example is a last batch of one. Anywhere else it is a suggestion, shown to be checked and
+    never applied in bulk. No fix is offered when an input is built with a literal batch of 1
+    (`torch.randn(1, ...)`): `torch.export` specialises a dimension of size 1 and rejects
+    marking it dynamic; use a batch of 2 or more as the example. Calls with `kwargs=` get no
+    fix. With `dynamo=False` and literal `input_names=`, the fix adds
+    `dynamic_axes={name: {0: "batch"}}`: for the input names only, unsafe, where the inputs
+    are DataLoader batches as above; for every input and `output_names=` name, as a
+    suggestion, elsewhere.
 
     ## References
     - [`torch.export`: expressing dynamism](https://pytorch.org/docs/stable/export.html)
@@ -111,13 +120,18 @@ class ExportWithoutDynamicShapes(Rule):
 
     ## 修复安全性
     当示例输入是字面量元组时，修复会添加 `dynamic_shapes=`，把每个位置输入的第 0 维标为
-    `torch.export.Dim("batch")`（常量输入对应 `None`）。它是不安全的：同名的 Dim 是同一个符号，因此所有
-    输入必须共享这个 batch 大小；若模型把 batch 固定了（例如 `view(4, -1)`），导出会失败并报
-    `Constraints violated (batch)! ... your code specialized it to be a constant`。当某个输入以字面量
-    batch 1 构造时（`torch.randn(1, ...)`）不提供修复：`torch.export` 会把大小为 1 的维度特化，拒绝将其
-    标为动态；请用 2 或更大的 batch 作为示例。带 `kwargs=` 的调用没有修复。在 `dynamo=False` 且
-    `input_names=`（及 `output_names=`）为字面量时，修复会为每个名字添加
-    `dynamic_axes={name: {0: "batch"}}`（出于同样原因不安全）。
+    `torch.export.Dim("batch")`（常量输入对应 `None`）。第 0 维并不总是 batch：以 `(C, H, W)` 导出的图像在那里
+    是通道，RNN 的输入和隐藏状态把序列和层数放在最前面。因此只有当代码表明每个张量输入的第 0 维都是 batch 时，
+    修复才是一次编辑：每个输入都是本文件中创建的、使用默认 collate 且 `batch_size` 为不小于 2 的字面量的
+    DataLoader 所产出 batch 的一个字段（`for x, y in loader` 中的 `x`，在 `enumerate`/`tqdm` 下也一样，或
+    `x, y = next(iter(loader))` 中的 `x`，以及对它做的 `x.to(device)`）。此时它是不安全的：同名的 Dim 是同一个
+    符号，因此所有输入必须共享这个 batch 大小；若模型把 batch 固定了（例如 `view(16, -1)`），或示例恰好是只有
+    一个样本的最后一个 batch，导出会失败并报 `Constraints violated (batch)! ... your code specialized it to be
+    a constant`。其他情况下它是一条建议：展示出来供人核对，从不批量应用。当某个输入以字面量 batch 1 构造时
+    （`torch.randn(1, ...)`）不提供修复：`torch.export` 会把大小为 1 的维度特化，拒绝将其标为动态；请用 2 或更大
+    的 batch 作为示例。带 `kwargs=` 的调用没有修复。在 `dynamo=False` 且 `input_names=` 为字面量时，修复会添加
+    `dynamic_axes={name: {0: "batch"}}`：当输入如上所述是 DataLoader 的 batch 时，只为输入名添加，且不安全；
+    其他情况下为每个输入名和 `output_names=` 中的名字添加，作为建议。
 
     ## 参考
     - [`torch.export`：表达动态性](https://pytorch.org/docs/stable/export.html)
@@ -157,6 +171,8 @@ class ExportWithoutDynamicShapes(Rule):
         "    return torch.export.export(mod, example_args, example_kwargs)\n",
         "import torch\ndef lower(ep, mod):\n    args, kwargs = ep.example_inputs\n"
         "    flat = tuple(args)\n    return torch.export.export(mod, flat)\n",
+        # The export module under an alias, dynamic_shapes given.
+        "import torch.export as tex\nep = tex.export(net, (x,), dynamic_shapes={'x': {0: tex.Dim('b')}})\n",
         # Other export functions.
         "import torch\nfrom mylib import export\nexport(model, (x,))\n",
         "import torch\ndef export(m, a):\n    return m\nexport(model, (x,))\n",
@@ -218,6 +234,51 @@ class ExportWithoutDynamicShapes(Rule):
             'dynamic_shapes=({0: torch.export.Dim("batch")},))\n',
             notebook=True,
         ),
+        # Inputs that are fields of a DataLoader batch (default collate, batch_size >= 2):
+        # dimension 0 is the batch, so the fix is an edit (unsafe); elsewhere a suggestion.
+        Invalid(
+            "import torch\nfrom torch.utils.data import DataLoader\n"
+            "loader = DataLoader(ds, batch_size=16, shuffle=True)\n"
+            "for step, (x, y) in enumerate(loader):\n    x = x.to(dev)\n    fit(x, y)\n"
+            "ep = torch.export.export(model, (x, 0.5))\n",
+            fixed="import torch\nfrom torch.utils.data import DataLoader\n"
+            "loader = DataLoader(ds, batch_size=16, shuffle=True)\n"
+            "for step, (x, y) in enumerate(loader):\n    x = x.to(dev)\n    fit(x, y)\n"
+            "ep = torch.export.export(model, (x, 0.5), "
+            'dynamic_shapes=({0: torch.export.Dim("batch")}, None))\n',
+        ),
+        Invalid(
+            "import torch\nimport torch.utils.data as tud\n"
+            "images, labels = next(iter(tud.DataLoader(train_set, 64)))\n"
+            "torch.onnx.export(net, (images.cuda(),), 'net.onnx', dynamo=False,\n"
+            "                  input_names=['images'], output_names=['logits'])\n",
+            fixed="import torch\nimport torch.utils.data as tud\n"
+            "images, labels = next(iter(tud.DataLoader(train_set, 64)))\n"
+            "torch.onnx.export(net, (images.cuda(),), 'net.onnx', dynamo=False,\n"
+            "                  input_names=['images'], output_names=['logits'], "
+            "dynamic_axes={'images': {0: 'batch'}})\n",
+        ),
+        # Not proven: a custom collate (sequence first); an item taken from the whole batch of
+        # a loader whose batch size is not a literal: a suggestion.
+        Invalid(
+            "import torch\nfrom torch.utils.data import DataLoader\n"
+            "for seq, h in DataLoader(ds, collate_fn=pad_time_major, batch_size=8):\n"
+            "    pass\n"
+            "ep = torch.export.export(lm, (seq, h))\n",
+            fixed="import torch\nfrom torch.utils.data import DataLoader\n"
+            "for seq, h in DataLoader(ds, collate_fn=pad_time_major, batch_size=8):\n"
+            "    pass\n"
+            "ep = torch.export.export(lm, (seq, h), dynamic_shapes="
+            '({0: torch.export.Dim("batch")}, {0: torch.export.Dim("batch")}))\n',
+        ),
+        Invalid(
+            "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds, bs)\n"
+            "for batch in loader:\n    img = batch[0]\n"
+            "ep = torch.export.export(model, (img,))\n",
+            fixed="import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds, bs)\n"
+            "for batch in loader:\n    img = batch[0]\n"
+            'ep = torch.export.export(model, (img,), dynamic_shapes=({0: torch.export.Dim("batch")},))\n',
+        ),
     )
 
     def check(self, ctx: Context) -> None:
@@ -264,16 +325,27 @@ class ExportWithoutDynamicShapes(Rule):
     def _report_legacy(self, ctx: Context, call: ast.Call) -> None:
         inputs = graphs.literal_strings(argument(call, "input_names"))
         outputs = graphs.literal_strings(argument(call, "output_names")) or []
+        examples = graphs.export_inputs(call)
         fix = None
         if inputs:
-            axes = ", ".join(f"{n!r}: {{0: 'batch'}}" for n in dict.fromkeys(inputs + outputs))
+            # Dimension 0 of the inputs is the batch where each is a DataLoader batch; the
+            # outputs' dimension 0 is then left to the user.
+            proven = (
+                examples is not None
+                and len(examples) == len(inputs)
+                and all(_loader_batch(ctx.sem, e) for e in examples)
+            )
+            names = dict.fromkeys(inputs if proven else inputs + outputs)
+            axes = ", ".join(f"{n!r}: {{0: 'batch'}}" for n in names)
             fix = Fix(
                 Text(
-                    "Add `dynamic_axes=` marking dimension 0 as `batch`",
-                    "添加 `dynamic_axes=`，把第 0 维标为 `batch`",
+                    "Add `dynamic_axes=` marking dimension 0 as `batch`"
+                    + ("" if proven else " (check that dimension 0 of each is its batch)"),
+                    "添加 `dynamic_axes=`，把第 0 维标为 `batch`"
+                    + ("" if proven else "（请确认每个的第 0 维是 batch）"),
                 ),
                 (fixes.add_keyword(ctx.source, call, f"dynamic_axes={{{axes}}}"),),
-                Applicability.UNSAFE,
+                Applicability.UNSAFE if proven else Applicability.SUGGESTION,
             )
         ctx.report(
             call,
@@ -288,7 +360,9 @@ class ExportWithoutDynamicShapes(Rule):
 
 
 def _shapes_fix(ctx: Context, call: ast.Call) -> Fix | None:
-    """``dynamic_shapes=`` marking dim 0 of each positional input as ``Dim("batch")``."""
+    """``dynamic_shapes=`` marking dim 0 of each positional input as ``Dim("batch")``: an
+    unsafe edit where every tensor input is a DataLoader batch (dim 0 is then the batch), a
+    suggestion to check elsewhere (dim 0 may be channels, or a sequence)."""
     inputs = graphs.export_inputs(call)
     onnx = ctx.qualname(call.func) == graphs.ONNX_EXPORT
     if not inputs or argument(call, "kwargs", None if onnx else 2) is not None:
@@ -303,15 +377,88 @@ def _shapes_fix(ctx: Context, call: ast.Call) -> Fix | None:
         return None
     torch_name, imports = ref
     dim = f'{{0: {torch_name}.export.Dim("batch")}}'
-    specs = [
-        "None" if isinstance(e, ast.Constant | ast.JoinedStr | ast.Lambda) else dim for e in inputs
-    ]
+    constant = [isinstance(e, ast.Constant | ast.JoinedStr | ast.Lambda) for e in inputs]
+    specs = ["None" if c else dim for c in constant]
     value = f"({specs[0]},)" if len(specs) == 1 else f"({', '.join(specs)})"
+    proven = all(c or _loader_batch(ctx.sem, e) for c, e in zip(constant, inputs, strict=True))
     return Fix(
         Text(
-            'Add `dynamic_shapes=` marking dimension 0 as `torch.export.Dim("batch")`',
-            '添加 `dynamic_shapes=`，把第 0 维标为 `torch.export.Dim("batch")`',
+            'Add `dynamic_shapes=` marking dimension 0 as `torch.export.Dim("batch")`'
+            + ("" if proven else " (check that dimension 0 of each input is its batch)"),
+            '添加 `dynamic_shapes=`，把第 0 维标为 `torch.export.Dim("batch")`'
+            + ("" if proven else "（请确认每个输入的第 0 维是 batch）"),
         ),
         (*imports, fixes.add_keyword(ctx.source, call, f"dynamic_shapes={value}")),
-        Applicability.UNSAFE,
+        Applicability.UNSAFE if proven else Applicability.SUGGESTION,
     )
+
+
+# Calls that move or cast a tensor and keep its dimensions.
+_SAME_DIMS = frozenset({"to", "cuda", "cpu", "float", "half", "double", "bfloat16", "contiguous"})
+
+
+def _loader_batch(sem: Semantic, expr: ast.expr, _depth: int = 0) -> bool:
+    """Whether ``expr`` holds one field of a batch of a DataLoader made in this file with the
+    default collate and a literal ``batch_size`` of 2 or more, so that its dimension 0 is the
+    batch: ``x`` in ``for x, y in loader`` (also ``enumerate``/``tqdm``), in
+    ``x, y = next(iter(loader))``, or a name assigned ``x.to(device)``-style from one."""
+    while (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Attribute)
+        and expr.func.attr in _SAME_DIMS
+    ):
+        expr = expr.func.value
+    if not isinstance(expr, ast.Name) or _depth > 4:
+        return False
+    binding = sem.lookup(expr.id, expr)
+    if binding is None:
+        return False
+    if binding.how == "assign" and binding.value is not None:
+        if binding.index is None:
+            return _loader_batch(sem, binding.value, _depth + 1)
+        value = binding.value
+        if (
+            isinstance(value, ast.Call)
+            and terminal_name(value.func) == "next"
+            and len(value.args) == 1
+            and isinstance(value.args[0], ast.Call)
+            and terminal_name(value.args[0].func) == "iter"
+            and len(value.args[0].args) == 1
+        ):
+            return _batched(sem, value.args[0].args[0])
+        return False
+    if binding.how != "loop" or not isinstance(binding.node, ast.Name):
+        return False
+    loop = sem.parent(binding.node)
+    while isinstance(loop, ast.Tuple | ast.List):
+        loop = sem.parent(loop)
+    if not isinstance(loop, ast.For):
+        return False
+    target = loop.target
+    if isinstance(loop.iter, ast.Call) and terminal_name(loop.iter.func) == "enumerate":
+        if not (isinstance(target, ast.Tuple) and len(target.elts) == 2):
+            return False
+        target = target.elts[1]
+    # One field of the collated tuple, not the whole batch (a dict, a list, a tensor).
+    if not (isinstance(target, ast.Tuple | ast.List) and binding.node in target.elts):
+        return False
+    loader = data.batch_loader(sem, binding.node)
+    return loader is not None and _batched(sem, loader)
+
+
+def _batched(sem: Semantic, loader: ast.expr) -> bool:
+    calls, unknown = data.loader_calls(sem, loader)
+    if unknown or not calls:
+        return False
+    for call in calls:
+        size = data.loader_argument(call, "batch_size")
+        if (
+            not isinstance(size, ast.Constant)
+            or isinstance(size.value, bool)
+            or not isinstance(size.value, int)
+            or size.value < 2
+            or data.passes(call, "collate_fn")
+            or data.passes(call, "batch_sampler")
+        ):
+            return False
+    return True

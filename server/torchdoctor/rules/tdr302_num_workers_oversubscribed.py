@@ -39,8 +39,10 @@ class NumWorkersOversubscribed(Rule):
 
     ## Fix safety
     The fix caps the number with `min(N, os.cpu_count() or 1)` (adding `import os`). It is
-    unsafe: on a machine with more cores than this one, the cap changes nothing; on one with
-    fewer, loading order and speed change.
+    unsafe: on a machine with at least N cores the cap changes nothing; on one with fewer,
+    fewer workers load the data, at another speed. A map-style dataset still gives the same
+    batches in the same order, but an `IterableDataset` that splits its items by worker
+    (`get_worker_info()`) gives other batches, in another order.
 
     ## References
     - [`torch.utils.data.DataLoader`](https://pytorch.org/docs/stable/data.html#multi-process-data-loading)
@@ -70,8 +72,10 @@ class NumWorkersOversubscribed(Rule):
     ```
 
     ## 修复安全性
-    修复会用 `min(N, os.cpu_count() or 1)` 加以限制（并添加 `import os`）。它是不安全的：在核心数多于本机的
-    机器上，这个上限不起作用；在核心更少的机器上，加载顺序和速度都会改变。
+    修复会用 `min(N, os.cpu_count() or 1)` 加以限制（并添加 `import os`）。它是不安全的：在至少有 N 个核心的
+    机器上，这个上限不起作用；在核心更少的机器上，加载数据的 worker 变少，速度也随之改变。map 风格的数据集仍然按
+    同样的顺序给出同样的 batch，但按 worker 划分数据（`get_worker_info()`）的 `IterableDataset` 会给出
+    不同的 batch，顺序也不同。
 
     ## 参考
     - [`torch.utils.data.DataLoader`](https://pytorch.org/docs/stable/data.html#multi-process-data-loading)

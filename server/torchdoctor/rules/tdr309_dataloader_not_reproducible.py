@@ -52,7 +52,9 @@ class DataLoaderNotReproducible(Rule):
     ## Fix safety
     The fix adds `generator=torch.Generator().manual_seed(SEED)`, reusing the seed given to
     `torch.manual_seed` (a literal, or a name visible at the loader). It is unsafe: the data
-    order changes compared with earlier runs. No fix is offered when the file seeds with
+    order and the seeds of the workers change compared with earlier runs, and the loader no
+    longer draws from the global generator, so what the program draws from it afterwards (an
+    initialisation, dropout) changes too. No fix is offered when the file seeds with
     several different values, or the seed's name is not visible where the loader is built.
 
     ## References
@@ -95,8 +97,9 @@ class DataLoaderNotReproducible(Rule):
 
     ## 修复安全性
     修复会添加 `generator=torch.Generator().manual_seed(SEED)`，复用传给 `torch.manual_seed` 的种子（字面量，
-    或在加载器处可见的名字）。它不安全：与之前的运行相比，数据顺序会改变。当文件用多个不同的值设置种子，或种子的
-    名字在构造加载器的位置不可见时，不提供修复。
+    或在加载器处可见的名字）。它不安全：与之前的运行相比，数据顺序和各 worker 的种子都会改变；而且加载器
+    不再从全局生成器取随机数，因此程序之后从全局生成器取得的随机数（初始化、dropout）也会改变。当文件用多个
+    不同的值设置种子，或种子的名字在构造加载器的位置不可见时，不提供修复。
 
     ## 参考
     - [可复现性：DataLoader](https://pytorch.org/docs/stable/notes/randomness.html#dataloader)

@@ -57,10 +57,15 @@ class ScalerStepBypassed(Rule):
     ## Fix safety
     The fixes replace `optimizer.step()` with `scaler.step(optimizer)` (adding `scaler.update()`
     after it when the body has none), or insert `scaler.update()` after an existing
-    `scaler.step(...)`. They are safe: they restore the sequence GradScaler requires, and with
-    a disabled scaler (`enabled=False`) both calls reduce to a plain `optimizer.step()`. One
-    exception: when the scaled backward runs only in one branch (`if use_amp:`) and the step
-    is shared, the replacement is unsafe, because on the other path the scaler may not exist.
+    `scaler.step(...)`. Inserting the update is safe: without it the second `scaler.step()`
+    raises. Replacing the step is safe only where the code fails today: a `scaler.update()`
+    that follows the step in the same block, with no `scaler.step(...)` of another optimizer,
+    raises `AssertionError: No inf checks were recorded prior to update.` Otherwise the
+    replacement is unsafe: the program trains today, with scaled gradients, and every update
+    changes (to the intended one; in a CPU run with `init_scale=1024`, the update norm goes from
+    6,144 to 6). It is unsafe too when the scaled backward runs only in one branch
+    (`if use_amp:`) and the step is shared, because on the other path the scaler may not exist.
+    With a disabled scaler (`enabled=False`) both calls reduce to a plain `optimizer.step()`.
 
     ## References
     - [`torch.amp.GradScaler`](https://pytorch.org/docs/stable/amp.html#gradient-scaling)
@@ -107,10 +112,14 @@ class ScalerStepBypassed(Rule):
 
     ## 修复安全性
     修复会把 `optimizer.step()` 替换为 `scaler.step(optimizer)`（若循环体中没有 `scaler.update()`，
-    同时在其后添加），或在已有的 `scaler.step(...)` 之后插入 `scaler.update()`。这是安全的：它们恢复了
-    GradScaler 要求的调用顺序；缩放器被禁用（`enabled=False`）时，这两个调用等同于普通的 `optimizer.step()`。
-    例外：若缩放后的反向传播只在一个分支中执行（`if use_amp:`）而 step 是共用的，替换是不安全的，
-    因为在另一条路径上缩放器可能并不存在。
+    同时在其后添加），或在已有的 `scaler.step(...)` 之后插入 `scaler.update()`。插入 update 是安全的：
+    缺少它时第二次 `scaler.step()` 会抛出异常。替换 step 只有在代码目前就会失败时才是安全的：在同一代码块中
+    跟在 step 之后的 `scaler.update()`（且没有对其他优化器调用 `scaler.step(...)`）会抛出
+    `AssertionError: No inf checks were recorded prior to update.`。否则替换是不安全的：程序目前能够训练，
+    但使用的是放大后的梯度，修复后每次更新都会改变（变为预期的更新；在 CPU 上以 `init_scale=1024` 运行时，
+    更新的范数从 6,144 变为 6）。若缩放后的反向传播只在一个分支中执行（`if use_amp:`）而 step 是共用的，
+    替换同样是不安全的，因为在另一条路径上缩放器可能并不存在。缩放器被禁用（`enabled=False`）时，
+    这两个调用等同于普通的 `optimizer.step()`。
 
     ## 参考
     - [`torch.amp.GradScaler`](https://pytorch.org/docs/stable/amp.html#gradient-scaling)
@@ -120,7 +129,7 @@ class ScalerStepBypassed(Rule):
     code = "TDR403"
     name = "scaler-step-bypassed"
     severity = Severity.ERROR
-    fix_safety = Applicability.SAFE
+    fix_safety = Applicability.UNSAFE
 
     VALID = (
         "import torch\nscaler = torch.amp.GradScaler('cuda')\n"
@@ -261,6 +270,22 @@ class ScalerStepBypassed(Rule):
             "        sc.step(sgd)\n"
             "        sc.update()\n",
         ),
+        # The update runs only on some iterations: the others train with scaled gradients
+        # today, so the replacement is unsafe.
+        Invalid(
+            "import torch\n"
+            "for i, x in enumerate(loader):\n"
+            "    scaler.scale(model(x).sum()).backward()\n"
+            "    optimizer.step()\n"
+            "    if i % 100 == 0:\n"
+            "        scaler.update()\n",
+            fixed="import torch\n"
+            "for i, x in enumerate(loader):\n"
+            "    scaler.scale(model(x).sum()).backward()\n"
+            "    scaler.step(optimizer)\n"
+            "    if i % 100 == 0:\n"
+            "        scaler.update()\n",
+        ),
         # A step shared by both branches still bypasses the scaler when it is used.
         Invalid(
             "import torch\n"
@@ -340,7 +365,7 @@ class ScalerStepBypassed(Rule):
                 if opt_step in seen or _receiver(ctx, opt_step) in stepped:
                     continue
                 seen.add(opt_step)
-                self._report_bypass(ctx, opt_step, name, call, updates)
+                self._report_bypass(ctx, opt_step, name, call, updates, failing=not steps)
             for step in steps:
                 if step in seen:
                     continue
@@ -351,8 +376,15 @@ class ScalerStepBypassed(Rule):
 
     @staticmethod
     def _report_bypass(
-        ctx: Context, opt_step: ast.Call, name: str, backward: ast.Call, updates: list[ast.Call]
+        ctx: Context,
+        opt_step: ast.Call,
+        name: str,
+        backward: ast.Call,
+        updates: list[ast.Call],
+        failing: bool,
     ) -> None:
+        """``failing``: no ``step`` of the scaler runs in the region, so its ``update()`` calls
+        raise."""
         optimizer = _receiver(ctx, opt_step)
         edits: list[Edit] = [fixes.replace(ctx.source, opt_step, f"{name}.step({optimizer})")]
         title = Text(
@@ -374,7 +406,13 @@ class ScalerStepBypassed(Rule):
                 f"在 `{name}.scale(...).backward()` 之后 `{optimizer}.step()` 绕过了 GradScaler："
                 f"参数会按放大后的梯度更新；请使用 `{name}.step({optimizer})`",
             ),
-            fixes=[Fix(title, tuple(edits), _bypass_fix_safety(ctx, opt_step, backward))],
+            fixes=[
+                Fix(
+                    title,
+                    tuple(edits),
+                    _bypass_fix_safety(ctx, opt_step, backward, updates if failing else []),
+                )
+            ],
             related=[ctx.related(backward, Text("scaled backward", "缩放后的反向传播"))],
         )
 
@@ -416,15 +454,32 @@ def _maybe_grad_scaler(ctx: Context, expr: ast.expr) -> bool:
     )
 
 
-def _bypass_fix_safety(ctx: Context, opt_step: ast.Call, backward: ast.Call) -> Applicability:
-    """Unsafe when the scaled backward runs only under a condition that the step is outside of:
-    on the other path the scaler may not exist (``scaler = ... if amp else None``)."""
+def _bypass_fix_safety(
+    ctx: Context, opt_step: ast.Call, backward: ast.Call, updates: list[ast.Call]
+) -> Applicability:
+    """Safe only where the code fails today: an ``update()`` follows the step in its block
+    (without a ``scaler.step`` it raises ``No inf checks were recorded``). Otherwise the
+    optimizer trains with scaled gradients today and the fix changes every update. Unsafe, too,
+    when the scaled backward runs only under a condition that the step is outside of: on the
+    other path the scaler may not exist (``scaler = ... if amp else None``)."""
     for anc in ctx.sem.ancestors(backward):
         if ctx.sem.is_inside(opt_step, anc):
             break
         if isinstance(anc, ast.If | ast.Try | ast.Match):
             return Applicability.UNSAFE
-    return Applicability.SAFE
+    try:
+        block, index = ctx.sem.block_of(ctx.sem.statement_of(opt_step))
+    except ValueError:
+        return Applicability.UNSAFE
+    for later in block[index + 1 :]:
+        if any(isinstance(n, _JUMPS) for n in ctx.sem.walk(later)):
+            break
+        if any(ctx.sem.statement_of(u) is later for u in updates):
+            return Applicability.SAFE
+    return Applicability.UNSAFE
+
+
+_JUMPS = (ast.Return, ast.Continue, ast.Break, ast.Raise)
 
 
 def _regions(ctx: Context, node: ast.AST) -> Iterator[list[ast.stmt]]:

@@ -220,6 +220,21 @@ class SamplerWithoutSetEpoch(Rule):
             "    for batch in loader:\n"
             "        step(batch)\n",
         ),
+        # Two loaders in one epoch loop: one finding, one fix seeding both.
+        Invalid(
+            _HEAD + "texts = DataLoader(a, sampler=DistributedSampler(a))\n"
+            "images = DataLoader(b, sampler=DistributedSampler(b))\n"
+            "for epoch in range(3):\n"
+            "    for x, y in zip(texts, images):\n"
+            "        step(x, y)\n",
+            fixed=_HEAD + "texts = DataLoader(a, sampler=DistributedSampler(a))\n"
+            "images = DataLoader(b, sampler=DistributedSampler(b))\n"
+            "for epoch in range(3):\n"
+            "    texts.sampler.set_epoch(epoch)\n"
+            "    images.sampler.set_epoch(epoch)\n"
+            "    for x, y in zip(texts, images):\n"
+            "        step(x, y)\n",
+        ),
         # Inline sampler, loader passed to a helper, aliases.
         Invalid(
             "import torch.utils.data as tud\n"
@@ -364,6 +379,14 @@ class SamplerWithoutSetEpoch(Rule):
     )
 
     def check(self, ctx: Context) -> None:
+        # One finding per epoch loop, naming every loader whose sampler it leaves unseeded.
+        by_loop: dict[ast.AST, tuple[LoopInfo, list[_Loader]]] = {}
+        for loader, loop in self._unseeded(ctx):
+            by_loop.setdefault(loop.node, (loop, []))[1].append(loader)
+        for loop, loaders in by_loop.values():
+            self._report(ctx, loaders, loop)
+
+    def _unseeded(self, ctx: Context) -> Iterator[tuple[_Loader, LoopInfo]]:
         setters = _functions_setting_epoch(ctx)
         for call in ctx.sem.calls_to("torch.utils.data.DataLoader"):
             for loader in self._loaders(ctx, call):
@@ -377,7 +400,7 @@ class SamplerWithoutSetEpoch(Rule):
                     chosen = next(
                         (c for c in chain if _EPOCH_NAME.search(c.target_name or "")), top
                     )
-                    self._report(ctx, loader, chosen)
+                    yield loader, chosen
 
     # -- finding the loaders --------------------------------------------------------------
     def _loaders(self, ctx: Context, call: ast.Call) -> list[_Loader]:
@@ -490,20 +513,21 @@ class SamplerWithoutSetEpoch(Rule):
         return chains
 
     # -- reporting ------------------------------------------------------------------------
-    def _report(self, ctx: Context, loader: _Loader, loop: LoopInfo) -> None:
+    def _report(self, ctx: Context, loaders: list[_Loader], loop: LoopInfo) -> None:
         node = loop.node
         header_end = node.iter if isinstance(node, ast.For | ast.AsyncFor) else node.test
         rng = Range(ctx.source.start(node), ctx.source.end(header_end))
-        name = ctx.segment(loader.target)
+        names = "`, `".join(ctx.segment(loader.target) for loader in loaders)
+        samplers = "`DistributedSampler`" + ("s" if len(loaders) > 1 else "")
         ctx.report(
             rng,
             Text(
-                f"This epoch loop never calls `set_epoch` on the `DistributedSampler` of "
-                f"`{name}`: every epoch sees the samples in the same order",
-                f"该 epoch 循环从未调用 `{name}` 的 `DistributedSampler` 的 `set_epoch`："
+                f"This epoch loop never calls `set_epoch` on the {samplers} of "
+                f"`{names}`: every epoch sees the samples in the same order",
+                f"该 epoch 循环从未调用 `{names}` 的 `DistributedSampler` 的 `set_epoch`："
                 "每个 epoch 的样本顺序都相同",
             ),
-            fixes=[self._fix(ctx, loader, loop)],
+            fixes=[self._fixes(ctx, loaders, loop)],
             related=[
                 ctx.related(
                     loader.creation,
@@ -511,7 +535,27 @@ class SamplerWithoutSetEpoch(Rule):
                         "The `DistributedSampler` is created here", "`DistributedSampler` 在此创建"
                     ),
                 )
+                for loader in loaders
             ],
+        )
+
+    def _fixes(self, ctx: Context, loaders: list[_Loader], loop: LoopInfo) -> Fix | None:
+        """One fix seeding every loader of the loop (those that can be fixed)."""
+        found = [f for f in (self._fix(ctx, loader, loop) for loader in loaders) if f is not None]
+        if len(found) <= 1:
+            return found[0] if found else None
+        return Fix(
+            Text(
+                " ".join(f.title.en.removesuffix(" first in the loop") for f in found[:1])
+                + "".join(
+                    " and " + f.title.en.removeprefix("Call ").removesuffix(" first in the loop")
+                    for f in found[1:]
+                )
+                + " first in the loop",
+                "；".join(f.title.zh for f in found),
+            ),
+            tuple(edit for f in found for edit in f.edits),
+            Applicability.SAFE,
         )
 
     def _fix(self, ctx: Context, loader: _Loader, loop: LoopInfo) -> Fix | None:

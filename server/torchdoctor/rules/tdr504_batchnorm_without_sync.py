@@ -63,8 +63,10 @@ class BatchnormWithoutSync(Rule):
     ## Fix safety
     The fix inserts `model = nn.SyncBatchNorm.convert_sync_batchnorm(model)` before the
     statement that wraps the model (or converts the argument in place when the model is
-    built inside the call). It is unsafe: it changes the numerics of training, adds
-    communication to every forward pass, and SyncBatchNorm only synchronises on GPUs.
+    built inside the call). It is unsafe: it changes the numerics of training and adds
+    communication to every forward pass; and SyncBatchNorm works only on GPUs:
+    `DistributedDataParallel` of a CPU module with SyncBatchNorm layers raises
+    `ValueError: SyncBatchNorm layers only work with GPU modules`.
 
     ## References
     - [`torch.nn.SyncBatchNorm`](https://pytorch.org/docs/stable/generated/torch.nn.SyncBatchNorm.html)
@@ -102,8 +104,9 @@ class BatchnormWithoutSync(Rule):
 
     ## 修复安全性
     修复在包装模型的语句之前插入 `model = nn.SyncBatchNorm.convert_sync_batchnorm(model)`（模型在调用中
-    直接构建时，则就地转换该参数）。该修复不安全：它改变训练的数值行为，给每次前向传播增加通信，而且
-    SyncBatchNorm 只在 GPU 上同步。
+    直接构建时，则就地转换该参数）。该修复不安全：它改变训练的数值行为，给每次前向传播增加通信；而且
+    SyncBatchNorm 只能在 GPU 上使用：对含 SyncBatchNorm 层的 CPU 模块调用 `DistributedDataParallel` 会抛出
+    `ValueError: SyncBatchNorm layers only work with GPU modules`。
 
     ## 参考
     - [`torch.nn.SyncBatchNorm`](https://pytorch.org/docs/stable/generated/torch.nn.SyncBatchNorm.html)

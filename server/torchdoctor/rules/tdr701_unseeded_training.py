@@ -5,11 +5,21 @@ import os
 
 from ..core import fixes, kinds, training
 from ..core.context import Context
-from ..core.model import Applicability, Edit, Fix, Severity, Text
+from ..core.model import Applicability, Fix, Severity, Text
 from ..core.semantic import Semantic
 from .base import Invalid, Rule, Valid
 
 _SEEDERS = frozenset({"manual_seed", "manual_seed_all", "seed_everything", "set_seed", "seed"})
+_SEED_CALLS = {"random": "{}.seed(0)", "numpy": "{}.random.seed(0)", "torch": "{}.manual_seed(0)"}
+# Seeding functions imported under another name (``from torch import manual_seed as ms``).
+_SEED_FUNCTIONS = (
+    "torch.manual_seed",
+    "torch.random.manual_seed",
+    "torch.cuda.manual_seed",
+    "torch.cuda.manual_seed_all",
+    "random.seed",
+    "numpy.random.seed",
+)
 
 
 class UnseededTraining(Rule):
@@ -58,8 +68,17 @@ class UnseededTraining(Rule):
     ```
 
     ## Fix safety
-    The fix inserts a seeding block after the imports (`random`, NumPy when imported, and
-    `torch`). It is unsafe: results change to a fixed, repeatable sequence.
+    The fix inserts a seeding block (`random`, NumPy when the file imports it, and `torch`)
+    right after the file's first run of top-level imports, before any other code draws a
+    random number. Each module is spelled by the name an import of that run binds to it
+    (`np` after `import numpy as np`); a module that the run does not import (`random`
+    usually, or a module imported only further down the file or in a later notebook cell) is
+    imported by the block itself, so every name it uses is bound where it runs. In a notebook
+    the block goes into the cell of the last of those imports, after them. No fix
+    is offered when one of those names means something else in the file (`from numpy import
+    random`, a parameter called `random`); NumPy is then left out when only its name is taken.
+    It is unsafe: results change to a fixed, repeatable sequence (two runs print the same
+    numbers), which is its purpose.
 
     ## References
     - [Reproducibility](https://pytorch.org/docs/stable/notes/randomness.html)
@@ -104,8 +123,12 @@ class UnseededTraining(Rule):
     ```
 
     ## 修复安全性
-    修复会在导入语句之后插入一段设定种子的代码（`random`、已导入时的 NumPy，以及 `torch`）。它是不安全的：结果会变成
-    一个固定、可重复的序列。
+    修复会在文件第一段顶层导入语句之后、其他代码取随机数之前，插入一段设定种子的代码（`random`、文件导入了 NumPy 时的
+    NumPy，以及 `torch`）。每个模块都沿用这段导入为它绑定的名字（`import numpy as np` 之后用 `np`）；这段导入没有导入的
+    模块（通常是 `random`，或只在文件更靠后处、之后的 notebook 单元格中才导入的模块）由插入的代码自己导入，因此它用到的
+    每个名字在运行处都已绑定。在 notebook 中，这段代码放在这些导入中最后一条所在的单元格里、导入之后。若其中某个名字在
+    文件中另有所指（`from numpy import random`、名为 `random` 的参数），则不提供修复；若只有 NumPy 的名字被占用，则不为
+    NumPy 设定种子。它是不安全的：结果会变成一个固定、可重复的序列（两次运行打印相同的数字），这正是它的目的。
 
     ## 参考
     - [可复现性](https://pytorch.org/docs/stable/notes/randomness.html)
@@ -135,6 +158,13 @@ class UnseededTraining(Rule):
         "        loss.backward()\n        self.optimizer.step()\n",
         "import torch\ndef train_epoch(model, loader, optimizer):\n    for x in loader:\n"
         "        model(x).sum().backward()\n        optimizer.step()\n",
+        # Seeding under other names: an alias, a module alias, a helper without "seed" in its name.
+        "import torch\nfrom torch import manual_seed as ms\nms(3)\n"
+        "for x in loader:\n    loss.backward()\n    opt.step()",
+        "import torch\nimport numpy.random as npr\nnpr.seed(3)\n"
+        "for x in loader:\n    loss.backward()\n    opt.step()",
+        "import torch\ndef fix_rng(s):\n    torch.random.manual_seed(s)\nfix_rng(1)\n"
+        "for x in loader:\n    loss.backward()\n    opt.step()",
         # A test file.
         Valid(
             "import torch\nfor x in loader:\n    loss.backward()\n    opt.step()\n",
@@ -166,6 +196,42 @@ class UnseededTraining(Rule):
             "        model(x).sum().backward()\n        opt.step()\n"
             "if __name__ == '__main__':\n    train(net, data, optimizer)\n",
         ),
+        # NumPy is imported after other code, and torch by alias: the block goes after the
+        # header and imports NumPy itself, so that every name it uses is bound where it runs.
+        Invalid(
+            "import torch as T\nmodel = build()\nimport numpy as np\n"
+            "for x in loader:\n    crit(model(x)).backward()\n    opt.step()\n",
+            fixed="import torch as T\nimport random\nimport numpy\nrandom.seed(0)\n"
+            "numpy.random.seed(0)\nT.manual_seed(0)\nmodel = build()\nimport numpy as np\n"
+            "for x in loader:\n    crit(model(x)).backward()\n    opt.step()\n",
+        ),
+        # `random` and torch imported only further down: imported again in the block.
+        Invalid(
+            '"""Train."""\nimport os\nroot = os.getcwd()\nimport random\nimport torch\n'
+            "for x in loader:\n    model(x).sum().backward()\n    opt.step()\n",
+            fixed='"""Train."""\nimport os\nimport random\nimport torch\nrandom.seed(0)\n'
+            "torch.manual_seed(0)\nroot = os.getcwd()\nimport random\nimport torch\n"
+            "for x in loader:\n    model(x).sum().backward()\n    opt.step()\n",
+        ),
+        # `random` means something else in the file: no fix rather than a wrong name.
+        Invalid(
+            "import torch\nfrom numpy import random\n"
+            "for x in loader:\n    model(x).sum().backward()\n    opt.step()\n",
+            fixed=None,
+        ),
+        Invalid(
+            "import torch\ndef pick(random):\n    return random\n"
+            "for x in loader:\n    model(x).sum().backward()\n    opt.step()\n",
+            fixed=None,
+        ),
+        Invalid(
+            "import torch\nimport numpy as np\n"
+            "for x in loader:\n    model(x).sum().backward()\n    opt.step()\n",
+            fixed="import torch\nimport numpy as np\nimport random\nrandom.seed(0)\n"
+            "np.random.seed(0)\ntorch.manual_seed(0)\n"
+            "for x in loader:\n    model(x).sum().backward()\n    opt.step()\n",
+            notebook=True,
+        ),
     )
 
     def check(self, ctx: Context) -> None:
@@ -173,6 +239,8 @@ class UnseededTraining(Rule):
         if any(sem.calls_by_attr.get(n) or sem.calls_by_name.get(n) for n in _SEEDERS):
             return
         if _calls_seed_helper(sem) or _is_test_file(ctx.path):
+            return
+        if next(sem.calls_to(*_SEED_FUNCTIONS), None) is not None:
             return
         backward = next(
             (c for c in sem.calls_by_attr.get("backward", ()) if training.is_backward(sem, c)), None
@@ -202,35 +270,38 @@ class UnseededTraining(Rule):
 
     @staticmethod
     def _seed_fix(ctx: Context) -> Fix | None:
-        sem, source = ctx.sem, ctx.source
-        edits: list[Edit] = []
-        lines: list[str] = []
-        random_ref = fixes.module_ref(sem, source, "random")
-        torch_ref = fixes.module_ref(sem, source, "torch")
-        if random_ref is None or torch_ref is None:
-            return None
-        edits.extend(random_ref[1])
-        lines.append(f"{random_ref[0]}.seed(0)")
-        numpy = next(
-            (
-                name
-                for name, bs in sem.scopes[sem.tree].bindings.items()
-                if bs and all(b.how == "import" and b.qualname == "numpy" for b in bs)
-            ),
-            None,
-        )
-        if numpy:
-            lines.append(f"{numpy}.random.seed(0)")
-        edits.extend(torch_ref[1])
-        lines.append(f"{torch_ref[0]}.manual_seed(0)")
-        nl = source.newline
-        anchor = fixes.import_edit(sem, source, nl.join(lines))
-        edits.append(anchor)
+        """Seed right after the import header, spelling each module by the name the header
+        binds to it, or importing it in the inserted block: every name the block uses is bound
+        where it runs, before any other code of the file has drawn a random number."""
+        sem = ctx.sem
+        modules = ["random", "numpy", "torch"] if _imports_numpy(sem) else ["random", "torch"]
+        imports: list[str] = []
+        seeds: list[str] = []
+        for module in modules:
+            ref = fixes.header_module_ref(sem, module)
+            if ref is None:
+                if module == "numpy":
+                    continue  # NumPy's own name is taken: seed the other two
+                return None
+            name, line = ref
+            if line is not None:
+                imports.append(line)
+            seeds.append(_SEED_CALLS[module].format(name))
+        block = ctx.source.newline.join([*imports, *seeds])
         return Fix(
             Text("Seed random, NumPy and torch", "为 random、NumPy 和 torch 设定种子"),
-            tuple(edits),
+            (fixes.header_edit(sem, ctx.source, block, ctx.notebook),),
             Applicability.UNSAFE,
         )
+
+
+def _imports_numpy(sem: Semantic) -> bool:
+    """The file imports NumPy at module level (anywhere: the seed block imports it itself when
+    the import comes after the header)."""
+    return any(
+        bs and all(b.how == "import" and b.qualname == "numpy" for b in bs)
+        for bs in sem.scopes[sem.tree].bindings.values()
+    )
 
 
 def _calls_seed_helper(sem: Semantic) -> bool:

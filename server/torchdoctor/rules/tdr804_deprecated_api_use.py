@@ -62,7 +62,15 @@ class DeprecatedApiUse(Rule):
     functorch, renamed functions, legacy constructors with literal sizes or data). Unsafe:
     `torch.range` → `torch.arange` (the result's dtype follows the arguments instead of being
     the default float dtype), `assert_allclose` → `assert_close` (stricter),
-    `weight_norm` → `parametrizations.weight_norm` (different state-dict keys). A fix never
+    `weight_norm` → `parametrizations.weight_norm` (the parameters `weight_g`/`weight_v`
+    become `parametrizations.weight.original0/1`, in the state dict too, so checkpoints the
+    fixed code writes do not load into code still using the old function; older checkpoints
+    still load into the new one; the module's class becomes `ParametrizedLinear` and so on).
+    That migration breaks code that relies on what only the old function makes, so no fix is
+    offered when the file mentions `weight_g`/`weight_v` (the `name=` given plus `_g`/`_v`:
+    an attribute, a state-dict key, a key remapping), calls `remove_weight_norm`, scripts a
+    module with `torch.jit.script`, or pickles a whole module with `torch.save(model, ...)`
+    (parametrized modules support neither), or when `name=` is not a literal. A fix never
     introduces an undefined name: it reuses the file's own spelling of `torch` and adds
     `import torch` when needed, or offers no fix when the name `torch` means something else.
 
@@ -119,7 +127,12 @@ class DeprecatedApiUse(Rule):
     `ger`、`lu`、上采样、functorch、改名的函数、带字面量尺寸或数据的旧式构造函数）。不安全的有：
     `torch.range` → `torch.arange`（结果 dtype 随参数而定，而不是默认浮点类型）、
     `assert_allclose` → `assert_close`（更严格）、`weight_norm` → `parametrizations.weight_norm`
-    （state dict 的键不同）。修复绝不会引入未定义的名字：它沿用文件中 `torch` 的写法，必要时添加
+    （参数 `weight_g`/`weight_v` 变为 `parametrizations.weight.original0/1`，state dict 中也是如此，
+    因此修复后的代码写出的检查点无法加载到仍使用旧函数的代码中；旧检查点仍能加载到新版本中；模块的类也变为
+    `ParametrizedLinear` 等）。依赖只有旧函数才会产生的东西的代码会被这一迁移破坏，因此当文件提到
+    `weight_g`/`weight_v`（所给的 `name=` 加上 `_g`/`_v`：属性、state dict 的键、键的重映射）、调用
+    `remove_weight_norm`、用 `torch.jit.script` 编译模块，或用 `torch.save(model, ...)` 序列化整个模块
+    （参数化的模块两者都不支持），或 `name=` 不是字面量时，不提供修复。修复绝不会引入未定义的名字：它沿用文件中 `torch` 的写法，必要时添加
     `import torch`；若 `torch` 这个名字另有所指，则不提供修复。
 
     ## 参考
@@ -156,6 +169,9 @@ class DeprecatedApiUse(Rule):
         "import torch\nn = torch.norm(x, dim=1)\nu, s, v = torch.svd(a)\ny = torch.ger(a, b)",
         "import torch\nfrom torch.autograd import Variable\nv = Variable(torch.FloatTensor([1.0]))",
         "import torch\nts = torch.jit.trace(model, example)\ntorch.jit.save(ts, 'm.pt')",
+        # The parametrization already, and a local helper called weight_norm.
+        "import torch\nfc = torch.nn.utils.parametrizations.weight_norm(torch.nn.Linear(4, 4))",
+        "import torch\ndef weight_norm(m):\n    return m\nfc = weight_norm(torch.nn.Linear(4, 4))",
         # Removed (not deprecated): TDR801's.
         "import torch\nx = torch.solve(b, A)",
         Valid("import torch\nq, r = torch.linalg.qr(a)\n", notebook=True),
@@ -237,6 +253,33 @@ class DeprecatedApiUse(Rule):
             fixed="import torch.distributed as dist\ndist.all_gather_single(out, x)",
         ),
         Invalid("import torch\ntorch.onnx.export(m, (x,), 'm.onnx', dynamo=False)", fixed=None),
+        # weight_norm: unsafe rename, unless the file relies on what only the old one makes.
+        Invalid(
+            "from torch import nn\nfc = nn.utils.weight_norm(nn.Linear(4, 4))\n",
+            fixed="from torch import nn\nfc = nn.utils.parametrizations.weight_norm(nn.Linear(4, 4))\n",
+        ),
+        Invalid(
+            "import torch.nn as nn\nfc = nn.utils.weight_norm(nn.Linear(4, 4))\n"
+            "fc.weight_g.data.fill_(1)\n",
+            fixed=None,
+        ),
+        Invalid(
+            "import torch\nfrom torch.nn.utils import weight_norm\n"
+            "conv = weight_norm(torch.nn.Conv1d(2, 2, 3), name='kernel')\n"
+            "state = {k.replace('kernel_v', 'v'): t for k, t in conv.state_dict().items()}\n",
+            fixed=None,
+        ),
+        Invalid(
+            "import torch\nfrom torch.nn.utils import weight_norm, remove_weight_norm\n"
+            "fc = weight_norm(torch.nn.Linear(4, 4))\nremove_weight_norm(fc)\n",
+            fixed=None,
+        ),
+        Invalid(
+            "import torch\nnet = torch.nn.Sequential(torch.nn.utils.weight_norm(torch.nn.Linear(4, 4)))\n"
+            "torch.save(net, 'net.pt')\n",
+            fixed=None,
+        ),
+        Invalid("import torch\nfc = torch.nn.utils.weight_norm(layer, name=param)\n", fixed=None),
         Invalid(
             "import torch\nq, r = torch.qr(a)\n",
             fixed="import torch\nq, r = torch.linalg.qr(a)\n",

@@ -1,0 +1,41 @@
+import { describe, expect, it } from 'vitest';
+
+import { MARK_CLASS, toCmDiagnostics } from '../src/editor';
+import { Diagnostic, Fix } from '../src/lsp';
+
+const URI = 'cell';
+
+describe('toCmDiagnostics', () => {
+  it('marks the range with the rule code and turns each fix into a button', () => {
+    const text = 'import torch\nstate = torch.load("x.pt")';
+    const diagnostic: Diagnostic = {
+      range: { start: { line: 1, character: 8 }, end: { line: 1, character: 26 } },
+      message: '`torch.load` without `map_location`',
+      severity: 2,
+      code: 'TDR602',
+      source: 'torchdoctor',
+      data: {
+        fixes: [
+          { title: 'Add map_location', applicability: 'safe', edits: [{ range: [1, 25, 1, 25], newText: ', m' }] },
+          { title: 'Other (unsafe)', applicability: 'unsafe', edits: [{ range: [1, 0, 1, 0], newText: '' }] }
+        ]
+      }
+    };
+    const applied: [Fix, Diagnostic][] = [];
+    const [cm, ...rest] = toCmDiagnostics(text, URI, [diagnostic, { ...diagnostic, source: 'pylsp' }], (f, d) =>
+      applied.push([f, d])
+    );
+    expect(rest).toEqual([]);
+    expect(cm!.from).toBe(21);
+    expect(cm!.to).toBe(39);
+    expect(text.slice(cm!.from, cm!.to)).toBe('torch.load("x.pt")');
+    expect(cm!.severity).toBe('warning');
+    expect(cm!.markClass).toBe(`${MARK_CLASS} ${MARK_CLASS}-TDR602`);
+    expect(cm!.actions!.map(a => [a.name, a.markClass])).toEqual([
+      ['Add map_location', 'jp-torchdoctor-fix jp-torchdoctor-fix-safe'],
+      ['Other (unsafe)', 'jp-torchdoctor-fix jp-torchdoctor-fix-unsafe']
+    ]);
+    cm!.actions![1]!.apply(null as never, 0, 0);
+    expect(applied[0]![0].applicability).toBe('unsafe');
+  });
+});

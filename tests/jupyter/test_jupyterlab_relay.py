@@ -1,0 +1,71 @@
+"""The server extension of jupyterlab-torchdoctor (jupyterlab-ext/): the LSP framing of its
+websocket relay, its command line, and its registration with Jupyter (no browser needed)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+EXT = Path(__file__).resolve().parents[2] / "jupyterlab-ext"
+sys.path.insert(0, str(EXT))
+
+import jupyterlab_torchdoctor  # noqa: E402
+from jupyterlab_torchdoctor import handlers  # noqa: E402
+
+
+def test_frame_and_read_back() -> None:
+    body = json.dumps({"jsonrpc": "2.0", "method": "x", "params": {"text": "张量 🔥"}})
+
+    async def roundtrip() -> list[str | None]:
+        reader = asyncio.StreamReader()
+        reader.feed_data(handlers.frame(body) + handlers.frame("{}"))
+        reader.feed_eof()
+        return [await handlers.read_message(reader) for _ in range(3)]
+
+    assert asyncio.run(roundtrip()) == [body, "{}", None]
+
+
+def test_reads_other_headers() -> None:
+    async def read() -> str | None:
+        reader = asyncio.StreamReader()
+        data = b'{"a": 1}'
+        reader.feed_data(
+            b"Content-Type: application/vscode-jsonrpc; charset=utf-8\r\n"
+            + b"content-length: %d\r\n\r\n" % len(data)
+            + data
+        )
+        reader.feed_eof()
+        return await handlers.read_message(reader)
+
+    assert asyncio.run(read()) == '{"a": 1}'
+
+
+def test_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(handlers.COMMAND_ENV, raising=False)
+    assert handlers.server_command() == [sys.executable, "-m", "torchdoctor", "server"]
+    monkeypatch.setenv(handlers.COMMAND_ENV, "/opt/td/bin/torchdoctor server --log-level debug")
+    assert handlers.server_command() == [
+        "/opt/td/bin/torchdoctor",
+        "server",
+        "--log-level",
+        "debug",
+    ]
+
+
+def test_registration() -> None:
+    assert jupyterlab_torchdoctor._jupyter_server_extension_points() == [
+        {"module": "jupyterlab_torchdoctor"}
+    ]
+    assert jupyterlab_torchdoctor._jupyter_labextension_paths()[0]["dest"] == (
+        "jupyterlab-torchdoctor"
+    )
+    config = EXT / "jupyter-config" / "jupyter_server_config.d" / "jupyterlab_torchdoctor.json"
+    enabled = json.loads(config.read_text())["ServerApp"]["jpserver_extensions"]
+    assert enabled == {"jupyterlab_torchdoctor": True}
+    package = json.loads((EXT / "package.json").read_text())
+    assert package["name"] == "jupyterlab-torchdoctor"
+    assert package["version"] == jupyterlab_torchdoctor.__version__
