@@ -122,3 +122,23 @@ def test_bad_arguments(kernel, capsys, args: list[str]) -> None:
     code, out, err = _probe(capsys, "--connection-file", kernel.connection_file, *args)
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("where", ["path", "name", "missing"])
+def test_without_jupyter_client_the_fix_is_named(tmp_path: Path, where: str) -> None:
+    import torchdoctor
+
+    path, key = _secret_connection_file(tmp_path)
+    target = {"path": str(path), "name": "kernel-1.json", "missing": str(tmp_path / "no.json")}
+    server = Path(torchdoctor.__file__).resolve().parent.parent
+    # -S: no site-packages, so jupyter-client is really missing; only torchdoctor is importable.
+    proc = subprocess.run(
+        [sys.executable, "-S", "-m", "torchdoctor", "probe", "-f", target[where], "a"],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+        env={"PYTHONPATH": str(server), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert proc.returncode == 2 and proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "jupyter-client" in lines[0] and "pip install 'torchdoctor[bridge]'" in lines[0]
+    assert key not in proc.stderr

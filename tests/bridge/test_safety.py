@@ -107,15 +107,27 @@ def test_hostile_objects_are_never_touched(kernel, bridge: KernelBridge, tmp_pat
     assert not marker.exists()
 
 
-def test_a_kernel_without_torch_imports_nothing(new_kernel) -> None:
+def test_a_kernel_without_torch_imports_nothing(new_kernel, tmp_path: Path) -> None:
+    marker = tmp_path / "touched.txt"
     k = new_kernel()
     try:
         k.run("x = [1, 2, 3]")
+        # A key of sys.modules with its own __eq__, where the probe looks for torch.
+        k.run(
+            "import sys\n"
+            "class Key(str):\n"
+            "    __hash__ = str.__hash__\n"
+            "    def __eq__(self, other):\n"
+            f"        open({str(marker)!r}, 'a').write('eq')\n"
+            "        return False\n"
+            "sys.modules[Key('torch')] = None"
+        )
         with KernelBridge(k.connection_file, timeout=10) as bridge:
             facts = bridge.probe(ProbeRequest.of(["x", "y"]))
             assert facts.get("x") == {"kind": "no-torch"}
             assert facts.get("y") == {"kind": "missing"}
             assert facts.kernel["torch"] is None
+            assert not marker.exists()
             content = bridge._execute({"t": "'torch' in __import__('sys').modules"}, 10)
             assert content["user_expressions"]["t"]["data"]["text/plain"] == "False"
     finally:

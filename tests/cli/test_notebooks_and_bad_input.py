@@ -143,3 +143,18 @@ def test_huge_and_deeply_nested_files(td, tmp_path: Path) -> None:
     assert "deep.py:" in run.err and "Traceback" not in run.err
     assert "huge.py: file too large" in run.err
     assert "fine.py:2:5: TDR602" in run.out
+
+
+def test_a_cell_no_python_source_can_hold_is_an_error_of_that_cell(
+    td, tmp_path: Path, notebook
+) -> None:
+    # A lone surrogate (JSON allows "\ud800"): the cell cannot be parsed, the others are checked.
+    raw = json.loads(
+        notebook("import torch", "x = 1", "state = torch.load('w.pt', weights_only=True)")
+    )
+    raw["cells"][1]["source"] = ['x = "\ud800"\n']
+    (tmp_path / "n.ipynb").write_text(json.dumps(raw))  # ASCII: the surrogate as an escape
+    run = td("check", "n.ipynb")
+    assert "n.ipynb:cell 3:1:9: TDR602" in run.out
+    assert "error: n.ipynb:cell 2: cannot parse" in run.err
+    assert "Traceback" not in run.err

@@ -4,6 +4,7 @@ edits the server asks it to apply, started against `python -m torchdoctor server
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 from collections.abc import Callable
 from typing import Any, Union
@@ -226,3 +227,49 @@ def open_notebook(client: LanguageClient, uri: str, cells: list[tuple[str, str]]
 
 def codes(diagnostics: Any) -> list[str]:
     return sorted(str(d.code) for d in diagnostics)
+
+
+# ---- the editor's side of the text ------------------------------------------------------------
+_EOL = re.compile(r"\r\n|\r|\n")
+
+
+def editor_lines(text: str) -> list[str]:
+    """The document's lines as an LSP client counts them (``\\n``, ``\\r\\n``, ``\\r`` only),
+    without their line endings."""
+    return _EOL.split(text)
+
+
+def utf16_len(text: str) -> int:
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def editor_offset(text: str, pos: types.Position) -> int:
+    """The code-point offset of an LSP position (UTF-16 columns) as an editor resolves it: a
+    column past the end of its line is the line's end, a line past the last is the text's end."""
+    offset = 0
+    for i, m in enumerate(re.finditer(r"([^\r\n]*)(\r\n|\r|\n|$)", text)):
+        if i == pos.line:
+            line, units = m.group(1), 0
+            for j, ch in enumerate(line):
+                if units >= pos.character:
+                    return offset + j
+                units += utf16_len(ch)
+            return offset + len(line)
+        offset = m.end()
+        if not m.group(2):
+            break
+    return len(text)
+
+
+def apply_editor_edits(text: str, edits: list[types.TextEdit]) -> str:
+    """Apply LSP text edits (all against ``text``) as an editor does."""
+    spans = sorted(
+        (
+            (editor_offset(text, e.range.start), editor_offset(text, e.range.end), e.new_text)
+            for e in edits
+        ),
+        reverse=True,
+    )
+    for start, end, new in spans:
+        text = text[:start] + new + text[end:]
+    return text

@@ -93,3 +93,50 @@ async def test_hover_and_messages_in_chinese(chinese: LanguageClient) -> None:
     assert "[查看 TDR602 的指南](" in text
     noqa = markdown(await hover(chinese, uri, 2, 22))
     assert "查看 TDR602 的指南" in noqa
+
+
+def why_section(text: str, title: str) -> str:
+    start = text.index(f"**{title}**\n\n") + len(title) + 6
+    ends = [
+        text.find(f"\n\n**{t}", start) for t in ("Example", "Fix", "示例", "修复", "Use", "改为")
+    ]
+    return text[start : min(e for e in ends if e >= 0)]
+
+
+@pytest.mark.parametrize(
+    ("locale", "title", "more"), [("en", "Why it matters", "More"), ("zh", "为什么不好", "更多")]
+)
+async def test_a_long_why_is_cut_at_a_sentence_with_a_more_link(
+    english: LanguageClient, chinese: LanguageClient, locale: str, title: str, more: str
+) -> None:
+    from torchdoctor.linter.registry import all_rules
+    from torchdoctor.rules.base import DOC_SECTIONS, DOC_SECTIONS_ZH
+    from torchdoctor.rules.docs import rule_doc
+
+    client = english if locale == "en" else chinese
+    names = DOC_SECTIONS_ZH if locale == "zh" else DOC_SECTIONS
+    long_why = {}
+    for rule in all_rules():
+        doc = rule_doc(rule, locale)
+        why = doc.sections.get(names[1], "").strip()
+        if doc.locale == locale and why.count("\n") >= 10:
+            long_why[rule.code] = why
+    assert len(long_why) >= 3
+    text = "\n".join(f"x{i} = 1  # noqa: {code}" for i, code in enumerate(long_why)) + "\n"
+    uri = f"file:///tmp/td_hover/long_why_{locale}.py"
+    open_doc(client, uri, text)
+    await published(client, uri)
+    for line, (code, why) in enumerate(long_why.items()):
+        shown = why_section(markdown(await hover(client, uri, line, 18)), title)
+        if shown == why:
+            continue
+        prose, _, link = shown.rpartition(f"[{more}…](")
+        prose = prose.rstrip()
+        assert link and code in link, (code, shown[-200:])
+        assert why.startswith(prose), code
+        # Cut at the end of a paragraph or of a sentence.
+        rest = why[len(prose) :]
+        assert rest.startswith("\n\n") or prose.endswith((".", "。", "!", "?", "！", "？")), (
+            code,
+            prose[-80:],
+        )

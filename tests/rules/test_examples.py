@@ -23,22 +23,19 @@ from torchdoctor.rules.base import Invalid, Valid
 
 RULES = all_rules()
 
-# How unsafe each applicability is: a rule's fixes may be safer than its declaration, not less.
-_RISK = {Applicability.SAFE: 0, Applicability.UNSAFE: 1, Applicability.SUGGESTION: 2}
-
-# Rules whose fixes are less safe than they declare, left to their owners to fix: the check is
-# skipped for them (and test_fix_safety_exceptions_are_current fails once one is fixed).
-FIX_SAFETY_EXCEPTIONS = {
-    "TDR506": "declares safe; the fix is unsafe when a load in the file reads the wrapper's keys",
-    "TDR804": "declares safe; `torch.range` -> `torch.arange` and `assert_allclose` -> "
-    "`assert_close` are unsafe",
-}
+# How risky a fix applied in bulk is. A rule declares the riskiest fix it may apply in bulk; its
+# fixes may be safer than that, never riskier. Suggestions are never applied in bulk.
+_RISK = {Applicability.SAFE: 0, Applicability.UNSAFE: 1}
 
 
 def _fix_safety_mismatch(rule, fix: Fix) -> str | None:
-    """Why ``fix`` is less safe than ``rule`` declares, or None."""
+    """Why ``fix`` is riskier than ``rule`` declares, or None."""
     if rule.fix_safety is None:
         return f"{rule.code} declares no fix but offers a {fix.applicability.value} one"
+    if fix.applicability is Applicability.SUGGESTION or rule.fix_safety is Applicability.SUGGESTION:
+        if fix.applicability is not Applicability.SUGGESTION:
+            return f"{rule.code} declares suggestions but offers a {fix.applicability.value} fix"
+        return None
     if _RISK[fix.applicability] > _RISK[rule.fix_safety]:
         return (
             f"{rule.code} declares {rule.fix_safety.value} fixes but offers a "
@@ -120,11 +117,10 @@ def test_invalid(rule, example: Invalid) -> None:
             assert got == example.fixed
         else:
             assert apply_edits(example.code, list(first.fix.edits)) == example.fixed
-    # Every fix is as safe as the rule declares.
-    if rule.code not in FIX_SAFETY_EXCEPTIONS:
-        for finding in findings:
-            for fix in finding.fixes:
-                assert _fix_safety_mismatch(rule, fix) is None, _fix_safety_mismatch(rule, fix)
+    # No fix is riskier than the rule declares.
+    for finding in findings:
+        for fix in finding.fixes:
+            assert _fix_safety_mismatch(rule, fix) is None, _fix_safety_mismatch(rule, fix)
     # Every fix offered for every finding must give code that parses.
     for finding in findings:
         for fix in finding.fixes:
@@ -139,20 +135,6 @@ def test_invalid(rule, example: Invalid) -> None:
         ast.parse(outcome.text)
     leftover = [f for f in outcome.result.findings if f.code == rule.code and f.bulk_fix(True)]
     assert leftover == [], [f.message.en for f in leftover]
-
-
-@pytest.mark.parametrize("code", sorted(FIX_SAFETY_EXCEPTIONS))
-def test_fix_safety_exceptions_are_current(code: str) -> None:
-    """A listed rule still offers a fix less safe than it declares (else drop it from the list)."""
-    rule = next(r for r in RULES if r.code == code)
-    mismatches = []
-    for example in rule.INVALID:
-        result = check_any(
-            _text(example), _path(example), codes=frozenset({code}), live=_live(example)
-        )
-        for finding in result.findings:
-            mismatches += [_fix_safety_mismatch(rule, fix) for fix in finding.fixes]
-    assert any(mismatches), f"{code} now matches its declared fix safety: remove its exception"
 
 
 @pytest.mark.parametrize("rule", RULES, ids=[r.code for r in RULES])

@@ -39,6 +39,41 @@ let browser;
 const servers = [];
 process.on("exit", () => servers.forEach(stopProcess));
 
+/** Files under `dir` (recursively) whose name ends with `suffix`. */
+function filesEndingWith(dir, suffix) {
+  if (!fs.existsSync(dir)) return [];
+  return fs
+    .readdirSync(dir, { recursive: true })
+    .map((f) => path.join(dir, String(f)))
+    .filter((f) => f.endsWith(suffix) && fs.statSync(f).isFile());
+}
+
+/**
+ * The noise a user would see in the torchdoctor output channel or the extension host log: a
+ * warning about a duplicate diagnostic collection, pygls' warning about a late cancel, or a
+ * server message shown twice (once from window/logMessage, once from stderr as
+ * "LEVEL torchdoctor.lsp: message").
+ */
+function logNoise(userData) {
+  const logs = path.join(userData, "logs");
+  const problems = [];
+  for (const file of filesEndingWith(logs, "exthost.log")) {
+    for (const line of fs.readFileSync(file, "utf8").split("\n")) {
+      if (line.includes("DiagnosticCollection with name 'torchdoctor")) problems.push(line.trim());
+    }
+  }
+  for (const file of filesEndingWith(logs, path.join("torchdoctor.torchdoctor", "torchdoctor.log"))) {
+    const messages = fs.readFileSync(file, "utf8").split("\n").map((line) => line.replace(/^\S+ \S+ \[\w+\] /, ""));
+    const plain = new Set(messages);
+    for (const message of messages) {
+      if (message.includes("Cancel notification for unknown message id")) problems.push(message);
+      const fromStderr = /^[A-Z]+ torchdoctor\.lsp: (.*)$/.exec(message);
+      if (fromStderr?.[1] !== undefined && plain.has(fromStderr[1])) problems.push(`twice: ${fromStderr[1]}`);
+    }
+  }
+  return problems;
+}
+
 async function pass(name, { trusted }) {
   const dir = path.join(run, name);
   const workspace = path.join(dir, "workspace");
@@ -130,10 +165,16 @@ async function pass(name, { trusted }) {
     await context.close().catch(() => undefined);
     stopProcess(server);
   }
-  const text = fs.readFileSync(results, "utf8");
+  let text = fs.readFileSync(results, "utf8");
+  const noise = logNoise(userData);
+  text +=
+    noise.length === 0
+      ? "ok - the output channel and the extension host log are free of noise\n"
+      : `not ok - the output channel and the extension host log are free of noise\n${noise.map((l) => `  ${l}\n`).join("")}`;
   if (text.trim() !== "") console.log(text.trimEnd().replace(/^/gm, `[${name}] `));
   const passed = (text.match(/^ok - /gm) ?? []).length;
   const failed = (text.match(/^not ok - /gm) ?? []).length;
+  if (failed > 0 && exitCode === 0) exitCode = 1;
   if (exitCode === 0 && passed === 0) exitCode = 1; // nothing ran: the suite never loaded
   return { passed, failed, exitCode };
 }

@@ -8,6 +8,7 @@ import * as readline from "node:readline";
 import * as vscode from "vscode";
 import {
   CloseAction,
+  DocumentDiagnosticRequest,
   ErrorAction,
   LanguageClient,
   RevealOutputChannelOn,
@@ -15,6 +16,7 @@ import {
   type LanguageClientOptions,
   type ServerOptions as ClientServerOptions,
 } from "vscode-languageclient/node";
+import { CellDiagnostics } from "./cellDiagnostics";
 import { resolveInterpreter, workspaceInterpreterSetting, type InterpreterSource, errorText } from "./interpreter";
 import { setTranslator, t } from "./l10n";
 import { actionTitle, CrashTracker, crashedMessage, noInterpreterMessage, probeFailureMessage, type Action, type UserMessage } from "./messages";
@@ -86,6 +88,8 @@ class Torchdoctor implements TorchdoctorApi {
   private readonly shownMessages = new Set<string>();
   readonly messages: string[] = [];
   private restartTimer: NodeJS.Timeout | undefined;
+  private readonly cells = new CellDiagnostics("torchdoctor.cells");
+  private clientListeners: vscode.Disposable | undefined;
 
   constructor(private readonly context: vscode.ExtensionContext) {
     this.output = vscode.window.createOutputChannel("torchdoctor", { log: true });
@@ -93,7 +97,7 @@ class Torchdoctor implements TorchdoctorApi {
     this.statusItem.name = "torchdoctor";
     this.statusItem.command = "torchdoctor.showOutput";
     this.settings = settingsFor().settings;
-    context.subscriptions.push(this.output, this.statusItem);
+    context.subscriptions.push(this.output, this.statusItem, this.cells);
   }
 
   get interpreter(): string | undefined {
@@ -184,6 +188,9 @@ class Torchdoctor implements TorchdoctorApi {
   private async stopClient(): Promise<void> {
     const client = this.client;
     this.client = undefined;
+    this.clientListeners?.dispose();
+    this.clientListeners = undefined;
+    this.cells.clear();
     if (client === undefined) return;
     try {
       if (client.state !== State.Stopped) await client.stop(2000);
@@ -282,6 +289,11 @@ class Torchdoctor implements TorchdoctorApi {
     });
     try {
       await client.start();
+      // After the client's own listeners: by then it counts the new notebook tab as visible.
+      const refresh = (): void => {
+        if (this.client === client && client.isRunning()) client.getFeature(DocumentDiagnosticRequest.method).refresh();
+      };
+      this.clientListeners = this.cells.refreshOnNotebooks(refresh);
       this.setState("running");
     } catch (err) {
       this.output.error(`The server failed to start: ${errorText(err)}`);
@@ -307,6 +319,9 @@ class Torchdoctor implements TorchdoctorApi {
         { scheme: "vscode-notebook-cell", language: "python" },
       ],
       outputChannel: this.output,
+      // Not the name of the pull diagnostics' collection (the server's identifier, "torchdoctor"):
+      // VS Code warns when two collections share a name.
+      diagnosticCollectionName: "torchdoctor.push",
       stdioOptions: {
         stdout: (input, channel) => {
           readline.createInterface({ input, crlfDelay: Infinity }).on("line", (line) => {
@@ -347,6 +362,7 @@ class Torchdoctor implements TorchdoctorApi {
         },
       },
       middleware: {
+        provideDiagnostics: this.cells.provideDiagnostics,
         workspace: {
           configuration: async (params, token, next) => {
             const answer = await next(params, token);

@@ -5,8 +5,9 @@ One :class:`KernelBridge` holds one connection to one kernel. A probe is a silen
 ``user_expressions`` entry calling the private helper module installed in the kernel's
 ``sys.modules``: the user's execution count, ``In``/``Out``/``_``, history and namespace stay as
 they were. Probes go through a kernel subshell when the kernel offers one (they answer while a
-cell runs); otherwise a probe that does not answer within the timeout reports "kernel busy"
-and no second probe is queued behind it.
+cell runs); a probe that does not answer within the timeout reports "kernel busy" and no second
+probe is queued behind it. The probe bounds its own work in the kernel to a share of the
+timeout (``BUDGET_SHARE``), so it answers, in part if need be, before the client gives up.
 """
 
 from __future__ import annotations
@@ -22,14 +23,17 @@ from pathlib import Path
 from typing import Any
 
 from ..core.live_facts import LiveFacts, ProbeRequest
-from .errors import BridgeError
+from .errors import BridgeError, missing_jupyter_client
 
 _PROBE_SOURCE = (Path(__file__).with_name("_kernel_probe.py")).read_text(encoding="utf-8")
 PROBE_MODULE = "_torchdoctor_probe_" + hashlib.sha256(_PROBE_SOURCE.encode()).hexdigest()[:12]
 
 DEFAULT_TIMEOUT = 2.0
 CONTROL_CHECK = 0.3  # seconds to tell a busy kernel from a dead one after a probe timed out
-PENDING_EXPIRY = 60.0  # after this, a main-shell probe still unanswered is given up
+PENDING_EXPIRY = 60.0  # after this, a probe still unanswered is given up
+BUDGET_SHARE = 0.6  # of the timeout, for the probe's own work in the kernel
+CLOSE_WAIT = 0.2  # seconds close() waits for a probe still running in the subshell
+POLL = 0.05  # seconds between two looks at "is the bridge closing?" while waiting for a reply
 SUBSHELL_FEATURE = "kernel subshells"
 
 
@@ -41,9 +45,14 @@ class KernelDead(BridgeError):
     """The kernel does not answer at all."""
 
 
-def _probe_expression(request: ProbeRequest) -> str:
+def _probe_expression(request: ProbeRequest, budget: float | None = None) -> str:
     # The request travels as a string literal (``repr`` of a ``str``): data, never code.
-    return f'__import__("sys").modules[{PROBE_MODULE!r}].probe({request.to_json()!r})'
+    payload = request.to_json()
+    if budget is not None:
+        data = json.loads(payload)
+        data["budget"] = round(budget, 3)
+        payload = json.dumps(data, separators=(",", ":"))
+    return f'__import__("sys").modules[{PROBE_MODULE!r}].probe({payload!r})'
 
 
 def _install_expression() -> str:
@@ -81,7 +90,9 @@ class KernelBridge:
     """A connection to one running kernel, for probes.
 
     ``KernelBridge(connection_file)`` reads the file (it holds the HMAC key: never logged) and
-    connects; :meth:`probe` returns :class:`LiveFacts`. Thread-safe: one probe at a time.
+    connects; :meth:`probe` returns :class:`LiveFacts`. Thread-safe: one probe at a time;
+    :meth:`close` from another thread stops a probe that is waiting (it raises "bridge is
+    closed") and closes the sockets once that probe has let go of them.
     """
 
     def __init__(
@@ -94,7 +105,8 @@ class KernelBridge:
         self.connection_file = str(connection_file)
         self.timeout = timeout
         self._lock = threading.Lock()
-        self._pending: str | None = None  # a main-shell probe still queued behind a cell
+        self._closing = threading.Event()
+        self._pending: str | None = None  # a probe still queued (or running) in the kernel
         self._pending_since = 0.0
         self._installed = False
         self.subshell_id: str | None = None
@@ -111,9 +123,7 @@ class KernelBridge:
         try:
             from jupyter_client.blocking.client import BlockingKernelClient
         except ImportError:
-            raise BridgeError(
-                "the kernel bridge needs jupyter-client: pip install 'torchdoctor[bridge]'"
-            ) from None
+            raise missing_jupyter_client() from None
         path = Path(self.connection_file)
         if not path.is_file():
             raise BridgeError(f"connection file not found: {self.connection_file}")
@@ -138,10 +148,27 @@ class KernelBridge:
         client.start_channels(shell=True, iopub=False, stdin=False, hb=False, control=True)
         return client
 
+    def _live_client(self) -> Any:
+        """The client, for a caller that holds the lock (or is connecting)."""
+        client = self._client
+        if client is None or self._closing.is_set():
+            raise BridgeError("bridge is closed")
+        return client
+
+    def _wait_reply(self, channel: Any, left: float) -> Any:
+        """One reply from ``channel`` within ``left`` seconds (None if none came); raises
+        "bridge is closed" as soon as :meth:`close` is called."""
+        if self._closing.is_set():
+            raise BridgeError("bridge is closed")
+        try:
+            return channel.get_msg(timeout=min(left, POLL))
+        except Exception:
+            return None
+
     def _control(
         self, msg_type: str, content: dict[str, Any] | None = None, timeout: float | None = None
     ) -> dict[str, Any]:
-        client = self._client
+        client = self._live_client()
         msg = client.session.msg(msg_type, content or {})
         client.control_channel.send(msg)
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
@@ -152,9 +179,8 @@ class KernelBridge:
                     f"kernel does not answer (no {msg_type.replace('_request', '_reply')} within "
                     f"{self.timeout if timeout is None else timeout:g} s): is it running?"
                 )
-            try:
-                reply = client.control_channel.get_msg(timeout=left)
-            except Exception:
+            reply = self._wait_reply(client.control_channel, left)
+            if reply is None:
                 continue
             if reply.get("parent_header", {}).get("msg_id") == msg["header"]["msg_id"]:
                 return dict(reply["content"])
@@ -175,10 +201,25 @@ class KernelBridge:
         return self.subshell_id is not None
 
     def close(self) -> None:
-        client = getattr(self, "_client", None)
-        if client is None:
+        """Disconnect. Safe from any thread, also while a probe runs: that probe stops waiting
+        (it raises "bridge is closed") and the sockets are closed after it let go of them."""
+        closing = getattr(self, "_closing", None)
+        if closing is None:
             return
-        if self.subshell_id is not None:
+        closing.set()
+        with self._lock:
+            client = self._client
+            if client is None:
+                return
+            self._client = None
+            self._release(client)
+
+    def _release(self, client: Any) -> None:
+        if self._pending is not None:
+            self._drain_late(client, CLOSE_WAIT)
+        if self.subshell_id is not None and self._pending is None:
+            # Deleting a subshell joins its thread, and the kernel's control channel waits for
+            # that: never while a probe is still running there (it would block interrupts).
             try:
                 msg = client.session.msg(
                     "delete_subshell_request", {"subshell_id": self.subshell_id}
@@ -187,10 +228,9 @@ class KernelBridge:
                 client.control_channel.get_msg(timeout=0.5)
             except Exception:
                 pass
-            self.subshell_id = None
+        self.subshell_id = None
         with contextlib.suppress(Exception):
             client.stop_channels()
-        self._client = None
 
     def __enter__(self) -> KernelBridge:
         return self
@@ -206,18 +246,19 @@ class KernelBridge:
         answer within the timeout, :class:`KernelDead` when it does not answer at all."""
         if not isinstance(request, ProbeRequest):
             request = ProbeRequest.of(request)
-        if self._client is None:
+        if self._client is None or self._closing.is_set():
             raise BridgeError("bridge is closed")
         wait = self.timeout if timeout is None else timeout
         if not self._lock.acquire(timeout=wait):
             raise KernelBusy("kernel busy: another probe is running")
         try:
+            self._live_client()
             return self._probe_locked(request, wait)
         finally:
             self._lock.release()
 
     def _probe_locked(self, request: ProbeRequest, wait: float) -> LiveFacts:
-        expr = _probe_expression(request)
+        expr = _probe_expression(request, max(wait * BUDGET_SHARE, 0.01))
         for attempt in range(3):
             expressions = {"r": expr}
             if not self._installed or attempt:
@@ -253,12 +294,16 @@ class KernelBridge:
         raise BridgeError("probe could not be installed in the kernel")
 
     def _execute(self, expressions: dict[str, str], wait: float) -> dict[str, Any]:
-        client = self._client
+        client = self._live_client()
         self._drain(wait if self._pending is not None else 0.0)
+        if self._pending is not None and self._pending_lost():
+            self._pending = None  # the kernel restarted: that probe will never answer
         if self._pending is not None:
             if time.monotonic() - self._pending_since < PENDING_EXPIRY:
                 raise KernelBusy(
-                    "kernel busy: the previous probe is still waiting behind a running cell"
+                    "kernel busy: the previous probe is still running in the kernel"
+                    if self.subshell_id is not None
+                    else "kernel busy: the previous probe is still waiting behind a running cell"
                 )
             self._pending = None  # lost (the kernel restarted, say): stop waiting for it
         content = {
@@ -274,36 +319,79 @@ class KernelBridge:
             msg["header"]["subshell_id"] = self.subshell_id
         msg_id = msg["header"]["msg_id"]
         client.shell_channel.send(msg)
+        # Until it answers, it is pending: if close() stops the wait, it still runs there.
+        self._pending, self._pending_since = msg_id, time.monotonic()
         deadline = time.monotonic() + wait
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 # Busy, or gone? The control channel answers even while a cell runs.
-                self._control("kernel_info_request", timeout=CONTROL_CHECK)
+                try:
+                    self._control("kernel_info_request", timeout=CONTROL_CHECK)
+                except KernelDead:
+                    self._pending = None  # nothing left to wait for
+                    raise
+                # Not queued behind it: the next probe waits for this one's late answer first.
                 if self.subshell_id is None:
-                    self._pending, self._pending_since = msg_id, time.monotonic()
                     raise KernelBusy(f"kernel busy: no answer within {wait:g} s")
                 raise KernelBusy(f"kernel busy: the probe did not answer within {wait:g} s")
+            reply = self._wait_reply(client.shell_channel, left)
+            if reply is None:
+                continue
+            if reply.get("parent_header", {}).get("msg_id") == msg_id:
+                self._pending = None
+                return dict(reply["content"])
+
+    def _pending_lost(self) -> bool:
+        """Whether the probe still pending in our subshell can no longer answer: the kernel
+        restarted and forgot the subshell."""
+        if self.subshell_id is None:
+            return False
+        try:
+            reply = self._control("list_subshell_request", timeout=CONTROL_CHECK)
+        except BridgeError:
+            return False
+        ids = reply.get("subshell_id")
+        return isinstance(ids, list) and self.subshell_id not in ids
+
+    def _drain(self, wait: float = 0.0) -> None:
+        """Drop late replies to probes that timed out; clear ``_pending`` once it answered
+        (waiting up to ``wait`` seconds for it, and no longer once :meth:`close` is called)."""
+        client = self._live_client()
+        deadline = time.monotonic() + wait
+        while True:
+            left = deadline - time.monotonic()
+            if self._pending is not None and left > 0:
+                reply = self._wait_reply(client.shell_channel, left)
+                if reply is None:
+                    continue
+            else:
+                reply = self._late_reply(client)
+                if reply is None:
+                    return
+            if reply.get("parent_header", {}).get("msg_id") == self._pending:
+                self._pending = None
+
+    def _drain_late(self, client: Any, wait: float) -> None:
+        """While closing: wait up to ``wait`` seconds for the pending probe's late answer."""
+        deadline = time.monotonic() + wait
+        while self._pending is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
             try:
                 reply = client.shell_channel.get_msg(timeout=left)
             except Exception:
                 continue
-            if reply.get("parent_header", {}).get("msg_id") == msg_id:
-                return dict(reply["content"])
-
-    def _drain(self, wait: float = 0.0) -> None:
-        """Drop late replies to probes that timed out; clear ``_pending`` once it answered
-        (waiting up to ``wait`` seconds for it)."""
-        client = self._client
-        deadline = time.monotonic() + wait
-        while True:
-            left = max(0.0, deadline - time.monotonic()) if self._pending is not None else 0.0
-            try:
-                reply = client.shell_channel.get_msg(timeout=left)
-            except Exception:
-                break
             if reply.get("parent_header", {}).get("msg_id") == self._pending:
                 self._pending = None
+
+    @staticmethod
+    def _late_reply(client: Any) -> Any:
+        try:
+            return client.shell_channel.get_msg(timeout=0)
+        except Exception:
+            return None
 
     def is_alive(self, timeout: float = 1.0) -> bool:
         """Whether the kernel answers on its control channel (works while a cell runs)."""

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from ..core.live_facts import ProbeRequest
-from .errors import BridgeError
+from .errors import BridgeError, missing_jupyter_client
 
 
 def runtime_dir() -> Path:
@@ -20,7 +20,7 @@ def runtime_dir() -> Path:
     try:
         from jupyter_core.paths import jupyter_runtime_dir
     except ImportError:
-        raise BridgeError("the kernel bridge needs jupyter-client") from None
+        raise missing_jupyter_client() from None
     return Path(jupyter_runtime_dir())
 
 
@@ -88,7 +88,7 @@ def resolve_connection_file(name: str) -> str:
     try:
         from jupyter_client import find_connection_file
     except ImportError:
-        raise BridgeError("the kernel bridge needs jupyter-client") from None
+        raise missing_jupyter_client() from None
     try:
         return str(find_connection_file(name))
     except OSError:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import BridgeError
+from .errors import BridgeError, missing_jupyter_client
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class IdleWatcher:
         try:
             from jupyter_client.blocking.client import BlockingKernelClient
         except ImportError:
-            raise BridgeError("the kernel bridge needs jupyter-client") from None
+            raise missing_jupyter_client() from None
         path = Path(connection_file)
         try:
             info = json.loads(path.read_text(encoding="utf-8"))

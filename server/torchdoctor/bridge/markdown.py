@@ -31,6 +31,54 @@ def _yes(value: object, zh: bool) -> str:
     return "yes" if value else "no"
 
 
+def _unreadable_tensor(facts: Mapping[str, Any], zh: bool) -> list[str]:
+    """A tensor whose class has ``__torch_dispatch__``: its metadata may be answered by its own
+    Python code, so it was not read."""
+    kind = facts.get("type", "?")
+    why = f"`{facts.get('unreadable')}`"
+    if zh:
+        lines = [
+            f"`{kind}`（张量子类）",
+            f"未读取其形状、设备与步长：该类定义了 {why}，读取会运行它的 Python 代码",
+        ]
+    else:
+        lines = [
+            f"`{kind}` (a tensor subclass)",
+            f"shape, device and strides not read: the class defines {why}, so reading them "
+            "would run its Python code",
+        ]
+    if facts.get("dtype"):
+        lines.append(f"dtype: `{_short(facts['dtype'])}`")
+    return lines
+
+
+def _incomplete_module(facts: Mapping[str, Any], zh: bool) -> list[str]:
+    lines = []
+    for key, en, cn in (
+        ("unreadable_parameters", "parameter", "个参数张量"),
+        ("unreadable_buffers", "buffer", "个缓冲张量"),
+    ):
+        n = facts.get(key)
+        if isinstance(n, int) and n > 0:
+            if zh:
+                lines.append(
+                    f"{n} {cn}未读取（张量子类定义了 `__torch_dispatch__`），不计入上面的数字"
+                )
+            else:
+                plural = "s" if n != 1 else ""
+                lines.append(
+                    f"{n} {en} tensor{plural} not read (a subclass with `__torch_dispatch__`), "
+                    "not counted above"
+                )
+    if facts.get("truncated"):
+        lines.append(
+            "读取在时间限制处停止：数字只是一部分"
+            if zh
+            else "stopped at the time limit: the numbers are partial"
+        )
+    return lines
+
+
 def hover_markdown(
     facts: Mapping[str, Any],
     locale: str | None = None,
@@ -47,7 +95,9 @@ def hover_markdown(
         when = f"（In [{execution_count}] 之后）" if zh else f" (after In [{execution_count}])"
     head = (f"**{title}实时**{when}" if zh else f"**{title}live**{when}").strip()
     lines: list[str] = []
-    if kind == "tensor":
+    if kind == "tensor" and facts.get("unreadable"):
+        lines.extend(_unreadable_tensor(facts, zh))
+    elif kind == "tensor":
         shape = facts.get("shape")
         shape_text = (
             "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
@@ -107,6 +157,7 @@ def hover_markdown(
         dtypes = ", ".join(f"`{_short(d)}`" for d in facts.get("dtypes") or ()) or "-"
         lines.append(("设备" if zh else "devices") + f": {devices}")
         lines.append("dtype: " + dtypes)
+        lines.extend(_incomplete_module(facts, zh))
         training = facts.get("training")
         if training is not None:
             mode = (

@@ -45,7 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="The kernel's connection file (a path, or a name in the runtime dir).",
     )
     p.add_argument(
-        "names", nargs="+", metavar="NAME", help="Names to read (dotted: model.fc.weight)."
+        "names",
+        nargs="+",
+        metavar="NAME",
+        help="Names to read (dotted: model.fc.weight, or as state_dict() spells them: "
+        "model.0.weight).",
     )
     p.add_argument(
         "--view",
@@ -63,11 +67,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _shape(facts: dict[str, Any], full: bool) -> dict[str, Any]:
     kind = facts.get("kind")
-    if full or kind not in ("tensor", "module"):
+    if full or kind not in ("tensor", "module") or facts.get("unreadable"):
         out = dict(facts)
     else:
         keys = TENSOR_KEYS if kind == "tensor" else MODULE_KEYS
         out = {k: facts.get(k) for k in keys}
+        # Said only where they apply: a subclass's type, facts left unread or cut short.
+        extra = ("type",) if kind == "tensor" else ()
+        for key in (*extra, "unreadable_parameters", "unreadable_buffers", "truncated"):
+            if facts.get(key):
+                out[key] = facts[key]
     if kind == "tensor" and not full:
         out.pop("views", None)
     return out

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_INDEX = re.compile(r"[0-9]+\Z")
 MAX_NAME_LENGTH = 200
 MAX_VIEW_DIMS = 16
 
@@ -23,13 +24,25 @@ FactDict = Mapping[str, Any]
 
 
 def is_valid_name(name: object) -> bool:
-    """A dotted name of plain identifiers (``x``, ``model.fc.weight``); never executed, but
-    checked so that nothing else can be sent."""
+    """A dotted name of plain identifiers (``x``, ``model.fc.weight``), where the parts after the
+    first may also be indices, as ``named_parameters()`` and ``state_dict()`` spell them
+    (``model.0.weight``); never executed, but checked so that nothing else can be sent."""
     if not isinstance(name, str) or not name or len(name) > MAX_NAME_LENGTH:
         return False
-    return all(
-        _IDENT.match(part) and part.isascii() and not keyword.iskeyword(part)
-        for part in name.split(".")
+    first, *rest = name.split(".")
+    return _is_identifier(first) and all(_is_identifier(p) or _INDEX.match(p) for p in rest)
+
+
+def _is_identifier(part: str) -> bool:
+    return bool(_IDENT.match(part)) and part.isascii() and not keyword.iskeyword(part)
+
+
+def is_complete_module(facts: FactDict) -> bool:
+    """Whether a module's facts cover every parameter and buffer of its tree."""
+    return not (
+        facts.get("unreadable_parameters")
+        or facts.get("unreadable_buffers")
+        or facts.get("truncated")
     )
 
 
@@ -137,12 +150,20 @@ class LiveFacts:
         return self.names.get(name)
 
     def tensor(self, name: str) -> FactDict | None:
+        """A tensor's facts; None where they were not read (``unreadable``: a subclass with
+        ``__torch_dispatch__``), so that no rule acts on them."""
         facts = self.names.get(name)
-        return facts if facts is not None and facts.get("kind") == "tensor" else None
+        if facts is None or facts.get("kind") != "tensor" or facts.get("unreadable"):
+            return None
+        return facts
 
     def module(self, name: str) -> FactDict | None:
+        """A module's facts; None where some of its tensors were not read or the walk over
+        its tree stopped early (its devices and dtypes may be incomplete)."""
         facts = self.names.get(name)
-        return facts if facts is not None and facts.get("kind") == "module" else None
+        if facts is None or facts.get("kind") != "module" or not is_complete_module(facts):
+            return None
+        return facts
 
     def view(self, name: str, spec: Sequence[ViewItem]) -> FactDict | None:
         """The meta-tensor replay result of ``name.view(spec)``, when it was probed."""

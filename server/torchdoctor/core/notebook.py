@@ -16,6 +16,7 @@ from .model import Edit, Pos
 
 # Cell magics whose body is still Python.
 _PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug"})
+_EOL = re.compile(r"\r\n|\r|\n")  # what ends a row for Python and LSP
 _LINE_MAGIC = re.compile(r"^(\s*)([%!]|\?)")
 _ASSIGN_MAGIC = re.compile(r"^(\s*[\w.\[\], ]+?\s*=\s*)[%!]")
 # ``obj?``, ``obj??`` and wildcard searches such as ``torch.*Tensor?``.
@@ -82,8 +83,9 @@ class Cell:
 
 
 def mask_magics(source: str) -> str:
-    """Replace IPython-only lines with ``pass`` of the same indentation (rows are kept)."""
-    lines = source.split("\n")
+    """Replace IPython-only lines with ``pass`` of the same indentation (rows are kept; rows end
+    at ``\\n``, ``\\r\\n`` or ``\\r``, as for Python, and end at ``\\n`` in the result)."""
+    lines = _EOL.split(source)
     first = lines[0].lstrip() if lines else ""
     if first.startswith("%%"):
         name = first[2:].split(None, 1)[0] if len(first) > 2 else ""
@@ -176,17 +178,20 @@ class Notebook:
         nb.text = "\n".join(chunks)
         return nb
 
-    def unparsable_cells(self) -> list[tuple[Cell, SyntaxError]]:
+    def unparsable_cells(self) -> list[tuple[Cell, str, int | None]]:
         """The code cells that do not parse on their own (an exercise left blank, a cell of
-        another language), with the error each gives; rows are those of the cell."""
-        out = []
+        another language, text no Python source can hold), with the reason and the row in the
+        cell."""
+        out: list[tuple[Cell, str, int | None]] = []
         for cell in self.cells:
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     ast.parse(cell.masked)
             except SyntaxError as exc:
-                out.append((cell, exc))
+                out.append((cell, f"syntax error: {exc.msg}", exc.lineno))
+            except ValueError as exc:  # a lone surrogate, a NUL character
+                out.append((cell, f"cannot parse: {exc}", None))
         return out
 
     def without(self, indices: set[int]) -> Notebook:

@@ -11,12 +11,17 @@ from functools import cached_property
 from .model import Pos, Range
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+# What ``str.splitlines`` also breaks at.
+_OTHER_BREAKS = ("\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
 
 
 def split_rows(text: str) -> list[str]:
     """Rows with their line endings. Only ``\\n``, ``\\r\\n`` and ``\\r`` end a row for Python
-    (``str.splitlines`` also splits on ``\\f`` and others)."""
-    return _LINE.findall(text)
+    and LSP (``str.splitlines`` also splits on ``\\f`` and others: used, being faster, on a
+    text without those)."""
+    if any(ch in text for ch in _OTHER_BREAKS):
+        return _LINE.findall(text)
+    return text.splitlines(keepends=True)
 
 
 class Source:
@@ -71,7 +76,9 @@ class Source:
     @cached_property
     def newline(self) -> str:
         first = self.lines[0] if self.lines else ""
-        return "\r\n" if first.endswith("\r\n") else "\n"
+        if first.endswith("\r\n"):
+            return "\r\n"
+        return "\r" if first.endswith("\r") else "\n"
 
     @cached_property
     def string_continuation_rows(self) -> frozenset[int]:
@@ -81,7 +88,9 @@ class Source:
         """
         rows: set[int] = set()
         try:
-            for tok in tokenize.generate_tokens(io.StringIO(self.text).readline):
+            # newline="": rows end at "\n", "\r\n" and "\r", as for `ast` and `split_rows`.
+            readline = io.StringIO(self.text, newline="").readline
+            for tok in tokenize.generate_tokens(readline):
                 if (tok.type == tokenize.STRING and tok.end[0] > tok.start[0]) or (
                     tok.type == getattr(tokenize, "FSTRING_MIDDLE", -1)
                     and tok.end[0] > tok.start[0]

@@ -151,14 +151,12 @@ def _without_broken_cells(
     cells that do not parse on their own, with one syntax error per such cell."""
     broken = notebook.unparsable_cells() if error.kind is ErrorKind.SYNTAX else []
     if broken and len(broken) < len(notebook.cells):
-        rest = notebook.without({cell.index for cell, _exc in broken})
+        rest = notebook.without({cell.index for cell, _reason, _row in broken})
         tree, _error = parse_text(rest.text, path)
         if tree is not None:
             errors = [
-                FileError(
-                    path, f"syntax error: {exc.msg}", exc.lineno, cell.index, ErrorKind.SYNTAX
-                )
-                for cell, exc in broken
+                FileError(path, reason, row, cell.index, ErrorKind.SYNTAX)
+                for cell, reason, row in broken
             ]
             return tree, rest, errors
     if error.row is not None:

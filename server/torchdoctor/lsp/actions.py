@@ -44,7 +44,7 @@ async def code_action(doctor: Doctor, params: types.CodeActionParams) -> list[ty
     everything = [d for items in unit.diagnostics.values() for d in items]
     if _kind_matches(types.CodeActionKind.QuickFix, only):
         actions += _quick_fixes(doctor, uri, params.context.diagnostics, everything, zh)
-    unsafe = bool(doctor.resolver.resolve(path, client)[0].unsafe_fixes)
+    unsafe = bool((await doctor.settings_for(path))[0].unsafe_fixes)
     any_fixable = any(convert.is_bulk_fixable(d, unsafe) for d in everything)
     actions += _fix_all_actions(uri, unit.notebook, only, any_fixable, zh)
     if not doctor.resolve_support:
@@ -83,7 +83,9 @@ def _quick_fixes(
                     kind=types.CodeActionKind.QuickFix,
                     diagnostics=[diagnostic],
                     is_preferred=i == 0 and fix.get("applicability") == "safe",
-                    edit=doctor.workspace_edit(convert.fix_edits(fix, uri)),
+                    edit=doctor.workspace_edit(
+                        convert.fix_edits(fix, uri), {uri: (data or {}).get("version")}
+                    ),
                 )
             )
         if ("rule", code) not in seen:
@@ -198,12 +200,12 @@ async def resolve(doctor: Doctor, action: types.CodeAction) -> types.CodeAction:
     if unit is None:
         return action
     if data["action"] == "fixRule":
-        edits, _applied = await doctor.fix_all(
+        edits, _applied, versions = await doctor.fix_all(
             unit, unsafe=bool(data.get("unsafe")), codes=frozenset({str(data.get("code"))})
         )
     else:
-        edits, _applied = await doctor.fix_all(unit, unsafe=None, codes=None)
-    return attrs.evolve(action, edit=doctor.workspace_edit(edits))
+        edits, _applied, versions = await doctor.fix_all(unit, unsafe=None, codes=None)
+    return attrs.evolve(action, edit=doctor.workspace_edit(edits, versions))
 
 
 async def code_action_resolve(doctor: Doctor, params: types.CodeAction) -> types.CodeAction:

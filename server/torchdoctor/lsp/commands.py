@@ -33,7 +33,7 @@ async def apply_fixes(doctor: Doctor, *args: Any) -> dict[str, Any]:
         return {"applied": False, "reason": f"not an open document: {uri}"}
     code = options.get("code")
     unsafe = options.get("unsafe")
-    edits, applied = await doctor.fix_all(
+    edits, applied, versions = await doctor.fix_all(
         unit,
         unsafe=bool(unsafe) if unsafe is not None else None,
         codes=frozenset({str(code).upper()}) if code else None,
@@ -42,13 +42,13 @@ async def apply_fixes(doctor: Doctor, *args: Any) -> dict[str, Any]:
         return {"applied": True, "fixed": {}}
     result = await doctor.server.workspace_apply_edit_async(
         types.ApplyWorkspaceEditParams(
-            edit=doctor.workspace_edit(edits), label="torchdoctor: fix all"
+            edit=doctor.workspace_edit(edits, versions), label="torchdoctor: fix all"
         )
     )
     return {"applied": bool(result.applied), "fixed": applied if result.applied else {}}
 
 
-def debug_info(doctor: Doctor, *args: Any) -> dict[str, Any]:
+async def debug_info(doctor: Doctor, *args: Any) -> dict[str, Any]:
     """Arguments: optionally a document URI, to add the settings that document is checked with."""
     uri = str(args[0]) if args and isinstance(args[0], str) else None
     info: dict[str, Any] = {
@@ -68,7 +68,7 @@ def debug_info(doctor: Doctor, *args: Any) -> dict[str, Any]:
     }
     if uri:
         path = doctor.path_of(uri)
-        settings, problems = doctor.resolver.resolve(path, doctor.client_settings(path))
+        settings, problems = await doctor.settings_for(path)
         info["document"] = {
             "uri": uri,
             "path": path,
@@ -92,7 +92,7 @@ async def open_guide(doctor: Doctor, *args: Any) -> dict[str, Any]:
     """Arguments: a rule code, and optionally the URI of the document it was found in."""
     code = str(args[0]).upper() if args else ""
     uri = str(args[1]) if len(args) > 1 else ""
-    url = rule_url(code, doctor.docs_base(uri) if uri else None, doctor.locale)
+    url = rule_url(code, await doctor.docs_base(uri) if uri else None, doctor.locale)
     result = await doctor.server.window_show_document_async(
         types.ShowDocumentParams(uri=url, external=True)
     )

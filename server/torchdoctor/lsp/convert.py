@@ -12,6 +12,7 @@ import functools
 import hashlib
 import json
 import re
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
@@ -20,6 +21,7 @@ from lsprotocol import types
 
 from ..core.model import Applicability, Finding, Fix, Pos, Range, Severity, is_chinese
 from ..core.noqa import find_noqa
+from ..core.source import split_rows
 from ..rules.docs import rule_url
 
 SOURCE = "torchdoctor"
@@ -36,6 +38,7 @@ TAGS = {
     "unnecessary": types.DiagnosticTag.Unnecessary,
 }
 _NEWLINE = re.compile(r"\r\n|\r|\n")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 # ---- columns ------------------------------------------------------------------------------
@@ -56,9 +59,10 @@ def to_client_col(line: str, col: int, encoding: str = UTF16) -> int:
 
 
 def from_client_col(line: str, col: int, encoding: str = UTF16) -> int:
-    """Client-unit column ``col`` of ``line`` as a code-point column."""
+    """Client-unit column ``col`` of ``line`` (without its line ending) as a code-point column;
+    a column past the end of the line is its end (LSP)."""
     if line.isascii() or encoding == "utf-32":
-        return col
+        return min(max(col, 0), len(line))
     count = 0
     for i, ch in enumerate(line):
         if count >= col:
@@ -67,9 +71,24 @@ def from_client_col(line: str, col: int, encoding: str = UTF16) -> int:
     return len(line)
 
 
+def encodable(text: str) -> str:
+    """``text`` with each lone surrogate (an editor's UTF-16 text may hold one; Python cannot
+    encode it, so cannot parse the text) replaced by U+FFFD. Both are one code point and one
+    UTF-16 unit: every position stays where it was."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
+
+
 def split_lines(text: str) -> list[str]:
-    """Lines as the engine counts them (with their line endings)."""
-    lines = text.splitlines(keepends=True)
+    """Lines as LSP and the engine count them (with their line endings): only ``\\n``,
+    ``\\r\\n`` and ``\\r`` end a line, not the other breaks of ``str.splitlines``; the
+    last line may be empty."""
+    lines = split_rows(text)
     if not lines or lines[-1].endswith(("\n", "\r")):
         lines.append("")
     return lines
@@ -77,6 +96,18 @@ def split_lines(text: str) -> list[str]:
 
 def _strip_eol(line: str) -> str:
     return line.rstrip("\r\n")
+
+
+def line_offset(
+    lines: Sequence[str], starts: Sequence[int], pos: types.Position, encoding: str
+) -> int:
+    """The code-point offset in the text of ``lines`` (with their endings; ``starts``: the
+    offset of each) of the client position ``pos``: a column past the end of its line is the
+    line's end, a line past the last is the end of the text (LSP)."""
+    if pos.line >= len(lines):
+        return starts[-1] + len(lines[-1]) if lines else 0
+    line = max(pos.line, 0)
+    return starts[line] + from_client_col(_strip_eol(lines[line]), pos.character, encoding)
 
 
 class Locator(Protocol):
@@ -101,6 +132,21 @@ class TextLocator:
         return self.uri, types.Range(
             self.position(rng.start.row, rng.start.col), self.position(rng.end.row, rng.end.col)
         )
+
+
+def offset_position(
+    lines: Sequence[str], starts: Sequence[int], offset: int, encoding: str
+) -> types.Position:
+    """The client position of code-point ``offset`` in the text of ``lines`` (``starts``: the
+    offset of each line)."""
+    if not lines:
+        return types.Position(0, 0)
+    line = bisect_right(starts, offset) - 1
+    body = _strip_eol(lines[line])
+    col = offset - starts[line]
+    if col > len(body):  # past the line's end: the start of the next line
+        return types.Position(line + 1, 0)
+    return types.Position(line, to_client_col(body, col, encoding))
 
 
 # ---- diagnostics --------------------------------------------------------------------------
@@ -261,8 +307,8 @@ def diff_edits(old: str, new: str, encoding: str = UTF16) -> list[types.TextEdit
     """Line-level edits that turn ``old`` into ``new`` (few and small, so cursors stay put)."""
     if old == new:
         return []
-    a = old.splitlines(keepends=True)
-    b = new.splitlines(keepends=True)
+    a = split_rows(old)
+    b = split_rows(new)
 
     def pos(index: int) -> types.Position:
         if index < len(a):
@@ -281,6 +327,23 @@ def diff_edits(old: str, new: str, encoding: str = UTF16) -> list[types.TextEdit
 
 
 # ---- moving diagnostics through edits -------------------------------------------------------
+def as_partial(old: str, new: str) -> types.TextDocumentContentChangePartial:
+    """A whole-document change from ``old`` to ``new`` as the one partial change that replaces
+    the lines between those they share at the start and at the end."""
+    a, b = split_rows(old), split_rows(new)
+    limit = min(len(a), len(b))
+    head = 0
+    while head < limit and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < limit - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    return types.TextDocumentContentChangePartial(
+        range=types.Range(types.Position(head, 0), types.Position(len(a) - tail, 0)),
+        text="".join(b[head : len(b) - tail]),
+    )
+
+
 def _end_of_insert(start: types.Position, text: str, encoding: str) -> types.Position:
     parts = _NEWLINE.split(text)
     if len(parts) == 1:
@@ -419,6 +482,36 @@ def _shorten(body: str, max_lines: int = 14) -> str:
     return "\n".join(kept)
 
 
+# A sentence ends at ".", "!" or "?" before a space or a line break (not "e.g." or "i.e."),
+# or at a Chinese full stop.
+_SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\bvs)[.!?](?=\s)|[。！？]")
+
+
+def _balanced(text: str) -> bool:
+    """No code span or fence left open."""
+    return text.count("`") % 2 == 0
+
+
+def _cut_prose(body: str, max_lines: int, more: str) -> str:
+    """``body`` whole when it has at most ``max_lines`` lines; else cut at the end of the last
+    paragraph, or failing that the last sentence, that ends within them, followed by ``more``
+    (a link to the rest). Never mid-sentence: without a sentence end, the first paragraph is
+    kept whole."""
+    body = body.strip("\n")
+    lines = body.split("\n")
+    if len(lines) <= max_lines:
+        return body
+    head = "\n".join(lines[:max_lines])
+    cut = head.rfind("\n\n")
+    if cut > 0 and _balanced(head[:cut]):
+        return f"{head[:cut]}\n\n{more}"
+    ends = [m.end() for m in _SENTENCE_END.finditer(head) if _balanced(head[: m.end()])]
+    if ends:
+        return f"{head[: ends[-1]]} {more}"
+    first = body.split("\n\n", 1)
+    return f"{first[0]}\n\n{more}" if len(first) > 1 else body
+
+
 def rule_hover(
     code: str,
     locale: str | None,
@@ -441,9 +534,12 @@ def rule_hover(
     parts = [f"**{rule.code}** `{rule.name}`" + (f": {message}" if message else "")]
     if not message and doc.summary:
         parts.append(doc.summary)
+    url = doc_link(rule.code, docs_base, locale)
     why = sections.get(names[1], "").strip()
     if why:
-        parts.append(f"**{'为什么不好' if zh else 'Why it matters'}**\n\n{_shorten(why, 10)}")
+        more = f"[{'更多' if zh else 'More'}…]({url})"
+        title = "为什么不好" if zh else "Why it matters"
+        parts.append(f"**{title}**\n\n{_cut_prose(why, 10, more)}")
     if fix:
         parts.append(f"**修复**：{fix}" if zh else f"**Fix**: {fix}")
     example = sections.get(names[2], "").strip()
@@ -452,7 +548,6 @@ def rule_hover(
         parts.append(f"**{'示例' if zh else 'Example'}**\n\n{_shorten(example)}")
     if instead:
         parts.append(f"**{'改为' if zh else 'Use instead'}**\n\n{_shorten(instead)}")
-    url = doc_link(rule.code, docs_base, locale)
     label = f"查看 {rule.code} 的指南" if zh else f"Open the guide for {rule.code}"
     parts.append(f"[{label}]({url})")
     return "\n\n".join(parts)

@@ -8,6 +8,7 @@ diagnostics is the server state's part (``state.Doctor``).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,10 +88,18 @@ class SettingsResolver:
         return client.apply(base), problems
 
 
+def _encodable(job: Job) -> Job:
+    """The job with the lone surrogates of its text replaced (``convert.encodable``)."""
+    cells = job.cells
+    if cells is not None:
+        cells = [dataclasses.replace(c, text=convert.encodable(c.text)) for c in cells]
+    return dataclasses.replace(job, text=convert.encodable(job.text), cells=cells)
+
+
 def analyse(job: Job, resolver: SettingsResolver) -> Analysis | None:
     """The diagnostics of one job; None when a newer version stopped it."""
     try:
-        return _analyse(job, resolver)
+        return _analyse(_encodable(job), resolver)
     except Superseded:
         return None
 
@@ -148,6 +157,7 @@ def compute_fix_all(
     job: Job, resolver: SettingsResolver, *, unsafe: bool | None, codes: frozenset[str] | None
 ) -> tuple[dict[str, list[types.TextEdit]], dict[str, int], str | None]:
     """Bulk fixes through the engine's fix loop, as text edits per document."""
+    job = _encodable(job)
     settings, _problems = resolver.resolve(job.path, job.client)
     if settings.is_excluded(Path(job.path)):
         return {}, {}, None

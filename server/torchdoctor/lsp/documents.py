@@ -9,12 +9,121 @@ them. Saving a ``pyproject.toml`` reloads the configuration.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import accumulate
+from typing import Any
 
 from lsprotocol import types
+from pygls.workspace import TextDocument, Workspace
 
+from ..core.source import split_rows
 from . import convert
 from .state import PYTHON_LANGUAGES, Doctor, Unit, norm_uri
 from .workspace import reload_configuration
+
+
+# ---- the editor's text ------------------------------------------------------------------
+class EditorDocument(TextDocument):
+    """A document whose lines are the editor's: only ``\\n``, ``\\r\\n`` and ``\\r`` end a line
+    (pygls splits at every ``str.splitlines`` break, ``\\f`` and ``\\u2028`` included, so its
+    lines drift from the editor's), and a change at a column past the end of a line lands at
+    the line's end (LSP). The lines are split once per version of the text.
+
+    Each change of the last ``didChange`` is also kept as the partial change it made (see
+    :meth:`applied`), for moving the diagnostics with the text."""
+
+    _split: tuple[str, tuple[str, ...], list[int]] | None = None
+    # id of a change of the last didChange -> the partial change it made, where that differs
+    _applied: dict[int, types.TextDocumentContentChangePartial] | None = None
+
+    def applied(
+        self, change: types.TextDocumentContentChangeEvent
+    ) -> types.TextDocumentContentChangePartial | None:
+        """The change as the partial change it made to the text (once): a whole-document
+        change as the lines it replaced; a partial one with its positions past a line's end
+        brought back to it, and widened over a ``\\r`` or ``\\n`` it joined to make a
+        ``\\r\\n``. None for a whole-document change that was not applied here."""
+        made = self._applied.pop(id(change), None) if self._applied else None
+        if made is None and isinstance(change, types.TextDocumentContentChangePartial):
+            return change
+        return made
+
+    def _record(self, change: object, made: types.TextDocumentContentChangePartial) -> None:
+        if self._applied is None or len(self._applied) > 8:
+            self._applied = {}
+        self._applied[id(change)] = made
+
+    def _apply_full_change(self, change: types.TextDocumentContentChangeEvent) -> None:
+        self._record(change, convert.as_partial(self.source, change.text))
+        super()._apply_full_change(change)
+
+    def _rows(self) -> tuple[tuple[str, ...], list[int]]:
+        """The lines (with their endings) and the offset where each starts."""
+        source = self.source
+        split = self._split
+        if split is None or split[0] is not source:
+            lines = tuple(split_rows(source))
+            starts = list(accumulate((len(line) for line in lines[:-1]), initial=0))
+            split = self._split = (source, lines, starts)
+        return split[1], split[2]
+
+    @property
+    def lines(self) -> tuple[str, ...]:
+        return self._rows()[0]
+
+    def _apply_incremental_change(self, change: types.TextDocumentContentChangePartial) -> None:
+        lines, starts = self._rows()
+        enc = self.position_codec.encoding
+        encoding = str(getattr(enc, "value", enc) or convert.UTF16)
+        start = convert.line_offset(lines, starts, change.range.start, encoding)
+        end = convert.line_offset(lines, starts, change.range.end, encoding)
+        source, text = self.source, change.text
+        start, end = min(start, end), max(start, end)
+        self._source = source[:start] + text + source[end:]
+        # A "\r" and a "\n" brought together make one line break: widen the change over the
+        # one already there, so that the lines it leaves alone are those it did not touch.
+        if start > 0 and source[start - 1] == "\r" and (text or source[end : end + 1])[:1] == "\n":
+            start, text = start - 1, "\r" + text
+        if source[end : end + 1] == "\n" and (source[:start] + text)[-1:] == "\r":
+            end, text = end + 1, text + "\n"
+        made = types.Range(
+            convert.offset_position(lines, starts, start, encoding),
+            convert.offset_position(lines, starts, end, encoding),
+        )
+        if made != change.range or text != change.text:
+            self._record(change, types.TextDocumentContentChangePartial(range=made, text=text))
+
+
+class EditorWorkspace(Workspace):
+    """pygls' workspace, keeping its text documents as :class:`EditorDocument`."""
+
+    def _create_text_document(
+        self,
+        doc_uri: str,
+        source: str | None = None,
+        version: int | None = None,
+        language_id: str | None = None,
+    ) -> TextDocument:
+        return EditorDocument(
+            doc_uri,
+            source=source,
+            version=version,
+            language_id=language_id,
+            sync_kind=self._sync_kind,
+            position_codec=self.position_codec,
+        )
+
+
+def use_editor_documents(doctor: Doctor) -> None:
+    """Replace the workspace pygls made at ``initialize`` (still empty) by an
+    :class:`EditorWorkspace` with the same root, folders and position encoding."""
+    protocol: Any = doctor.server.protocol
+    old = doctor.server.workspace
+    protocol._workspace = EditorWorkspace(
+        old.root_uri,
+        old._sync_kind,
+        list(old.folders.values()),
+        old.position_encoding,
+    )
 
 
 def _is_python(doc: types.TextDocumentItem) -> bool:
@@ -28,12 +137,23 @@ def _shift(
     changes: Sequence[types.TextDocumentContentChangeEvent],
     version: int | None,
 ) -> None:
-    """Move the diagnostics published for ``uri`` through the client's changes."""
+    """Move the diagnostics published for ``uri`` through the client's changes. A
+    whole-document change moves them as the lines it replaced; when those are not known, the
+    diagnostics are dropped until the next analysis (their positions would be the old text's)."""
     target = unit.spelled(uri)
-    if target is not None:
-        unit.diagnostics[target] = convert.shift_diagnostics(
-            unit.diagnostics[target], target, changes, version, doctor.encoding
-        )
+    if target is None:
+        return
+    doc = doctor.server.workspace.text_documents.get(norm_uri(uri))
+    partial: list[types.TextDocumentContentChangeEvent] = []
+    for change in changes:
+        made = doc.applied(change) if isinstance(doc, EditorDocument) else None
+        if made is None:
+            unit.diagnostics[target] = []
+            return
+        partial.append(made)
+    unit.diagnostics[target] = convert.shift_diagnostics(
+        unit.diagnostics[target], target, partial, version, doctor.encoding
+    )
 
 
 # ---- text documents -----------------------------------------------------------------------

@@ -15,7 +15,7 @@ async def hover(doctor: Doctor, params: types.HoverParams) -> types.Hover | None
     if unit is None:
         return None
     pos = params.position
-    docs_base = doctor.docs_base(uri)
+    docs_base = await doctor.docs_base(uri)
     parts, hit = _diagnostic_hovers(doctor, unit, uri, pos, docs_base)
     if not parts:
         found = _noqa_hover(doctor, uri, pos, docs_base)

@@ -83,7 +83,8 @@ def covers(asked: ProbeRequest | None, wanted: ProbeRequest) -> bool:
 
 def name_at(line: str, col: int) -> str | None:
     """The dotted name under column ``col`` (code points) of ``line``, up to the part under the
-    cursor: ``model.fc.weight`` with the cursor on ``fc`` gives ``model.fc``. None where the
+    cursor: ``model.fc.weight`` with the cursor on ``fc`` gives ``model.fc``; indices after the
+    first part are kept, as ``state_dict()`` spells names (``model.0.weight``). None where the
     word is no name (a keyword, a number) or hangs off a call or subscript (``f().x``)."""
 
     def ident(ch: str) -> bool:
@@ -112,7 +113,11 @@ def name_at(line: str, col: int) -> str | None:
     if start > 0 and (line[start - 1] in "'\"" or ident(line[start - 1])):
         return None
     name = ".".join(parts)
-    if any(keyword.iskeyword(p) or not p.isidentifier() for p in parts):
+    # Indices after the first part: ``model.0.weight``, as ``state_dict()`` spells names.
+    if any(
+        keyword.iskeyword(p) or not (p.isidentifier() or (i and p.isdigit()))
+        for i, p in enumerate(parts)
+    ):
         return None
     return name if is_valid_name(name) else None
 

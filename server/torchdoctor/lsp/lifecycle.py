@@ -8,12 +8,15 @@ import asyncio
 from lsprotocol import types
 
 from .. import __version__
+from .documents import use_editor_documents
 from .kernels import workspace_trusted
 from .state import WAIT_TIMEOUT_S, Doctor
 from .workspace import fetch_configuration
 
 
 def initialize(doctor: Doctor, params: types.InitializeParams) -> None:
+    use_editor_documents(doctor)
+    doctor.client_logs = True
     doctor.locale = params.locale
     doctor.set_settings(None, params.initialization_options, "initializationOptions")
     doctor.live.trusted = workspace_trusted(params.initialization_options)

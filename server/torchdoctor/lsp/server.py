@@ -74,6 +74,14 @@ def create_server() -> TorchDoctorServer:
 
 
 # ---- entry point ----------------------------------------------------------------------------
+class _QuietCancels(logging.Filter):
+    """Drop pygls' warning about ``$/cancelRequest`` for a request already answered: editors
+    cancel requests whose answer is on its way all the time, and it is no problem."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Cancel notification for unknown message id")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="torchdoctor server", description="Run the torchdoctor language server."
@@ -96,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr, level=level.upper(), format="%(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("pygls").setLevel(logging.WARNING)
+    logging.getLogger("pygls.protocol.json_rpc").addFilter(_QuietCancels())
     server = create_server()
     if args.log_level:
         server.doctor.base_settings = ClientSettings(

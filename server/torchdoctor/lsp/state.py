@@ -32,6 +32,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path, uri_scheme
 
 from .. import __version__
+from ..core.config import Settings
 from ..core.incremental import IncrementalParser
 from . import convert
 from .diagnostics import Analysis, Job, SettingsResolver, analyse, compute_fix_all
@@ -132,6 +133,7 @@ class Doctor:
         self.server = server
         self.locale: str | None = None
         self.log_level = "info"
+        self.client_logs = False  # set at initialize: messages go to window/logMessage
         self.base_settings = ClientSettings()  # from the command line
         self.init_settings = ClientSettings()
         self.global_settings = ClientSettings()
@@ -155,13 +157,18 @@ class Doctor:
 
     # -- logging ------------------------------------------------------------------------------
     def log(self, level: str, message: str) -> None:
+        """Send a message to the client's log (``window/logMessage``), or, where it does not go
+        there (no client yet, or below the client's log level), to stderr. Not both: editors
+        show the server's stderr in the same output channel."""
+        if self.client_logs and _LEVEL_ORDER[level] <= _LEVEL_ORDER.get(self.log_level, 2):
+            try:
+                self.server.window_log_message(
+                    types.LogMessageParams(type=_MESSAGE_TYPE[level], message=message)
+                )
+                return
+            except Exception:  # the pipe is gone
+                pass
         logger.log(logging.getLevelName(level.upper()), message)
-        if _LEVEL_ORDER[level] > _LEVEL_ORDER.get(self.log_level, 2):
-            return
-        with contextlib.suppress(Exception):  # no client yet, or the pipe is gone
-            self.server.window_log_message(
-                types.LogMessageParams(type=_MESSAGE_TYPE[level], message=message)
-            )
 
     def log_once(self, level: str, message: str) -> None:
         if message in self.reported:
@@ -236,9 +243,14 @@ class Doctor:
         name = unquote(uri.rsplit("/", 1)[-1].split(":")[-1]) or "untitled.py"
         return str(Path(root) / name) if root else name
 
-    def docs_base(self, uri: str) -> str | None:
-        path = self.path_of(uri)
-        settings, _ = self.resolver.resolve(path, self.client_settings(path))
+    async def settings_for(self, path: str) -> tuple[Settings, list[str]]:
+        """The engine settings of ``path`` (the nearest ``[tool.torchdoctor]`` under the
+        editor's) and the problems met, read off the event loop: finding and reading a
+        ``pyproject.toml`` touches the disk."""
+        return await asyncio.to_thread(self.resolver.resolve, path, self.client_settings(path))
+
+    async def docs_base(self, uri: str) -> str | None:
+        settings, _ = await self.settings_for(self.path_of(uri))
         return settings.docs_base_url
 
     # -- units ----------------------------------------------------------------------------------
@@ -495,13 +507,21 @@ class Doctor:
             self.server.workspace_diagnostic_refresh(None)
 
     # -- fixes ----------------------------------------------------------------------------------
-    def workspace_edit(self, edits: dict[str, list[types.TextEdit]]) -> types.WorkspaceEdit:
+    def workspace_edit(
+        self,
+        edits: dict[str, list[types.TextEdit]],
+        versions: dict[str, int | None] | None = None,
+    ) -> types.WorkspaceEdit:
+        """The edits as a workspace edit; with ``documentChanges`` each document's edits name
+        the version they were computed on (``versions``; by default the current one)."""
         if self.document_changes:
+            versions = versions or {}
             return types.WorkspaceEdit(
                 document_changes=[
                     types.TextDocumentEdit(
                         types.OptionalVersionedTextDocumentIdentifier(
-                            uri=uri, version=self.doc_version(uri)
+                            uri=uri,
+                            version=versions[uri] if uri in versions else self.doc_version(uri),
                         ),
                         list(items),
                     )
@@ -512,12 +532,13 @@ class Doctor:
 
     async def fix_all(
         self, unit: Unit, *, unsafe: bool | None, codes: frozenset[str] | None
-    ) -> tuple[dict[str, list[types.TextEdit]], dict[str, int]]:
-        """The unit's bulk fixes as edits per document, and how many of each rule were fixed;
-        none when the document changed meanwhile."""
+    ) -> tuple[dict[str, list[types.TextEdit]], dict[str, int], dict[str, int | None]]:
+        """The unit's bulk fixes as edits per document, how many of each rule were fixed, and
+        the version of each document they were computed on; none when the document changed
+        meanwhile."""
         job = self.job(unit)
         if job is None:
-            return {}, {}
+            return {}, {}, {}
         loop = asyncio.get_running_loop()
         edits, applied, error = await loop.run_in_executor(
             self.executor,
@@ -526,5 +547,9 @@ class Doctor:
         if error:
             self.log("warning", error)
         if job.version != self.current_version(unit):
-            return {}, {}
-        return edits, applied
+            return {}, {}, {}
+        if job.cells is not None:
+            versions = {c.uri: c.version for c in job.cells}
+        else:
+            versions = {job.uri: job.version}
+        return edits, applied, versions

@@ -58,10 +58,17 @@ def reload_configuration(doctor: Doctor) -> None:
 async def did_change_configuration(
     doctor: Doctor, params: types.DidChangeConfigurationParams
 ) -> None:
-    if not await fetch_configuration(doctor):
+    """Read the editor's settings again; reload only when they changed (VS Code sends this
+    as soon as the server registers for it, with nothing changed)."""
+    ws = doctor.server.client_capabilities.workspace
+    if ws and ws.configuration:
+        if not await fetch_configuration(doctor):
+            return
+    else:
         settings = params.settings
-        if isinstance(settings, dict) and isinstance(settings.get("torchdoctor"), dict):
-            doctor.set_settings("", settings["torchdoctor"], "didChangeConfiguration")
+        if not (isinstance(settings, dict) and isinstance(settings.get("torchdoctor"), dict)):
+            return
+        doctor.set_settings("", settings["torchdoctor"], "didChangeConfiguration")
     reload_configuration(doctor)
 
 

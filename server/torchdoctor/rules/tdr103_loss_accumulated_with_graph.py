@@ -164,7 +164,7 @@ class LossAccumulatedWithGraph(Rule):
     code = "TDR103"
     name = "loss-accumulated-with-graph"
     severity = Severity.WARNING
-    fix_safety = Applicability.SAFE
+    fix_safety = Applicability.UNSAFE
 
     VALID = (
         # A loss module that sums per-sample losses and returns their mean to be backpropagated.

@@ -143,7 +143,7 @@ class DeprecatedApiUse(Rule):
 
     code = "TDR804"
     name = "deprecated-api-use"
-    fix_safety = Applicability.SAFE
+    fix_safety = Applicability.UNSAFE
     tags = ("deprecated",)
     aliases = ("TOR101",)
 

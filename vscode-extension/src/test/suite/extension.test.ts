@@ -171,6 +171,24 @@ describe("torchdoctor in VS Code", () => {
     }
   });
 
+  it("reports the findings of cells not scrolled into view, and keeps them", async () => {
+    const notebook = await vscode.workspace.openNotebookDocument(workspaceFile("long.ipynb"));
+    const editor = await vscode.window.showNotebookDocument(notebook);
+    const cells = notebook.getCells();
+    const last = cells[cells.length - 1];
+    assert.ok(last);
+    // 41 cells of 14 lines: the last one is far below the first screen.
+    const inView = editor.visibleRanges.some((r) => r.start <= last.index && last.index < r.end);
+    assert.ok(!inView, "the last cell is out of view");
+    await waitForCodes(last.document.uri, ["TDR602"], 30_000);
+    // Scrolled into view and out again, its findings stay in the Problems panel.
+    editor.revealRange(new vscode.NotebookRange(last.index, last.index + 1));
+    await sleep(500);
+    editor.revealRange(new vscode.NotebookRange(0, 1));
+    await sleep(1500);
+    assert.deepEqual(torchdoctorDiagnostics(last.document.uri).map(codeOf), ["TDR602"]);
+  });
+
   it("registers its commands", async () => {
     const commands = await vscode.commands.getCommands(true);
     for (const id of ["torchdoctor.restart", "torchdoctor.showOutput", "torchdoctor.fixAll", "torchdoctor.openRuleDocs"]) {
