@@ -35,7 +35,8 @@ def test_markdown_cells_are_counted_but_not_checked(td, tmp_path: Path, notebook
 
 def test_notebook_fix_edits_only_cell_sources(td, tmp_path: Path, notebook) -> None:
     nb = notebook(
-        "import torch", "state = torch.load('w.pt', weights_only=True)  # 权重\nprint(state)"
+        "import torch\nnet = torch.nn.Linear(2, 2)",
+        "state = torch.load('w.pt', weights_only=True)  # 权重\nnet.load_state_dict(state)",
     )
     raw = json.loads(nb)
     raw["cells"][1]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ["ok\n"]}]

@@ -36,7 +36,7 @@ def test_from_2_6_a_load_that_fails_is_a_warning_without_a_fix() -> None:
         assert finding.severity.value == "warning"
         assert "UnpicklingError" in finding.message.en and "whole module" in finding.message.en
         assert finding.fix is None  # weights_only=True is what fails
-        assert [r.range.start.row for r in finding.related] == [2]
+        assert [r.range.start.row for r in finding.related] == [3]  # `model.eval()` shows it
     # Before 2.6 the same load unpickles anything: the pre-2.6 warning, with its unsafe fix.
     (finding,) = _tdr603(code, "2.5")
     assert "before PyTorch 2.6" in finding.message.en

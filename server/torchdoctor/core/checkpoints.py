@@ -1,40 +1,97 @@
 """Facts about checkpoints, the ``torch.save`` and ``torch.load`` calls of a file.
 
-Which saves write a dict literal (``saved_dicts``: what a checkpoint holds), which save or load
-is half of a round trip through a temporary file or an in-memory buffer in one function
-(``round_trip``, over an index of the file's saves and loads by function, built once per file in
-``sem.memo``), and whose state a ``.state_dict()`` call reads (``state_dict_owner``). All of it is
-read from ``Semantic`` facts.
+- What a checkpoint holds: which saves write a dict literal (``saved_dicts``), whose state a
+  ``.state_dict()`` call reads (``state_dict_owner``), which saves write only CPU data
+  (``writes_cpu``, ``saves_only_cpu``).
+- Which file a call reads or writes: path expressions compared by structure (``path_keys``:
+  equal literals, the same format string, a name bound to the same value, ``os.path.join`` of
+  equal parts, a parameter by the arguments its callers pass), so that ``saves_writing`` tells
+  which saves of this file write the path a load reads (``loads_reading`` the reverse,
+  ``same_path_loads`` the other loads of it), ``written_here`` whether anything of the file
+  (also a save helper or a checkpoint handler) writes it, ``downloaded`` whether the file
+  downloads it, and ``round_trip`` which save or load is half of a round trip within one
+  function or block.
+- What a load's value becomes: used as a module (``module_use``) or as another object a state
+  dict is not (``object_use``), only copied into existing tensors by ``load_state_dict``
+  (``only_copied``), resuming training (``restores_training``), numpy data
+  (``read_as_numpy``); and how the code loads a state dict into an object such as a DDP
+  wrapper (``wrapper_reads``, ``state_loading``, ``resumes_from``).
+- Where the code runs: whether it needs CUDA with no CPU fallback (``needs_cuda``), and which
+  device variable is certainly bound at a point (``device_name``).
+
+All of it is read from ``Semantic`` facts; the per-file indexes are built once in ``sem.memo``.
 """
 
 from __future__ import annotations
 
 import ast
+import re
+from collections.abc import Iterable, Iterator
+from itertools import islice, product
 
-from .semantic import Semantic, argument, keyword
+from . import kinds
+from .kinds import Kind
+from .semantic import FUNCTION_NODES, Binding, Semantic, argument, dotted, keyword
 
-# Calls by enclosing function (None: module level), each with its ast.dump and file argument.
-_Files = dict[ast.AST | None, list[tuple[ast.Call, str, ast.expr]]]
-# Key of the per-file index in ``sem.memo``.
-_FILES = "files_by_function"
+SAVES = ("torch.save",)
+LOADS = ("torch.load", "torch.serialization.load")
+# Keys of the per-file caches in ``sem.memo``.
+_KEYS = "checkpoint-path-keys"
+_INDEX = "checkpoint-path-index"
+_CPU_FILE = "checkpoint-cpu-file"
+_NEEDS_CUDA = "checkpoint-needs-cuda"
+_SAVED_OWNERS = "checkpoint-saved-owners"
+_WRITERS = "checkpoint-writers"
+
+# A path expression's structural key: nested tuples of strings and ints.
+Key = tuple[object, ...]
+_MAX_KEYS = 12  # keys kept per expression (a product of alternatives is cut there)
+_MAX_DEPTH = 6
+_JOINS = frozenset({"os.path.join", "posixpath.join", "ntpath.join"})
+# Calls whose result names the same file as their one argument.
+_SAME_PATH = frozenset(
+    {
+        "pathlib.Path",
+        "pathlib.PurePath",
+        "pathlib.PosixPath",
+        "os.fspath",
+        "os.path.abspath",
+        "os.path.expanduser",
+        "os.path.normpath",
+        "os.path.realpath",
+    }
+)
+_SAME_PATH_METHODS = frozenset({"as_posix", "resolve", "absolute", "expanduser"})
+_PERCENT = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(?:\*|\d+)?(?:\.(?:\*|\d+))?[diouxXeEfFgGcrsa]")
+_BRACES = re.compile(r"\{[^{}]*\}")
+
+
+# ------------------------------------------------------------------ what is saved --------
+def saved_object(call: ast.Call) -> ast.expr | None:
+    """The object a ``torch.save`` call writes."""
+    return argument(call, "obj", 0)
 
 
 def saved_dicts(sem: Semantic) -> list[tuple[ast.Call, ast.Dict]]:
     """``torch.save`` calls whose object is a dict literal (directly, or through a name bound
     to one), with that dict: the checkpoints a script writes."""
     out = []
-    for call in sem.calls_to("torch.save"):
-        obj = call.args[0] if call.args else getattr(keyword(call, "obj"), "value", None)
-        if isinstance(obj, ast.Name):
-            binding = sem.lookup(obj.id, obj)
-            obj = (
-                binding.value
-                if binding is not None and binding.how == "assign" and binding.index is None
-                else None
-            )
-        if isinstance(obj, ast.Dict):
+    for call in sem.calls_to(*SAVES):
+        obj = _dict_value(sem, saved_object(call))
+        if obj is not None:
             out.append((call, obj))
     return out
+
+
+def _dict_value(sem: Semantic, obj: ast.expr | None) -> ast.Dict | None:
+    if isinstance(obj, ast.Name):
+        binding = sem.lookup(obj.id, obj)
+        obj = (
+            binding.value
+            if binding is not None and binding.how == "assign" and binding.index is None
+            else None
+        )
+    return obj if isinstance(obj, ast.Dict) else None
 
 
 def state_dict_owner(value: ast.AST) -> ast.expr | None:
@@ -51,53 +108,1155 @@ def state_dict_owner(value: ast.AST) -> ast.expr | None:
     return None
 
 
-def round_trip(sem: Semantic, call: ast.Call) -> bool:
-    """Whether a ``torch.save`` or ``torch.load`` call is half of a round trip: the same
-    function saves to a temporary file or an in-memory buffer (``io.BytesIO``, ``tempfile``)
-    and then loads it back, spelled alike (tests of serialisation, per-process files)."""
-    saves, loads = _files_by_function(sem)
-    scope = sem.enclosing_function(call)
-    here = (call.lineno, call.col_offset)
-    own = next(((d, t) for c, d, t in saves.get(scope, ()) if c is call), None)
-    if own is not None:
-        spelled, target = own
-        return any(
-            d == spelled and here < (load.lineno, load.col_offset)
-            for load, d, _ in loads.get(scope, ())
-        ) and _temporary(sem, target)
-    source = argument(call, "f", 0)
-    if source is None:
-        return False
-    spelled = ast.dump(source)
-    return any(
-        d == spelled and (save.lineno, save.col_offset) < here and _temporary(sem, target)
-        for save, d, target in saves.get(scope, ())
+# ------------------------------------------------------------------ which file -----------
+def path_argument(sem: Semantic, call: ast.Call) -> ast.expr | None:
+    """The file argument of a ``torch.save`` (second) or ``torch.load`` (first) call."""
+    position = 1 if sem.qualname(call.func) in SAVES else 0
+    return argument(call, "f", position)
+
+
+def path_keys(sem: Semantic, expr: ast.expr | None) -> frozenset[Key]:
+    """Structural keys of a path expression: two expressions that share a key name the same
+    file. Literals compare by value; a format string (``%``, ``.format``, an f-string) by its
+    text with the placeholders blanked; ``os.path.join``, ``/`` and ``+`` by their parts; a
+    name by the value bound to it (``with open(p, "wb") as f`` binds ``p``; a loop variable
+    over a literal list, each item); ``self.x`` by the attribute; a parameter by what the
+    file's calls of its function pass (and its default). Two parameters of the same name in
+    different functions are not the same path."""
+    if expr is None:
+        return frozenset()
+    return _keys(sem, expr, 0)
+
+
+def _keys(sem: Semantic, expr: ast.expr, depth: int) -> frozenset[Key]:
+    cache: dict[int, frozenset[Key]] = sem.memo.setdefault(_KEYS, {})  # type: ignore[assignment]
+    found = cache.get(id(expr))
+    if found is not None:
+        return found
+    cache[id(expr)] = frozenset({("node", id(expr))})  # recursion guard
+    result = (
+        _node_keys(sem, expr, depth) if depth <= _MAX_DEPTH else frozenset({("node", id(expr))})
+    )
+    cache[id(expr)] = result
+    return result
+
+
+def _node_keys(sem: Semantic, expr: ast.expr, depth: int) -> frozenset[Key]:
+    own: Key = ("node", id(expr))
+    if isinstance(expr, ast.Constant):
+        return frozenset({("text", str(expr.value))})
+    if isinstance(expr, ast.JoinedStr):
+        parts = [v.value if isinstance(v, ast.Constant) else "{}" for v in expr.values]
+        return _format(own, "".join(str(p) for p in parts))
+    if isinstance(expr, ast.BinOp):
+        left, right = expr.left, expr.right
+        if isinstance(expr.op, ast.Mod) and isinstance(left, ast.Constant):
+            return _format(own, _PERCENT.sub("{}", str(left.value)).replace("%%", "%"))
+        if isinstance(expr.op, ast.Div):
+            return _joined(sem, [left, right], depth)
+        if isinstance(expr.op, ast.Add):
+            return _combine(("+",), [_keys(sem, left, depth + 1), _keys(sem, right, depth + 1)])
+    if isinstance(expr, ast.Call):
+        return _call_keys(sem, expr, depth)
+    if isinstance(expr, ast.Name):
+        return _name_keys(sem, expr, depth)
+    if isinstance(expr, ast.Attribute):
+        if isinstance(expr.value, ast.Name) and expr.value.id == "self":
+            cls = sem.enclosing_class(expr)
+            return frozenset({("self", id(cls), expr.attr)})
+        return frozenset(("attr", key, expr.attr) for key in _keys(sem, expr.value, depth + 1))
+    if isinstance(expr, ast.Subscript):
+        return _combine(
+            ("[]",), [_keys(sem, expr.value, depth + 1), _keys(sem, expr.slice, depth + 1)]
+        )
+    return frozenset({("dump", ast.dump(expr))})
+
+
+def _format(own: Key, text: str) -> frozenset[Key]:
+    """A format string's key: its text with placeholders blanked, when that text still says
+    something (``"{}"`` or ``"{}/{}"`` alone would match any other)."""
+    if not any(c.isalnum() for c in text.replace("{}", "")):
+        return frozenset({own})
+    return frozenset({("text", text)})
+
+
+def _combine(head: Key, parts: list[frozenset[Key]]) -> frozenset[Key]:
+    return frozenset(islice(((*head, *combo) for combo in product(*parts)), _MAX_KEYS))
+
+
+def _joined(sem: Semantic, parts: list[ast.expr], depth: int) -> frozenset[Key]:
+    """``os.path.join(a, b)``, ``a / b``: a join of the parts' keys (one part: its keys)."""
+    if len(parts) == 1:
+        return _keys(sem, parts[0], depth + 1)
+    return _combine(("join",), [_keys(sem, part, depth + 1) for part in parts])
+
+
+def _call_keys(sem: Semantic, call: ast.Call, depth: int) -> frozenset[Key]:
+    func = call.func
+    plain = not call.keywords and not any(isinstance(a, ast.Starred) for a in call.args)
+    qual = sem.qualname(func)
+    if plain and qual in _JOINS and call.args:
+        return _joined(sem, list(call.args), depth)
+    if plain and len(call.args) == 1 and (qual in _SAME_PATH or _is_builtin(sem, func, "str")):
+        return _keys(sem, call.args[0], depth + 1)
+    if isinstance(func, ast.Attribute):
+        receiver = func.value
+        if func.attr == "format" and isinstance(receiver, ast.Constant):
+            return _format(("node", id(call)), _BRACES.sub("{}", str(receiver.value)))
+        if func.attr in _SAME_PATH_METHODS and not call.args:
+            return _keys(sem, receiver, depth + 1)
+        if func.attr == "joinpath" and plain and call.args:
+            return _joined(sem, [receiver, *call.args], depth)
+    return frozenset({("dump", ast.dump(call))})
+
+
+def _is_builtin(sem: Semantic, func: ast.expr, name: str) -> bool:
+    return isinstance(func, ast.Name) and func.id == name and sem.lookup(name, func) is None
+
+
+def _name_keys(sem: Semantic, name: ast.Name, depth: int) -> frozenset[Key]:
+    binding = sem.lookup(name.id, name)
+    if binding is None:
+        return frozenset({("name", name.id)})
+    own = frozenset({("bind", id(binding.node))})
+    value = binding.value
+    if binding.how == "assign" and binding.index is None and value is not None:
+        return own | _keys(sem, value, depth + 1)
+    if binding.how == "with" and isinstance(value, ast.Call) and _is_open(sem, value):
+        return own | _keys(sem, value.args[0], depth + 1)
+    if binding.how == "param":
+        return own | _argument_keys(sem, binding.node, depth)
+    loop = sem.parent(binding.node)
+    if binding.how == "loop" and isinstance(loop, ast.For) and loop.target is binding.node:
+        items = loop.iter
+        if isinstance(items, ast.Name):
+            bound = sem.lookup(items.id, items)
+            items = bound.value if bound is not None and bound.how == "assign" else None  # type: ignore[assignment]
+        if isinstance(items, ast.List | ast.Tuple):
+            keys = [_keys(sem, e, depth + 1) for e in items.elts]
+            return own | frozenset(islice((k for ks in keys for k in ks), _MAX_KEYS))
+    return own
+
+
+def _is_open(sem: Semantic, call: ast.Call) -> bool:
+    """``open(path, ...)``: the file object stands for ``path``."""
+    return bool(call.args) and (
+        _is_builtin(sem, call.func, "open") or sem.qualname(call.func) == "io.open"
     )
 
 
-def _files_by_function(sem: Semantic) -> tuple[_Files, _Files]:
-    """``torch.save`` and ``torch.load`` calls by enclosing function, each with the file
-    argument and its ``ast.dump`` (computed once per file: a file may hold hundreds)."""
-    cached = sem.memo.get(_FILES)
+def _argument_keys(sem: Semantic, param: ast.AST, depth: int) -> frozenset[Key]:
+    """The keys of what the calls of a function of this file pass for one of its parameters
+    (and of its default value)."""
+    arguments = sem.parent(param)
+    func = sem.parent(arguments) if arguments is not None else None
+    if not isinstance(param, ast.arg) or not isinstance(func, FUNCTION_NODES):
+        return frozenset()
+    args = func.args
+    positional = [a.arg for a in (*args.posonlyargs, *args.args)]
+    out: set[Key] = set()
+    for value in _passed(sem, func, param.arg, positional):
+        out |= _keys(sem, value, depth + 1)
+    defaults = dict(
+        zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True)
+    )
+    defaults |= {
+        a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None
+    }
+    if param.arg in defaults:
+        out |= _keys(sem, defaults[param.arg], depth + 1)
+    return frozenset(islice(out, _MAX_KEYS))
+
+
+def _passed(
+    sem: Semantic, func: ast.FunctionDef | ast.AsyncFunctionDef, name: str, positional: list[str]
+) -> Iterator[ast.expr]:
+    """What the calls of ``func`` in this file (by name, or ``self.func(...)`` in its class)
+    pass for its parameter ``name``."""
+    method = isinstance(sem.parent(func), ast.ClassDef)
+    calls = sem.calls_by_attr.get(func.name, ()) if method else sem.calls_by_name.get(func.name, ())
+    for call in calls:
+        if method:
+            receiver = call.func.value  # type: ignore[attr-defined]
+            if not (isinstance(receiver, ast.Name) and receiver.id == "self"):
+                continue
+            if sem.enclosing_class(call) is not sem.parent(func):
+                continue
+        elif sem.local_function(call.func) is not func:
+            continue
+        index = positional.index(name) - method if name in positional else -1
+        value = argument(call, name, index if index >= 0 else None)
+        if value is not None:
+            yield value
+
+
+def _index(sem: Semantic) -> tuple[dict[Key, list[ast.Call]], dict[Key, list[ast.Call]]]:
+    """The file's saves and loads by the keys of their path (built once per file)."""
+    cached = sem.memo.get(_INDEX)
     if cached is None:
-        saves: _Files = {}
-        loads: _Files = {}
-        for name, position, into in (("torch.save", 1, saves), ("torch.load", 0, loads)):
-            for c in sem.calls_to(name):
-                f = argument(c, "f", position)
-                if f is not None:
-                    into.setdefault(sem.enclosing_function(c), []).append((c, ast.dump(f), f))
-        cached = sem.memo[_FILES] = (saves, loads)
+        saves: dict[Key, list[ast.Call]] = {}
+        loads: dict[Key, list[ast.Call]] = {}
+        for names, position, into in ((SAVES, 1, saves), (LOADS, 0, loads)):
+            for call in sem.calls_to(*names):
+                for key in path_keys(sem, argument(call, "f", position)):
+                    if key[0] != "node":
+                        into.setdefault(key, []).append(call)
+        cached = sem.memo[_INDEX] = (saves, loads)
     return cached  # type: ignore[return-value]
 
 
-def _temporary(sem: Semantic, expr: ast.expr) -> bool:
-    """``buf`` / ``tmp`` / ``tmp.name`` bound to ``io.BytesIO()`` or a ``tempfile`` object."""
-    if isinstance(expr, ast.Attribute) and expr.attr == "name":
-        expr = expr.value
-    if not isinstance(expr, ast.Name):
+def same_path_loads(sem: Semantic, load: ast.Call) -> list[ast.Call]:
+    """The other ``torch.load`` calls of this file that read the path ``load`` reads."""
+    _, loads = _index(sem)
+    found: dict[ast.Call, None] = {}
+    for key in path_keys(sem, argument(load, "f", 0)):
+        found.update(dict.fromkeys(c for c in loads.get(key, ()) if c is not load))
+    return list(found)
+
+
+def saves_writing(sem: Semantic, load: ast.Call) -> list[ast.Call]:
+    """The ``torch.save`` calls of this file that write the path ``load`` reads (same path
+    expression by structure, see ``path_keys``)."""
+    saves, _ = _index(sem)
+    found: dict[ast.Call, None] = {}
+    for key in path_keys(sem, argument(load, "f", 0)):
+        found.update(dict.fromkeys(saves.get(key, ())))
+        if key[0] == "text" and not found:
+            for pattern, calls in saves.items():
+                if pattern[0] == "text" and _instance(str(key[1]), str(pattern[1])):
+                    found.update(dict.fromkeys(calls))
+    return list(found)
+
+
+def loads_reading(sem: Semantic, save: ast.Call) -> list[ast.Call]:
+    """The ``torch.load`` calls of this file that read the path ``save`` writes."""
+    _, loads = _index(sem)
+    found: dict[ast.Call, None] = {}
+    for key in path_keys(sem, argument(save, "f", 1)):
+        found.update(dict.fromkeys(loads.get(key, ())))
+    return list(found)
+
+
+# Downloads: (qualified name, file argument, its position).
+_DOWNLOADS = (
+    ("urllib.request.urlretrieve", "filename", 1),
+    ("torch.hub.download_url_to_file", "dst", 1),
+    ("wget.download", "out", 1),
+    ("gdown.download", "output", 1),
+)
+# Checkpoint handlers that write files into a directory: (last part of the name, argument).
+_HANDLERS = (
+    ("ModelCheckpoint", "dirname"),
+    ("DiskSaver", "dirname"),
+    ("ModelCheckpoint", "dirpath"),
+)
+
+
+def downloaded(sem: Semantic, load: ast.Call) -> bool:
+    """Whether the file downloads the path a load reads (``urlretrieve(url, path)``...): the
+    checkpoint was made elsewhere, whatever this file also saves there."""
+    return bool(path_keys(sem, argument(load, "f", 0)) & _writers(sem)[0])
+
+
+def written_here(sem: Semantic, load: ast.Call) -> bool:
+    """Whether this file writes the file a load reads: a ``torch.save`` of the same path, a
+    save helper given its file name (``save_model(model, "models", "net.pth")``), or a
+    checkpoint handler writing into a directory the path is built from
+    (``ModelCheckpoint("/tmp/models", ...)``)."""
+    if saves_writing(sem, load):
+        return True
+    source = argument(load, "f", 0)
+    if source is None:
         return False
-    binding = sem.lookup(expr.id, expr)
-    value = binding.value if binding is not None else None
-    qual = sem.qualname(value.func) if isinstance(value, ast.Call) else None
-    return qual is not None and qual.startswith(("io.BytesIO", "tempfile."))
+    _, directories, names = _writers(sem)
+    texts = {str(n.value) for n in ast.walk(source) if isinstance(n, ast.Constant)}
+    texts |= {str(k[1]) for k in path_keys(sem, source) if k[0] == "text"}
+    return bool(texts & directories) or any(
+        _instance(t.rsplit("/", 1)[-1], name) for t in texts for name in names
+    )
+
+
+def _saving_arguments(sem: Semantic) -> Iterator[ast.expr]:
+    """Arguments that name a file some code saves: those of save helpers (``save_model``,
+    ``save_checkpoint``; not ``torch.save``), and those passed for a ``save_path``-like
+    parameter (``train(..., save_path="model.pt")``, by keyword or by position to a local
+    function)."""
+    for callee, calls in (*sem.calls_by_name.items(), *sem.calls_by_attr.items()):
+        for call in calls:
+            if callee.startswith("save"):
+                if sem.qualname(call.func) not in SAVES:
+                    yield from call.args
+                    yield from (kw.value for kw in call.keywords)
+                continue
+            yield from (kw.value for kw in call.keywords if (kw.arg or "").startswith("save"))
+            local = sem.local_function(call.func)
+            if local is not None:
+                params = [a.arg for a in (*local.args.posonlyargs, *local.args.args)]
+                for name, value in zip(params, call.args, strict=False):
+                    if name.startswith("save") and not isinstance(value, ast.Starred):
+                        yield value
+
+
+def _instance(text: str, pattern: str) -> bool:
+    """``text`` equals ``pattern``, or is an instance of it when it holds placeholders
+    (``"ckpt_10.pt"`` of ``"ckpt_{}.pt"``)."""
+    if "{}" not in pattern or "{}" in text:
+        return text == pattern
+    stem = pattern.replace("{}", "").rsplit(".", 1)[0]
+    if not any(c.isalnum() for c in stem.rsplit("/", 1)[-1]):
+        return False  # "{}.pt", "out/{}.pth": any file would match
+    regex = ".+".join(re.escape(part) for part in pattern.split("{}"))
+    return re.fullmatch(regex, text) is not None
+
+
+def _writers(sem: Semantic) -> tuple[frozenset[Key], frozenset[str], frozenset[str]]:
+    """What the file writes other than through ``torch.save`` (built once per file): the
+    keys of the paths it downloads to, the directories its checkpoint handlers write into,
+    and the file names (``*.ext``) it passes to save helpers (``save_model``, ...)."""
+    cached = sem.memo.get(_WRITERS)
+    if cached is not None:
+        return cached  # type: ignore[return-value]
+    downloads: set[Key] = set()
+    for qual, name, position in _DOWNLOADS:
+        for call in sem.calls_to(qual):
+            downloads |= path_keys(sem, argument(call, name, position))
+    directories: set[str] = set()
+    for name, option in _HANDLERS:
+        for call in (*sem.calls_by_name.get(name, ()), *sem.calls_by_attr.get(name, ())):
+            value = argument(call, option, 0)
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                directories.add(value.value)
+    names: set[str] = set()
+    for value in _saving_arguments(sem):
+        for key in path_keys(sem, value):
+            if key[0] == "text" and "." in str(key[1]):
+                names.add(str(key[1]).rsplit("/", 1)[-1])
+    cached = sem.memo[_WRITERS] = (frozenset(downloads), frozenset(directories), frozenset(names))
+    return cached
+
+
+def _pos(node: ast.AST) -> tuple[int, int]:
+    return (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+
+
+def round_trip(sem: Semantic, call: ast.Call, *, lasting: bool = False) -> bool:
+    """Whether a ``torch.save`` or ``torch.load`` call is half of a round trip: the same
+    function saves to a temporary file or an in-memory buffer (``io.BytesIO``, ``tempfile``,
+    a path in a temporary directory) and then loads it back (tests of serialisation,
+    per-process files). With ``lasting``, any path counts when the load follows the save in
+    the same function or the same module-level compound statement (a cache that a function
+    writes and reads back at once)."""
+    is_save = sem.qualname(call.func) in SAVES
+    for other in loads_reading(sem, call) if is_save else saves_writing(sem, call):
+        save, load = (call, other) if is_save else (other, call)
+        if _pos(save) >= _pos(load):
+            continue
+        function = sem.enclosing_function(save)
+        if function is not sem.enclosing_function(load):
+            continue
+        if _temporary(sem, argument(save, "f", 1)):
+            return True
+        if lasting and (function is not None or _same_block(sem, save, load)):
+            return True
+    return False
+
+
+def _same_block(sem: Semantic, a: ast.AST, b: ast.AST) -> bool:
+    """``a`` and ``b`` lie in one compound statement at module level (a ``with`` block...)."""
+    top_a, top_b = _top_statement(sem, a), _top_statement(sem, b)
+    return top_a is top_b and isinstance(
+        top_a, ast.With | ast.AsyncWith | ast.If | ast.For | ast.While | ast.Try
+    )
+
+
+def _top_statement(sem: Semantic, node: ast.AST) -> ast.AST | None:
+    for anc in (node, *sem.ancestors(node)):
+        if sem.parent(anc) is sem.tree:
+            return anc
+    return None
+
+
+def _temporary(sem: Semantic, expr: ast.expr | None) -> bool:
+    """A path or buffer that does not outlive the process: a name bound to ``io.BytesIO()`` or
+    a ``tempfile`` object (``tmp.name``), or a path built on a temporary directory."""
+    if expr is None:
+        return False
+    for node in ast.walk(expr):
+        value: ast.AST | None = node
+        if isinstance(node, ast.Name):
+            binding = sem.lookup(node.id, node)
+            value = binding.value if binding is not None else None
+        qual = sem.qualname(value.func) if isinstance(value, ast.Call) else None
+        if qual is not None and qual.startswith(("io.BytesIO", "tempfile.")):
+            return True
+    return False
+
+
+# ------------------------------------------------------------------ CPU data --------------
+_CPU_METHODS = frozenset({"cpu", "numpy", "tolist", "item"})
+# FSDP / torch.distributed.checkpoint settings that gather a full state dict on the CPU.
+_OFFLOAD = {
+    "FullStateDictConfig": "offload_to_cpu",
+    "FullOptimStateDictConfig": "offload_to_cpu",
+    "StateDictOptions": "cpu_offload",
+}
+
+
+def writes_cpu(sem: Semantic, save: ast.Call) -> bool:
+    """Whether a ``torch.save`` call writes only CPU data: ``.cpu()`` values, numpy arrays,
+    plain values, the state dict of a module moved to the CPU just before, a full state dict
+    that FSDP offloads to the CPU (``FullStateDictConfig(offload_to_cpu=True)`` in the file),
+    or containers of those."""
+    return _cpu_value(sem, saved_object(save), save, 0)
+
+
+def _cpu_value(sem: Semantic, value: ast.expr | None, at: ast.AST, depth: int) -> bool:
+    if value is None or depth > 4:
+        return False
+    if isinstance(value, ast.Constant):
+        return True
+    if isinstance(value, ast.Dict):
+        return all(_cpu_value(sem, v, at, depth + 1) for v in value.values)
+    if isinstance(value, ast.Tuple | ast.List):
+        return all(_cpu_value(sem, v, at, depth + 1) for v in value.elts)
+    if isinstance(value, ast.Name):
+        binding = sem.lookup(value.id, value)
+        if binding is None or binding.how != "assign" or binding.index is not None:
+            return False
+        return _cpu_value(sem, binding.value, binding.node, depth + 1)
+    if not isinstance(value, ast.Call):
+        return False
+    func = value.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    if name in _CPU_METHODS:
+        return True
+    if name == "to" and value.args and _names_cpu(value.args[0]):
+        return True
+    if "state_dict" in name and _offloaded(sem):
+        return True
+    return (
+        name == "state_dict"
+        and isinstance(func, ast.Attribute)
+        and _moved_to_cpu(sem, func.value, at)
+    )
+
+
+def _names_cpu(expr: ast.expr) -> bool:
+    """``"cpu"`` or ``torch.device("cpu")``."""
+    if isinstance(expr, ast.Call) and expr.args:
+        expr = expr.args[0]
+    return isinstance(expr, ast.Constant) and expr.value == "cpu"
+
+
+def _offloaded(sem: Semantic) -> bool:
+    for name, option in _OFFLOAD.items():
+        for call in (*sem.calls_by_name.get(name, ()), *sem.calls_by_attr.get(name, ())):
+            kw = keyword(call, option)
+            if kw is not None and isinstance(kw.value, ast.Constant) and kw.value.value is True:
+                return True
+    return False
+
+
+def _moved_to_cpu(sem: Semantic, owner: ast.expr, at: ast.AST) -> bool:
+    """The latest move of module ``owner`` before ``at`` in the same function is to the CPU:
+    ``model.cpu()``, ``model.eval().cpu()``, ``model.to("cpu")``."""
+    spelled = dotted(owner)
+    if spelled is None:
+        return False
+    function = sem.enclosing_function(at)
+    latest: tuple[tuple[int, int], bool] | None = None
+    for method in ("cpu", "cuda", "to"):
+        for call in sem.calls_by_attr.get(method, ()):
+            receiver = call.func.value  # type: ignore[attr-defined]
+            while (
+                isinstance(receiver, ast.Call)
+                and isinstance(receiver.func, ast.Attribute)
+                and receiver.func.attr in kinds.MODULE_SELF_METHODS
+            ):
+                receiver = receiver.func.value
+            if dotted(receiver) != spelled or sem.enclosing_function(call) is not function:
+                continue
+            if _pos(call) >= _pos(at) or (latest is not None and latest[0] > _pos(call)):
+                continue
+            cpu = method == "cpu" or (
+                method == "to" and bool(call.args) and _names_cpu(call.args[0])
+            )
+            latest = (_pos(call), cpu)
+    return latest is not None and latest[1]
+
+
+def saves_only_cpu(sem: Semantic) -> bool:
+    """The file saves something, and every one of its ``torch.save`` calls writes CPU data."""
+    cached = sem.memo.get(_CPU_FILE)
+    if cached is None:
+        saves = list(sem.calls_to(*SAVES))
+        cached = sem.memo[_CPU_FILE] = bool(saves) and all(writes_cpu(sem, s) for s in saves)
+    return bool(cached)
+
+
+# ------------------------------------------------------------------ what a load becomes ---
+MODULE_ATTRS = frozenset({"eval", "train", "parameters", "named_parameters", "modules", "forward"})
+# Attributes that a tensor, a dict or a list answers: reading them says nothing of the value.
+PLAIN_ATTRS = frozenset({
+    "shape", "dtype", "device", "size", "numel", "dim", "ndim", "T", "data", "item", "tolist",
+    "numpy", "cpu", "cuda", "to", "float", "half", "double", "long", "int", "bool", "clone",
+    "detach", "copy_", "contiguous", "view", "reshape", "keys", "values", "items", "get", "pop",
+    "update", "copy", "append", "extend", "index", "count", "requires_grad", "is_cuda", "sum",
+    "mean", "max", "min", "squeeze", "unsqueeze", "permute", "transpose", "type", "startswith",
+})  # fmt: skip
+_COPYING = frozenset({Kind.MODULE, Kind.OPTIMIZER, Kind.SCHEDULER, Kind.SCALER})
+
+
+def loaded_name(sem: Semantic, load: ast.expr) -> ast.Name | None:
+    """``ckpt`` in ``ckpt = torch.load(p)``."""
+    parent = sem.parent(load)
+    if (
+        isinstance(parent, ast.Assign)
+        and len(parent.targets) == 1
+        and isinstance(parent.targets[0], ast.Name)
+    ):
+        return parent.targets[0]
+    return None
+
+
+def value_uses(sem: Semantic, load: ast.expr) -> list[ast.expr] | None:
+    """Where the value of a load (or of another expression) is read: the expression itself
+    when it is used in place, the reads of the name it is assigned to (in the same scope)
+    otherwise; ``[]`` when it is dropped; None when it goes where this cannot follow (tuple
+    targets, attributes)."""
+    parent = sem.parent(load)
+    if isinstance(parent, ast.Expr):
+        return []
+    if isinstance(parent, ast.Assign | ast.AnnAssign | ast.AugAssign | ast.NamedExpr):
+        target = loaded_name(sem, load)
+        if target is None:
+            return None
+        scope = sem.scope_of(parent)
+        out: list[ast.expr] = []
+        for use in sem.names.get(target.id, ()):
+            binding = sem.lookup(target.id, use)
+            if binding is not None and binding.node is target:
+                if sem.scope_of(use) is not scope:
+                    return None  # read in a nested function: not followed
+                out.append(use)
+        return out
+    return [load]
+
+
+def module_use(sem: Semantic, load: ast.expr) -> ast.AST | None:
+    """Where the value a load returns (or an item of it: ``model = ckpt["model"]``) is used
+    as a module: called, or asked for ``.eval()``, ``.parameters()``... (``model =
+    torch.load(p)`` then ``model.eval()``, also through ``model = model.cuda()``); None when
+    the code does not show it."""
+    return _object_use(sem, load, MODULE_ATTRS)
+
+
+def object_use(sem: Semantic, load: ast.expr) -> ast.AST | None:
+    """Like ``module_use``, but any use that a state dict (a dict of tensors) would not
+    answer counts: called, or an attribute other than a dict's or a tensor's read on it
+    (``best_model.predict(x)``)."""
+    return _object_use(sem, load, None)
+
+
+def _object_use(sem: Semantic, load: ast.expr, attrs: frozenset[str] | None) -> ast.AST | None:
+    pending = list(value_uses(sem, load) or ())
+    seen = 0
+    while pending and seen < 200:
+        use = pending.pop(0)
+        seen += 1
+        outer = sem.parent(use)
+        if isinstance(outer, ast.Call) and outer.func is use:
+            return use
+        if not isinstance(outer, ast.Attribute) or outer.value is not use:
+            continue
+        if outer.attr in MODULE_ATTRS or (attrs is None and outer.attr not in PLAIN_ATTRS):
+            return use
+        moved = sem.parent(outer)
+        if outer.attr in kinds.MODULE_SELF_METHODS and isinstance(moved, ast.Call):
+            if isinstance(sem.parent(moved), ast.Assign):  # model = model.cuda()
+                pending.extend(value_uses(sem, moved) or ())
+    return None
+
+
+def state_targets(sem: Semantic, load: ast.Call) -> list[ast.expr] | None:
+    """The objects whose ``load_state_dict`` receives what a load returns (or an item of it:
+    ``model.load_state_dict(ckpt["model"])``); None when the value (or an item) is read
+    anywhere else."""
+    targets, elsewhere = _state_uses(sem, load)
+    return None if elsewhere else targets
+
+
+def _state_uses(sem: Semantic, load: ast.Call) -> tuple[list[ast.expr], bool]:
+    """The ``load_state_dict`` receivers of a load's value and its items, and whether the
+    value is also read elsewhere (or where this cannot follow)."""
+    uses = value_uses(sem, load)
+    if uses is None:
+        return [], True
+    out: list[ast.expr] = []
+    elsewhere = False
+    for use in uses:
+        node: ast.expr = use
+        outer = sem.parent(node)
+        while True:
+            if isinstance(outer, ast.Subscript) and outer.value is node:
+                node = outer
+            elif (
+                isinstance(outer, ast.Attribute)
+                and outer.value is node
+                and outer.attr == "get"
+                and isinstance(sem.parent(outer), ast.Call)
+            ):
+                node = sem.parent(outer)  # type: ignore[assignment]
+            else:
+                break
+            outer = sem.parent(node)
+        receiver = _state_receiver(sem, node)
+        if receiver is None:
+            elsewhere = True
+        else:
+            out.append(receiver)
+    return out, elsewhere
+
+
+def _state_receiver(sem: Semantic, node: ast.expr) -> ast.expr | None:
+    """``m`` when ``node`` is the state dict passed to ``m.load_state_dict(...)``."""
+    call = sem.parent(node)
+    if not (
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr == "load_state_dict"
+    ):
+        return None
+    if (call.args and call.args[0] is node) or argument(call, "state_dict") is node:
+        return call.func.value
+    return None
+
+
+def only_copied(sem: Semantic, load: ast.Call) -> bool:
+    """Whether the tensors a load returns are only copied into existing ones: the value is
+    dropped, or it (or its items) goes only to ``load_state_dict`` of modules, optimizers,
+    schedulers or scalers, which copy (or cast) to where their own tensors are. Then the
+    device the load puts them on cannot be observed."""
+    targets = state_targets(sem, load)
+    return targets is not None and all(_copies(sem, t) for t in targets)
+
+
+def _copies(sem: Semantic, receiver: ast.expr) -> bool:
+    """Whether ``receiver.load_state_dict(...)`` copies into existing tensors: a module (by
+    kind, the ``.module`` of a wrapper, or made by a chain ending in ``.to(...)``,
+    ``.eval()``...), an optimizer, scheduler or scaler; not an instance of a class of this
+    file that defines its own ``load_state_dict``."""
+    if isinstance(receiver, ast.Attribute) and receiver.attr in ("module", "_orig_mod"):
+        return _copies(sem, receiver.value)
+    made = kinds.constructor_call(sem, receiver)
+    chained = made
+    while (
+        isinstance(chained, ast.Call)
+        and isinstance(chained.func, ast.Attribute)
+        and chained.func.attr in kinds.MODULE_SELF_METHODS
+    ):
+        chained = chained.func.value  # type: ignore[assignment]
+    known = kinds.kind(sem, receiver)
+    if known is None and isinstance(receiver, ast.Name):
+        binding = sem.lookup(receiver.id, receiver)
+        if binding is not None and binding.how == "param":
+            known = kinds.argument_kind(sem, binding)  # what the callers pass
+    if known not in _COPYING and chained is made and not _moved(sem, receiver):
+        return False
+    cls = sem.local_class(chained.func) if isinstance(chained, ast.Call) else None
+    return cls is None or not any(
+        isinstance(s, FUNCTION_NODES) and s.name == "load_state_dict" for s in cls.body
+    )
+
+
+def _moved(sem: Semantic, owner: ast.expr) -> bool:
+    """``owner.to(...)``, ``owner.eval()``... somewhere in the file (the same variable): a
+    module's methods (a tensor has no ``load_state_dict``)."""
+    return any(
+        _same_object(sem, call.func.value, owner)  # type: ignore[attr-defined]
+        for method in kinds.MODULE_SELF_METHODS
+        for call in sem.calls_by_attr.get(method, ())
+    )
+
+
+def restores_training(sem: Semantic, load: ast.Call) -> bool:
+    """Whether a load resumes training: what it returns restores an optimizer's (or
+    scheduler's, scaler's) state, goes to ignite's ``Checkpoint.load_objects``, or restores a
+    module that this file also saves or trains (an optimizer over its parameters:
+    ``netG.load_state_dict(torch.load(opt.netG))`` then ``Adam(netG.parameters())``)."""
+    targets, _ = _state_uses(sem, load)
+    for target in targets:
+        if (
+            kinds.is_optimizer(sem, target)
+            or kinds.is_scheduler(sem, target)
+            or kinds.kind(sem, target) is Kind.SCALER
+            or _trained(sem, target)
+            or any(_same_object(sem, target, owner) for owner in _saved_owners(sem))
+        ):
+            return True
+    for use in value_uses(sem, load) or ():
+        outer = sem.parent(use)
+        if isinstance(outer, ast.keyword):
+            outer = sem.parent(outer)
+        if isinstance(outer, ast.Call) and use is not outer.func:
+            if (sem.qualname(outer.func) or dotted(outer.func) or "").endswith(
+                "Checkpoint.load_objects"
+            ):
+                return True
+        if isinstance(outer, ast.Subscript) and _restores_object(sem, outer):
+            return True
+    return False
+
+
+def _restores_object(sem: Semantic, item: ast.Subscript) -> bool:
+    """``optimizer = ckpt["optimizer"]`` where the name otherwise holds an optimizer (or a
+    scheduler) built in the same scope."""
+    assign = sem.parent(item)
+    if not (
+        isinstance(assign, ast.Assign)
+        and len(assign.targets) == 1
+        and isinstance(assign.targets[0], ast.Name)
+    ):
+        return False
+    name = assign.targets[0].id
+    scope = sem.scopes.get(sem.scope_of(assign).node)
+    bindings = scope.bindings.get(name, []) if scope is not None else []
+    return any(kinds.binding_kind(sem, b) in (Kind.OPTIMIZER, Kind.SCHEDULER) for b in bindings)
+
+
+def _trained(sem: Semantic, module: ast.expr) -> bool:
+    """An optimizer of this file is built over ``module.parameters()``."""
+    for call in sem.calls_by_attr.get("parameters", ()):
+        owner = call.func.value  # type: ignore[attr-defined]
+        if not _same_object(sem, owner, module):
+            continue
+        for depth, anc in enumerate(sem.ancestors(call)):
+            if depth > 4 or isinstance(anc, ast.stmt):
+                break
+            if isinstance(anc, ast.Call) and kinds.kind(sem, anc) is Kind.OPTIMIZER:
+                return True
+    return False
+
+
+def read_as_numpy(sem: Semantic, load: ast.Call) -> bool:
+    """Whether what a load returns is numpy data or turned into numpy at once:
+    ``torch.load(p).numpy()``, ``torch.from_numpy(data[3:])``, ``np.mean(data)``."""
+    for use in value_uses(sem, load) or ():
+        node: ast.AST = use
+        outer = sem.parent(node)
+        while isinstance(outer, ast.Subscript) and outer.value is node:
+            node, outer = outer, sem.parent(outer)
+        if isinstance(outer, ast.Attribute) and outer.attr == "numpy":
+            return True
+        if isinstance(outer, ast.Call) and node is not outer.func:
+            qual = sem.qualname(outer.func) or ""
+            if qual == "torch.from_numpy" or qual.startswith("numpy."):
+                return True
+    return False
+
+
+def _saved_owners(sem: Semantic) -> list[ast.expr]:
+    """The modules (and other objects) whose ``state_dict()`` this file's saves write."""
+    cached = sem.memo.get(_SAVED_OWNERS)
+    if cached is None:
+        owners: list[ast.expr] = []
+        for call in sem.calls_to(*SAVES):
+            obj = saved_object(call)
+            display = _dict_value(sem, obj)
+            values = display.values if display is not None else [obj]
+            for value in values:
+                if isinstance(value, ast.Name):
+                    value = kinds.constructor_call(sem, value)
+                owner = state_dict_owner(value) if value is not None else None
+                if owner is not None:
+                    owners.append(owner)
+        cached = sem.memo[_SAVED_OWNERS] = owners
+    return cached  # type: ignore[return-value]
+
+
+def _same_object(sem: Semantic, a: ast.expr, b: ast.expr) -> bool:
+    """Two reads of one variable: a name bound by the same statement, or ``self.x`` in one
+    class (``m.module`` stands for ``m``)."""
+    a, b = _unwrapped(a), _unwrapped(b)
+    if isinstance(a, ast.Name) and isinstance(b, ast.Name):
+        first, second = sem.lookup(a.id, a), sem.lookup(b.id, b)
+        return first is not None and second is not None and first.node is second.node
+    if (
+        isinstance(a, ast.Attribute)
+        and isinstance(b, ast.Attribute)
+        and isinstance(a.value, ast.Name)
+        and isinstance(b.value, ast.Name)
+        and a.value.id == b.value.id == "self"
+    ):
+        return a.attr == b.attr and sem.enclosing_class(a) is sem.enclosing_class(b)
+    return False
+
+
+def _unwrapped(expr: ast.expr) -> ast.expr:
+    if isinstance(expr, ast.Attribute) and expr.attr in ("module", "_orig_mod"):
+        return expr.value
+    return expr
+
+
+# ------------------------------------------------------------------ devices --------------
+_AVAILABLE = frozenset(
+    {
+        "torch.cuda.is_available",
+        "torch.backends.mps.is_available",
+        "torch.accelerator.is_available",
+        "torch.xpu.is_available",
+    }
+)
+_CONDITIONAL = (ast.If, ast.IfExp, ast.Match, ast.ExceptHandler, ast.BoolOp, ast.While)
+_DEVICE_NAMES = ("device", "DEVICE", "dev")
+# Engines that run on CUDA devices only.
+_CUDA_ONLY = ("deepspeed.initialize", "deepspeed.init_inference")
+
+
+def needs_cuda(sem: Semantic, at: ast.AST) -> bool:
+    """Whether the code runs only with CUDA wherever ``at`` runs: it moves things to CUDA
+    (``.cuda()``, ``device = "cuda"``, ``torch.device("cuda")``, ``device="cuda"`` or
+    ``accelerator="cuda"`` arguments, DeepSpeed, 8-bit loading) outside any ``if``, or under
+    the same conditions as ``at``, and the file shows no CPU fallback (no
+    ``torch.cuda.is_available()`` test outside an ``assert``, no ``"cpu"`` device chosen by an
+    assignment, a conditional expression or an option's default)."""
+    cached = sem.memo.get(_NEEDS_CUDA)
+    if cached is None:
+        uses = [] if _cpu_fallback(sem) else [_conditions(sem, u) for u in _cuda_uses(sem)]
+        cached = sem.memo[_NEEDS_CUDA] = uses
+    if not cached:
+        return False
+    here = _conditions(sem, at)
+    return any(use <= here for use in cached)  # type: ignore[attr-defined]
+
+
+def _conditions(sem: Semantic, node: ast.AST) -> frozenset[tuple[int, str]]:
+    """The branches ``node`` runs in: (conditional statement or expression, branch) pairs; a
+    branch is a field (``body``, ``orelse``), or one item of ``values``/``cases``."""
+    out = set()
+    child = node
+    for anc in sem.ancestors(node):
+        if isinstance(anc, _CONDITIONAL):
+            out.add((id(anc), _branch(anc, child)))
+        child = anc
+    return frozenset(out)
+
+
+def _branch(node: ast.AST, child: ast.AST) -> str:
+    for name in ("test", "body", "orelse", "values", "cases", "subject"):
+        value = getattr(node, name, None)
+        if value is child:
+            return name
+        if isinstance(value, list) and any(c is child for c in value):
+            if name in ("values", "cases"):
+                return f"{name}{next(i for i, c in enumerate(value) if c is child)}"
+            return name
+    return "?"
+
+
+def _is_cuda(sem: Semantic, expr: ast.expr | None) -> bool:
+    """``"cuda"``, ``"cuda:0"``, ``torch.device("cuda")``."""
+    if isinstance(expr, ast.Call) and sem.qualname(expr.func) == "torch.device" and expr.args:
+        expr = expr.args[0]
+    return (
+        isinstance(expr, ast.Constant)
+        and isinstance(expr.value, str)
+        and expr.value.split(":")[0] == "cuda"
+    )
+
+
+def _cuda_uses(sem: Semantic) -> Iterator[ast.AST]:
+    """Code that moves things to CUDA or runs only there."""
+    yield from sem.calls_by_attr.get("cuda", ())
+    yield from sem.calls_to(*_CUDA_ONLY)
+    yield from (a for a in sem.assigns if _is_cuda(sem, a.value))
+    for call in sem.calls:
+        values = [kw.value for kw in call.keywords if kw.arg in ("device", "accelerator")]
+        if isinstance(call.func, ast.Attribute) and call.func.attr == "to":
+            values += call.args[:1]
+        quantized = [kw.value for kw in call.keywords if kw.arg in ("load_in_8bit", "load_in_4bit")]
+        if any(_is_cuda(sem, v) for v in values) or any(
+            isinstance(v, ast.Constant) and v.value is True for v in quantized
+        ):
+            yield call  # bitsandbytes quantization runs on CUDA only
+
+
+def _cpu_fallback(sem: Semantic) -> bool:
+    for call in sem.calls_by_attr.get("is_available", ()):
+        if sem.qualname(call.func) in _AVAILABLE and not isinstance(
+            sem.statement_of(call), ast.Assert
+        ):
+            return True
+    for assign in sem.assigns:
+        for node in ast.walk(assign.value):
+            if isinstance(node, ast.Constant) and node.value == "cpu" and _chooses(sem, node):
+                return True
+    for call in sem.calls_by_attr.get("add_argument", ()):
+        for value in (*call.args, *(kw.value for kw in call.keywords)):
+            if any(isinstance(n, ast.Constant) and n.value == "cpu" for n in ast.walk(value)):
+                return True
+    return False
+
+
+def _chooses(sem: Semantic, constant: ast.Constant) -> bool:
+    """A ``"cpu"`` that picks a device: assigned, a branch of ``a if c else b``, or the
+    argument of ``torch.device(...)`` (not ``x.to("cpu")``, which only moves a result)."""
+    parent = sem.parent(constant)
+    if isinstance(parent, ast.Assign | ast.IfExp):
+        return True
+    return isinstance(parent, ast.Call) and sem.qualname(parent.func) == "torch.device"
+
+
+def is_device_expr(value: ast.expr | None) -> bool:
+    """``"cuda" if ... else "cpu"``, ``"cuda:0"``, ``f"cuda:{rank}"``."""
+    if isinstance(value, ast.Constant) and isinstance(value.value, str):
+        return value.value.split(":")[0] in ("cuda", "cpu", "mps", "xpu")
+    if isinstance(value, ast.IfExp):
+        return is_device_expr(value.body) and is_device_expr(value.orelse)
+    if isinstance(value, ast.JoinedStr):
+        first = value.values[0] if value.values else None
+        return isinstance(first, ast.Constant) and str(first.value).startswith(("cuda", "cpu"))
+    return False
+
+
+def device_name(sem: Semantic, at: ast.AST) -> tuple[str, bool] | None:
+    """A device variable bound wherever ``at`` runs, and whether it certainly holds a device
+    (a ``torch.device(...)`` or a device string, not just a name): ``self.device`` when the
+    class's ``__init__`` assigns it unconditionally (and ``at`` is not in ``__init__`` before
+    that), else a parameter ``device``, or an earlier assignment of ``device``/``DEVICE``/
+    ``dev`` that runs on every path to ``at`` (at module level before the function holding
+    ``at``)."""
+    own = _self_device(sem, at)
+    if own is not None:
+        return own
+    for name in _DEVICE_NAMES:
+        binding = sem.lookup(name, at)
+        if binding is None or not _bound_at(sem, binding, at):
+            continue
+        if binding.how == "param" and name != "DEVICE":
+            holds = _device_parameter(sem, binding)
+            if holds is not None:
+                return name, holds
+        if binding.how == "assign" and binding.index is None:
+            device = kinds.binding_kind(sem, binding) is Kind.DEVICE or is_device_expr(
+                binding.value
+            )
+            if device:
+                return name, True
+    return None
+
+
+def _device_parameter(sem: Semantic, binding: Binding) -> bool | None:
+    """Whether a parameter certainly holds a device: its callers in this file pass devices,
+    its default is a device string, or its annotation names ``torch.device``; None when its
+    default shows it does not (``device=0``, ``device=None``: ``map_location`` refuses an
+    index)."""
+    param = binding.node
+    func = binding.scope
+    if not isinstance(param, ast.arg) or not isinstance(func, FUNCTION_NODES):
+        return False
+    if param.annotation is not None and (dotted(param.annotation) or "").endswith("device"):
+        return True
+    args = func.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults = dict(
+        zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True)
+    )
+    defaults |= {
+        a: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None
+    }
+    if param in defaults:
+        default = defaults[param]
+        if is_device_expr(default) or kinds.kind(sem, default) is Kind.DEVICE:
+            return True
+        if isinstance(default, ast.Constant):
+            return None
+    return kinds.argument_kind(sem, binding) is Kind.DEVICE
+
+
+def _bound_at(sem: Semantic, binding: Binding, at: ast.AST) -> bool:
+    """Whether ``binding`` has certainly run when ``at`` runs."""
+    if binding.how == "param":
+        return sem.enclosing_function(at) is binding.scope or sem.is_inside(at, binding.scope)
+    if binding.how != "assign" or _pos(binding.node) >= _pos(at):
+        return False
+    stmt = sem.statement_of(binding.node)
+    try:
+        block, _ = sem.block_of(stmt)
+    except ValueError:
+        return False
+    # The assignment's block holds ``at`` (so no ``if`` branch skips it), and at module level
+    # it comes before the function that holds ``at``.
+    return any(s is sem.statement_of(at) or sem.is_inside(at, s) for s in block)
+
+
+def _self_device(sem: Semantic, at: ast.AST) -> tuple[str, bool] | None:
+    function = sem.enclosing_function(at)
+    cls = sem.enclosing_class(at)
+    if function is None or cls is None or sem.parent(function) is not cls:
+        return None
+    params = function.args.posonlyargs + function.args.args
+    if not params or params[0].arg != "self":
+        return None
+    init = next(
+        (s for s in cls.body if isinstance(s, FUNCTION_NODES) and s.name == "__init__"), None
+    )
+    if init is None:
+        return None
+    assigned = [
+        stmt
+        for stmt in init.body
+        if isinstance(stmt, ast.Assign)
+        and any(
+            isinstance(t, ast.Attribute)
+            and t.attr == "device"
+            and isinstance(t.value, ast.Name)
+            and t.value.id == "self"
+            for t in stmt.targets
+        )
+    ]
+    if not assigned or (function is init and _pos(assigned[0]) >= _pos(at)):
+        return None
+    values = sem.self_attr_values.get((cls, "device"), [])
+    device = bool(values) and all(
+        kinds.kind(sem, v) is Kind.DEVICE or is_device_expr(v) for v in values
+    )
+    return "self.device", device
+
+
+# ------------------------------------------------------------------ loading into objects --
+# Calls that take a module without loading a state dict into it.
+_HARMLESS = frozenset(
+    {"print", "len", "isinstance", "str", "repr", "type", "id", "hasattr", "getattr"}
+)
+_RANKS = {None: 0, "strict": 1, "unseen": 1, "lenient": 2}
+
+
+def wrapper_reads(sem: Semantic, wrapper: ast.Call) -> list[ast.expr]:
+    """The reads of variables that certainly hold the ``DistributedDataParallel(...)`` /
+    ``DataParallel(...)`` result ``wrapper`` (names and ``self.x`` attributes)."""
+    from .distributed import wrapper_call
+
+    bound = {
+        b.name
+        for scope in sem.scopes.values()
+        for bindings in scope.bindings.values()
+        for b in bindings
+        if b.value is wrapper
+    }
+    out: list[ast.expr] = []
+    for name in bound:
+        out.extend(n for n in sem.names.get(name, ()) if wrapper_call(sem, n) is wrapper)
+    for target, values in sem.self_attr_values.items():
+        if any(v is wrapper for v in values):
+            out.extend(
+                a
+                for a in sem.attributes.get(target[1], ())
+                if isinstance(a.value, ast.Name)
+                and a.value.id == "self"
+                and isinstance(a.ctx, ast.Load)
+                and wrapper_call(sem, a) is wrapper
+            )
+    return out
+
+
+def resumes_from(sem: Semantic, save: ast.Call, reads: list[ast.expr]) -> bool:
+    """Whether the code loads what ``save`` writes back into the object read at ``reads``: a
+    load of the same path whose value (or an item of it) goes to that object's
+    ``load_state_dict``, or a call that receives both the object and that path (a resume
+    helper: ``restart_from_checkpoint(path, state_dict=model)``)."""
+    ids = {id(r) for r in reads}
+    for load in loads_reading(sem, save):
+        targets, _ = _state_uses(sem, load)
+        if any(id(t) in ids for t in targets):
+            return True
+    wanted = {k for k in path_keys(sem, argument(save, "f", 1)) if k[0] != "node"}
+    for read in reads:
+        call = sem.parent(read)
+        if isinstance(call, ast.keyword):
+            call = sem.parent(call)
+        if not isinstance(call, ast.Call) or call.func is read:
+            continue
+        for value in (*call.args, *(kw.value for kw in call.keywords)):
+            if value is not read and path_keys(sem, value) & wanted:
+                return True
+    return False
+
+
+def state_loading(sem: Semantic, reads: Iterable[ast.expr], _depth: int = 0) -> str | None:
+    """How the code loads a state dict into the object read at ``reads``: ``"lenient"`` when
+    a ``load_state_dict(..., strict=False)`` receives it (directly or in a function of this
+    file it is passed to), ``"strict"`` for another ``load_state_dict``, ``"unseen"`` when it
+    goes where the analysis cannot follow (a function of another module, a container, a
+    return), None when nothing can load into it."""
+    found: str | None = None
+    for read in reads:
+        how = _loading_at(sem, read, _depth)
+        if _RANKS[how] > _RANKS[found]:
+            found = how
+    return found
+
+
+def _loading_at(sem: Semantic, read: ast.expr, depth: int) -> str | None:
+    parent = sem.parent(read)
+    if isinstance(parent, ast.Attribute):
+        call = sem.parent(parent)
+        if parent.attr == "load_state_dict" and isinstance(call, ast.Call) and call.func is parent:
+            strict = argument(call, "strict", 1)
+            return (
+                "lenient"
+                if isinstance(strict, ast.Constant) and strict.value is False
+                else "strict"
+            )
+        return None
+    if isinstance(parent, ast.keyword):
+        parent = sem.parent(parent)
+        if not isinstance(parent, ast.Call):
+            return "unseen"
+    if isinstance(parent, ast.Call):
+        if parent.func is read:
+            return None  # model(x)
+        return _passed_to(sem, parent, read, depth)
+    if isinstance(parent, ast.Dict | ast.List | ast.Tuple | ast.Set | ast.Starred | ast.Return):
+        return "unseen"
+    if isinstance(parent, ast.Assign | ast.AnnAssign | ast.NamedExpr) and parent.value is read:
+        return "unseen"
+    return None
+
+
+def _passed_to(sem: Semantic, call: ast.Call, read: ast.expr, depth: int) -> str | None:
+    """What a function does with an object passed to it: looked into when it is defined in
+    this file, else nothing for builtins and torch functions, "unseen" for the rest."""
+    local = sem.local_function(call.func)
+    if local is None:
+        qual = sem.qualname(call.func) or ""
+        if (
+            _is_builtin(sem, call.func, getattr(call.func, "id", ""))
+            and getattr(call.func, "id", "") in _HARMLESS
+        ):
+            return None
+        if qual.startswith("torch.") and not qual.startswith("torch.distributed.checkpoint"):
+            return None
+        return "unseen"
+    if depth >= 2:
+        return "unseen"
+    args = local.args
+    positional = [*args.posonlyargs, *args.args]
+    param: ast.arg | None = None
+    if read in call.args:
+        index = call.args.index(read)
+        if any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
+            return "unseen"
+        param = positional[index] if index < len(positional) else args.vararg
+    else:
+        kw = next((k for k in call.keywords if k.value is read), None)
+        name = kw.arg if kw is not None else None
+        param = next((a for a in (*positional, *args.kwonlyargs) if a.arg == name), args.kwarg)
+    if param is None or param in (args.vararg, args.kwarg):
+        return "unseen"
+    uses = [
+        n
+        for n in sem.names.get(param.arg, ())
+        if sem.is_inside(n, local) and getattr(sem.lookup(param.arg, n), "node", None) is param
+    ]
+    return state_loading(sem, uses, depth + 1)

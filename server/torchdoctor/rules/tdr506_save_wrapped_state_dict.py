@@ -6,7 +6,6 @@ from ..core import checkpoints, fixes, kinds
 from ..core.context import Context
 from ..core.distributed import wrapper_call
 from ..core.model import Applicability, Fix, Text
-from ..core.semantic import argument
 from .base import Invalid, Rule
 
 _HEAD = (
@@ -21,7 +20,10 @@ class SaveWrappedStateDict(Rule):
     through a name such as `sd = m.state_dict()`) where `m` is a `DistributedDataParallel` or
     `DataParallel` wrapper rather than the model inside it.
 
-    Off by default (`extend-select = ["TDR506"]` turns it on): on real code its finding was a wrapper whose checkpoint the same code loads back into the wrapper, where the fix would make every resume load nothing.
+    Off by default (`extend-select = ["TDR506"]` turns it on): on real code its finding was a
+    wrapper whose checkpoint the same code loads back into the wrapper (through a helper, with
+    `strict=False`), where the project's format is consistent and the fix would make every
+    resume load nothing; the fix is unsafe there.
 
     ## Why is this bad?
     A wrapper holds the model as its `module` attribute, so every key of its state dict starts
@@ -41,7 +43,11 @@ class SaveWrappedStateDict(Rule):
 
     Only names that certainly hold a wrapper where they are saved are reported: a model that
     is wrapped in one branch only (`model = DDP(model) if distributed else model`) is left
-    alone, since `model.module` would fail in the other branch.
+    alone, since `model.module` would fail in the other branch. Nor is a checkpoint that the
+    file resumes from into the wrapper itself (a load of the path it saves into the wrapper's
+    `load_state_dict`, or a call that receives both the wrapper and that path, such as
+    `restart_from_checkpoint(path, state_dict=model)`): the file's own format keeps the
+    prefix on both sides.
 
     ## Example
     ```python
@@ -58,11 +64,16 @@ class SaveWrappedStateDict(Rule):
     ```
 
     ## Fix safety
-    The fix inserts `.module` before `.state_dict()`. It is safe: the weights saved are the
-    same tensors, only without the wrapper's `module.` prefix. One exception makes it unsafe:
-    when the file also loads a state dict into the wrapper itself (`ddp_model.load_state_dict
-    (torch.load(path))`, as PyTorch's DDP tutorial does to resume), that load would now miss
-    the `module.` keys; load into `ddp_model.module` instead.
+    The fix inserts `.module` before `.state_dict()`. It is safe when nothing in the file can
+    load a state dict into the wrapper: the weights saved are the same tensors, only without
+    the wrapper's `module.` prefix. It is unsafe when the file loads a state dict into the
+    wrapper itself (`ddp_model.load_state_dict(torch.load(path))`, as PyTorch's DDP tutorial
+    does to resume), directly or in a function of this file that receives the wrapper: that
+    load would now miss the `module.` keys (load into `ddp_model.module` instead). It is also
+    unsafe when the wrapper goes where the analysis cannot follow: passed to a function of
+    another module (`utils.restart_from_checkpoint(path, state_dict=ddp_model)`), put in a
+    container or returned. No edit is offered when such a load has `strict=False`: after the
+    fix it would silently load nothing on every resume.
 
     ## References
     - [Saving and loading models: `DataParallel`](https://pytorch.org/tutorials/beginner/saving_loading_models.html#saving-torch-nn-dataparallel-models)
@@ -73,7 +84,9 @@ class SaveWrappedStateDict(Rule):
     检查 `torch.save(m.state_dict(), ...)`（也包括作为检查点字典中的值，或经由 `sd = m.state_dict()` 这样的
     名字）：其中 `m` 是 `DistributedDataParallel` 或 `DataParallel` 包装器，而不是其内部的模型。
 
-    默认关闭（`extend-select = ["TDR506"]` 开启）：在真实代码中，它的发现是一个包装器，其检查点由同一份代码加载回包装器，修复会让每次恢复都什么也加载不到。
+    默认关闭（`extend-select = ["TDR506"]` 开启）：在真实代码中，它的发现是一个包装器，其检查点由同一份代码
+    （通过辅助函数、以 `strict=False`）加载回包装器，项目的格式前后一致，修复会让每次恢复都什么也加载不到；
+    这种情况下修复是不安全的。
 
     ## 为什么不好？
     包装器把模型保存在它的 `module` 属性中，所以它的 state dict 的每个键都以 `module.` 开头：是
@@ -91,7 +104,9 @@ class SaveWrappedStateDict(Rule):
     外面有没有包装器都能加载。
 
     只报告在保存处一定是包装器的名字：只在某个分支中被包装的模型（`model = DDP(model) if distributed else
-    model`）不会报告，因为在另一个分支中 `model.module` 会出错。
+    model`）不会报告，因为在另一个分支中 `model.module` 会出错。文件自己又从该检查点恢复到包装器本身时
+    （把所保存路径的加载结果交给包装器的 `load_state_dict`，或某个调用同时接收包装器和该路径，例如
+    `restart_from_checkpoint(path, state_dict=model)`）也不报告：文件自己的格式在保存和加载两侧都保留了这个前缀。
 
     ## 示例
     ```python
@@ -108,10 +123,13 @@ class SaveWrappedStateDict(Rule):
     ```
 
     ## 修复安全性
-    修复在 `.state_dict()` 之前插入 `.module`。该修复是安全的：保存的是同样的权重张量，只是没有包装器的
-    `module.` 前缀。有一个例外会使它不安全：若文件还把 state dict 加载到包装器本身
-    （`ddp_model.load_state_dict(torch.load(path))`，PyTorch 的 DDP 教程就是这样恢复训练的），这次加载会
-    缺少 `module.` 开头的键；请改为加载到 `ddp_model.module`。
+    修复在 `.state_dict()` 之前插入 `.module`。当文件中没有任何代码会把 state dict 加载到包装器时，它是安全的：
+    保存的是同样的权重张量，只是没有包装器的 `module.` 前缀。若文件把 state dict 加载到包装器本身
+    （`ddp_model.load_state_dict(torch.load(path))`，PyTorch 的 DDP 教程就是这样恢复训练的），无论是直接加载还是在
+    本文件中接收该包装器的函数里加载，修复都是不安全的：这次加载会缺少 `module.` 开头的键（请改为加载到
+    `ddp_model.module`）。包装器去了分析无法跟踪的地方时修复同样不安全：传给其他模块的函数
+    （`utils.restart_from_checkpoint(path, state_dict=ddp_model)`）、放进容器或被返回。若这样的加载带有
+    `strict=False`，则不提供修改：修复之后，每次恢复都会悄悄地什么也加载不到。
 
     ## 参考
     - [保存与加载模型：`DataParallel`](https://pytorch.org/tutorials/beginner/saving_loading_models.html#saving-torch-nn-dataparallel-models)
@@ -121,7 +139,7 @@ class SaveWrappedStateDict(Rule):
     code = "TDR506"
     default = False
     name = "save-wrapped-state-dict"
-    fix_safety = Applicability.SAFE
+    fix_safety = Applicability.UNSAFE
 
     VALID = (
         # Already the inner model.
@@ -142,6 +160,20 @@ class SaveWrappedStateDict(Rule):
         "model = DDP()\ntorch.save(model.state_dict(), 'm.pt')\n",
         # Saved through another library, not torch.save.
         _HEAD + "model = DDP(nn.Linear(2, 2))\naccelerator.save(model.state_dict(), 'm.pt')\n",
+        # Unwrapped through an alias before saving.
+        _HEAD + "ddp = DDP(nn.Linear(2, 2))\ninner = ddp.module\n"
+        "torch.save(inner.state_dict(), 'm.pt')\n",
+        # The file resumes from what it saves into the wrapper: one format on both sides.
+        _HEAD + "model = DDP(nn.Linear(2, 2).cuda(), device_ids=[0])\n"
+        "model.load_state_dict(torch.load('m.pt', map_location='cuda:0'))\n"
+        "torch.save(model.state_dict(), 'm.pt')\n",
+        _HEAD + "import os\nimport utils\nwrapped = DDP(nn.Linear(2, 2))\n"
+        "utils.restart_from_checkpoint(os.path.join(out, 'ckpt.pth'), state_dict=wrapped)\n"
+        "torch.save({'state_dict': wrapped.state_dict()}, os.path.join(out, 'ckpt.pth'))\n",
+        _HEAD + "def resume(net, path):\n"
+        "    net.load_state_dict(torch.load(path)['net'], strict=False)\n"
+        "model = DDP(nn.Linear(2, 2))\nresume(model, 'c.pt')\n"
+        "torch.save({'net': model.state_dict()}, 'c.pt')\n",
         # The optimizer's state dict is not prefixed.
         _HEAD + "model = DDP(nn.Linear(2, 2))\nopt = torch.optim.SGD(model.parameters())\n"
         "torch.save(opt.state_dict(), 'o.pt')\n",
@@ -188,13 +220,46 @@ class SaveWrappedStateDict(Rule):
             "        state = {'model': self.model.module.state_dict()}\n"
             "        torch.save(state, path)\n",
         ),
-        # The file also resumes into the wrapper: the fix is then unsafe (still offered).
+        # The file also loads another checkpoint into the wrapper: the fix is then unsafe.
         Invalid(
             _HEAD + "model = DDP(nn.Linear(2, 2).cuda(), device_ids=[0])\n"
-            "model.load_state_dict(torch.load('m.pt', map_location='cuda:0'))\n"
+            "model.load_state_dict(torch.load('init.pt', map_location='cuda:0'))\n"
             "torch.save(model.state_dict(), 'm.pt')\n",
             fixed=_HEAD + "model = DDP(nn.Linear(2, 2).cuda(), device_ids=[0])\n"
-            "model.load_state_dict(torch.load('m.pt', map_location='cuda:0'))\n"
+            "model.load_state_dict(torch.load('init.pt', map_location='cuda:0'))\n"
+            "torch.save(model.module.state_dict(), 'm.pt')\n",
+        ),
+        # Loaded into the wrapper with strict=False: no edit (it would load nothing).
+        Invalid(
+            _HEAD + "model = DDP(nn.Linear(2, 2))\n"
+            "model.load_state_dict(torch.load(args.init), strict=False)\n"
+            "torch.save(model.state_dict(), 'm.pt')\n",
+            fixed=None,
+        ),
+        Invalid(
+            _HEAD + "def warm(net, path):\n"
+            "    net.load_state_dict(torch.load(path)['net'], strict=False)\n"
+            "model = DDP(nn.Linear(2, 2))\nwarm(model, args.init)\n"
+            "torch.save({'net': model.state_dict()}, 'c.pt')\n",
+            fixed=None,
+        ),
+        # Passed to a helper of another module: it may load into it (unsafe, still offered).
+        Invalid(
+            _HEAD + "import utils\nmodel = DDP(nn.Linear(2, 2))\n"
+            "utils.load_pretrained(model, args.weights)\n"
+            "torch.save({'state_dict': model.state_dict()}, 'c.pt')\n",
+            fixed=_HEAD + "import utils\nmodel = DDP(nn.Linear(2, 2))\n"
+            "utils.load_pretrained(model, args.weights)\n"
+            "torch.save({'state_dict': model.module.state_dict()}, 'c.pt')\n",
+        ),
+        # A local helper that only reads the wrapper: safe.
+        Invalid(
+            _HEAD
+            + "def report(net):\n    print(net)\n    return sum(1 for _ in net.parameters())\n"
+            "model = DDP(nn.Linear(2, 2))\nreport(model)\ntorch.save(model.state_dict(), 'm.pt')\n",
+            fixed=_HEAD + "def report(net):\n    print(net)\n"
+            "    return sum(1 for _ in net.parameters())\n"
+            "model = DDP(nn.Linear(2, 2))\nreport(model)\n"
             "torch.save(model.module.state_dict(), 'm.pt')\n",
         ),
         Invalid(
@@ -207,15 +272,11 @@ class SaveWrappedStateDict(Rule):
 
     def check(self, ctx: Context) -> None:
         sem = ctx.sem
-        loads_wrapper = any(
-            isinstance(c.func, ast.Attribute) and wrapper_call(sem, c.func.value) is not None
-            for c in sem.calls_by_attr.get("load_state_dict", ())
-        )
-        saved = [argument(c, "obj", 0) for c in sem.calls_to("torch.save")]
-        saved += [v for _call, d in checkpoints.saved_dicts(sem) for v in d.values]
+        saved = [(checkpoints.saved_object(c), c) for c in sem.calls_to("torch.save")]
+        saved += [(v, call) for call, d in checkpoints.saved_dicts(sem) for v in d.values]
         # `sd = model.state_dict()` then `torch.save(sd, ...)`.
-        saved += [kinds.constructor_call(sem, v) for v in saved if isinstance(v, ast.Name)]
-        for value in dict.fromkeys(saved):
+        saved += [(kinds.constructor_call(sem, v), c) for v, c in saved if isinstance(v, ast.Name)]
+        for value, save in dict.fromkeys(saved):
             if not (
                 isinstance(value, ast.Call)
                 and isinstance(value.func, ast.Attribute)
@@ -224,8 +285,12 @@ class SaveWrappedStateDict(Rule):
             ):
                 continue
             owner = value.func.value
-            if wrapper_call(sem, owner) is None:
+            wrapper = wrapper_call(sem, owner)
+            if wrapper is None:
                 continue
+            reads = checkpoints.wrapper_reads(sem, wrapper)
+            if checkpoints.resumes_from(sem, save, reads):
+                continue  # the file's own resume reads the `module.` keys back into the wrapper
             text = ctx.segment(owner)
             ctx.report(
                 value,
@@ -235,14 +300,20 @@ class SaveWrappedStateDict(Rule):
                     f"`{text}` 是 DDP/DataParallel 包装器：它的 state dict 键都以 `module.` 开头；"
                     f"请保存 `{text}.module.state_dict()`",
                 ),
-                fixes=[
-                    Fix(
-                        Text(
-                            f"Save `{text}.module.state_dict()`",
-                            f"改为保存 `{text}.module.state_dict()`",
-                        ),
-                        (fixes.insert(ctx.source.end(owner), ".module"),),
-                        Applicability.UNSAFE if loads_wrapper else Applicability.SAFE,
-                    )
-                ],
+                fixes=[_fix(ctx, owner, reads, text)],
             )
+
+
+def _fix(ctx: Context, owner: ast.expr, reads: list[ast.expr], text: str) -> Fix | None:
+    """Insert ``.module``: safe when nothing loads a state dict into the wrapper; unsafe when
+    the file loads one into it (the load then misses the ``module.`` keys and fails) or passes
+    the wrapper where the analysis cannot see; no edit when a load into it has
+    ``strict=False``: every resume would silently load nothing."""
+    loading = checkpoints.state_loading(ctx.sem, reads)
+    if loading == "lenient":
+        return None
+    return Fix(
+        Text(f"Save `{text}.module.state_dict()`", f"改为保存 `{text}.module.state_dict()`"),
+        (fixes.insert(ctx.source.end(owner), ".module"),),
+        Applicability.SAFE if loading is None else Applicability.UNSAFE,
+    )

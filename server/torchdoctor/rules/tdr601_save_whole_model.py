@@ -67,7 +67,11 @@ class SaveWholeModel(Rule):
     and the code that loads it must now build the model and call `load_state_dict`. No fix is
     offered for a `torch.compile` result, whose state dict keys carry an `_orig_mod.` prefix,
     nor for a TorchScript module, which `torch.save` cannot pickle at all (save it with
-    `torch.jit.save`).
+    `torch.jit.save`), nor when this file loads the path back and uses what it loads as a
+    module (`model = torch.load(path)` then `model.eval()`, `model(x)` or any attribute a
+    state dict lacks, such as `model.predict(x)`; the same path by literal, format string,
+    variable or `os.path.join` of the same parts): that code would receive a state dict and
+    fail, so the loading side has to change with the save.
 
     ## References
     - [Saving and loading models](https://pytorch.org/tutorials/beginner/saving_loading_models.html)
@@ -118,7 +122,10 @@ class SaveWholeModel(Rule):
     修复改为保存 `model.state_dict()`（对 `DistributedDataParallel`/`DataParallel` 包装则为
     `model.module.state_dict()`）。该修复不安全：文件格式变了，加载它的代码也必须改为先构建模型、再调用
     `load_state_dict`。对 `torch.compile` 的结果不提供修复，因为它的 state dict 键带有 `_orig_mod.` 前缀；
-    对 TorchScript 模块也不提供修复，`torch.save` 根本无法 pickle 它（请用 `torch.jit.save` 保存）。
+    对 TorchScript 模块也不提供修复，`torch.save` 根本无法 pickle 它（请用 `torch.jit.save` 保存）；本文件把该路径
+    读回并把读到的内容当作模块使用时（`model = torch.load(path)` 之后 `model.eval()`、`model(x)` 或 state dict 没有的
+    任何属性，例如 `model.predict(x)`；相同的字面量、格式字符串、变量或由相同部分组成的 `os.path.join` 都算同一
+    路径）也不提供修复：那段代码会拿到 state dict 而出错，所以加载的一方必须随保存一起修改。
 
     ## 参考
     - [保存与加载模型](https://pytorch.org/tutorials/beginner/saving_loading_models.html)
@@ -157,6 +164,11 @@ class SaveWholeModel(Rule):
         # The project allows its module classes where it loads them back.
         "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\ntorch.save(model, 'm.pt')\n"
         "with torch.serialization.safe_globals([nn.Linear]):\n    model = torch.load('m.pt')\n",
+        # A round trip through a temporary directory, at module level.
+        "import os\nimport tempfile\nimport torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\n"
+        "with tempfile.TemporaryDirectory() as tmp:\n"
+        "    torch.save(model, os.path.join(tmp, 'm.pt'))\n"
+        "    copy = torch.load(os.path.join(tmp, 'm.pt'), weights_only=False)\n",
         # A name of unknown kind.
         "import torch\ndef dump(obj, path):\n    torch.save(obj, path)\n",
         "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\n"
@@ -196,6 +208,30 @@ class SaveWholeModel(Rule):
             "model = torchvision.models.resnet18()\nsave(model, 'r18.pt')",
             fixed="from torch import save\nimport torchvision\n"
             "model = torchvision.models.resnet18()\nsave(model.state_dict(), 'r18.pt')",
+        ),
+        # The file reads the path back and uses it as a module: no fix (that load would break).
+        Invalid(
+            "import torch\nimport torchvision\nnet = torchvision.models.resnet18()\n"
+            "torch.save(net, 'net.ckpt')\nnet2 = torch.load('net.ckpt', weights_only=False)\n"
+            "net2.eval()\n",
+            fixed=None,
+        ),
+        Invalid(
+            "import os\nimport torch\nfrom torch import nn\n"
+            "def export(model, out):\n    model.eval()\n"
+            "    torch.save(model, os.path.join(out, 'model.pt'))\n"
+            "def serve(out, x):\n    model = torch.load(os.path.join(out, 'model.pt'))\n"
+            "    return model(x)\n"
+            "export(nn.Linear(2, 2), 'runs')\nprint(serve('runs', inputs))\n",
+            fixed=None,
+        ),
+        # The load of that path uses only what a state dict also has: the fix is offered.
+        Invalid(
+            "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\ntorch.save(model, 'm.pt')\n"
+            "other = torch.load('other.pt', weights_only=False)\nother.eval()\n",
+            fixed="import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\n"
+            "torch.save(model.state_dict(), 'm.pt')\n"
+            "other = torch.load('other.pt', weights_only=False)\nother.eval()\n",
         ),
         # A name known as a model from how it is used.
         Invalid(
@@ -278,6 +314,14 @@ class SaveWholeModel(Rule):
         )
         if wrapped and other:
             return None
+        save = sem.parent(obj)
+        if isinstance(save, ast.keyword):
+            save = sem.parent(save)
+        if isinstance(save, ast.Call) and any(
+            checkpoints.object_use(sem, load) is not None
+            for load in checkpoints.loads_reading(sem, save)
+        ):
+            return None  # the file loads this path back as a module: that load would break
         suffix = ".module.state_dict()" if wrapped else ".state_dict()"
         text = ctx.segment(obj) + suffix
         return Fix(

@@ -2,24 +2,46 @@ from __future__ import annotations
 
 import ast
 
-from ..core import fixes, kinds
+from ..core import checkpoints, fixes
 from ..core.context import Context
-from ..core.kinds import Kind
 from ..core.model import Applicability, Fix, Text
-from ..core.semantic import has_star_kwargs, keyword
+from ..core.semantic import Semantic, has_star_kwargs, keyword
 from .base import Invalid, Rule
 
 
 class LoadWithoutMapLocation(Rule):
     """## What it does
-    Checks for `torch.load(...)` calls without `map_location=`.
+    Checks for `torch.load(...)` calls without `map_location=`, where the checkpoint may come
+    from another machine.
+
+    Not reported when the file itself shows where the tensors are, or that they load where
+    they were written:
+
+    - the file saves the path it reads (a save to the same literal, format string, variable,
+      `os.path.join` of the same parts, or a parameter its callers pass the same path; a save
+      helper or checkpoint handler given that file name): it reads back its own output,
+      typically resuming on the training machine;
+    - every `torch.save` of the file writes CPU data (`.cpu()` values, a module moved to the CPU
+      just before, `FullStateDictConfig(offload_to_cpu=True)`);
+    - the code needs CUDA anyway: it moves to CUDA unconditionally (`.cuda()`, `device =
+      "cuda"`, DeepSpeed) and shows no CPU fallback (no `torch.cuda.is_available()` test, no
+      `"cpu"` device);
+    - another load of the same path picks a device, or the load resumes training (it restores
+      an optimizer's state, or a module the file also saves or trains);
+    - what it loads is numpy data (`torch.from_numpy(data[...])`, `.numpy()`).
+
+    A load of a file that the code downloads (`urllib.request.urlretrieve`,
+    `torch.hub.download_url_to_file`...) was made elsewhere: it is reported whatever the file
+    also saves there (unless the code needs CUDA anyway or the data is numpy).
 
     ## Why is this bad?
     `torch.load` restores every tensor onto the device it was saved from. A checkpoint written
     on a GPU machine fails to load on a CPU-only machine with `RuntimeError: Attempting to
     deserialize object on a CUDA device but torch.cuda.is_available() is False`, and on a
     machine with fewer GPUs it lands on the wrong one, or fills GPU 0 of every process in a
-    distributed job before you move it.
+    distributed job before you move it. Inference and deployment entry points with a CPU
+    fallback (`"cuda" if torch.cuda.is_available() else "cpu"`, a `--cuda` flag) are where
+    this bites: they load a file that training wrote on a GPU.
 
     ## Example
     ```python
@@ -34,10 +56,24 @@ class LoadWithoutMapLocation(Rule):
 
     state = torch.load("checkpoint.pt", map_location="cpu", weights_only=True)
     ```
+    With a device variable in scope, `map_location=device` puts the tensors where the code
+    uses them.
 
     ## Fix safety
-    The fix adds `map_location="cpu"`, or `map_location=device` when a `device` variable is in
-    scope. It is safe: tensors are moved to a device the code then uses anyway.
+    The fix adds `map_location=<device>` with a device variable that is certainly bound at the
+    load: `self.device` in a method when the class's `__init__` assigns it unconditionally
+    (and the load is not in `__init__` before that), else a parameter named `device` (or
+    `dev`), or an earlier assignment of `device`, `DEVICE` or `dev` that runs on every path to
+    the load (at module level, before the function that loads). Otherwise it adds
+    `map_location="cpu"`. It is safe
+    when the device cannot be observed: the loaded value is dropped, or it (or its items:
+    `ckpt["model"]`) only goes to `load_state_dict` of a module, optimizer, scheduler or
+    scaler, which copy it to where their own tensors are; and the inserted name certainly
+    holds a device (a `torch.device(...)` or a device string, a parameter whose callers pass
+    one). Otherwise the fix is unsafe: code that uses the loaded tensors directly (a whole
+    pickled module, saved features) now finds them on the mapped device, and a parameter
+    named `device` may hold a GPU index, which `map_location` does not accept (one whose
+    default is such a constant, `device=0`, is not used: the fix adds `"cpu"` then).
 
     ## References
     - [`torch.load`](https://pytorch.org/docs/stable/generated/torch.load.html)
@@ -45,13 +81,30 @@ class LoadWithoutMapLocation(Rule):
     """
 
     zh = """## 功能
-    检查没有传入 `map_location=` 的 `torch.load(...)` 调用。
+    检查没有传入 `map_location=` 的 `torch.load(...)` 调用，其中的检查点可能来自另一台机器。
+
+    当文件本身表明了张量所在的位置，或表明它们会在写入时的设备上加载时，不报告：
+
+    - 文件自己保存了它读取的路径（保存到相同的字面量、格式字符串、变量、由相同部分组成的
+      `os.path.join`，或调用方传入相同路径的参数；或把该文件名交给保存辅助函数或检查点处理器）：
+      它读回的是自己的输出，通常是在训练机器上恢复训练；
+    - 文件中的每个 `torch.save` 都只写入 CPU 数据（`.cpu()` 的值、刚移到 CPU 上的模块、
+      `FullStateDictConfig(offload_to_cpu=True)`）；
+    - 代码本来就需要 CUDA：它无条件地移到 CUDA 上（`.cuda()`、`device = "cuda"`、DeepSpeed），
+      且没有 CPU 回退（没有 `torch.cuda.is_available()` 判断，也没有 `"cpu"` 设备）；
+    - 同一路径的另一次加载指定了设备，或这次加载是在恢复训练（它恢复优化器的状态，或恢复文件
+      同时也保存或训练的模块）；
+    - 加载的是 numpy 数据（`torch.from_numpy(data[...])`、`.numpy()`）。
+
+    代码下载的文件（`urllib.request.urlretrieve`、`torch.hub.download_url_to_file` 等）是在别处生成的：无论
+    文件是否也向该路径保存，对它的加载都会报告（除非代码本来就需要 CUDA，或加载的是 numpy 数据）。
 
     ## 为什么不好？
     `torch.load` 会把每个张量恢复到保存时所在的设备上。在 GPU 机器上保存的检查点，放到只有 CPU
     的机器上加载会报错 `RuntimeError: Attempting to deserialize object on a CUDA device but
     torch.cuda.is_available() is False`；在 GPU 较少的机器上会落到错误的卡上，分布式任务中每个进程都会先把
-    数据堆到 0 号卡上。
+    数据堆到 0 号卡上。带有 CPU 回退的推理和部署入口（`"cuda" if torch.cuda.is_available() else
+    "cpu"`、`--cuda` 选项）最容易出问题：它们加载的正是训练时在 GPU 上写入的文件。
 
     ## 示例
     ```python
@@ -66,10 +119,18 @@ class LoadWithoutMapLocation(Rule):
 
     state = torch.load("checkpoint.pt", map_location="cpu", weights_only=True)
     ```
+    作用域中有设备变量时，`map_location=device` 会把张量放到代码使用它们的设备上。
 
     ## 修复安全性
-    修复会添加 `map_location="cpu"`；当作用域中有 `device` 变量时添加 `map_location=device`。
-    这是安全的：张量会被放到代码随后本就会使用的设备上。
+    修复会添加 `map_location=<设备>`，使用在加载处一定已绑定的设备变量：在方法中，类的 `__init__` 无条件赋值的
+    `self.device`（且加载不在 `__init__` 中该赋值之前）；否则是名为 `device`（或 `dev`）的参数，或在通往加载的
+    每条路径上都会执行的更早的 `device`、`DEVICE` 或 `dev` 赋值（在模块级时须位于执行加载的函数之前）。否则添加
+    `map_location="cpu"`。当设备无法被观察到时它是安全的：加载的值被丢弃，或者它（或它的条目：
+    `ckpt["model"]`）只传给模块、优化器、调度器或 scaler 的 `load_state_dict`，它们会把数据复制到自身张量所在
+    的位置；并且插入的名字一定持有设备（`torch.device(...)` 或设备字符串，或调用方传入设备的参数）。否则修复
+    是不安全的：直接使用加载的张量的代码（整个 pickle 的模块、保存的特征）会发现它们位于映射后的设备上，而名为
+    `device` 的参数可能是 GPU 编号，`map_location` 不接受它（默认值就是这种常量的参数，如 `device=0`，不会被
+    使用：此时修复添加 `"cpu"`）。
 
     ## 参考
     - [`torch.load`](https://pytorch.org/docs/stable/generated/torch.load.html)
@@ -78,7 +139,7 @@ class LoadWithoutMapLocation(Rule):
 
     code = "TDR602"
     name = "load-without-map-location"
-    fix_safety = Applicability.SAFE
+    fix_safety = Applicability.UNSAFE
     aliases = ()
 
     VALID = (
@@ -92,6 +153,55 @@ class LoadWithoutMapLocation(Rule):
         # numpy's load, pickle's load.
         "import numpy as np\nimport torch\nx = np.load('a.npy')",
         "import pickle\nimport torch\nx = pickle.load(open('a', 'rb'))",
+        # The file reads back what it saves: the same literal, format string, join, variable.
+        "import torch\ntorch.save(net.state_dict(), 'run3.pt')\n"
+        "net.load_state_dict(torch.load('run3.pt'))\n",
+        "import torch\nif opt.start > 0:\n"
+        "    gen.load_state_dict(torch.load('out/%s/gen_%d.pth' % (opt.name, opt.start)))\n"
+        "for epoch in range(opt.start, 9):\n"
+        "    torch.save(gen.state_dict(), f'out/{opt.name}/gen_{epoch}.pth')\n",
+        "import torch\nfor epoch in range(5):\n"
+        "    torch.save(net.state_dict(), f'ckpt/net_e{epoch}.pt')\n"
+        "net.load_state_dict(torch.load('ckpt/net_e4.pt'))\n",
+        "import os.path as osp\nimport torch as T\n"
+        "T.save(sd, osp.join(args.out, 'best.pt'))\nsd = T.load(osp.join(args.out, 'best.pt'))\n",
+        "import torch\ndef store(obj, where):\n    torch.save(obj, where)\n"
+        "def restore(where):\n    return torch.load(where)\n"
+        "store(net.state_dict(), 'w.pt')\nnet.load_state_dict(restore('w.pt'))\n",
+        "import torch\ndef export(model, ckpt_path):\n"
+        "    with open(ckpt_path, 'wb') as fh:\n        torch.save(model, fh)\n"
+        "def reload(ckpt_path):\n    with open(ckpt_path, 'rb') as fh:\n"
+        "        return torch.load(fh)\n"
+        "export(net, CKPT)\nnet = reload(CKPT)\n",
+        "import torch\ndef fit(net, save_to):\n    torch.save(net.state_dict(), save_to)\n"
+        "fit(net, 'best.bin')\nnet.load_state_dict(torch.load('best.bin'))\n",
+        # Every save of the file writes CPU data.
+        "import torch\ntorch.save(feats.cpu(), args.dump)\nfeats = torch.load(args.feats)\n",
+        "import torch\ndef train(net, path):\n    net.eval().cpu()\n"
+        "    torch.save(net.state_dict(), path)\n"
+        "def predict(args):\n    return torch.load(args.weights)\n",
+        "import torch\nfrom torch.distributed.fsdp import FullStateDictConfig\n"
+        "policy = FullStateDictConfig(offload_to_cpu=True, rank0_only=True)\n"
+        "def save(model, path):\n"
+        "    with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, policy):\n"
+        "        state = model.state_dict()\n    torch.save(state, path)\n"
+        "def load(model, cfg):\n    model.load_state_dict(torch.load(cfg.full_path))\n",
+        # The code needs CUDA anyway: no CPU fallback anywhere.
+        "import torch\nmodel = Net().cuda()\nmodel.load_state_dict(torch.load(args.weights))\n",
+        "import torch\nDEVICE = 'cuda'\nnet = Net().to(DEVICE)\nsd = torch.load(args.weights)\n",
+        # Another load of the same path picks the device.
+        "import torch\nif args.gpu is None:\n    ckpt = torch.load(args.resume)\nelse:\n"
+        "    ckpt = torch.load(args.resume, map_location=f'cuda:{args.gpu}')\n",
+        # Resuming training: the optimizer's state, a module the file trains.
+        "import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+        "ckpt = torch.load(args.resume)\nmodel.load_state_dict(ckpt['model'])\n"
+        "optimizer.load_state_dict(ckpt['optimizer'])\n",
+        "import torch\nfrom torch import nn, optim\n"
+        "device = torch.device('cuda' if args.cuda else 'cpu')\nnet = nn.Linear(2, 2).to(device)\n"
+        "if args.net:\n    net.load_state_dict(torch.load(args.net))\n"
+        "opt = optim.Adam(net.parameters())\n",
+        # numpy data has no device.
+        "import torch\ndata = torch.load('wave.pt')\nx = torch.from_numpy(data[3:, :-1])\n",
     )
     INVALID = (
         Invalid(
@@ -117,24 +227,113 @@ class LoadWithoutMapLocation(Rule):
             "    return torch.load(path, map_location=device)\n",
         ),
         Invalid(
+            "import torch.serialization\nsd = torch.serialization.load('m.pt')\n",
+            fixed="import torch.serialization\n"
+            "sd = torch.serialization.load('m.pt', map_location=\"cpu\")\n",
+        ),
+        # A format string that any file name would match is not the same path.
+        Invalid(
+            "import torch\ntorch.save(net.state_dict(), f'{run}.pt')\n"
+            "net.load_state_dict(torch.load('pretrained.pt'))\n",
+            fixed="import torch\ntorch.save(net.state_dict(), f'{run}.pt')\n"
+            "net.load_state_dict(torch.load('pretrained.pt', map_location=\"cpu\"))\n",
+        ),
+        Invalid(
             "import torch\nsd = torch.load(\n    'm.pt',\n)\n",
             fixed="import torch\nsd = torch.load(\n    'm.pt',\n    map_location=\"cpu\",\n)\n",
+        ),
+        # An inference entry point with a CPU fallback, loading what training wrote elsewhere.
+        Invalid(
+            "import torch\nDEVICE = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+            "net = Net().to(DEVICE)\nnet.load_state_dict(torch.load(args.weights))\n",
+            fixed="import torch\nDEVICE = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+            "net = Net().to(DEVICE)\n"
+            "net.load_state_dict(torch.load(args.weights, map_location=DEVICE))\n",
+        ),
+        # Names alike, values not: the save writes another file than the load reads.
+        Invalid(
+            "import torch\ndef train(model):\n    path = 'last.pt'\n"
+            "    torch.save(model.state_dict(), path)\n"
+            "def serve(model, path):\n    model.load_state_dict(torch.load(path))\n",
+            fixed="import torch\ndef train(model):\n    path = 'last.pt'\n"
+            "    torch.save(model.state_dict(), path)\n"
+            "def serve(model, path):\n"
+            '    model.load_state_dict(torch.load(path, map_location="cpu"))\n',
+        ),
+        # Two parameters of the same name are not the same path.
+        Invalid(
+            "import torch\ndef store(obj, where):\n    torch.save(obj, where)\n"
+            "def restore(where):\n    return torch.load(where)\n",
+            fixed="import torch\ndef store(obj, where):\n    torch.save(obj, where)\n"
+            "def restore(where):\n"
+            '    return torch.load(where, map_location="cpu")\n',
+        ),
+        # Downloaded: made elsewhere, even if the code saves there too.
+        Invalid(
+            "import urllib.request\nimport torch\n"
+            "urllib.request.urlretrieve(URL, 'ckpt/net.pt')\n"
+            "net.load_state_dict(torch.load('ckpt/net.pt'))\n"
+            "torch.save(net.state_dict(), 'ckpt/net.pt')\n",
+            fixed="import urllib.request\nimport torch\n"
+            "urllib.request.urlretrieve(URL, 'ckpt/net.pt')\n"
+            "net.load_state_dict(torch.load('ckpt/net.pt', map_location=\"cpu\"))\n"
+            "torch.save(net.state_dict(), 'ckpt/net.pt')\n",
+        ),
+        # CUDA only under a flag: the CPU path loads a GPU checkpoint.
+        Invalid(
+            "import torch\nmodel = torch.load(opt.model)\nif opt.cuda:\n    model = model.cuda()\n",
+            fixed='import torch\nmodel = torch.load(opt.model, map_location="cpu")\n'
+            "if opt.cuda:\n    model = model.cuda()\n",
+        ),
+        # `device` is bound only in one branch, or after the load: "cpu".
+        Invalid(
+            "import torch\nif args.gpu:\n    device = torch.device('cuda')\n"
+            "sd = torch.load(args.weights)\n",
+            fixed="import torch\nif args.gpu:\n    device = torch.device('cuda')\n"
+            'sd = torch.load(args.weights, map_location="cpu")\n',
+        ),
+        Invalid(
+            "import torch\ndef restore(path):\n    return torch.load(path)\n"
+            "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n",
+            fixed="import torch\ndef restore(path):\n"
+            '    return torch.load(path, map_location="cpu")\n'
+            "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n",
+        ),
+        # The class's own device, a parameter.
+        Invalid(
+            "import torch\nclass Predictor:\n    def __init__(self, net):\n"
+            "        self.device = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+            "        self.net = net.to(self.device)\n"
+            "    def restore(self, path):\n"
+            "        self.net.load_state_dict(torch.load(path))\n",
+            fixed="import torch\nclass Predictor:\n    def __init__(self, net):\n"
+            "        self.device = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+            "        self.net = net.to(self.device)\n"
+            "    def restore(self, path):\n"
+            "        self.net.load_state_dict(torch.load(path, map_location=self.device))\n",
+        ),
+        Invalid(
+            "import torch\ndef restore(net, path, device):\n"
+            "    net.load_state_dict(torch.load(path))\n",
+            fixed="import torch\ndef restore(net, path, device):\n"
+            "    net.load_state_dict(torch.load(path, map_location=device))\n",
+        ),
+        # A GPU index is no map_location: "cpu".
+        Invalid(
+            "import torch\ndef restore(net, path, device=0):\n"
+            "    net.load_state_dict(torch.load(path))\n",
+            fixed="import torch\ndef restore(net, path, device=0):\n"
+            '    net.load_state_dict(torch.load(path, map_location="cpu"))\n',
         ),
     )
 
     def check(self, ctx: Context) -> None:
-        for call in ctx.sem.calls_to("torch.load"):
+        sem = ctx.sem
+        for call in sem.calls_to(*checkpoints.LOADS):
             if len(call.args) >= 2 or keyword(call, "map_location") or has_star_kwargs(call):
                 continue
-            if any(isinstance(a, ast.Starred) for a in call.args):
+            if any(isinstance(a, ast.Starred) for a in call.args) or _made_here(sem, call):
                 continue
-            target = self._device_name(ctx, call)
-            value = target if target else '"cpu"'
-            fix = Fix(
-                Text(f"Add `map_location={value}`", f"添加 `map_location={value}`"),
-                (fixes.add_keyword(ctx.source, call, f"map_location={value}"),),
-                Applicability.SAFE,
-            )
             ctx.report(
                 call,
                 Text(
@@ -142,32 +341,39 @@ class LoadWithoutMapLocation(Rule):
                     "were saved from, which may not exist here",
                     "`torch.load` 未指定 `map_location`：张量会回到保存时的设备上，而该设备在这里可能不存在",
                 ),
-                fixes=[fix],
+                fixes=[_fix(ctx, call)],
             )
 
-    @staticmethod
-    def _device_name(ctx: Context, call: ast.Call) -> str | None:
-        for name in ("device", "dev"):
-            binding = ctx.sem.lookup(name, call)
-            if binding is None:
-                continue
-            if binding.how == "param" and name == "device":
-                return name
-            if binding.how == "assign" and (
-                kinds.binding_kind(ctx.sem, binding) is Kind.DEVICE
-                or _is_device_expr(binding.value)
-            ):
-                return name
-        return None
+
+def _made_here(sem: Semantic, call: ast.Call) -> bool:
+    """The file itself shows where the checkpoint's tensors live, or that the devices are
+    the ones it was written on: it saves the path it reads, it saves only CPU data, it needs
+    CUDA anyway, another load of the same path picks a device, or the load resumes this
+    file's own training."""
+    if checkpoints.needs_cuda(sem, call) or checkpoints.read_as_numpy(sem, call):
+        return True
+    if checkpoints.downloaded(sem, call):
+        return False
+    return bool(
+        checkpoints.written_here(sem, call)
+        or checkpoints.saves_only_cpu(sem)
+        or any(
+            keyword(other, "map_location") or len(other.args) >= 2
+            for other in checkpoints.same_path_loads(sem, call)
+        )
+        or checkpoints.restores_training(sem, call)
+    )
 
 
-def _is_device_expr(value: ast.expr | None) -> bool:
-    """``"cuda" if ... else "cpu"``, ``"cuda:0"``, ``f"cuda:{rank}"``."""
-    if isinstance(value, ast.Constant) and isinstance(value.value, str):
-        return value.value.split(":")[0] in ("cuda", "cpu", "mps", "xpu")
-    if isinstance(value, ast.IfExp):
-        return _is_device_expr(value.body) and _is_device_expr(value.orelse)
-    if isinstance(value, ast.JoinedStr):
-        first = value.values[0] if value.values else None
-        return isinstance(first, ast.Constant) and str(first.value).startswith(("cuda", "cpu"))
-    return False
+def _fix(ctx: Context, call: ast.Call) -> Fix:
+    """``map_location=<device>`` when a device variable is bound here, else ``"cpu"``; safe
+    when the loaded tensors are only copied (or dropped) and the name certainly holds a
+    device."""
+    found = checkpoints.device_name(ctx.sem, call)
+    value, device = found if found is not None else ('"cpu"', True)
+    safe = device and checkpoints.only_copied(ctx.sem, call)
+    return Fix(
+        Text(f"Add `map_location={value}`", f"添加 `map_location={value}`"),
+        (fixes.add_keyword(ctx.source, call, f"map_location={value}"),),
+        Applicability.SAFE if safe else Applicability.UNSAFE,
+    )

@@ -14,9 +14,14 @@ LOADS = ("torch.load", "torch.serialization.load")
 
 class LoadWeightsOnlyFalse(Rule):
     """## What it does
-    Checks for `torch.load(..., weights_only=False)`, except a round trip: loading the temporary
-    file or in-memory buffer that the same function has just written with `torch.save` (tests
-    that save a whole model and read it back), which cannot hold anyone else's pickle.
+    Checks for `torch.load(..., weights_only=False)`, except a round trip, which cannot hold
+    anyone else's pickle.
+
+    A round trip loads the temporary file or in-memory buffer that the same function has just
+    written with `torch.save` (tests that save a whole model and read it back), or any path
+    that the same function, or the same module-level block (a `with` statement), has just
+    written (a cache of dataset objects read back at once, where `weights_only=False` is
+    needed).
 
     A `torch.load(...)` without `weights_only=` (TorchFix's TOR102) is reported by what it does
     on the target torch version (`target-version`, else the installed one):
@@ -24,12 +29,15 @@ class LoadWeightsOnlyFalse(Rule):
     - before 2.6, where `weights_only` still defaults to `False`, as a warning;
     - from 2.6, where the default is `True`, only when the code shows that the load will
       **fail** (`UnpicklingError`) because the checkpoint holds objects the default refuses:
-      the loaded value is used as a module (`model = torch.load(p)` then `model.eval()` or
-      `model(x)`), a key of it is read through attributes (`ckpt["args"].lr`), or this file's
-      own `torch.save` writes such objects under the keys the load reads (`{"args": args}`
-      with `args = parser.parse_args()`, a whole module, an optimizer object, a numpy array)
-      or as the whole file. Loads inside `torch.serialization.safe_globals([...])`, or in a
-      file that calls `add_safe_globals`, are left alone;
+      the loaded value, or an item of it, is used as a module (`model = torch.load(p)` or
+      `model = ckpt["model"]`, then `model.eval()` or `model(x)`, also after `model =
+      model.cuda()`; only that variable's own uses count, not another value of the same
+      name), a key of it is read through attributes (`ckpt["args"].lr`), or this file's own
+      `torch.save` writes such objects under the keys the load reads (`{"args": args}` with
+      `args = parser.parse_args()`, a whole module, an optimizer object, a numpy array) or as
+      the whole object to the path the load reads. Loads inside
+      `torch.serialization.safe_globals([...])`, or in a file that calls `add_safe_globals`,
+      are left alone;
     - with a custom `pickle_module=`, where the default is `False` on every version, as a
       warning.
 
@@ -84,18 +92,23 @@ class LoadWeightsOnlyFalse(Rule):
     """
 
     zh = """## 功能
-    检查 `torch.load(..., weights_only=False)`，往返读写除外：读取同一函数刚用 `torch.save` 写入的临时文件或内存
-    缓冲区（保存整个模型再读回的测试），其中不可能有别人的 pickle。
+    检查 `torch.load(..., weights_only=False)`，往返读写除外，其中不可能有别人的 pickle。
+
+    往返读写是指读取同一函数刚用 `torch.save` 写入的临时文件或内存缓冲区（保存整个模型再读回的测试），或读取
+    同一函数、同一个模块级代码块（`with` 语句）刚写入的任何路径（写入后立即读回的数据集对象缓存，这时需要
+    `weights_only=False`）。
 
     未传 `weights_only=` 的 `torch.load(...)`（对应 TorchFix 的 TOR102）按它在目标 torch 版本
     （`target-version`，否则为已安装的版本）上的行为报告：
 
     - 早于 2.6 时，`weights_only` 的默认值仍为 `False`，报告为警告；
     - 自 2.6 起默认值为 `True`，只有当代码表明这次加载会**失败**（`UnpicklingError`）时才报告——检查点中含有
-      默认设置拒绝的对象：加载结果被当作模块使用（`model = torch.load(p)` 之后 `model.eval()` 或 `model(x)`），
-      通过属性读取其中的键（`ckpt["args"].lr`），或本文件自己的 `torch.save` 在加载读取的键下（或作为整个文件）
-      写入了这类对象（`{"args": args}` 且 `args = parser.parse_args()`、整个模块、优化器对象、numpy 数组）。
-      位于 `torch.serialization.safe_globals([...])` 之内的加载，或文件中调用了 `add_safe_globals` 时，不报告；
+      默认设置拒绝的对象：加载结果或其中的条目被当作模块使用（`model = torch.load(p)` 或
+      `model = ckpt["model"]`，之后 `model.eval()` 或 `model(x)`，经过 `model = model.cuda()` 也算；只看这个
+      变量自己的使用，不看同名的其他值），通过属性读取其中的键（`ckpt["args"].lr`），或本文件自己的
+      `torch.save` 在加载读取的键下写入了这类对象（`{"args": args}` 且 `args = parser.parse_args()`、整个模块、
+      优化器对象、numpy 数组），或把这类对象整个写入了加载读取的路径。位于
+      `torch.serialization.safe_globals([...])` 之内的加载，或文件中调用了 `add_safe_globals` 时，不报告；
     - 传入自定义 `pickle_module=` 时，任何版本的默认值都是 `False`，报告为警告。
 
     用于其他 torch 版本的代码（`except TypeError:` 分支、检测版本的 `if` 分支）中的调用不会被报告。
@@ -170,6 +183,18 @@ class LoadWeightsOnlyFalse(Rule):
         "import tempfile\nimport torch\ndef check(model):\n"
         "    with tempfile.NamedTemporaryFile() as tmp:\n        torch.save(model, tmp.name)\n"
         "        return torch.load(tmp.name, weights_only=False)\n",
+        # A cache the function writes and reads back at once: its own objects.
+        "import torch\ndef cached(dataset, path):\n    torch.save(dataset, path)\n"
+        "    return torch.load(path, weights_only=False)\n",
+        "import os\nimport tempfile\nimport torch\nwith tempfile.TemporaryDirectory() as d:\n"
+        "    torch.save(model, os.path.join(d, 'm.pt'))\n"
+        "    again = torch.load(os.path.join(d, 'm.pt'), weights_only=False)\n",
+        "import torch\nif build:\n    torch.save(items, 'cache.pt')\n"
+        "    items = torch.load('cache.pt', weights_only=False)\n",
+        # Another value of the same name is the module, not what was loaded.
+        "import torch\nfrom torch import nn\nmodel = torch.load(path)\nprint(sorted(model))\n"
+        "model = nn.Linear(2, 2)\nmodel.eval()\n",
+        "import torch\nsd = torch.load(path)\nnet = Net()\nnet.load_state_dict(sd)\nnet.eval()\n",
         # From torch 2.6 the default loads tensors, state dicts and plain containers.
         'import torch\nsd = torch.load("m.pt", map_location="cpu")',
         "import torch\nmodel.load_state_dict(torch.load(path))",
@@ -202,6 +227,29 @@ class LoadWeightsOnlyFalse(Rule):
             fixed=None,
         ),
         Invalid("import torch\nnet = torch.load(path)\ny = net(x)\n", fixed=None),
+        # Through `model = model.cuda()`, or an item of the checkpoint.
+        Invalid(
+            "import torch\nmodel = torch.load(opt.model)\nif opt.cuda:\n"
+            "    model = model.cuda()\nmodel.eval()\n",
+            fixed=None,
+        ),
+        Invalid(
+            "import torch\nckpt = torch.load(path)\nmodel = ckpt['model']\nmodel.eval()\n",
+            fixed=None,
+        ),
+        # The file pickles a whole module to the path the load reads.
+        Invalid(
+            "import os\nimport torch\nfrom torch import nn\nnet = nn.Linear(2, 2)\n"
+            "out = os.path.join(args.out, 'net.pt')\ntorch.save(net, out)\n"
+            "restored = torch.load(os.path.join(args.out, 'net.pt'))\n",
+            fixed=None,
+        ),
+        # Written and read back by top-level statements: not one block, the file outlives it.
+        Invalid(
+            "import torch\ntorch.save(items, 'cache.pt')\n"
+            "items = torch.load('cache.pt', weights_only=False)\n",
+            fixed=None,
+        ),
         Invalid(
             "import torch\nckpt = torch.load(path, map_location='cpu')\nlr = ckpt['args'].lr\n",
             fixed=None,
@@ -271,8 +319,8 @@ class LoadWeightsOnlyFalse(Rule):
                     if evidence is not None:
                         self._report_fails(ctx, call, evidence)
                 continue
-            if not is_false(kw.value) or checkpoints.round_trip(ctx.sem, call):
-                continue
+            if not is_false(kw.value) or checkpoints.round_trip(ctx.sem, call, lasting=True):
+                continue  # the function (or block) reads back the file it has just written
             ctx.report(
                 kw,
                 Text(
@@ -335,15 +383,8 @@ class LoadWeightsOnlyFalse(Rule):
         )
 
 
-# Attributes that a tensor, a dict or a list answers: reading them says nothing of the value.
-_PLAIN_ATTRS = frozenset({
-    "shape", "dtype", "device", "size", "numel", "dim", "ndim", "T", "data", "item", "tolist",
-    "numpy", "cpu", "cuda", "to", "float", "half", "double", "long", "int", "bool", "clone",
-    "detach", "copy_", "contiguous", "view", "reshape", "keys", "values", "items", "get", "pop",
-    "update", "copy", "append", "extend", "index", "count", "requires_grad", "is_cuda", "sum",
-    "mean", "max", "min", "squeeze", "unsqueeze", "permute", "transpose", "type", "startswith",
-})  # fmt: skip
-_MODULE_ATTRS = frozenset({"eval", "train", "parameters", "named_parameters", "modules", "forward"})
+_PLAIN_ATTRS = checkpoints.PLAIN_ATTRS
+_MODULE_ATTRS = checkpoints.MODULE_ATTRS
 _ARGS = Text("an `argparse.Namespace`", "`argparse.Namespace`")
 _MODULE = Text("a whole module", "整个模块")
 _OBJECT = Text(
@@ -367,14 +408,9 @@ def _allows_globals(ctx: Context, call: ast.Call) -> bool:
 
 
 def _saved_objects(ctx: Context) -> dict[str, tuple[ast.AST, Text]]:
-    """What this file's ``torch.save`` calls write that ``weights_only=True`` refuses: by the
-    dict key it is saved under (``""`` for the saved object itself)."""
+    """What this file's ``torch.save`` calls write into checkpoint dicts that
+    ``weights_only=True`` refuses, by the dict key it is saved under."""
     out: dict[str, tuple[ast.AST, Text]] = {}
-    for call in ctx.sem.calls_to("torch.save"):
-        obj = call.args[0] if call.args else getattr(keyword(call, "obj"), "value", None)
-        what = _refused(ctx, obj)
-        if obj is not None and what is not None:
-            out.setdefault("", (obj, what))
     for _call, display in checkpoints.saved_dicts(ctx.sem):
         for key, value in zip(display.keys, display.values, strict=True):
             what = _refused(ctx, value)
@@ -418,52 +454,30 @@ def _unpicklable(
     ctx: Context, call: ast.Call, saved: dict[str, tuple[ast.AST, Text]]
 ) -> tuple[ast.AST, Text] | None:
     """Where the code shows that what this load reads holds objects ``weights_only=True``
-    refuses: the loaded value used as a module or read through attributes, or the keys it
-    reads saved with such objects by this file."""
-    parent = ctx.sem.parent(call)
-    if not (
-        isinstance(parent, ast.Assign)
-        and len(parent.targets) == 1
-        and isinstance(parent.targets[0], ast.Name)
-    ):
-        return None
-    name = parent.targets[0].id
-    if ctx.kind(parent.targets[0]) is Kind.MODULE:
-        return parent.targets[0], _MODULE
-    scope = ctx.sem.scope_of(parent)
-    for use in ctx.sem.names.get(name, ()):
-        if use is parent.targets[0] or ctx.sem.scope_of(use) is not scope:
+    refuses: the loaded value used as a module or an item of it read through attributes, the
+    keys it reads saved with such objects by this file, or the whole object refused by a save
+    of this file to the path it reads."""
+    sem = ctx.sem
+    used = checkpoints.module_use(sem, call)
+    if used is not None:
+        return used, _MODULE
+    for use in checkpoints.value_uses(sem, call) or ():
+        outer = sem.parent(use)
+        if not (isinstance(outer, ast.Subscript) and outer.value is use):
             continue
-        binding = ctx.sem.lookup(name, use)
-        if binding is None or binding.node is not parent.targets[0]:
-            continue
-        outer = ctx.sem.parent(use)
-        if isinstance(outer, ast.Call) and outer.func is use:
-            return use, _MODULE
-        if isinstance(outer, ast.Attribute) and outer.attr in _MODULE_ATTRS:
-            return use, _MODULE
-        if isinstance(outer, ast.Subscript) and outer.value is use:
-            key = outer.slice
-            above = ctx.sem.parent(outer)
-            if isinstance(key, ast.Constant) and isinstance(key.value, str):
-                if key.value in saved:
-                    return saved[key.value]
-                if isinstance(above, ast.Attribute) and above.attr not in _PLAIN_ATTRS:
-                    return above, _MODULE if above.attr in _MODULE_ATTRS else _OBJECT
-    if "" in saved and _same_file(ctx, call, saved[""][0]):
-        return saved[""]
+        key, above = outer.slice, sem.parent(outer)
+        if isinstance(above, ast.Assign):
+            used = checkpoints.module_use(sem, outer)  # model = ckpt["model"]; model.eval()
+            if used is not None:
+                return used, _MODULE
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            if key.value in saved:
+                return saved[key.value]
+            if isinstance(above, ast.Attribute) and above.attr not in _PLAIN_ATTRS:
+                return above, _MODULE if above.attr in _MODULE_ATTRS else _OBJECT
+    for save in checkpoints.saves_writing(sem, call):
+        obj = checkpoints.saved_object(save)
+        what = _refused(ctx, obj)
+        if obj is not None and what is not None:
+            return obj, what
     return None
-
-
-def _same_file(ctx: Context, load: ast.Call, saved: ast.AST) -> bool:
-    """The load reads the literal path the save wrote."""
-    save = ctx.sem.parent(saved)
-    if not isinstance(save, ast.Call) or len(save.args) < 2 or not load.args:
-        return False
-    a, b = save.args[1], load.args[0]
-    return (
-        isinstance(a, ast.Constant)
-        and isinstance(b, ast.Constant)
-        and isinstance(a.value, str)
-        and a.value == b.value
-    )
