@@ -41,16 +41,15 @@ def test_diff_changes_nothing(td, tmp_path: Path) -> None:
     assert "Would fix 1 finding." in run.err
 
 
-# Evaluation in a generator: TDR105's only fix (`@torch.inference_mode()` on the function) is
-# unsafe, so the file changes with the unsafe-fixes setting and only with it.
+# A whole module saved: TDR601's only fix (save `model.state_dict()`) is unsafe (the file then
+# holds a dict, and the code that loads it must change), so the file changes with the
+# unsafe-fixes setting and only with it.
 GENERATOR = """import torch
 
-def evaluate(model, loader):
-    model.eval()
-    for x in loader:
-        yield model(x)
+model = torch.nn.Linear(2, 2)
+torch.save(model, "model.pt")
 """
-DECORATED = GENERATOR.replace("def evaluate", "@torch.inference_mode()\ndef evaluate")
+DECORATED = GENERATOR.replace("torch.save(model,", "torch.save(model.state_dict(),")
 
 
 def test_unsafe_fixes_only_when_asked(td, tmp_path: Path) -> None:

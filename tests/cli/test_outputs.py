@@ -14,8 +14,12 @@ EVAL = """import torch
 def evaluate(model, loader):
     model.eval()
     for x in loader:
-        out = model(x)
+        out = model(x.cuda())
+
+evaluate(torch.nn.Linear(2, 2).cuda(), val_loader)
 """
+# A whole module saved: TDR601's only fix is unsafe.
+SAVE = 'import torch\nmodel = torch.nn.Linear(2, 2)\ntorch.save(model, "model.pt")\n'
 # Two findings that one edit fixes (the loader gets `pin_memory=True`).
 PIN = """import torch
 from torch.utils.data import DataLoader
@@ -44,11 +48,17 @@ def test_every_format_reports_the_fix_that_fix_applies(td, tmp_path: Path) -> No
     result = sarif["runs"][0]["results"][0]
     assert result["properties"]["fixSafety"] == "safe"
     assert "no_grad" in result["fixes"][0]["description"]["text"]
-    # With unsafe fixes on, all of them show the preferred (unsafe) fix that --fix then applies.
+    # With unsafe fixes on, TDR105 still shows (and --fix applies) its only fix, the safe one.
     unsafe = td("check", "--no-cache", "--unsafe-fixes", "--output-format", "json", "e.py")
-    fix = unsafe.json()[0]["fix"]
-    assert fix["applicability"] == "unsafe" and "inference_mode" in fix["message"]
-    assert "TDR105 [*]" in td("check", "--no-cache", "--unsafe-fixes", "e.py").out
+    assert unsafe.json()[0]["fix"] == fix
+    # A fix that is only unsafe: shown with its safety, marked fixable once unsafe fixes are on.
+    (tmp_path / "s.py").write_text(SAVE)
+    assert "TDR601 [*]" not in td("check", "--no-cache", "s.py").out
+    fix = td("check", "--no-cache", "--output-format", "json", "s.py").json()[0]["fix"]
+    assert fix["applicability"] == "unsafe" and "state_dict" in fix["message"]
+    on = td("check", "--no-cache", "--unsafe-fixes", "--output-format", "json", "s.py")
+    assert on.json()[0]["fix"] == fix
+    assert "TDR601 [*]" in td("check", "--no-cache", "--unsafe-fixes", "s.py").out
 
 
 def test_fix_counts_agree(td, tmp_path: Path) -> None:
@@ -61,7 +71,7 @@ def test_fix_counts_agree(td, tmp_path: Path) -> None:
 
 
 def test_one_hidden_fix_is_english(td, tmp_path: Path) -> None:
-    (tmp_path / "h.py").write_text(EVAL.replace("out = model(x)", "yield model(x)"))
+    (tmp_path / "h.py").write_text(SAVE)
     out = td("check", "--no-cache", "h.py").out
     assert "(1 hidden fix can be enabled with the `--unsafe-fixes` option.)" in out
 

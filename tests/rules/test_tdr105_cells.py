@@ -1,4 +1,5 @@
-"""TDR105 in notebooks: an evaluation region never spans cells."""
+"""TDR105 in notebooks: an evaluation region never spans cells; a demo cell with a single forward
+and a notebook that never uses an accelerator are not reported."""
 
 from __future__ import annotations
 
@@ -30,36 +31,53 @@ def _notebook(*cells: str) -> str:
     )
 
 
-SETUP = "import torch\nmodel = torch.nn.Linear(2, 2)\nmodel.eval()\n"
+SETUP = "import torch\nmodel = torch.nn.Linear(2, 2).cuda()\nmodel.eval()\n"
+LOOP = "for x in val_loader:\n    y = model(x.cuda())\nprint(y)\n"
+OTHER = "for x in test_loader:\n    z = model(x.cuda())\n"
 
 
 def test_one_finding_per_cell_after_eval() -> None:
-    raw = _notebook(SETUP, "y = model(x)\nprint(y)\n", "z = model(x2)\n")
+    raw = _notebook(SETUP, LOOP, OTHER)
     result = check_any(raw, "eval.ipynb", codes=CODES)
-    assert [(f.cell, f.cell_range.start.row) for f in result.findings] == [(2, 1), (3, 1)]
+    assert [(f.cell, f.cell_range.start.row) for f in result.findings] == [(2, 2), (3, 2)]
     for finding in result.findings:
         assert finding.related, "each finding points at the .eval() call"
         assert finding.related[0].range.start.row == 3
 
 
 def test_fix_wraps_within_each_cell() -> None:
-    raw = _notebook(SETUP, "y = model(x)\nprint(y)\n", "z = model(x2)\n")
+    raw = _notebook(SETUP, LOOP, OTHER)
     outcome = fix_any(raw, "eval.ipynb", codes=CODES)
     assert outcome.error is None
     cells = [c["source"] for c in json.loads(outcome.text)["cells"]]
     assert cells == [
         SETUP,
-        "with torch.no_grad():\n    y = model(x)\nprint(y)\n",
-        "with torch.no_grad():\n    z = model(x2)\n",
+        "with torch.no_grad():\n    for x in val_loader:\n        y = model(x.cuda())\nprint(y)\n",
+        "with torch.no_grad():\n    for x in test_loader:\n        z = model(x.cuda())\n",
     ]
     assert check_any(outcome.text, "eval.ipynb", codes=CODES).findings == []
 
 
+def test_a_single_forward_in_a_demo_cell_is_not_reported() -> None:
+    demo = "images, labels = next(iter(val_loader))\nout = model(images.cuda())\nout[:5]\n"
+    raw = _notebook(SETUP, demo, LOOP)
+    assert [f.cell for f in check_any(raw, "eval.ipynb", codes=CODES).findings] == [3]
+
+
+def test_a_notebook_that_never_uses_an_accelerator_is_not_reported() -> None:
+    raw = _notebook(SETUP.replace(".cuda()", ""), LOOP.replace(".cuda()", ""))
+    assert check_any(raw, "eval.ipynb", codes=CODES).findings == []
+
+
 def test_train_in_a_later_cell_ends_the_region() -> None:
-    raw = _notebook(SETUP, "model.train()\n", "loss = model(x).sum()\n")
+    raw = _notebook(
+        SETUP, "model.train()\n", "for x in train_loader:\n    loss = model(x.cuda())\n"
+    )
     assert check_any(raw, "eval.ipynb", codes=CODES).findings == []
 
 
 def test_backward_in_a_later_cell_of_the_region_keeps_it_silent() -> None:
-    raw = _notebook(SETUP, "out = model(x)\n", "out.sum().backward()\n")
+    raw = _notebook(
+        SETUP, "outs = [model(x.cuda()) for x in loader]\n", "outs[0].sum().backward()\n"
+    )
     assert check_any(raw, "eval.ipynb", codes=CODES).findings == []

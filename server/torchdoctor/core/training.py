@@ -310,7 +310,7 @@ def is_grad_off(sem: Semantic, expr: ast.expr) -> bool:
     """``torch.no_grad()``, ``torch.inference_mode()`` (not ``inference_mode(False)``) or
     ``torch.set_grad_enabled(False)``, called or (the first two) as a bare decorator."""
     target = expr.func if isinstance(expr, ast.Call) else expr
-    qual = sem.qualname(target)
+    qual = torch_qualname(sem, target)
     if qual in GRAD_OFF_CALLS:
         if isinstance(expr, ast.Call) and qual == "torch.inference_mode":
             return not is_false(argument(expr, "mode", 0))
@@ -319,9 +319,31 @@ def is_grad_off(sem: Semantic, expr: ast.expr) -> bool:
 
 
 def _is_set_grad_false(sem: Semantic, call: ast.Call) -> bool:
-    if sem.qualname(call.func) != "torch.set_grad_enabled":
+    if torch_qualname(sem, call.func) != "torch.set_grad_enabled":
         return False
     return is_false(argument(call, "mode", 0))
+
+
+def torch_qualname(sem: Semantic, expr: ast.AST) -> str | None:
+    """``sem.qualname``, and also ``torch.no_grad`` for ``torch.no_grad`` written in a file
+    where ``torch`` has no binding of its own: it arrives through a star import (``from utils
+    import *``), which the name table cannot see into."""
+    qual = sem.qualname(expr)
+    if qual is not None:
+        return qual
+    name = dotted(expr)
+    if name is None or not name.startswith("torch."):
+        return None
+    base = expr
+    while isinstance(base, ast.Attribute):
+        base = base.value
+    if sem.lookup("torch", base) is not None:
+        return None  # a local `torch` that is not the module
+    star = any(  # star imports are only allowed at module level
+        isinstance(stmt, ast.ImportFrom) and any(a.name == "*" for a in stmt.names)
+        for stmt in sem.tree.body
+    )
+    return name if star else None
 
 
 def _named_grad_off(decorator: ast.expr) -> bool:
@@ -674,6 +696,47 @@ def is_plain_value(expr: ast.AST | None) -> bool:
         return is_plain_value(expr.left) and is_plain_value(expr.right)
     if isinstance(expr, ast.UnaryOp):
         return is_plain_value(expr.operand)
+    return False
+
+
+def is_python_value(expr: ast.AST | None) -> bool:
+    """A value that holds no tensor at all: a literal, ``x.item()``, ``x.tolist()``,
+    ``float(x)``, ``len(x)``, ``x.size(0)``, ``x.shape[0]``, and arithmetic on those. Unlike
+    ``is_plain_value``, ``x.detach()`` is not one: it is a tensor (an inference tensor when
+    ``x`` is one)."""
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        if isinstance(func, ast.Attribute) and func.attr == "detach":
+            return False
+        return is_plain_value(expr)
+    if isinstance(expr, ast.BinOp):
+        return is_python_value(expr.left) and is_python_value(expr.right)
+    if isinstance(expr, ast.UnaryOp):
+        return is_python_value(expr.operand)
+    return is_plain_value(expr)
+
+
+# Calls that differentiate, or make the tensors they are given take part in autograd later.
+_AUTOGRAD_ENTRY_METHODS = frozenset({"backward", "register_hook", "retain_grad"})
+
+
+def enters_autograd(sem: Semantic, call: ast.Call) -> bool:
+    """Whether ``call`` hands the tensors it is given to autograd: a backward pass
+    (``x.backward()``, ``torch.autograd.grad/backward``, ``torch.func``), ``requires_grad_()``
+    (not ``requires_grad_(False)``), ``retain_grad()``/``register_hook()``, ``nn.Parameter(x)``,
+    or an optimizer built over them (``torch.optim.SGD([x])``), whose ``step()`` updates them
+    in place."""
+    func = call.func
+    qual = torch_qualname(sem, func) or ""
+    if qual.startswith(("torch.autograd.", "torch.func.")) or qual == "torch.nn.Parameter":
+        return True
+    if qual.startswith("torch.optim.") and qual.count(".") == 2:
+        return qual.rsplit(".", 1)[-1][:1].isupper()
+    if isinstance(func, ast.Attribute):
+        if func.attr in _AUTOGRAD_ENTRY_METHODS:
+            return True
+        if func.attr == "requires_grad_":
+            return not (call.args and is_false(call.args[0]))
     return False
 
 

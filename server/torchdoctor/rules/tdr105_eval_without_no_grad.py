@@ -4,12 +4,22 @@ import ast
 import os
 import re
 from dataclasses import dataclass
+from enum import Enum
 
 from ..core import fixes, kinds, training
 from ..core.context import Context
-from ..core.kinds import Kind
-from ..core.model import Applicability, Edit, Fix, Pos, Text
-from ..core.semantic import dotted, is_false, terminal_name
+from ..core.kinds import MODULE_SELF_METHODS, Kind
+from ..core.model import Applicability, Edit, Fix, Text
+from ..core.semantic import (
+    FUNCTION_NODES,
+    Binding,
+    Semantic,
+    dotted,
+    has_star_kwargs,
+    is_false,
+    keyword,
+    terminal_name,
+)
 from .base import Invalid, Rule, Valid
 
 _EVAL_FUNCTION = re.compile(r"^_*(eval|valid|test|predict|infer)", re.I)
@@ -28,11 +38,38 @@ class _Region:
 
 class EvalWithoutNoGrad(Rule):
     """## What it does
-    Checks for forward calls of a model in evaluation code that runs with gradient tracking on:
-    after `model.eval()` (up to a later `model.train()`), in a function whose name starts with
-    `eval`, `valid`, `test`, `predict` or `infer`, or in a loop over a loader whose name contains
-    `val` or `test`, when the call is not under `torch.no_grad()`, `torch.inference_mode()` or
-    `torch.set_grad_enabled(False)` and the region calls no `.backward()`.
+    Checks for forward calls of a model that run again and again in evaluation code with
+    gradient tracking on. Evaluation code is the statements after `model.eval()` (up to a later
+    `model.train()`), a function whose name starts with `eval`, `valid`, `test`, `predict` or
+    `infer`, or a loop over a loader whose name contains `val` or `test`. The forward must
+    repeat: it runs inside a loop over a DataLoader or another iterator of data, over
+    `range(...)`, a `while` loop, or a loop that appends or adds its output to something made
+    before the loop. It is reported when it is not under `torch.no_grad()`,
+    `torch.inference_mode()` or `torch.set_grad_enabled(False)`.
+
+    Not reported:
+
+    - a single forward (a demo cell, `predict(sentence)`, one batch to plot): its graph lives
+      only until the output is dropped;
+    - a file that never places anything on an accelerator — no name, attribute or keyword about
+      CUDA, devices or GPUs (`.cuda()`, `.to(device)`, `device=`, `train_on_gpu`), no
+      MPS/XPU/TPU, Accelerate, Fabric or `DataParallel`, no `"cuda"` string. In the real-code
+      corpus such files are small CPU tutorials (MNIST MLPs, toy GANs) whose activations cost
+      a few MiB of host memory; a large model evaluated on a CPU would still gain, and is
+      missed;
+    - regions that need autograd: a backward pass, `torch.autograd`/`torch.func`, an optimizer
+      step, `requires_grad_()`, gradients turned back on — in the region or in a function of
+      the file it calls — or the forward of a model the analysis cannot see into called with a
+      constant flag (`model(im, label, make_adv=True)`: robustness's `AttackerModel` runs a PGD
+      attack inside `forward`);
+    - regions whose results are backpropagated later (followed through assignments, lists,
+      returns and the callers of the function);
+    - tests (`test_*.py`, `*_test.py`, `tests.py`, `conftest.py`, files under `tests/`,
+      pytest-decorated functions, `test_*` functions without a loop over a loader, unittest
+      cases), Lightning's evaluation hooks, methods of `nn.Module` classes, functions only
+      called with gradients off or whose result is backpropagated, and functions never called
+      in the file but passed around as values (detectron2's `inference_on_dataset` runs them
+      under `no_grad()`).
 
     ## Why is this bad?
     `model.eval()` only switches layers such as dropout and batch norm to inference behaviour;
@@ -47,10 +84,11 @@ class EvalWithoutNoGrad(Rule):
     ```python
     import torch
 
-    def evaluate(model, val_loader):
+    def evaluate(model, val_loader, device):
         model.eval()
         correct = 0
         for x, y in val_loader:
+            x, y = x.to(device), y.to(device)
             correct += (model(x).argmax(1) == y).sum().item()
         return correct
     ```
@@ -59,26 +97,47 @@ class EvalWithoutNoGrad(Rule):
     ```python
     import torch
 
-    def evaluate(model, val_loader):
+    def evaluate(model, val_loader, device):
         model.eval()
         correct = 0
-        with torch.inference_mode():
+        with torch.no_grad():
             for x, y in val_loader:
+                x, y = x.to(device), y.to(device)
                 correct += (model(x).argmax(1) == y).sum().item()
         return correct
     ```
 
     ## Fix safety
-    The preferred fix wraps the region (the loop, or the statements after `.eval()`) in
-    `with torch.inference_mode():`. It is unsafe: tensors created there are inference tensors,
-    and using one later in autograd raises `RuntimeError: Inference tensors cannot be saved for
-    backward`. Wrapping in `with torch.no_grad():` instead is safe (the region has no backward
-    pass) and is the fix applied in bulk. For a function named like an evaluation function, a
-    third fix decorates it with `@torch.inference_mode()` (unsafe for the same reason). The
-    fixes reuse your alias of `torch` and add `import torch` when needed.
+    The fix wraps the statements of the region that hold the reported calls (usually the
+    loop) in `with torch.no_grad():`. It is safe, and offered only when the analysis shows that
+    turning gradients off there changes nothing but the memory autograd keeps:
 
-    The guide recommends `torch.no_grad()` and then `torch.inference_mode()` as the stricter
-    choice; both free the same memory, `inference_mode` also skips view and version tracking.
+    1. every call in the wrapped statements is one the analysis can see needs no autograd:
+       torch functions other than `torch.autograd`, `torch.func` and `torch.enable_grad`; the
+       standard library and the scientific, plotting, progress-bar and logging libraries;
+       tensor, list, dict, string and file methods; losses; the forward of a model built by
+       torch, torchvision, timm, transformers or peft, or by a class of the file whose
+       `forward` (and all it calls) passes the same test; functions of the file whose bodies
+       do;
+    2. nothing computed there from a tensor that requires grad (a model's output, its
+       parameters, a tensor the file marks with `requires_grad`) reaches, after the wrap, a
+       backward pass, `torch.autograd`, an optimizer, `requires_grad_()`, an attribute, a
+       closure or a call the analysis cannot see, followed through assignments, containers,
+       loops, `return` and the callers of the function;
+    3. the statements neither `yield` nor `await` (the grad mode would leak to the caller).
+
+    When the whole region fails — it also calls an adversarial attack's `perturb`, or a helper
+    imported from your project — the fix wraps the statements of the forward calls alone if
+    they pass. Otherwise no fix is offered (a model class imported from another file, a model
+    unpickled by `torch.load`, a parameter filled by callers the file does not show): wrap the
+    code yourself once you know it needs no gradients. The fix reuses your alias of `torch` and
+    adds `import torch` when needed.
+
+    `torch.inference_mode()` frees the same memory and also skips view and version tracking,
+    but a tensor made under it can never enter autograd later (`RuntimeError: Inference tensors
+    cannot be saved for backward`), which this rule does not check. The fix therefore writes
+    `no_grad()`; TDR106 (off by default) suggests `inference_mode()` for a `no_grad()` block
+    whose results cannot reach autograd.
 
     ## References
     - [`torch.no_grad`](https://pytorch.org/docs/stable/generated/torch.no_grad.html)
@@ -87,10 +146,27 @@ class EvalWithoutNoGrad(Rule):
     """
 
     zh = """## 功能
-    检查在开启梯度跟踪的评估代码中调用模型前向的情况：`model.eval()` 之后（直到随后的
-    `model.train()`）、名称以 `eval`、`valid`、`test`、`predict` 或 `infer` 开头的函数中，或在遍历名称含
-    `val` 或 `test` 的加载器的循环中；且该调用不在 `torch.no_grad()`、`torch.inference_mode()` 或
-    `torch.set_grad_enabled(False)` 之下，该区域中也没有 `.backward()`。
+    检查在开启梯度跟踪的评估代码中反复执行的模型前向调用。评估代码指：`model.eval()` 之后的语句（直到随后的
+    `model.train()`）、名称以 `eval`、`valid`、`test`、`predict` 或 `infer` 开头的函数，或遍历名称含 `val`
+    或 `test` 的加载器的循环。前向调用必须会重复执行：它位于遍历 DataLoader 或其他数据迭代器的循环、遍历
+    `range(...)` 的循环、`while` 循环中，或位于把输出追加或累加到循环之前创建的对象中的循环里。若该调用不在
+    `torch.no_grad()`、`torch.inference_mode()` 或 `torch.set_grad_enabled(False)` 之下，就会报告。
+
+    不报告的情况：
+
+    - 单次前向（演示单元格、`predict(sentence)`、为画图跑的一个批次）：它的计算图只存活到输出被丢弃为止；
+    - 从不把任何东西放到加速器上的文件——没有与 CUDA、设备或 GPU 有关的名字、属性或关键字参数
+      （`.cuda()`、`.to(device)`、`device=`、`train_on_gpu`），没有 MPS/XPU/TPU、Accelerate、Fabric 或
+      `DataParallel`，也没有 `"cuda"` 字符串。在真实代码语料库中，这类文件都是小型 CPU 教程（MNIST MLP、
+      玩具 GAN），其激活值只占几 MiB 主机内存；在 CPU 上评估的大模型仍能受益，但会被漏掉；
+    - 需要 autograd 的区域：反向传播、`torch.autograd`/`torch.func`、优化器 step、`requires_grad_()`、重新开启
+      梯度——无论在区域中，还是在它调用的本文件函数中——或以常量标志调用分析看不到内部的模型的前向
+      （`model(im, label, make_adv=True)`：robustness 的 `AttackerModel` 在 `forward` 中运行 PGD 攻击）；
+    - 计算结果随后被反向传播的区域（沿赋值、列表、返回值以及函数的调用方追踪）；
+    - 测试（`test_*.py`、`*_test.py`、`tests.py`、`conftest.py`、`tests/` 目录下的文件、带 pytest 装饰器的函数、
+      没有遍历加载器的 `test_*` 函数、unittest 用例）、Lightning 的评估钩子、`nn.Module` 类的方法、只在关闭梯度时
+      调用或结果会被反向传播的函数，以及在文件中从未被调用、只作为值传来传去的函数（detectron2 的
+      `inference_on_dataset` 在 `no_grad()` 下运行它们）。
 
     ## 为什么不好？
     `model.eval()` 只会把 dropout、batch norm 等层切换到推理行为，并不会关闭 autograd。每次前向仍会记录
@@ -103,10 +179,11 @@ class EvalWithoutNoGrad(Rule):
     ```python
     import torch
 
-    def evaluate(model, val_loader):
+    def evaluate(model, val_loader, device):
         model.eval()
         correct = 0
         for x, y in val_loader:
+            x, y = x.to(device), y.to(device)
             correct += (model(x).argmax(1) == y).sum().item()
         return correct
     ```
@@ -115,24 +192,38 @@ class EvalWithoutNoGrad(Rule):
     ```python
     import torch
 
-    def evaluate(model, val_loader):
+    def evaluate(model, val_loader, device):
         model.eval()
         correct = 0
-        with torch.inference_mode():
+        with torch.no_grad():
             for x, y in val_loader:
+                x, y = x.to(device), y.to(device)
                 correct += (model(x).argmax(1) == y).sum().item()
         return correct
     ```
 
     ## 修复安全性
-    首选修复把该区域（循环，或 `.eval()` 之后的语句）包进 `with torch.inference_mode():`。它是不安全的：
-    其中创建的张量是推理张量，之后若参与 autograd 会报错 `RuntimeError: Inference tensors cannot be
-    saved for backward`。改用 `with torch.no_grad():` 包裹是安全的（该区域没有反向传播），批量修复采用
-    这一项。对于名称像评估函数的函数，第三个修复是给它加上 `@torch.inference_mode()` 装饰器（出于同样
-    原因不安全）。修复会沿用你给 `torch` 起的别名，必要时添加 `import torch`。
+    修复把区域中包含被报告调用的语句（通常是整个循环）包进 `with torch.no_grad():`。它是安全的，并且只有在分析
+    能证明在那里关闭梯度除了 autograd 保留的内存之外什么都不改变时才会提供：
 
-    指南推荐使用 `torch.no_grad()`，并把 `torch.inference_mode()` 作为更彻底的选择；两者节省的显存相同，
-    `inference_mode` 还会跳过视图和版本计数的跟踪。
+    1. 被包裹语句中的每个调用都是分析能看出不需要 autograd 的：除 `torch.autograd`、`torch.func` 和
+       `torch.enable_grad` 之外的 torch 函数；标准库以及科学计算、绘图、进度条和日志库；张量、列表、字典、
+       字符串和文件的方法；损失函数；由 torch、torchvision、timm、transformers 或 peft 构建的模型的前向，或由本文件
+       中的类构建、其 `forward`（及其调用的一切）同样通过检查的模型的前向；函数体通过检查的本文件函数；
+    2. 在那里由需要梯度的张量（模型的输出、它的参数、文件用 `requires_grad` 标记的张量）计算出的任何东西，在包裹
+       之后都不会进入反向传播、`torch.autograd`、优化器、`requires_grad_()`、属性、闭包或分析看不到的调用——
+       沿赋值、容器、循环、`return` 以及函数的调用方追踪；
+    3. 这些语句中没有 `yield` 或 `await`（否则梯度模式会泄漏给调用方）。
+
+    如果整个区域不满足条件——例如它还调用了对抗攻击的 `perturb`，或从你的项目中导入的辅助函数——而前向调用
+    所在的语句本身满足，修复就只包裹这些语句。否则不提供修复（从另一个文件导入的模型类、由 `torch.load` 反序列化
+    的模型、由文件中看不到的调用方传入的参数）：确认这段代码不需要梯度后请自行包裹。修复会沿用你给 `torch`
+    起的别名，必要时添加 `import torch`。
+
+    `torch.inference_mode()` 节省同样的内存，还会跳过视图和版本计数的跟踪，但在其中创建的张量之后永远不能进入
+    autograd（`RuntimeError: Inference tensors cannot be saved for backward`），而本规则不检查这一点。因此修复
+    写的是 `no_grad()`；TDR106（默认关闭）会对结果无法进入 autograd 的 `no_grad()` 块建议改用
+    `inference_mode()`。
 
     ## 参考
     - [`torch.no_grad`](https://pytorch.org/docs/stable/generated/torch.no_grad.html)
@@ -142,87 +233,148 @@ class EvalWithoutNoGrad(Rule):
 
     code = "TDR105"
     name = "eval-without-no-grad"
-    fix_safety = Applicability.UNSAFE
+    fix_safety = Applicability.SAFE
 
     VALID = (
         # Already correct, in each spelling.
-        "import torch\nmodel = torch.nn.Linear(2, 2)\nmodel.eval()\n"
-        "with torch.no_grad():\n    y = model(x)\n",
-        "import torch\nmodel = torch.nn.Linear(2, 2)\nmodel.eval()\n"
-        "with torch.inference_mode():\n    y = model(x)\n",
-        "import torch as T\nmodel = T.nn.Linear(2, 2)\nmodel.eval()\n"
-        "T.set_grad_enabled(False)\ny = model(x)\n",
+        "import torch\nmodel = torch.nn.Linear(2, 2).cuda()\nmodel.eval()\n"
+        "with torch.no_grad():\n    for x in test_loader:\n        y = model(x.cuda())\n",
+        "import torch\nmodel = torch.nn.Linear(2, 2).cuda()\nmodel.eval()\n"
+        "with torch.inference_mode():\n    for x in test_loader:\n        y = model(x.cuda())\n",
+        "import torch as T\nmodel = T.nn.Linear(2, 2).cuda()\nmodel.eval()\n"
+        "T.set_grad_enabled(False)\nfor x in test_loader:\n    y = model(x.cuda())\n",
         "from torch import no_grad\n@no_grad()\ndef evaluate(model, loader):\n"
-        "    model.eval()\n    for x in loader:\n        model(x)\n",
-        "import torch\n@torch.inference_mode()\ndef predict(model, x):\n    return model(x)\n",
+        "    model.eval()\n    for x in loader:\n        model(x.cuda())\n",
+        "import torch\n@torch.inference_mode()\ndef predict(model, loader):\n"
+        "    return [model(x.cuda()) for x in loader]\n",
+        # `torch` through a star import (sgrvinod's eval.py: `from utils import *`).
+        "from utils import *\nmodel = torch.load('model.pt')\nmodel.eval()\nwith torch.no_grad():\n"
+        "    for images in test_loader:\n        out = model(images.to(device))\n",
         # A project's own wrapper around inference_mode / no_grad.
         "import torch\nfrom utils import smart_inference_mode\n@smart_inference_mode()\n"
-        "def run(model, x):\n    model.eval()\n    return model(x)\n",
+        "def run(model, loader):\n    model.eval()\n"
+        "    return [model(x.cuda()) for x in loader]\n",
+        # A single forward: a demo cell, one sentence, one batch to plot.
+        "import torch\nmodel = torch.nn.Linear(2, 2).cuda()\nmodel.eval()\n"
+        "images, labels = next(iter(val_loader))\nout = model(images.cuda())\nprint(out[:5])\n",
+        "import torch\nmodel = torch.nn.Linear(2, 2).cuda()\n"
+        "def predict_sentiment(model, tensor):\n    model.eval()\n"
+        "    return torch.sigmoid(model(tensor.cuda())).item()\n"
+        "predict_sentiment(model, x)\n",
+        # A loop over a few models is not a loop over data.
+        "import torch\nmodels = [torch.nn.Linear(2, 2).cuda() for _ in range(3)]\n"
+        "for m in models:\n    m.eval()\n    print(m(x_test.cuda()).argmax(1))\n",
+        # A file that never uses an accelerator.
+        "import torch\nmodel = torch.nn.Linear(2, 2)\nmodel.eval()\n"
+        "for x, y in test_loader:\n    print((model(x).argmax(1) == y).sum().item())\n",
         # A smoke test in a model file: `test` without a loader is not an evaluation loop.
         "import torch\nclass Net(torch.nn.Module):\n    pass\n"
-        "def test():\n    net = Net()\n    y = net(torch.randn(1, 3))\n    print(y.shape)\n",
+        "def test():\n    net = Net().cuda()\n    for _ in range(3):\n"
+        "        print(net(torch.randn(1, 3, device='cuda')).shape)\n",
         # A backward pass in the region: gradients are wanted (adversarial examples, Grad-CAM).
-        "import torch\nmodel = torch.nn.Linear(2, 2)\nmodel.eval()\n"
-        "x.requires_grad_()\nloss = model(x).sum()\nloss.backward()\n",
-        "import torch\ndef test(model, x):\n    out = model(x)\n"
+        "import torch\nmodel = torch.nn.Linear(2, 2).cuda()\nmodel.eval()\n"
+        "for x in test_loader:\n    x = x.cuda().requires_grad_()\n"
+        "    model(x).sum().backward()\n",
+        "import torch\ndef test(model, x):\n    out = model(x.cuda())\n"
         "    g = torch.autograd.grad(out.sum(), x)\n    return g\n",
+        # A helper of the file that differentiates, called in the loop.
+        "import torch\nmodel = torch.nn.Linear(2, 2).cuda()\n"
+        "def saliency(x):\n    x.requires_grad_()\n    model(x).max().backward()\n"
+        "    return x.grad\n"
+        "model.eval()\nfor x in test_loader:\n    s = saliency(x.cuda())\n"
+        "    print(model(x.cuda()).argmax(1), s.shape)\n",
+        # A model the analysis cannot see into, called with a mode flag: robustness's
+        # AttackerModel runs a PGD attack inside forward when `make_adv=True`.
+        "import torch\nfrom robustness.model_utils import make_and_restore_model\n"
+        "model, _ = make_and_restore_model(arch='resnet50', dataset=ds)\nmodel.eval()\n"
+        "for im, label in test_loader:\n"
+        "    _, im_adv = model(im.cuda(), label.cuda(), make_adv=True, **kwargs)\n"
+        "    pred, _ = model(im_adv)\n",
         # The grad mode is chosen by a flag.
         "import torch\ndef validate(model, loader, train):\n    model.eval()\n"
-        "    with torch.set_grad_enabled(train):\n        for x in loader:\n            model(x)\n",
+        "    with torch.set_grad_enabled(train):\n        for x in loader:\n"
+        "            model(x.cuda())\n",
         # eval() then train(): the forward call is back in training mode.
-        "import torch\nmodel = torch.nn.Linear(2, 2)\nmodel.eval()\nmodel.train()\n"
-        "y = model(x)\nloss_fn(y).backward()\n",
+        "import torch\nmodel = torch.nn.Linear(2, 2).cuda()\nmodel.eval()\nmodel.train()\n"
+        "for x in train_loader:\n    y = model(x.cuda())\n    loss_fn(y).backward()\n",
+        # What the evaluation loop computes is backpropagated later, through a return.
+        "import torch\nbackbone = torch.nn.Linear(4, 4).cuda()\n"
+        "head = torch.nn.Linear(4, 2).cuda()\n"
+        "def features(model, val_loader):\n    out = []\n    for x in val_loader:\n"
+        "        out.append(model(x.cuda()))\n    return torch.cat(out)\n"
+        "f = features(backbone, val_loader)\nhead(f).sum().backward()\n",
         # A loss module is not a model.
         "import torch\ncriterion = torch.nn.CrossEntropyLoss()\n"
-        "def evaluate(out, y):\n    return criterion(out, y)\n",
+        "def evaluate(val_loader):\n"
+        "    return [criterion(o.cuda(), y.cuda()) for o, y in val_loader]\n",
         # pytest files and unittest test cases.
         Valid(
-            "import torch\ndef test_forward():\n    model = torch.nn.Linear(2, 2)\n"
-            "    model.eval()\n    assert model(torch.ones(2)).shape == (2,)\n",
+            "import torch\ndef test_forward():\n    model = torch.nn.Linear(2, 2).cuda()\n"
+            "    model.eval()\n    for n in range(3):\n"
+            "        assert model(torch.ones(2).cuda()).shape == (2,)\n",
             filename="test_model.py",
         ),
+        Valid(
+            "import torch\ndef check_cache():\n    att = torch.nn.Linear(8, 8).cuda()\n"
+            "    att.eval()\n    for _ in range(4):\n        att(torch.ones(8).cuda())\n",
+            filename="tests.py",
+        ),
         "import torch\nimport pytest\n@pytest.mark.parametrize('n', [1, 2])\n"
-        "def test_shapes(n):\n    model = torch.nn.Linear(n, 2)\n    model.eval()\n"
-        "    assert model(torch.ones(n)).shape == (2,)\n",
+        "def test_shapes(n):\n    model = torch.nn.Linear(n, 2).cuda()\n    model.eval()\n"
+        "    for _ in range(3):\n        assert model(torch.ones(n).cuda()).shape == (2,)\n",
+        "import torch\ndef test_kv_cache():\n    model = torch.nn.Linear(2, 2).cuda()\n"
+        "    model.eval()\n    for step in range(3):\n        model(torch.ones(2).cuda())\n",
         "import torch\nimport unittest\nclass T(unittest.TestCase):\n"
-        "    def test_forward(self):\n        model = torch.nn.Linear(2, 2)\n"
-        "        model.eval()\n        self.assertEqual(model(torch.ones(2)).shape, (2,))\n",
+        "    def test_forward(self):\n        model = torch.nn.Linear(2, 2).cuda()\n"
+        "        model.eval()\n        for x in test_loader:\n"
+        "            self.assertEqual(model(x.cuda()).shape, (2,))\n",
         # Lightning disables gradients in its evaluation hooks.
         "import torch\nimport lightning as L\nclass Lit(L.LightningModule):\n"
         "    def __init__(self):\n        super().__init__()\n"
         "        self.net = torch.nn.Linear(2, 2)\n"
-        "    def validation_step(self, batch, idx):\n        return self.net(batch)\n",
-        "import torch\nclass Lit:\n    def test_step(self, batch, idx):\n"
-        "        return self.model(batch)\n",
+        "    def validation_step(self, loader, idx):\n"
+        "        return [self.net(b.cuda()) for b in loader]\n",
+        "import torch\nclass Lit:\n    def __init__(self):\n"
+        "        self.model = torch.nn.Linear(2, 2).cuda()\n"
+        "    def test_step(self, loader, idx):\n"
+        "        return [self.model(b.cuda()) for b in loader]\n",
         # A nested function is not run by the region itself.
-        "import torch\nmodel = torch.nn.Linear(2, 2)\nmodel.eval()\n"
-        "def later(x):\n    return model(x)\n",
+        "import torch\nmodel = torch.nn.Linear(2, 2).cuda()\nmodel.eval()\n"
+        "def later(loader):\n    return [model(x.cuda()) for x in loader]\n",
         # The evaluation function is only called with gradients off.
-        "import torch\ndef evaluate(model, x):\n    return model(x)\n"
-        "with torch.no_grad():\n    evaluate(net, data)\n",
+        "import torch\nnet = torch.nn.Linear(2, 2).cuda()\n"
+        "def evaluate(model, loader):\n    return [model(x.cuda()) for x in loader]\n"
+        "with torch.no_grad():\n    evaluate(net, val_loader)\n",
+        # Never called here, only handed to code that runs it (detectron2's
+        # inference_on_dataset turns gradients off itself).
+        "import torch\nmodel = torch.nn.Linear(2, 2).cuda()\n"
+        "def eval_wrapper(loader):\n    return [model(x.cuda()) for x in loader]\n"
+        "inference_on_dataset(eval_wrapper, val_loader)\n",
         # Named like an evaluation function, but its result is backpropagated by the caller.
-        "import torch\nmodel = torch.nn.Linear(2, 2)\n"
-        "def eval_loss(x):\n    return model(x).sum()\n"
-        "def train(x):\n    loss = eval_loss(x) * 2\n    loss.backward()\n",
+        "import torch\nmodel = torch.nn.Linear(2, 2).cuda()\n"
+        "def eval_loss(loader):\n    return sum(model(x.cuda()).sum() for x in loader)\n"
+        "def train(xs):\n    loss = eval_loss(xs) * 2\n    loss.backward()\n",
         # A parameter that callers fill with something other than a model.
         "import torch\n"
-        "def predict(fn, x):\n    return fn(x)\n"
+        "def predict(fn, loader):\n    return [fn(x.cuda()) for x in loader]\n"
         "model = torch.nn.Linear(2, 2)\n"
-        "a = predict(model, x)\nb = predict(len, x)\n",
+        "a = predict(model, val_loader)\nb = predict(len, val_loader)\n",
         # Gradients turned off for the whole script.
-        "import torch\ntorch.set_grad_enabled(False)\nmodel = torch.nn.Linear(2, 2)\n"
-        "def predict(x):\n    return model(x)\n",
+        "import torch\ntorch.set_grad_enabled(False)\nmodel = torch.nn.Linear(2, 2).cuda()\n"
+        "def predict(loader):\n    return [model(x.cuda()) for x in loader]\n",
         # A frozen model builds no graph.
-        "import torch\nteacher = torch.nn.Linear(2, 2)\nteacher.requires_grad_(False)\n"
-        "teacher.eval()\nsoft = teacher(x)\n",
+        "import torch\nteacher = torch.nn.Linear(2, 2).cuda()\nteacher.requires_grad_(False)\n"
+        "teacher.eval()\nfor x in train_loader:\n    soft = teacher(x.cuda())\n",
         # Not a model: a user object whose .eval() is something else.
         "import torch\nclass Expr:\n    def eval(self):\n        return 1\n"
-        "def evaluate(expr):\n    return expr.eval()\n",
+        "def evaluate(loader):\n"
+        "    return [e.eval() for e in loader if torch.cuda.is_available()]\n",
         # Methods of an nn.Module: the caller decides the grad mode.
         "import torch\nclass Net(torch.nn.Module):\n"
         "    def __init__(self):\n        super().__init__()\n"
         "        self.body = torch.nn.Linear(2, 2)\n"
-        "    def predict(self, x):\n        return self.body(x)\n",
+        "    def predict(self, loader):\n"
+        "        return [self.body(x.cuda()) for x in loader]\n",
         # A model whose base class the file cannot resolve (transformers' relative imports): its
         # predict* helpers run inside forward, during training too.
         "import torch\nfrom torch import nn\nfrom ...modeling_utils import PreTrainedModel\n"
@@ -230,159 +382,263 @@ class EvalWithoutNoGrad(Rule):
         "    def __init__(self, config):\n        super().__init__(config)\n"
         "        self.class_predictor = nn.Linear(8, 3)\n"
         "    def forward(self, x):\n        return self.predict(x)\n"
-        "    def predict(self, logits):\n        return self.class_predictor(logits)\n",
+        "    def predict(self, loader):\n"
+        "        return [self.class_predictor(x.cuda()) for x in loader]\n",
         # A training loop that does not mention an evaluation loader.
-        "import torch\nmodel = torch.nn.Linear(2, 2)\nfor x in train_loader:\n"
-        "    loss = model(x).sum()\n    loss.backward()\n",
+        "import torch\nmodel = torch.nn.Linear(2, 2).cuda()\nfor x in train_loader:\n"
+        "    loss = model(x.cuda()).sum()\n    loss.backward()\n",
         # Notebook: the eval() and the guarded loop in one cell.
         Valid(
-            "import torch\nmodel = torch.nn.Linear(2, 2)\nmodel.eval()\n"
-            "with torch.no_grad():\n    y = model(x)\n",
+            "import torch\nmodel = torch.nn.Linear(2, 2).cuda()\nmodel.eval()\n"
+            "with torch.no_grad():\n    for x in val_loader:\n        y = model(x.cuda())\n",
             notebook=True,
         ),
     )
     INVALID = (
         Invalid(
             "import torch\n"
-            "def evaluate(model, val_loader):\n"
+            "import torchvision\n"
+            "def evaluate(model, val_loader, device):\n"
             "    model.eval()\n"
             "    correct = 0\n"
             "    for x, y in val_loader:\n"
+            "        x, y = x.to(device), y.to(device)\n"
             "        correct += (model(x).argmax(1) == y).sum().item()\n"
-            "    return correct\n",
+            "    return correct\n"
+            "device = torch.device('cuda')\n"
+            "model = torchvision.models.resnet18().to(device)\n"
+            "print(evaluate(model, val_loader, device))\n",
             fixed="import torch\n"
-            "def evaluate(model, val_loader):\n"
+            "import torchvision\n"
+            "def evaluate(model, val_loader, device):\n"
             "    model.eval()\n"
             "    correct = 0\n"
-            "    with torch.inference_mode():\n"
+            "    with torch.no_grad():\n"
             "        for x, y in val_loader:\n"
+            "            x, y = x.to(device), y.to(device)\n"
             "            correct += (model(x).argmax(1) == y).sum().item()\n"
-            "    return correct\n",
+            "    return correct\n"
+            "device = torch.device('cuda')\n"
+            "model = torchvision.models.resnet18().to(device)\n"
+            "print(evaluate(model, val_loader, device))\n",
         ),
         # Statements after model.eval() at module level; the import is added.
         Invalid(
             "from torch import nn\n"
-            "model = nn.Linear(4, 2)\n"
+            "model = nn.Linear(4, 2).cuda()\n"
             "model.eval()\n"
-            "preds = model(batch)\n"
-            "print(preds)\n",
+            "for batch in test_loader:\n"
+            "    preds = model(batch.cuda())\n"
+            "    print(preds.argmax(1).tolist())\n",
             fixed="from torch import nn\n"
             "import torch\n"
-            "model = nn.Linear(4, 2)\n"
+            "model = nn.Linear(4, 2).cuda()\n"
             "model.eval()\n"
-            "with torch.inference_mode():\n"
-            "    preds = model(batch)\n"
-            "print(preds)\n",
+            "with torch.no_grad():\n"
+            "    for batch in test_loader:\n"
+            "        preds = model(batch.cuda())\n"
+            "        print(preds.argmax(1).tolist())\n",
         ),
-        # An alias of torch is reused.
+        # An alias of torch is reused; a loop over a test loader needs no eval().
         Invalid(
             "import torch as T\n"
-            "net = T.nn.Sequential(T.nn.Linear(4, 2))\n"
+            "net = T.nn.Sequential(T.nn.Linear(4, 2)).to('cuda')\n"
             "for x in test_loader:\n"
-            "    out = net(x)\n",
+            "    out = net(x.to('cuda'))\n",
             fixed="import torch as T\n"
-            "net = T.nn.Sequential(T.nn.Linear(4, 2))\n"
-            "with T.inference_mode():\n"
+            "net = T.nn.Sequential(T.nn.Linear(4, 2)).to('cuda')\n"
+            "with T.no_grad():\n"
             "    for x in test_loader:\n"
-            "        out = net(x)\n",
+            "        out = net(x.to('cuda'))\n",
         ),
-        # A model passed as an argument by every caller.
+        # A class of the file whose forward the analysis can see.
         Invalid(
             "import torch\n"
-            "def infer(net, x):\n"
-            "    return net(x)\n"
-            "model = torch.nn.Linear(2, 2)\n"
-            "y = infer(model, torch.ones(2))\n",
+            "import torch.nn.functional as F\n"
+            "class Net(torch.nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__()\n"
+            "        self.fc = torch.nn.Linear(4, 2)\n"
+            "    def forward(self, x):\n"
+            "        return F.relu(self.fc(x))\n"
+            "model = Net().cuda()\n"
+            "model.eval()\n"
+            "test_loss = 0.0\n"
+            "for x, y in test_loader:\n"
+            "    x, y = x.cuda(), y.cuda()\n"
+            "    test_loss += F.cross_entropy(model(x), y).item()\n"
+            "print(test_loss)\n",
             fixed="import torch\n"
-            "def infer(net, x):\n"
-            "    with torch.inference_mode():\n"
-            "        return net(x)\n"
-            "model = torch.nn.Linear(2, 2)\n"
-            "y = infer(model, torch.ones(2))\n",
-        ),
-        # A function named like an evaluation function, with a global model.
-        Invalid(
-            "import torch\n"
-            "model = torch.nn.Linear(2, 2)\n"
-            "def predict(x):\n"
-            "    probs = model(x).softmax(-1)\n"
-            "    return probs\n",
-            fixed="import torch\n"
-            "model = torch.nn.Linear(2, 2)\n"
-            "def predict(x):\n"
-            "    with torch.inference_mode():\n"
-            "        probs = model(x).softmax(-1)\n"
-            "    return probs\n",
+            "import torch.nn.functional as F\n"
+            "class Net(torch.nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__()\n"
+            "        self.fc = torch.nn.Linear(4, 2)\n"
+            "    def forward(self, x):\n"
+            "        return F.relu(self.fc(x))\n"
+            "model = Net().cuda()\n"
+            "model.eval()\n"
+            "test_loss = 0.0\n"
+            "with torch.no_grad():\n"
+            "    for x, y in test_loader:\n"
+            "        x, y = x.cuda(), y.cuda()\n"
+            "        test_loss += F.cross_entropy(model(x), y).item()\n"
+            "print(test_loss)\n",
         ),
         # The eval region of an epoch loop ends at the loop body's end; the training part
         # before it has its backward pass.
         Invalid(
             "import torch\n"
-            "model = torch.nn.Linear(2, 2)\n"
+            "model = torch.nn.Linear(2, 2).cuda()\n"
             "for epoch in range(3):\n"
             "    model.train()\n"
             "    for x in train_loader:\n"
-            "        model(x).sum().backward()\n"
+            "        model(x.cuda()).sum().backward()\n"
             "    model.eval()\n"
             "    for x in val_loader:\n"
-            "        out = model(x)\n"
+            "        out = model(x.cuda())\n"
             "    print(epoch)\n",
             fixed="import torch\n"
-            "model = torch.nn.Linear(2, 2)\n"
+            "model = torch.nn.Linear(2, 2).cuda()\n"
             "for epoch in range(3):\n"
             "    model.train()\n"
             "    for x in train_loader:\n"
-            "        model(x).sum().backward()\n"
+            "        model(x.cuda()).sum().backward()\n"
             "    model.eval()\n"
-            "    with torch.inference_mode():\n"
+            "    with torch.no_grad():\n"
             "        for x in val_loader:\n"
-            "            out = model(x)\n"
+            "            out = model(x.cuda())\n"
             "    print(epoch)\n",
+        ),
+        # One forward per epoch whose output is kept: every epoch's graph stays alive.
+        Invalid(
+            "import torch\n"
+            "G = torch.nn.Linear(8, 4).cuda()\n"
+            "fixed_z = torch.randn(16, 8, device='cuda')\n"
+            "samples = []\n"
+            "for epoch in range(3):\n"
+            "    G.eval()\n"
+            "    samples.append(G(fixed_z))\n"
+            "    G.train()\n"
+            "torch.save(samples, 'samples.pt')\n",
+            fixed="import torch\n"
+            "G = torch.nn.Linear(8, 4).cuda()\n"
+            "fixed_z = torch.randn(16, 8, device='cuda')\n"
+            "samples = []\n"
+            "for epoch in range(3):\n"
+            "    G.eval()\n"
+            "    with torch.no_grad():\n"
+            "        samples.append(G(fixed_z))\n"
+            "    G.train()\n"
+            "torch.save(samples, 'samples.pt')\n",
+        ),
+        # The loop also runs an attack the analysis cannot see into: only the forward
+        # statement is wrapped.
+        Invalid(
+            "import torch\n"
+            "import torchvision\n"
+            "from attacks import pgd\n"
+            "model = torchvision.models.resnet18().cuda()\n"
+            "model.eval()\n"
+            "correct = 0\n"
+            "for x, y in test_loader:\n"
+            "    x, y = x.cuda(), y.cuda()\n"
+            "    x_adv = pgd(model, x, y)\n"
+            "    correct += (model(x_adv).argmax(1) == y).sum().item()\n",
+            fixed="import torch\n"
+            "import torchvision\n"
+            "from attacks import pgd\n"
+            "model = torchvision.models.resnet18().cuda()\n"
+            "model.eval()\n"
+            "correct = 0\n"
+            "for x, y in test_loader:\n"
+            "    x, y = x.cuda(), y.cuda()\n"
+            "    x_adv = pgd(model, x, y)\n"
+            "    with torch.no_grad():\n"
+            "        correct += (model(x_adv).argmax(1) == y).sum().item()\n",
+        ),
+        # A model class imported from elsewhere: reported, but no fix (its forward may need
+        # autograd, the analysis cannot tell).
+        Invalid(
+            "import torch\n"
+            "from mymodels import Net\n"
+            "model = Net().cuda()\n"
+            "model.eval()\n"
+            "for x, y in test_loader:\n"
+            "    out = model(x.cuda())\n"
+            "    print(out.argmax(1).eq(y.cuda()).sum().item())\n",
+            fixed=None,
+        ),
+        # The outputs go to a helper the analysis cannot see: no fix.
+        Invalid(
+            "import torch\n"
+            "from metrics import update_confusion\n"
+            "model = torch.nn.Linear(2, 2).cuda()\n"
+            "model.eval()\n"
+            "for x, y in val_loader:\n"
+            "    logits = model(x.cuda())\n"
+            "    update_confusion(logits, y)\n",
+            fixed=None,
         ),
         # A model held on self.
         Invalid(
             "import torch\n"
-            "class Runner:\n"
+            "class Evaluator:\n"
             "    def __init__(self):\n"
-            "        self.model = torch.nn.Linear(2, 2)\n"
-            "    def run(self, x):\n"
+            "        self.model = torch.nn.Linear(2, 2).cuda()\n"
+            "    def run(self, loader):\n"
             "        self.model.eval()\n"
-            "        return self.model(x)\n",
+            "        total = 0.0\n"
+            "        for x in loader:\n"
+            "            total += self.model(x.cuda()).sum().item()\n"
+            "        return total\n",
             fixed="import torch\n"
-            "class Runner:\n"
+            "class Evaluator:\n"
             "    def __init__(self):\n"
-            "        self.model = torch.nn.Linear(2, 2)\n"
-            "    def run(self, x):\n"
+            "        self.model = torch.nn.Linear(2, 2).cuda()\n"
+            "    def run(self, loader):\n"
             "        self.model.eval()\n"
-            "        with torch.inference_mode():\n"
-            "            return self.model(x)\n",
+            "        total = 0.0\n"
+            "        with torch.no_grad():\n"
+            "            for x in loader:\n"
+            "                total += self.model(x.cuda()).sum().item()\n"
+            "        return total\n",
         ),
         # A notebook cell.
         Invalid(
-            "import torch\nmodel = torch.nn.Linear(2, 2)\nmodel.eval()\ny = model(x)\n",
-            fixed="import torch\nmodel = torch.nn.Linear(2, 2)\nmodel.eval()\n"
-            "with torch.inference_mode():\n    y = model(x)\n",
+            "import torch\nmodel = torch.nn.Linear(2, 2).cuda()\nmodel.eval()\n"
+            "for x in val_loader:\n    y = model(x.cuda())\n",
+            fixed="import torch\nmodel = torch.nn.Linear(2, 2).cuda()\nmodel.eval()\n"
+            "with torch.no_grad():\n    for x in val_loader:\n        y = model(x.cuda())\n",
             notebook=True,
         ),
     )
 
     def check(self, ctx: Context) -> None:
-        if _is_test_file(ctx.path) or _grad_off_globally(ctx):
+        if _is_test_file(ctx.path) or _grad_off_globally(ctx) or not _uses_accelerator(ctx):
             return
         frozen = _frozen_models(ctx)
         claimed: set[ast.Call] = set()
         for region in self._regions(ctx):
             if _trains(ctx, region.stmts, set()):
                 continue
+            forwards = _forward_calls(ctx, region.stmts)
+            if any(_mode_switch(ctx, call) for call in forwards):
+                continue  # the forward may run an attack or another gradient computation
             calls = [
                 call
-                for call in _forward_calls(ctx, region.stmts)
-                if not training.grad_disabled(ctx.sem, call) and dotted(_callee(call)) not in frozen
+                for call in forwards
+                if not training.grad_disabled(ctx.sem, call)
+                and dotted(_callee(call)) not in frozen
+                and _repeats(ctx, call)
             ]
             if not calls or any(call in claimed for call in calls):
                 continue
             claimed.update(calls)
-            self._report(ctx, region, calls)
+            stmts = _covering(ctx, region.stmts, calls)
+            if _Flow(ctx, stmts).outcome() is _Outcome.AUTOGRAD:
+                continue  # what the region computes is backpropagated later
+            self._report(ctx, region, calls, stmts)
 
     # -- regions -------------------------------------------------------------------------
     def _regions(self, ctx: Context) -> list[_Region]:
@@ -416,16 +672,15 @@ class EvalWithoutNoGrad(Rule):
             if match is None or _skipped_place(ctx, func.body[0]):
                 continue
             # `test` also names unit and smoke tests: require a loop over a loader.
-            if match.group(1).lower() == "test" and not any(
-                loop.is_batch_loop and sem.enclosing_function(loop.node) is func
-                for loop in training.all_loops(sem)
-            ):
+            if match.group(1).lower() == "test" and not _has_batch_loop(ctx, func):
                 continue
             regions.append(_Region(list(func.body), function=func))
         return regions
 
     # -- reporting -----------------------------------------------------------------------
-    def _report(self, ctx: Context, region: _Region, calls: list[ast.Call]) -> None:
+    def _report(
+        self, ctx: Context, region: _Region, calls: list[ast.Call], stmts: list[ast.stmt]
+    ) -> None:
         first = calls[0]
         eval_call = region.eval_call or _earlier_eval(ctx, first)
         related = []
@@ -449,56 +704,778 @@ class EvalWithoutNoGrad(Rule):
             f"评估时调用 `{target}(...)` 未使用 `torch.no_grad()` 或 `torch.inference_mode()`，"
             "autograd 会为永远不会发生的反向传播保留激活值",
         )
-        ctx.report(first, message, fixes=self._fixes(ctx, region, calls), related=related)
+        fix = _no_grad_fix(ctx, stmts, calls)
+        ctx.report(first, message, fixes=[fix] if fix else [], related=related)
 
-    def _fixes(self, ctx: Context, region: _Region, calls: list[ast.Call]) -> list[Fix]:
-        ref = fixes.module_ref(ctx.sem, ctx.source)
-        if ref is None:
-            return []
-        torch, imports = ref
-        out: list[Fix] = []
-        stmts = _covering(ctx, region.stmts, calls)
-        if not any(
-            isinstance(n, ast.Yield | ast.YieldFrom | ast.Await) for s in stmts for n in ast.walk(s)
+
+# ---- the fix ---------------------------------------------------------------------------------
+def _no_grad_fix(ctx: Context, stmts: list[ast.stmt], calls: list[ast.Call]) -> Fix | None:
+    """``with torch.no_grad():`` around the region's statements that hold the reported calls
+    when that is provably safe, else around the statements of the forward calls alone when
+    that is, else None."""
+    ref = fixes.module_ref(ctx.sem, ctx.source)
+    if ref is None:
+        return None
+    torch, imports = ref
+    header = f"with {torch}.no_grad()"
+    candidates = [stmts]
+    own = []
+    for call in calls:
+        stmt = ctx.sem.statement_of(call)
+        if stmt not in own:
+            own.append(stmt)
+    if own != stmts and all(isinstance(s, _SIMPLE_STATEMENTS) for s in own):
+        candidates.append(own)
+    for candidate in candidates:
+        if not _safe_to_wrap(ctx, candidate):
+            continue
+        edits: list[Edit] = []
+        if candidate is stmts:
+            wrap = fixes.wrap_statements(ctx.source, candidate, header)
+            if wrap is None:
+                continue
+            edits = wrap
+        else:
+            parts = [fixes.wrap_statements(ctx.source, [s], header) for s in candidate]
+            if any(p is None for p in parts):
+                continue
+            edits = [e for p in parts if p is not None for e in p]
+        return Fix(
+            Text(f"Wrap in `{header}:`", f"包进 `{header}:`"),
+            (*imports, *edits),
+            Applicability.SAFE,
+        )
+    return None
+
+
+_SIMPLE_STATEMENTS = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr)
+
+
+def _safe_to_wrap(ctx: Context, stmts: list[ast.stmt]) -> bool:
+    """The precondition of the fix: turning gradients off around ``stmts`` changes nothing but
+    the memory autograd would have kept. Every call in them is one the analysis can see needs
+    no autograd (``_Seen``), they neither suspend (``yield``, ``await``: grad mode would leak
+    to the caller) nor turn gradients back on, and nothing they compute from a tensor that
+    requires grad reaches autograd or code the analysis cannot see afterwards (``_Flow``)."""
+    sem = ctx.sem
+    if not stmts or _trains(ctx, stmts, set()):
+        return False
+    seen = _Seen.of(ctx)
+    for node in sem.walk_body(stmts):
+        if isinstance(node, ast.Yield | ast.YieldFrom | ast.Await):
+            return False
+        if isinstance(node, ast.Call) and not seen.call(node):
+            return False
+        if isinstance(node, ast.Lambda) and not all(
+            seen.call(n) for n in ast.walk(node.body) if isinstance(n, ast.Call)
         ):
-            for mode, safety in (
-                ("inference_mode", Applicability.UNSAFE),
-                ("no_grad", Applicability.SAFE),
-            ):
-                edits = fixes.wrap_statements(ctx.source, stmts, f"with {torch}.{mode}()")
-                if edits is not None:
-                    out.append(
-                        Fix(
-                            Text(
-                                f"Wrap in `with {torch}.{mode}():`",
-                                f"包进 `with {torch}.{mode}():`",
-                            ),
-                            (*imports, *edits),
-                            safety,
-                        )
-                    )
-        func = region.function or _eval_named_function(ctx, region.stmts[0])
-        if func is not None and isinstance(func, ast.FunctionDef):
-            edit = _decorate(ctx, func, f"@{torch}.inference_mode()")
-            if edit is not None:
-                out.append(
-                    Fix(
-                        Text(
-                            f"Decorate `{func.name}` with `@{torch}.inference_mode()`",
-                            f"给 `{func.name}` 加上 `@{torch}.inference_mode()` 装饰器",
-                        ),
-                        (*imports, edit),
-                        Applicability.UNSAFE,
-                    )
+            return False
+    return _Flow(ctx, stmts).outcome() is _Outcome.CLEAN
+
+
+# ---- what the analysis can see ---------------------------------------------------------------
+# Libraries whose functions never run autograd on the tensors they are given (the standard
+# library, the scientific stack, plotting, progress bars, loggers, tokenizers). torch itself is
+# handled apart: everything but its autograd entry points.
+_SAFE_LIBRARIES = frozenset(
+    {
+        "builtins", "math", "cmath", "random", "time", "datetime", "os", "sys", "json", "csv",
+        "pickle", "copy", "collections", "itertools", "operator", "string", "re", "logging",
+        "warnings", "pprint", "pathlib", "shutil", "glob", "io", "statistics", "textwrap",
+        "numpy", "scipy", "pandas", "sklearn", "matplotlib", "seaborn", "PIL", "cv2", "skimage",
+        "imageio", "tqdm", "IPython", "torchvision", "torchaudio", "torchtext", "torchmetrics",
+        "transformers", "tokenizers", "einops", "wandb", "tensorboardX", "mlflow", "rich",
+        "yaml", "h5py", "nltk", "tiktoken", "sentencepiece",
+    }
+)  # fmt: skip
+_SAFE_BUILTINS = frozenset(
+    {
+        "print", "len", "range", "enumerate", "zip", "sum", "min", "max", "abs", "round",
+        "float", "int", "bool", "str", "list", "tuple", "dict", "set", "frozenset", "sorted",
+        "reversed", "iter", "next", "isinstance", "issubclass", "hasattr", "getattr", "format",
+        "repr", "open", "any", "all", "divmod", "pow", "hash", "id", "type", "slice", "map",
+        "filter", "chr", "ord", "callable", "vars", "dir", "super",
+    }
+)  # fmt: skip
+# Tensor methods (none of them differentiates); a method of this name on a value the analysis
+# cannot type is taken to be the tensor method.
+_TENSOR_METHODS = frozenset(
+    {
+        "abs", "add", "all", "allclose", "amax", "amin", "any", "argmax", "argmin", "argsort",
+        "bfloat16", "bool", "byte", "ceil", "char", "chunk", "clamp", "clamp_", "clip", "clone",
+        "contiguous", "copy_", "cos", "cpu", "cuda", "cumsum", "data_ptr", "detach", "detach_",
+        "diag", "dim", "div", "double", "eq", "equal", "exp", "expand", "expand_as", "fill_",
+        "flatten", "flip", "float", "floor", "gather", "ge", "gt", "half", "index_select",
+        "int", "is_contiguous", "isfinite", "isnan", "item", "le", "log", "log_softmax", "long",
+        "lt", "masked_fill", "masked_select", "matmul", "max", "mean", "median", "min", "mm",
+        "mul", "narrow", "ndimension", "ne", "neg", "nelement", "nonzero", "norm", "numel",
+        "numpy", "permute", "pow", "prod", "reshape", "reshape_as", "round", "rsqrt", "scatter",
+        "sigmoid", "sign", "sin", "size", "softmax", "sort", "split", "sqrt", "squeeze", "std",
+        "sub", "sum", "t", "tanh", "to", "tolist", "topk", "transpose", "type", "type_as",
+        "unbind", "unique", "unsqueeze", "var", "view", "view_as", "zero_", "add_", "mul_",
+        "sub_", "div_", "float_", "sum_to_size", "repeat", "roll", "where", "logsumexp",
+        "exp_", "log_", "squeeze_", "unsqueeze_", "to_dense", "pin_memory", "share_memory_",
+        "element_size", "stride", "storage_offset", "is_cuda", "get_device", "new_zeros",
+        "new_ones", "new_empty", "new_full", "new_tensor", "cross", "dot", "bmm", "triu",
+        "tril", "count_nonzero", "histc", "bincount", "kthvalue", "mode", "cummax", "cummin",
+        "eq_", "logical_and", "logical_or", "logical_not", "bitwise_and", "masked_fill_",
+        "index_fill_", "index_add_", "scatter_", "scatter_add_", "clamp_min", "clamp_max",
+        "float_power", "square", "reciprocal", "frac", "trunc", "erf", "softplus", "relu",
+    }
+)  # fmt: skip
+# Methods of lists, dicts, sets, strings and files.
+_CONTAINER_METHODS = frozenset(
+    {
+        "append", "extend", "insert", "pop", "remove", "clear", "copy", "keys", "values",
+        "items", "get", "update", "setdefault", "add", "discard", "sort", "reverse", "index",
+        "count", "join", "format", "split", "strip", "rstrip", "lstrip", "replace",
+        "startswith", "endswith", "lower", "upper", "write", "writelines", "flush", "close",
+        "read", "readline", "readlines", "encode", "decode", "popleft", "appendleft",
+    }
+)  # fmt: skip
+# Methods of a module that are not its forward and never differentiate.
+_MODULE_METHODS = frozenset(
+    {
+        *MODULE_SELF_METHODS, "parameters", "named_parameters", "buffers", "named_buffers",
+        "modules", "named_modules", "children", "named_children", "state_dict",
+        "load_state_dict", "zero_grad", "apply", "register_buffer", "get_submodule",
+    }
+)  # fmt: skip
+# Methods whose result is a Python value: the tensor they are called on goes no further.
+_PYTHON_RESULT_METHODS = frozenset({"item", "tolist", "numpy", "size", "numel", "dim", "format"})
+_PYTHON_RESULT_BUILTINS = frozenset(
+    {"print", "len", "float", "int", "bool", "str", "repr", "format", "round", "isinstance"}
+)
+_STORING_METHODS = frozenset({"append", "extend", "insert", "add", "update", "setdefault"})
+_CONTAINER_BUILTINS = frozenset({"list", "dict", "set", "open", "defaultdict", "OrderedDict"})
+_LIBRARY_MODELS = (
+    "torch.nn.",
+    "torchvision.models.",
+    "torchaudio.models.",
+    "transformers.",
+    "timm.",
+    "peft.",
+)
+# Modules whose forward runs the modules they are given.
+_CONTAINER_MODULES = frozenset(
+    {"torch.nn.Sequential", "torch.nn.ModuleList", "torch.nn.ModuleDict"}
+)
+_PASS_THROUGH = frozenset(
+    {"torch.compile", "torch.nn.DataParallel", "torch.nn.parallel.DistributedDataParallel",
+     "torch.jit.script", "torch.jit.trace"}
+)  # fmt: skip
+# Attributes of a tensor that tell whether autograd tracked it: the wrap changes them.
+_GRAD_STATE_ATTRIBUTES = frozenset({"requires_grad", "grad_fn", "is_leaf", "grad"})
+_LIBRARY = "library"  # the origin of a module built by torch, torchvision, timm or transformers
+
+
+class _Seen:
+    """Which calls the analysis can see need no autograd: torch functions other than its
+    autograd entry points, the libraries and builtins above, tensor and container methods,
+    losses, the forward of a model built by torch, torchvision, timm or transformers or by a
+    class of this file whose ``forward`` is itself seen, and functions of this file whose body
+    is seen. Anything else — a function or model class imported from elsewhere, a model loaded
+    from a pickle, a method the analysis cannot resolve — may need autograd."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.sem = ctx.sem
+        self._functions: dict[ast.AST, bool] = {}
+        self._classes: dict[ast.ClassDef, bool] = {}
+
+    @staticmethod
+    def of(ctx: Context) -> _Seen:
+        key = "tdr105-seen"
+        found = ctx.sem.memo.get(key)
+        if not isinstance(found, _Seen) or found.ctx is not ctx:
+            found = _Seen(ctx)
+            ctx.sem.memo[key] = found
+        return found
+
+    def call(self, call: ast.Call, depth: int = 0) -> bool:
+        if depth > 8 or training.enters_autograd(self.sem, call):
+            return False
+        if not self._callables_seen(call, depth):
+            return False
+        func = call.func
+        qual = training.torch_qualname(self.sem, func)
+        if qual is not None:
+            return _library_call(self.sem, call, qual)
+        kind = self.ctx.kind(func)
+        if kind in (Kind.MODULE, Kind.LOSS) or _is_model(self.ctx, func):
+            return self.forward(func, depth)
+        if isinstance(func, ast.Name):
+            binding = self.sem.lookup(func.id, func)
+            if binding is None:
+                return func.id in _SAFE_BUILTINS
+            local = self.sem.local_function(func)
+            if local is not None:
+                return self.function(local, depth)
+            cls = self.sem.local_class(func)
+            if cls is not None:
+                init = _method(cls, "__init__")
+                return init is None or self.function(init, depth)
+            # An object made by a safe library (a tokenizer, a pipeline, a metric).
+            return _safe_receiver(self.ctx, func) and not isinstance(binding.value, ast.Constant)
+        if isinstance(func, ast.Attribute):
+            return self._method_call(func, depth)
+        if isinstance(func, ast.Subscript | ast.Call):  # self.layers[i](x), nn.Linear(2, 2)(x)
+            return self.forward(func, depth)
+        return False
+
+    def _callables_seen(self, call: ast.Call, depth: int) -> bool:
+        """Functions of this file and models passed to a call (``map(f, xs)``, ``key=f``,
+        ``map(model, batches)``) may run in it."""
+        for arg in [*call.args, *(k.value for k in call.keywords)]:
+            if isinstance(arg, ast.Name):
+                local = self.sem.local_function(arg)
+                if local is not None and not self.function(local, depth + 1):
+                    return False
+                if local is None and _is_model(self.ctx, arg):
+                    if training.torch_qualname(self.sem, call.func) is None and not (
+                        isinstance(call.func, ast.Name) and call.func.id in _SAFE_BUILTINS
+                    ):
+                        continue  # handed to a call that is judged on its own
+                    if not self.forward(arg, depth + 1):
+                        return False
+        return True
+
+    def _method_call(self, func: ast.Attribute, depth: int) -> bool:
+        attr, receiver = func.attr, func.value
+        if (
+            isinstance(receiver, ast.Call)
+            and isinstance(receiver.func, ast.Name)
+            and receiver.func.id == "super"
+        ):
+            return self._super_method(func, depth)
+        kind = self.ctx.kind(receiver)
+        if kind in (Kind.MODULE, Kind.LOSS):
+            if attr == "forward":
+                return self.forward(receiver, depth)
+            if attr in _MODULE_METHODS:
+                return True
+            origins = _origins(self.ctx, receiver)
+            if origins is None:
+                return False
+            for origin in origins:
+                if isinstance(origin, ast.ClassDef):
+                    method = _method(origin, attr)
+                    if method is None or not self.function(method, depth):
+                        return False
+            return True
+        if kind in (Kind.LOADER, Kind.DATASET, Kind.SAMPLER, Kind.DEVICE, Kind.SCHEDULER):
+            return True
+        if kind is Kind.OPTIMIZER:
+            return attr == "zero_grad"
+        if isinstance(receiver, ast.Name) and receiver.id == "self":
+            cls = self.sem.enclosing_class(func)
+            method = _method(cls, attr) if cls is not None else None
+            return method is not None and self.function(method, depth)
+        if attr in _TENSOR_METHODS:
+            return True
+        return attr in _CONTAINER_METHODS and _safe_receiver(self.ctx, receiver)
+
+    def _super_method(self, func: ast.Attribute, depth: int) -> bool:
+        """``super().method(...)`` in a class of this file: the bases' method."""
+        cls = self.sem.enclosing_class(func)
+        if cls is None:
+            return False
+        for base in cls.bases:
+            local = self.sem.local_class(base)
+            if local is not None:
+                method = _method(local, func.attr)
+                if method is not None and not self.function(method, depth + 1):
+                    return False
+            elif not (self.sem.qualname(base) or "").startswith(_LIBRARY_MODELS):
+                return False
+        return True
+
+    def function(self, func: ast.AST, depth: int = 0) -> bool:
+        known = self._functions.get(func)
+        if known is not None:
+            return known
+        if depth > 6 or not isinstance(func, FUNCTION_NODES):
+            return False
+        self._functions[func] = True  # in progress: a recursive call adds nothing
+        body = list(func.body)
+        ok = not _trains(self.ctx, body, set()) and all(
+            self.call(node, depth + 1)
+            for node in self.sem.walk_body(body)
+            if isinstance(node, ast.Call)
+        )
+        self._functions[func] = ok
+        return ok
+
+    def forward(self, module: ast.expr, depth: int = 0) -> bool:
+        """Whether calling ``module`` runs code the analysis can see needs no autograd."""
+        origins = _origins(self.ctx, module)
+        if origins is None:
+            return False
+        return all(o == _LIBRARY or self.module_class(o, depth) for o in origins)
+
+    def module_class(self, cls: ast.ClassDef | str, depth: int = 0) -> bool:
+        if not isinstance(cls, ast.ClassDef):
+            return False
+        known = self._classes.get(cls)
+        if known is not None:
+            return known
+        self._classes[cls] = True  # in progress
+        forward = _method(cls, "forward") or _method(cls, "__call__")
+        if forward is not None:
+            ok = self.function(forward, depth + 1)
+        else:
+            # No forward of its own: the one it inherits, from torch or from a class of the file.
+            ok = True
+            for base in cls.bases:
+                local = self.sem.local_class(base)
+                if local is not None:
+                    ok = ok and self.module_class(local, depth + 1)
+                else:
+                    qual = self.sem.qualname(base) or ""
+                    ok = ok and qual.startswith(_LIBRARY_MODELS)
+        self._classes[cls] = ok
+        return ok
+
+
+def _library_call(sem: Semantic, call: ast.Call, qual: str) -> bool:
+    top = qual.split(".", 1)[0]
+    if top == "torch":
+        if qual in _AUTOGRAD_CALLS or qual.startswith(("torch.autograd.", "torch.func.")):
+            return False
+        if qual in ("torch.is_grad_enabled", "torch.is_inference_mode_enabled"):
+            return False  # its answer is what the wrap changes
+        if qual in ("torch.set_grad_enabled", "torch.inference_mode"):
+            return training.is_grad_off(sem, call)
+        return True
+    return top in _SAFE_LIBRARIES
+
+
+def _method(cls: ast.ClassDef, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    for stmt in cls.body:
+        if isinstance(stmt, FUNCTION_NODES) and stmt.name == name:
+            return stmt
+    return None
+
+
+def _safe_receiver(ctx: Context, receiver: ast.expr) -> bool:
+    """A string, or a name bound to a list, dict, set, string, file or an object made by one
+    of the safe libraries (``csv.writer(f)``, ``plt.subplots()``)."""
+    if isinstance(receiver, ast.Constant | ast.JoinedStr):
+        return True
+    if not isinstance(receiver, ast.Name):
+        return False
+    binding = ctx.sem.lookup(receiver.id, receiver)
+    if binding is None or binding.value is None:
+        return False
+    value = binding.value
+    if binding.index is not None and isinstance(value, ast.Tuple | ast.List):
+        if binding.index >= len(value.elts):
+            return False
+        value = value.elts[binding.index]
+    if isinstance(
+        value,
+        ast.List
+        | ast.Dict
+        | ast.Set
+        | ast.Tuple
+        | ast.Constant
+        | ast.JoinedStr
+        | ast.ListComp
+        | ast.DictComp
+        | ast.SetComp,
+    ):
+        return True
+    if isinstance(value, ast.Call):
+        qual = ctx.qualname(value.func)
+        if qual is not None:
+            return qual.split(".", 1)[0] in _SAFE_LIBRARIES
+        return isinstance(value.func, ast.Name) and (
+            value.func.id in _CONTAINER_BUILTINS and ctx.sem.lookup(value.func.id, value) is None
+        )
+    return False
+
+
+def _origins(ctx: Context, expr: ast.AST, depth: int = 0) -> set[ast.ClassDef | str] | None:
+    """Where the module ``expr`` comes from: ``_LIBRARY`` (built by torch, torchvision, timm or
+    transformers) or classes of this file; None when the analysis cannot tell (a model
+    unpickled by ``torch.load``, built by an imported factory or class, a parameter some caller
+    fills with such a model)."""
+    sem = ctx.sem
+    if depth > 8:
+        return None
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        qual = ctx.qualname(func)
+        if qual is not None:
+            if qual in _PASS_THROUGH:
+                return _origins(ctx, expr.args[0], depth + 1) if expr.args else None
+            if qual in _CONTAINER_MODULES:
+                return _union(ctx, _elements(expr), depth, empty=set())
+            if qual.startswith(_LIBRARY_MODELS):
+                return {_LIBRARY}
+            return None
+        if isinstance(func, ast.Attribute):
+            if func.attr in MODULE_SELF_METHODS:
+                return _origins(ctx, func.value, depth + 1)
+            if func.attr == "from_pretrained":
+                owner = ctx.qualname(func.value) or ""
+                return {_LIBRARY} if owner.startswith(("transformers.", "peft.")) else None
+            return None
+        cls = sem.local_class(func)
+        if cls is not None:
+            return {cls}
+        local = sem.local_function(func)
+        if local is not None:
+            return _union(ctx, sem.returns(local), depth)
+        return None
+    if isinstance(expr, ast.Name):
+        binding = sem.lookup(expr.id, expr)
+        if binding is None:
+            return None
+        if binding.how == "assign" and binding.index is None and binding.value is not None:
+            return _origins(ctx, binding.value, depth + 1)
+        if binding.how == "param":
+            return _union(ctx, _passed_values(sem, binding), depth)
+        if binding.how == "loop":  # for layer in self.layers
+            loop = sem.parent(binding.node)
+            while isinstance(loop, ast.Tuple | ast.List | ast.Starred):
+                loop = sem.parent(loop)
+            if isinstance(loop, ast.For | ast.AsyncFor | ast.comprehension):
+                return _origins(ctx, loop.iter, depth + 1)
+        return None
+    if isinstance(expr, ast.Subscript):  # self.layers[i]
+        return _origins(ctx, expr.value, depth + 1)
+    if isinstance(expr, ast.Starred):
+        return _origins(ctx, expr.value, depth + 1)
+    if isinstance(expr, ast.List | ast.Tuple | ast.ListComp | ast.GeneratorExp):
+        return _union(ctx, _elements(expr), depth, empty=set())
+    if isinstance(expr, ast.Attribute):
+        if isinstance(expr.value, ast.Name) and expr.value.id == "self":
+            cls = sem.enclosing_class(expr)
+            values = sem.self_attr_values.get((cls, expr.attr), []) if cls else []
+            return _union(ctx, values, depth)
+        # A submodule of a library model (`model.encoder`, `resnet.fc`).
+        base = _origins(ctx, expr.value, depth + 1)
+        return base if base == {_LIBRARY} else None
+    return None
+
+
+def _elements(expr: ast.expr) -> list[ast.expr | None]:
+    """The modules a container is built from: ``nn.Sequential(a, b)``, ``nn.ModuleList([a,
+    b])``, ``[Block() for _ in range(n)]``, ``nn.ModuleDict({"a": a})``; None for an element the
+    analysis cannot list."""
+    parts: list[ast.expr] = []
+    if isinstance(expr, ast.Call):
+        parts = [*expr.args, *(k.value for k in expr.keywords)]
+    elif isinstance(expr, ast.List | ast.Tuple):
+        parts = list(expr.elts)
+    elif isinstance(expr, ast.ListComp | ast.GeneratorExp):
+        return [expr.elt]
+    out: list[ast.expr | None] = []
+    for part in parts:
+        if isinstance(part, ast.List | ast.Tuple | ast.ListComp | ast.GeneratorExp):
+            out.extend(_elements(part))
+        elif isinstance(part, ast.Dict):
+            out.extend(part.values)
+        else:
+            out.append(part)
+    return out
+
+
+def _union(
+    ctx: Context, values: list, depth: int, empty: set[ast.ClassDef | str] | None = None
+) -> set[ast.ClassDef | str] | None:
+    if not values:
+        return empty
+    out: set[ast.ClassDef | str] = set()
+    for value in values:
+        if value is None:
+            return None
+        found = _origins(ctx, value, depth + 1)
+        if found is None:
+            return None
+        out |= found
+    return out
+
+
+def _passed_values(sem: Semantic, binding: Binding) -> list[ast.expr | None]:
+    """What the callers of a function of this file pass for one of its parameters (None for
+    a call the analysis cannot read); empty when nothing in the file calls it."""
+    func = binding.scope
+    if not isinstance(func, FUNCTION_NODES):
+        return []
+    args = func.args
+    positional = [a.arg for a in (*args.posonlyargs, *args.args)]
+    out: list[ast.expr | None] = []
+    for call in sem.calls_by_name.get(func.name, ()):
+        if sem.local_function(call.func) is not func:
+            continue
+        if any(isinstance(a, ast.Starred) for a in call.args) or has_star_kwargs(call):
+            return [None]
+        value: ast.expr | None = None
+        if binding.name in positional and positional.index(binding.name) < len(call.args):
+            value = call.args[positional.index(binding.name)]
+        else:
+            kw = keyword(call, binding.name)
+            value = kw.value if kw is not None else None
+        out.append(value)
+    return out
+
+
+# ---- where the region's results go -----------------------------------------------------------
+class _Outcome(Enum):
+    CLEAN = "clean"  # only into code the analysis can see needs no autograd
+    AUTOGRAD = "autograd"  # into a backward pass, an optimizer, requires_grad_...
+    UNSEEN = "unseen"  # into code the analysis cannot see (it may differentiate them)
+
+
+class _Flow:
+    """Follows what ``stmts`` compute from tensors that require grad — the outputs of the
+    models they call, parameters, and names the file marks with ``requires_grad`` — through
+    assignments, containers, loops, returns and callers, to where they are used: a call that
+    hands them to autograd, a call the analysis cannot see, an attribute (read who knows
+    where), or nowhere that matters."""
+
+    _LIMIT = 2000
+
+    def __init__(self, ctx: Context, stmts: list[ast.stmt]) -> None:
+        self.ctx = ctx
+        self.sem = ctx.sem
+        self.stmts = stmts
+        self.seen = _Seen.of(ctx)
+        self.tainted: set[ast.AST] = set()  # binding nodes that hold such a value
+        self.todo: list[ast.AST] = []
+        self.visited: set[ast.AST] = set()
+        self.callers_followed: set[ast.AST] = set()
+
+    def outcome(self) -> _Outcome:
+        """``AUTOGRAD`` as soon as a value reaches autograd; else ``UNSEEN`` when one reached
+        code the analysis cannot see; else ``CLEAN``."""
+        marked = _requires_grad_names(self.ctx)
+        for node in self.sem.walk_body(self.stmts):
+            seed = (isinstance(node, ast.Call) and self._makes_grad_tensor(node)) or (
+                isinstance(node, ast.Name) and node.id in marked
+            )
+            if seed:
+                self.todo.append(node)
+        result = _Outcome.CLEAN
+        steps = 0
+        while self.todo:
+            steps += 1
+            if steps > self._LIMIT:
+                return _Outcome.UNSEEN
+            node = self.todo.pop()
+            if node in self.visited:
+                continue
+            self.visited.add(node)
+            found = self._climb(node)
+            if found is _Outcome.AUTOGRAD:
+                return found
+            if found is _Outcome.UNSEEN:
+                result = found
+        return result
+
+    def _makes_grad_tensor(self, call: ast.Call) -> bool:
+        """A model's forward, or its ``parameters()``."""
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr in _MODULE_METHODS:
+            return func.attr in ("parameters", "named_parameters") and (
+                self.ctx.kind(func.value) is Kind.MODULE
+            )
+        return self.ctx.kind(_callee(call)) in (Kind.MODULE, Kind.LOSS)
+
+    def _inside(self, node: ast.AST) -> bool:
+        return any(node is s or self.sem.is_inside(node, s) for s in self.stmts)
+
+    def _taint(self, target: ast.AST) -> _Outcome:
+        """``target`` of an assignment now holds a tainted value."""
+        sem = self.sem
+        if isinstance(target, ast.Tuple | ast.List | ast.Starred):
+            parts = target.elts if not isinstance(target, ast.Starred) else [target.value]
+            for part in parts:
+                found = self._taint(part)
+                if found is not _Outcome.CLEAN:
+                    return found
+            return _Outcome.CLEAN
+        if isinstance(target, ast.Subscript):
+            base = target.value
+            while isinstance(base, ast.Subscript):
+                base = base.value
+            if not isinstance(base, ast.Name):
+                return _Outcome.UNSEEN
+            binding = sem.lookup(base.id, base)
+            if binding is None:
+                return _Outcome.UNSEEN
+            return self._taint_binding(binding.node, base.id)
+        if isinstance(target, ast.Name):
+            return self._taint_binding(target, target.id)
+        return _Outcome.UNSEEN  # an attribute: read where the analysis does not follow
+
+    def _taint_binding(self, node: ast.AST, name: str) -> _Outcome:
+        if node in self.tainted:
+            return _Outcome.CLEAN
+        self.tainted.add(node)
+        for load in self.sem.names.get(name, ()):
+            binding = self.sem.lookup(name, load)
+            if binding is not None and binding.node is node:
+                self.todo.append(load)
+        return _Outcome.CLEAN
+
+    def _climb(self, node: ast.AST) -> _Outcome:
+        sem = self.sem
+        child = node
+        for parent in sem.ancestors(node):
+            if isinstance(parent, ast.Lambda | ast.FunctionDef | ast.AsyncFunctionDef):
+                return (
+                    _Outcome.CLEAN
+                    if child in getattr(parent, "decorator_list", ())
+                    else (_Outcome.UNSEEN if isinstance(parent, ast.Lambda) else _Outcome.CLEAN)
                 )
-        return out
+            if isinstance(parent, ast.Call):
+                found = self._through_call(parent, child)
+                if found is not None:
+                    return found
+            elif isinstance(parent, ast.Attribute):
+                grand = sem.parent(parent)
+                if isinstance(grand, ast.Call) and grand.func is parent:
+                    child = parent
+                    continue  # a method of the tainted value: decided at the call
+                if parent.attr in ("shape", "dtype", "device", "ndim", "is_cuda"):
+                    return _Outcome.CLEAN
+                if parent.attr in _GRAD_STATE_ATTRIBUTES:
+                    return _Outcome.UNSEEN  # reads what the wrap changes
+            elif isinstance(parent, ast.Subscript):
+                if child is not parent.value:
+                    return _Outcome.CLEAN  # an index selects, it carries no gradient
+            elif isinstance(parent, ast.FormattedValue | ast.JoinedStr):
+                return _Outcome.CLEAN
+            elif isinstance(parent, ast.Assign | ast.AnnAssign | ast.NamedExpr):
+                if child is not parent.value or training.is_python_value(parent.value):
+                    return _Outcome.CLEAN
+                targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+                for target in targets:
+                    found = self._taint(target)
+                    if found is not _Outcome.CLEAN:
+                        return found
+                return _Outcome.CLEAN
+            elif isinstance(parent, ast.AugAssign):
+                if child is not parent.value or training.is_python_value(parent.value):
+                    return _Outcome.CLEAN
+                return self._taint(parent.target)
+            elif isinstance(parent, ast.For | ast.AsyncFor | ast.comprehension):
+                if child is parent.iter:
+                    found = self._taint(parent.target)
+                    if found is not _Outcome.CLEAN or isinstance(parent, ast.For | ast.AsyncFor):
+                        return found
+                    continue  # the comprehension's result carries it on
+                return _Outcome.CLEAN
+            elif isinstance(parent, ast.withitem):
+                if child is parent.context_expr and parent.optional_vars is not None:
+                    return self._taint(parent.optional_vars)
+                return _Outcome.CLEAN
+            elif isinstance(parent, ast.Return | ast.Yield | ast.YieldFrom):
+                return self._to_callers(parent)
+            elif isinstance(parent, ast.stmt):
+                return _Outcome.CLEAN  # a test, an expression statement, assert, del...
+            child = parent
+        return _Outcome.CLEAN
+
+    def _through_call(self, call: ast.Call, child: ast.AST) -> _Outcome | None:
+        """A tainted value reaches ``call`` (as an argument or as the receiver of a method):
+        the outcome, or None to keep following the call's result."""
+        if child is call.func and not isinstance(child, ast.Attribute):
+            return _Outcome.CLEAN  # calling a tainted callable: not a tensor
+        if training.enters_autograd(self.sem, call):
+            return _Outcome.AUTOGRAD
+        inside = self._inside(call)
+        if not inside and not self.seen.call(call):
+            return _Outcome.UNSEEN
+        func = call.func
+        if isinstance(func, ast.Attribute):
+            if func.attr in _PYTHON_RESULT_METHODS:
+                return _Outcome.CLEAN
+            if func.attr in _STORING_METHODS and child is not func:
+                return self._taint(func.value)  # the container now holds it
+        elif isinstance(func, ast.Name) and func.id in _PYTHON_RESULT_BUILTINS:
+            return _Outcome.CLEAN
+        return None
+
+    def _to_callers(self, node: ast.AST) -> _Outcome:
+        """A tainted value is returned or yielded: follow the calls of the function."""
+        sem = self.sem
+        func = sem.enclosing_function(node)
+        if func is None or func in self.callers_followed:
+            return _Outcome.CLEAN if func is not None else _Outcome.UNSEEN
+        self.callers_followed.add(func)
+        if len(self.callers_followed) > 3:
+            return _Outcome.UNSEEN
+        calls = [
+            c for c in sem.calls_by_name.get(func.name, ()) if sem.local_function(c.func) is func
+        ]
+        if not calls or _referenced_as_value(sem, func):
+            return _Outcome.UNSEEN  # called from code the analysis cannot see
+        self.todo.extend(calls)
+        return _Outcome.CLEAN
+
+
+def _requires_grad_names(ctx: Context) -> set[str]:
+    """Names the file marks as holding tensors that require grad: ``x.requires_grad_()``,
+    ``x.requires_grad = True``, ``x = torch.zeros(..., requires_grad=True)``,
+    ``x = nn.Parameter(...)``."""
+    key = "tdr105-requires-grad"
+    known = ctx.sem.memo.get(key)
+    if isinstance(known, set):
+        return known
+    out: set[str] = set()
+    sem = ctx.sem
+    for call in sem.calls_by_attr.get("requires_grad_", ()):
+        assert isinstance(call.func, ast.Attribute)
+        if not (call.args and is_false(call.args[0])) and isinstance(call.func.value, ast.Name):
+            out.add(call.func.value.id)
+    for node in sem.assigns:
+        value = node.value
+        marks = isinstance(value, ast.Call) and (
+            any(k.arg == "requires_grad" and not is_false(k.value) for k in value.keywords)
+            or ctx.qualname(value.func) == "torch.nn.Parameter"
+        )
+        for target in node.targets:
+            if isinstance(target, ast.Name) and marks:
+                out.add(target.id)
+            if (
+                isinstance(target, ast.Attribute)
+                and target.attr == "requires_grad"
+                and isinstance(target.value, ast.Name)
+                and not is_false(value)
+            ):
+                out.add(target.value.id)
+    sem.memo[key] = out
+    return out
+
+
+def _referenced_as_value(sem: Semantic, func: ast.AST) -> bool:
+    """Whether the function's name is used other than by calling it (passed, returned,
+    stored): code the analysis cannot see may call it."""
+    assert isinstance(func, FUNCTION_NODES)
+    for load in sem.names.get(func.name, ()):
+        parent = sem.parent(load)
+        if not (isinstance(parent, ast.Call) and parent.func is load):
+            binding = sem.lookup(func.name, load)
+            if binding is not None and binding.node is func:
+                return True
+    return False
 
 
 # ---- helpers ---------------------------------------------------------------------------------
 def _is_test_file(path: str) -> bool:
+    """A file pytest collects (``test_*.py``, ``*_test.py``), a ``tests.py``, a
+    ``conftest.py``, or a file under a ``tests/`` folder."""
     base = os.path.basename(path)
+    parts = re.split(r"[\\/]", path)[:-1]
     return base.endswith(".py") and (
-        base.startswith("test_") or base.endswith("_test.py") or base == "conftest.py"
+        base.startswith("test_")
+        or base.endswith("_test.py")
+        or base in ("tests.py", "conftest.py")
+        or "tests" in parts
     )
 
 
@@ -641,7 +1618,8 @@ def _split_by_cell(ctx: Context, stmts: list[ast.stmt]) -> list[list[ast.stmt]]:
 
 
 def _skipped_place(ctx: Context, node: ast.AST) -> bool:
-    """Test cases, Lightning hooks, nn.Module methods, and functions only called without grad."""
+    """Test cases, Lightning hooks, nn.Module methods, functions only called without grad or
+    whose result is backpropagated, and functions only passed around as values."""
     sem = ctx.sem
     func = sem.enclosing_function(node)
     while func is not None:
@@ -650,6 +1628,8 @@ def _skipped_place(ctx: Context, node: ast.AST) -> bool:
             for d in func.decorator_list
         ):
             return True
+        if func.name.startswith("test_") and not _has_batch_loop(ctx, func):
+            return True  # a pytest-style test, not an evaluation over data
         cls = sem.parent(func)
         if isinstance(cls, ast.ClassDef):
             if func.name in _LIGHTNING_STEPS:
@@ -659,10 +1639,27 @@ def _skipped_place(ctx: Context, node: ast.AST) -> bool:
                 return True
             if kinds.class_kind(sem, cls) is Kind.MODULE or _defines_forward(cls):
                 return True
-        if _called_without_grad(ctx, func):
+        if _called_without_grad(ctx, func) or _only_passed_as_value(ctx, func):
             return True
         func = sem.enclosing_function(func)
     return False
+
+
+def _has_batch_loop(ctx: Context, func: ast.AST) -> bool:
+    return any(
+        loop.is_batch_loop and ctx.sem.enclosing_function(loop.node) is func
+        for loop in training.all_loops(ctx.sem)
+    )
+
+
+def _only_passed_as_value(ctx: Context, func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Never called in the file but handed to other code (``inference_on_dataset(model,
+    ...)`` with ``model = eval_wrapper``, ``return eval_wrapper``): that code decides the grad
+    mode, and usually turns gradients off."""
+    sem = ctx.sem
+    if sem.calls_by_name.get(func.name) or sem.calls_by_attr.get(func.name):
+        return False
+    return _referenced_as_value(sem, func)
 
 
 def _defines_forward(cls: ast.ClassDef) -> bool:
@@ -745,19 +1742,131 @@ def _covering(ctx: Context, stmts: list[ast.stmt], calls: list[ast.Call]) -> lis
     return stmts[indexes[0] : indexes[-1] + 1] if indexes else []
 
 
-def _eval_named_function(
-    ctx: Context, node: ast.AST
-) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-    func = ctx.sem.enclosing_function(node)
-    if func is not None and _EVAL_FUNCTION.match(func.name):
-        return func
-    return None
+# ---- evidence that the forward matters -------------------------------------------------------
+# Names, attributes and keywords that show a file places work on an accelerator.
+_ACCELERATOR_NAME = re.compile(
+    r"cuda|device|gpu|accelerat|fabric|dataparallel|(^|_)(mps|xpu|tpu|npu|hpu)(_|$)", re.I
+)
+_ACCELERATOR_STRING = re.compile(r"^(cuda|mps|xpu|gpu|npu|hpu)(:\d+)?$", re.I)
+# Loops over these iterate data (``for batch in data_iter``, ``for x, y in val_batches``).
+_DATA_ITERABLE = re.compile(r"loader|iter|batch|(^|_)dl$|dataset", re.I)
 
 
-def _decorate(ctx: Context, func: ast.FunctionDef, decorator: str) -> Edit | None:
-    row = min([func.lineno, *(d.lineno for d in func.decorator_list)])
-    line = ctx.source.line(row)
-    indent = ctx.source.indent_of(row)
-    if not line[len(indent) :].startswith(("def ", "@")):
-        return None
-    return fixes.insert(Pos(row, 0), f"{indent}{decorator}{ctx.source.newline}")
+def _uses_accelerator(ctx: Context) -> bool:
+    """Whether anything in the file may run on an accelerator: a name, attribute or keyword
+    about CUDA, devices or GPUs (``.cuda()``, ``.to(device)``, ``device=``,
+    ``torch.cuda.is_available()``, ``train_on_gpu``), MPS/XPU/TPU, Accelerate, Fabric or
+    DataParallel, or a device string (``"cuda:0"``)."""
+    sem = ctx.sem
+    key = "tdr105-accelerator"
+    known = sem.memo.get(key)
+    if isinstance(known, bool):
+        return known
+    found = (
+        any(_ACCELERATOR_NAME.search(name) for name in sem.names)
+        or any(_ACCELERATOR_NAME.search(attr) for attr in sem.attributes)
+        or any(
+            kw.arg is not None and _ACCELERATOR_NAME.search(kw.arg)
+            for call in sem.calls
+            for kw in call.keywords
+        )
+        or any(
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and _ACCELERATOR_STRING.match(node.value) is not None
+            for node in ast.walk(sem.tree)
+        )
+    )
+    sem.memo[key] = found
+    return found
+
+
+def _repeats(ctx: Context, call: ast.Call) -> bool:
+    """Whether a forward call runs again and again: inside a loop (same function) over a
+    DataLoader or another iterator of data, over ``range(...)``, a ``while`` loop, a loop around
+    a batch loop, or any loop that appends or adds its output to something that outlives the
+    iteration. A single forward (a demo cell, ``predict(sentence)``) keeps one graph until its
+    output is dropped, which is not worth reporting."""
+    sem = ctx.sem
+    for loop in training.enclosing_loops(sem, call):
+        if training.repeats(sem, loop):
+            return True
+        node = loop.node
+        if isinstance(node, ast.For | ast.AsyncFor) and _iterates_data(node.iter):
+            return True
+        if _accumulates(ctx, call, loop.node):
+            return True
+    child: ast.AST = call
+    for anc in sem.ancestors(call):  # [model(x) for x in loader], sum(... for x in loader)
+        if isinstance(anc, (*FUNCTION_NODES, ast.Lambda, ast.ClassDef)):
+            break
+        if isinstance(anc, ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp):
+            if any(child is g.iter for g in anc.generators):
+                child = anc
+                continue
+            for gen in anc.generators:
+                it = gen.iter
+                if _iterates_data(it) or (
+                    isinstance(it, ast.Call) and terminal_name(it.func) in ("range", "count")
+                ):
+                    return True
+                if isinstance(it, ast.Name | ast.Attribute) and kinds.is_loader(sem, it):
+                    return True
+        child = anc
+    return False
+
+
+def _iterates_data(expr: ast.expr) -> bool:
+    for _ in range(4):
+        if isinstance(expr, ast.Call) and terminal_name(expr.func) in (
+            "enumerate", "tqdm", "iter", "zip", "track", "islice"
+        ):  # fmt: skip
+            if terminal_name(expr.func) == "iter":
+                return True
+            if not expr.args:
+                return False
+            if terminal_name(expr.func) == "zip":
+                return any(_iterates_data(a) for a in expr.args)
+            expr = expr.args[0]
+        else:
+            break
+    name = terminal_name(expr)
+    if isinstance(expr, ast.Subscript):
+        name = terminal_name(expr.value)  # loaders["test"]
+    return bool(name) and _DATA_ITERABLE.search(name or "") is not None
+
+
+def _accumulates(ctx: Context, call: ast.Call, loop: ast.AST) -> bool:
+    """``outs.append(model(x))`` or ``y = model(x)`` then ``outs.append(y)`` / ``acc += y`` in
+    the loop, into something made before it."""
+    sem = ctx.sem
+    stmt = sem.statement_of(call)
+    names = set()
+    if isinstance(stmt, ast.Assign):
+        names = {n.id for t in stmt.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    for acc_node, acc, value in training.accumulations(sem):
+        if not sem.is_inside(acc_node, loop) or training.is_python_value(value):
+            continue
+        holds = (
+            sem.is_inside(call, value)
+            or call is value
+            or any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(value))
+        )
+        base = training.accumulator_name(acc)
+        if holds and base is not None:
+            binding = sem.lookup(base.split(".")[0], acc)
+            if binding is None or not sem.is_inside(binding.node, loop):
+                return True
+    return False
+
+
+def _mode_switch(ctx: Context, call: ast.Call) -> bool:
+    """A forward of a model the analysis cannot see into, called with a constant flag
+    (``model(im, label, make_adv=True)``): the flag may switch the forward into code that
+    needs autograd (robustness's ``AttackerModel`` runs a PGD attack inside ``forward``)."""
+    flags = [
+        kw
+        for kw in call.keywords
+        if isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, bool | str)
+    ]
+    return bool(flags) and _origins(ctx, _callee(call)) is None

@@ -40,13 +40,16 @@ _REBUILDING_METHODS = MODULE_SELF_METHODS | {"apply", "register_buffer", "regist
 class PreferInferenceMode(Rule):
     """## What it does
     Suggests `torch.inference_mode()` for a `with torch.no_grad():` block whose results cannot
-    reach autograd: the block has no `.backward()`, `.requires_grad_()`, `requires_grad=True`
-    or `torch.enable_grad()`, and nothing it computes is kept after it — no name assigned in it
-    is read later (except plain numbers such as `loss.item()`), nothing is stored into an
-    attribute, a subscript or an outer container, nothing is returned or yielded from it, and
-    no module is converted in it. Blocks that export or trace a model (`torch.onnx.export`,
-    `torch.jit.trace`...) are left alone: the TorchScript-based ONNX exporter fails under
-    inference mode.
+    reach autograd: the block has no `.backward()`, `torch.autograd`/`torch.func` call,
+    `.requires_grad_()`, `.retain_grad()`, `.register_hook()`, `requires_grad=True`,
+    `nn.Parameter(...)`, optimizer built over its tensors or `torch.enable_grad()`, and nothing
+    it computes is kept after it — no name assigned in it is read later (except plain numbers
+    such as `loss.item()`; `x.detach()` is still a tensor), nothing is stored into an
+    attribute, a subscript, an outer container or an object (`setattr`), nothing is returned or
+    yielded from it, no function of the file it calls stores a tensor outside itself or
+    differentiates, and no module is converted in it. Blocks that export or trace a model
+    (`torch.onnx.export`, `torch.jit.trace`...) are left alone: the TorchScript-based ONNX
+    exporter fails under inference mode.
 
     ## Why is this bad?
     `torch.inference_mode()` is `no_grad()` plus less bookkeeping: tensors created in it skip
@@ -82,10 +85,18 @@ class PreferInferenceMode(Rule):
     ```
 
     ## Fix safety
-    The fix replaces `torch.no_grad()` with `torch.inference_mode()`. It is unsafe: a tensor
-    created in the block that reaches autograd later through a path the rule cannot see (a
-    helper that caches it, a module buffer written by a forward hook) raises `RuntimeError`,
-    and in-place updates of inference tensors outside inference mode fail.
+    The fix replaces `torch.no_grad()` with `torch.inference_mode()`. It is offered only under
+    the precondition above: nothing made in the block outlives it except Python numbers, so no
+    tensor of the block can reach a later `.backward()` (on anything computed from it), an
+    optimizer step or `requires_grad_()` — the calls that raise `RuntimeError: Inference tensors
+    cannot be saved for backward` or fail on an in-place update of an inference tensor. A block
+    whose results do reach them is not reported, so no edit is offered.
+
+    It stays unsafe: code the rule cannot see may still keep a tensor made in the block — a
+    model's `forward` that caches one in a buffer or attribute, a forward hook, a library
+    helper with a cache — or need autograd inside it: a helper that turns gradients back on
+    with `torch.enable_grad()` works under `no_grad()` but not under `inference_mode()`, which
+    `enable_grad()` does not lift.
 
     ## References
     - [`torch.inference_mode`](https://pytorch.org/docs/stable/generated/torch.autograd.grad_mode.inference_mode.html)
@@ -94,10 +105,13 @@ class PreferInferenceMode(Rule):
 
     zh = """## 功能
     对于结果无法进入自动求导的 `with torch.no_grad():` 代码块，建议使用 `torch.inference_mode()`：代码块中
-    没有 `.backward()`、`.requires_grad_()`、`requires_grad=True` 或 `torch.enable_grad()`，并且它计算的东西
-    在块结束后都不会被保留——块内赋值的名字之后不再被读取（`loss.item()` 这类普通数值除外），没有存入属性、
-    下标或外部容器，没有从块内返回或 yield，也没有在其中转换模块。导出或追踪模型的块（`torch.onnx.export`、`torch.jit.trace` 等）不报告：
-    基于 TorchScript 的 ONNX 导出器在推理模式下会失败。
+    没有 `.backward()`、`torch.autograd`/`torch.func` 调用、`.requires_grad_()`、`.retain_grad()`、
+    `.register_hook()`、`requires_grad=True`、`nn.Parameter(...)`、基于其张量构建的优化器或
+    `torch.enable_grad()`，并且它计算的东西在块结束后都不会被保留——块内赋值的名字之后不再被读取
+    （`loss.item()` 这类普通数值除外；`x.detach()` 仍是张量），没有存入属性、下标、外部容器或对象
+    （`setattr`），没有从块内返回或 yield，它调用的本文件函数不会把张量存到自身之外、也不求导，也没有在其中
+    转换模块。导出或追踪模型的块（`torch.onnx.export`、`torch.jit.trace` 等）不报告：基于 TorchScript 的
+    ONNX 导出器在推理模式下会失败。
 
     ## 为什么不好？
     `torch.inference_mode()` 相当于 `no_grad()` 再减少一些记录工作：在其中创建的张量不做视图跟踪和版本计数，
@@ -129,9 +143,15 @@ class PreferInferenceMode(Rule):
     ```
 
     ## 修复安全性
-    修复会把 `torch.no_grad()` 替换为 `torch.inference_mode()`。它是不安全的：在块中创建、之后通过本规则看不到的
-    途径（缓存它的辅助函数、由 forward hook 写入的模块缓冲区）进入自动求导的张量会引发 `RuntimeError`，
-    并且在 inference mode 之外原地修改 inference 张量也会失败。
+    修复会把 `torch.no_grad()` 替换为 `torch.inference_mode()`。只有满足上述前提时才提供：块中创建的东西除
+    Python 数值外都不会在块结束后继续存在，因此块中的任何张量都不可能进入之后的 `.backward()`（作用于由它计算
+    出的任何东西）、优化器 step 或 `requires_grad_()`——正是这些调用会引发 `RuntimeError: Inference tensors
+    cannot be saved for backward`，或在原地修改 inference 张量时失败。结果确实会进入它们的块不报告，因此也
+    不提供修改。
+
+    它仍是不安全的：本规则看不到的代码仍可能保留块中创建的张量——把张量缓存在缓冲区或属性中的模型
+    `forward`、forward hook、带缓存的库辅助函数——或在内部需要 autograd：用 `torch.enable_grad()` 重新开启
+    梯度的辅助函数在 `no_grad()` 下能工作，在 `inference_mode()` 下却不行，`enable_grad()` 解除不了推理模式。
 
     ## 参考
     - [`torch.inference_mode`](https://pytorch.org/docs/stable/generated/torch.autograd.grad_mode.inference_mode.html)
@@ -186,6 +206,29 @@ class PreferInferenceMode(Rule):
         "for x in loader:\n"
         "    if prev is not None:\n        loss = (model(x) - prev).sum()\n"
         "    with torch.no_grad():\n        prev = model(x)\n",
+        # `.detach()` of an inference tensor is still an inference tensor: a detached target
+        # used in a loss later.
+        "import torch\n"
+        "with torch.no_grad():\n    feats = backbone(x).detach()\n"
+        "head(feats).sum().backward()\n",
+        "import torch\ncache = []\n"
+        "with torch.no_grad():\n    for x in loader:\n        cache.append(backbone(x).detach())\n"
+        "head(torch.cat(cache)).sum().backward()\n",
+        # A helper of the file that keeps what it is given, or stores it on an object.
+        "import torch\ncache = []\n"
+        "def remember(t):\n    cache.append(t)\n"
+        "with torch.no_grad():\n    remember(backbone(x))\n"
+        "head(torch.cat(cache)).sum().backward()\n",
+        "import torch\nwith torch.no_grad():\n    setattr(state, 'target', teacher(x))\n",
+        # A helper of the file that turns gradients back on (enable_grad does not lift
+        # inference mode).
+        "import torch\n"
+        "def attack(model, x):\n    with torch.enable_grad():\n"
+        "        x = x.clone().requires_grad_()\n        model(x).sum().backward()\n"
+        "    return x.grad.sign().sum().item()\n"
+        "with torch.no_grad():\n    print(attack(model, x))\n",
+        # An optimizer built over a tensor made in the block.
+        "import torch\nwith torch.no_grad():\n    torch.optim.SGD([init(x)], lr=0.1)\n",
         # A later notebook cell reads the result.
         Valid(
             "import torch\nwith torch.no_grad():\n    feats = backbone(x)\n"
@@ -291,7 +334,7 @@ class PreferInferenceMode(Rule):
                 return True
             if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.NamedExpr):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                plain = training.is_plain_value(node.value)
+                plain = training.is_python_value(node.value)
                 for target in targets:
                     if isinstance(target, ast.Attribute | ast.Subscript) and not plain:
                         return True
@@ -306,27 +349,33 @@ class PreferInferenceMode(Rule):
         return any(training.read_later(sem, name, with_) for name in assigned)
 
 
-def _call_keeps(ctx: Context, call: ast.Call, with_: ast.AST) -> bool:
-    """Whether a call in the block differentiates, turns gradients on, converts a module or
-    stores a tensor into a container read after the block."""
+def _call_keeps(ctx: Context, call: ast.Call, with_: ast.AST, depth: int = 0) -> bool:
+    """Whether a call in the block differentiates, turns gradients on, hands a tensor to
+    autograd (``requires_grad_``, an optimizer, ``nn.Parameter``), converts a module, stores a
+    tensor into a container read after the block or into an object (``setattr``), or is a
+    function of this file that stores one outside itself."""
     func = call.func
     qual = ctx.qualname(func)
-    if qual in _AUTOGRAD_CALLS or qual == "torch.nn.Parameter":
+    if qual in _AUTOGRAD_CALLS or training.enters_autograd(ctx.sem, call):
         return True
     if qual is not None and qual.startswith(("torch.onnx.", "torch.jit.")):
         return True  # the TorchScript-based ONNX exporter fails under inference mode
     requires = keyword(call, "requires_grad")
     if requires is not None and not is_false(requires.value):
         return True
+    values = [*call.args, *(k.value for k in call.keywords)]
+    if isinstance(func, ast.Name):
+        if func.id == "setattr" and ctx.sem.lookup("setattr", func) is None:
+            return not all(training.is_python_value(a) for a in values[2:])
+        local = ctx.sem.local_function(func)
+        return local is not None and _stores_outside(ctx, local, depth)
     if not isinstance(func, ast.Attribute):
         return False
     if func.attr in _AUTOGRAD_METHODS:
         return True
     if func.attr in _REBUILDING_METHODS and isinstance(ctx.sem.parent(call), ast.Expr):
         return True  # model.half(), model.to(device): new parameter tensors
-    if func.attr in _STORING_METHODS and not all(
-        training.is_plain_value(a) for a in [*call.args, *(k.value for k in call.keywords)]
-    ):
+    if func.attr in _STORING_METHODS and not all(training.is_python_value(a) for a in values):
         receiver = func.value
         while isinstance(receiver, ast.Attribute | ast.Subscript):
             receiver = receiver.value
@@ -334,6 +383,62 @@ def _call_keeps(ctx: Context, call: ast.Call, with_: ast.AST) -> bool:
             ctx.sem, receiver.id, with_
         )
     return False
+
+
+def _stores_outside(ctx: Context, func: ast.AST, depth: int) -> bool:
+    """Whether a function of this file, run in the block, may keep a tensor beyond its own
+    call or needs autograd: it declares ``global``/``nonlocal``, assigns a tensor to an
+    attribute or a subscript, appends one to a container it did not make, turns gradients on
+    or differentiates (``torch.enable_grad()`` does not lift inference mode), or calls a
+    function that does. (What it returns is followed at the call.)"""
+    key = ("tdr106-stores-outside", func)
+    known = ctx.sem.memo.get(key)
+    if isinstance(known, bool):
+        return known
+    if depth > 6:
+        return True
+    ctx.sem.memo[key] = False  # in progress: a recursive call adds nothing
+    assert isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef)
+    sem = ctx.sem
+    found = False
+    for node in sem.walk_body(func.body):
+        if isinstance(node, ast.Global | ast.Nonlocal | ast.Yield | ast.YieldFrom):
+            found = True
+        elif isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            found = not training.is_python_value(node.value) and any(
+                isinstance(t, ast.Attribute | ast.Subscript) for t in targets
+            )
+        elif isinstance(node, ast.Call):
+            inner = node.func
+            stored = [*node.args, *(k.value for k in node.keywords)]
+            if (
+                ctx.qualname(inner) in _AUTOGRAD_CALLS
+                or training.enters_autograd(sem, node)
+                or (isinstance(inner, ast.Attribute) and inner.attr in _AUTOGRAD_METHODS)
+            ):
+                found = True  # gradients on, or a backward pass: inference mode breaks it
+            elif (
+                isinstance(inner, ast.Attribute)
+                and inner.attr in _STORING_METHODS
+                and not all(training.is_python_value(a) for a in stored)
+            ):
+                receiver = inner.value
+                while isinstance(receiver, ast.Attribute | ast.Subscript):
+                    receiver = receiver.value
+                binding = (
+                    sem.lookup(receiver.id, receiver) if isinstance(receiver, ast.Name) else None
+                )
+                found = binding is None or binding.scope is not func
+            elif isinstance(inner, ast.Name) and inner.id == "setattr":
+                found = True
+            else:
+                local = sem.local_function(inner)
+                found = local is not None and _stores_outside(ctx, local, depth + 1)
+        if found:
+            break
+    ctx.sem.memo[key] = found
+    return found
 
 
 def _to_inference_mode(ctx: Context, call: ast.Call) -> Fix | None:

@@ -71,9 +71,9 @@ describe("torchdoctor in VS Code", () => {
       50,
     );
     const titles = actions.map((a) => a.title);
-    const wrap = actions.find((a) => a.title.includes("inference_mode"));
-    assert.ok(wrap, `a quick fix wraps the loop in inference_mode; got ${JSON.stringify(titles)}`);
-    assert.ok(titles.some((t) => t.includes("no_grad")), `the torch.no_grad() alternative is offered; got ${JSON.stringify(titles)}`);
+    const wrap = actions.find((a) => a.title.includes("no_grad"));
+    assert.ok(wrap, `a quick fix wraps the loop in torch.no_grad(); got ${JSON.stringify(titles)}`);
+    assert.ok(!titles.some((t) => t.includes("inference_mode")), `TDR105 offers no inference_mode edit (TDR106 does, where safe); got ${JSON.stringify(titles)}`);
     assert.ok(wrap.edit, "the quick fix carries its edit");
     assert.ok(await vscode.workspace.applyEdit(wrap.edit));
 
@@ -86,13 +86,15 @@ describe("torchdoctor in VS Code", () => {
         "def evaluate(model, val_loader):",
         "    model.eval()",
         "    correct = 0",
-        "    with torch.inference_mode():",
+        "    with torch.no_grad():",
         "        for x, y in val_loader:",
         "            correct += (model(x).argmax(1) == y).sum().item()",
         "    return correct",
         "",
         "",
         'state = torch.load("checkpoint.pt")',
+        "model = torch.nn.Linear(8, 2).cuda()",
+        "print(evaluate(model, val_loader))",
         "",
       ].join("\n"),
     );
