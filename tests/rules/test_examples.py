@@ -103,6 +103,13 @@ def test_invalid(rule, example: Invalid) -> None:
     assert not result.errors, result.errors
     findings = [f for f in result.findings if f.code == rule.code]
     assert findings, f"{rule.code} did not report:\n{example.code}"
+    # Where the findings are, and how many: every INVALID example states it.
+    assert example.lines is not None, "the example does not state the rows of its findings"
+    rows = tuple(
+        (f.cell_range or f.range).start.row if example.notebook else f.range.start.row
+        for f in findings
+    )
+    assert rows == example.lines
     for finding in findings:
         assert finding.message.en and finding.message.zh
     first = findings[0]

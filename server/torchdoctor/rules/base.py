@@ -37,14 +37,17 @@ class Valid:
 
 @dataclass(frozen=True)
 class Invalid:
-    """Code the rule must report. ``fixed`` is the code after its first fix is applied (unsafe
-    fixes included); ``fixed=None`` states that no fix is offered."""
+    """Code the rule must report, at ``lines``. ``fixed`` is the code after its first fix is
+    applied (unsafe fixes included); ``fixed=None`` states that no fix is offered."""
 
     code: str
     fixed: str | None = None
     notebook: bool = False
     filename: str = "example.py"
     live: object | None = None  # kernel facts (``core.live_facts.LiveFacts``) for live rules
+    # The first row of each finding, in order (rows of the example's code; for a notebook, of its
+    # one cell): where the findings are, and how many.
+    lines: tuple[int, ...] | None = None
 
 
 class Rule:

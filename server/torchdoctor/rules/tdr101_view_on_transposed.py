@@ -183,51 +183,63 @@ class ViewOnTransposed(Rule):
         Invalid(
             "import torch\nx = torch.randn(3, 4)\ny = x.t().view(-1)",
             fixed="import torch\nx = torch.randn(3, 4)\ny = x.t().reshape(-1)",
+            lines=(3,),
         ),
         Invalid(
             "import torch\ndef f(x):\n    return x.transpose(1, 2).view(x.size(0), -1)",
             fixed="import torch\ndef f(x):\n    return x.transpose(1, 2).reshape(x.size(0), -1)",
+            lines=(3,),
         ),
         Invalid(
             "import torch as T\nx = T.zeros(2, 3, 4)\ny = x.permute(2, 0, 1).view(-1)",
             fixed="import torch as T\nx = T.zeros(2, 3, 4)\ny = x.permute(2, 0, 1).reshape(-1)",
+            lines=(3,),
         ),
         Invalid(
             "import torch\nx = torch.zeros(2, 3)\ny = x.T.view(6)",
             fixed="import torch\nx = torch.zeros(2, 3)\ny = x.T.reshape(6)",
+            lines=(3,),
         ),
         Invalid(
             "import torch\ndef f(x):\n    return x.mT.view(-1)",
             fixed="import torch\ndef f(x):\n    return x.mT.reshape(-1)",
+            lines=(3,),
         ),
         Invalid(
             "import torch\ndef f(x):\n    return x.permute([0, 2, 1]).view((x.size(0), -1))",
             fixed="import torch\ndef f(x):\n    return x.permute([0, 2, 1]).reshape((x.size(0), -1))",
+            lines=(3,),
         ),
         Invalid(
             "import torch\ndef f(q):\n    return q.transpose(-2, -1).view(-1)",
             fixed="import torch\ndef f(q):\n    return q.transpose(-2, -1).reshape(-1)",
+            lines=(3,),
         ),
         Invalid(
             "import torch\ndef f(x):\n    y = x.swapaxes(0, 1)\n    return y.view(-1)",
             fixed="import torch\ndef f(x):\n    y = x.swapaxes(0, 1)\n    return y.reshape(-1)",
+            lines=(4,),
         ),
         Invalid(
             "import torch\ndef f(x):\n    return x.expand(4, 3).view(12)",
             fixed="import torch\ndef f(x):\n    return x.expand(4, 3).reshape(12)",
+            lines=(3,),
         ),
         Invalid(
             "from torch import transpose\ndef f(x):\n    return transpose(x, 0, 1).view(-1)",
             fixed="from torch import transpose\ndef f(x):\n    return transpose(x, 0, 1).reshape(-1)",
+            lines=(3,),
         ),
         Invalid(
             "import torch\nx = torch.randn(3, 4)\ny = (\n    x.movedim(0, 1)\n    .view(-1)\n)",
             fixed="import torch\nx = torch.randn(3, 4)\ny = (\n    x.movedim(0, 1)\n    .reshape(-1)\n)",
+            lines=(4,),
         ),
         Invalid(
             "import torch\nx = torch.randn(3, 4)\ny = x.t().view(-1)",
             fixed="import torch\nx = torch.randn(3, 4)\ny = x.t().reshape(-1)",
             notebook=True,
+            lines=(3,),
         ),
     )
 

@@ -163,22 +163,27 @@ class RedundantContiguous(Rule):
         Invalid(
             "import torch\nmask = torch.zeros(4, 8).contiguous()\n",
             fixed="import torch\nmask = torch.zeros(4, 8)\n",
+            lines=(2,),
         ),
         Invalid(
             "import torch as T\nidx = T.arange(10).contiguous().view(2, 5)\n",
             fixed="import torch as T\nidx = T.arange(10).view(2, 5)\n",
+            lines=(2,),
         ),
         Invalid(
             "from torch import randn\nx = randn(3, 4, device='cuda').contiguous()\n",
             fixed="from torch import randn\nx = randn(3, 4, device='cuda')\n",
+            lines=(2,),
         ),
         Invalid(
             "import torch\ny = x.t().contiguous().contiguous()\n",
             fixed="import torch\ny = x.t().contiguous()\n",
+            lines=(2,),
         ),
         Invalid(
             "import torch\ntable = torch.tensor([[1, 2], [3, 4]]).contiguous()\n",
             fixed="import torch\ntable = torch.tensor([[1, 2], [3, 4]])\n",
+            lines=(2,),
         ),
         # Through a local name assigned once.
         Invalid(
@@ -192,11 +197,13 @@ class RedundantContiguous(Rule):
             "    buf = torch.empty(n, 16)\n"
             "    buf.zero_()\n"
             "    return buf\n",
+            lines=(5,),
         ),
         Invalid(
             "import torch\nw = torch.ones(3, 3).contiguous(memory_format=torch.contiguous_format)\n",
             fixed="import torch\nw = torch.ones(3, 3)\n",
             notebook=True,
+            lines=(2,),
         ),
     )
 

@@ -263,6 +263,7 @@ class LossAccumulatedWithGraph(Rule):
             "    loss = crit(model(x), y)\n    loss.backward()\n    opt.step()\n"
             "    total += loss.detach()\n"
             "print(total / len(loader))\n",
+            lines=(9,),
         ),
         # append: detach; functional alias; the loss times the batch size.
         Invalid(
@@ -276,6 +277,7 @@ class LossAccumulatedWithGraph(Rule):
             "for epoch in range(3):\n"
             "    for x, y in loader:\n"
             "        history.append((Fn.nll_loss(model(x), y) * x.size(0)).detach())\n",
+            lines=(5,),
         ),
         # total = total + loss with an inline loss module.
         Invalid(
@@ -291,6 +293,7 @@ class LossAccumulatedWithGraph(Rule):
             "    for x, y in loader:\n"
             "        running = running + MSELoss()(model(x), y).detach()\n"
             "    print(running)\n",
+            lines=(6,),
         ),
         # An attribute other methods can read: both fixes unsafe, `.item()` first.
         Invalid(
@@ -312,6 +315,7 @@ class LossAccumulatedWithGraph(Rule):
             "            loss = out.loss\n"
             "            loss.backward()\n"
             "            self.stats['loss'] += loss.item()\n",
+            lines=(9,),
         ),
         # Returned from a loop that trains, to callers this file does not show: unsafe.
         Invalid(
@@ -331,6 +335,7 @@ class LossAccumulatedWithGraph(Rule):
             "        opt.zero_grad()\n        loss.backward()\n        opt.step()\n"
             "        total += loss.item()\n"
             "    return total / len(loader)\n",
+            lines=(10,),
         ),
         # ... and to a caller that uses it as a tensor: no `.item()`, `.detach()` unsafe.
         Invalid(
@@ -354,6 +359,7 @@ class LossAccumulatedWithGraph(Rule):
             "    return total / len(loader)\n"
             "curve = torch.stack([train_epoch(net, data, sgd) for _ in range(3)])\n"
             "torch.save(curve, 'curve.pt')\n",
+            lines=(9,),
         ),
         # ... and to a caller that formats it, compares it and logs it: safe in a notebook
         # (the whole program), unsafe in a module that others may import.
@@ -387,6 +393,7 @@ class LossAccumulatedWithGraph(Rule):
             "    if avg < best:\n        best = float(avg)\n"
             "    print(f'{epoch}: {avg:.4f}')\n",
             notebook=True,
+            lines=(9,),
         ),
         Invalid(
             "import torch\nimport torch.nn.functional as F\n"
@@ -417,6 +424,7 @@ class LossAccumulatedWithGraph(Rule):
             "    writer.add_scalar('train/loss', avg, epoch)\n"
             "    if avg < best:\n        best = float(avg)\n"
             "    print(f'{epoch}: {avg:.4f}')\n",
+            lines=(9,),
         ),
         # A use that needs a tensor (`.cpu()`): `.item()` would break it, `.detach()` is safe.
         Invalid(
@@ -428,6 +436,7 @@ class LossAccumulatedWithGraph(Rule):
             "for x, y in loader:\n    loss = F.l1_loss(model(x), y)\n    loss.backward()\n"
             "    train_loss += loss.detach()\n"
             "train_loss /= len(loader)\nprint(train_loss.cpu())\n",
+            lines=(7,),
         ),
         Invalid(
             "import torch\nimport torch.nn.functional as F\nrunning = 0.0\n"
@@ -435,6 +444,7 @@ class LossAccumulatedWithGraph(Rule):
             fixed="import torch\nimport torch.nn.functional as F\nrunning = 0.0\n"
             "for x, y in loader:\n    running += F.mse_loss(model(x), y).detach()\n",
             notebook=True,
+            lines=(5,),
         ),
     )
 

@@ -124,11 +124,13 @@ class RetainGraphInLoop(Rule):
             "import torch\nfor x, y in loader:\n    loss = crit(model(x), y)\n"
             "    loss.backward(retain_graph=True)\n    opt.step()",
             fixed=None,
+            lines=(4,),
         ),
         Invalid(
             "import torch\nfor step in range(100):\n"
             "    torch.autograd.backward(loss, retain_graph=True)",
             fixed=None,
+            lines=(3, 3),
         ),
     )
 

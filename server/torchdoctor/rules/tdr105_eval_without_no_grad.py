@@ -421,6 +421,7 @@ class EvalWithoutNoGrad(Rule):
             "device = torch.device('cuda')\n"
             "model = torchvision.models.resnet18().to(device)\n"
             "print(evaluate(model, val_loader, device))\n",
+            lines=(8,),
         ),
         # Statements after model.eval() at module level; the import is added.
         Invalid(
@@ -438,6 +439,7 @@ class EvalWithoutNoGrad(Rule):
             "    for batch in test_loader:\n"
             "        preds = model(batch.cuda())\n"
             "        print(preds.argmax(1).tolist())\n",
+            lines=(5,),
         ),
         # An alias of torch is reused; a loop over a test loader needs no eval().
         Invalid(
@@ -450,6 +452,7 @@ class EvalWithoutNoGrad(Rule):
             "with T.no_grad():\n"
             "    for x in test_loader:\n"
             "        out = net(x.to('cuda'))\n",
+            lines=(4,),
         ),
         # A class of the file whose forward the analysis can see.
         Invalid(
@@ -484,6 +487,7 @@ class EvalWithoutNoGrad(Rule):
             "        x, y = x.cuda(), y.cuda()\n"
             "        test_loss += F.cross_entropy(model(x), y).item()\n"
             "print(test_loss)\n",
+            lines=(14,),
         ),
         # The eval region of an epoch loop ends at the loop body's end; the training part
         # before it has its backward pass.
@@ -509,6 +513,7 @@ class EvalWithoutNoGrad(Rule):
             "        for x in val_loader:\n"
             "            out = model(x.cuda())\n"
             "    print(epoch)\n",
+            lines=(9,),
         ),
         # One forward per epoch whose output is kept: every epoch's graph stays alive.
         Invalid(
@@ -531,6 +536,7 @@ class EvalWithoutNoGrad(Rule):
             "        samples.append(G(fixed_z))\n"
             "    G.train()\n"
             "torch.save(samples, 'samples.pt')\n",
+            lines=(7,),
         ),
         # The loop also runs an attack the analysis cannot see into: only the forward
         # statement is wrapped.
@@ -556,6 +562,7 @@ class EvalWithoutNoGrad(Rule):
             "    x_adv = pgd(model, x, y)\n"
             "    with torch.no_grad():\n"
             "        correct += (model(x_adv).argmax(1) == y).sum().item()\n",
+            lines=(10,),
         ),
         # A model class imported from elsewhere: reported, but no fix (its forward may need
         # autograd, the analysis cannot tell).
@@ -568,6 +575,7 @@ class EvalWithoutNoGrad(Rule):
             "    out = model(x.cuda())\n"
             "    print(out.argmax(1).eq(y.cuda()).sum().item())\n",
             fixed=None,
+            lines=(6,),
         ),
         # The outputs go to a helper the analysis cannot see: no fix.
         Invalid(
@@ -579,6 +587,7 @@ class EvalWithoutNoGrad(Rule):
             "    logits = model(x.cuda())\n"
             "    update_confusion(logits, y)\n",
             fixed=None,
+            lines=(6,),
         ),
         # A model held on self.
         Invalid(
@@ -603,6 +612,7 @@ class EvalWithoutNoGrad(Rule):
             "            for x in loader:\n"
             "                total += self.model(x.cuda()).sum().item()\n"
             "        return total\n",
+            lines=(9,),
         ),
         # A notebook cell.
         Invalid(
@@ -611,6 +621,7 @@ class EvalWithoutNoGrad(Rule):
             fixed="import torch\nmodel = torch.nn.Linear(2, 2).cuda()\nmodel.eval()\n"
             "with torch.no_grad():\n    for x in val_loader:\n        y = model(x.cuda())\n",
             notebook=True,
+            lines=(5,),
         ),
     )
 

@@ -258,6 +258,7 @@ class PreferInferenceMode(Rule):
             "            correct += (pred == y).sum().item()\n"
             "            total += y.size(0)\n"
             "    return correct / total\n",
+            lines=(5,),
         ),
         # The loop variables are bound again by a later loop before they are read.
         Invalid(
@@ -277,6 +278,7 @@ class PreferInferenceMode(Rule):
             "model.train()\n"
             "for x, y in train_loader:\n"
             "    loss_fn(model(x), y).backward()\n",
+            lines=(3,),
         ),
         # Imported name: the fix spells it through the torch module.
         Invalid(
@@ -284,6 +286,7 @@ class PreferInferenceMode(Rule):
             "with no_grad():\n    print(model(x).mean().item())\n",
             fixed="import torch\nfrom torch import no_grad\n"
             "with torch.inference_mode():\n    print(model(x).mean().item())\n",
+            lines=(3,),
         ),
         Invalid(
             "import torch as T\n"
@@ -293,6 +296,7 @@ class PreferInferenceMode(Rule):
             "with T.inference_mode(), open('log.txt', 'w') as f:\n"
             "    f.write(str(float(model(x).sum())))\n",
             notebook=True,
+            lines=(2,),
         ),
     )
 

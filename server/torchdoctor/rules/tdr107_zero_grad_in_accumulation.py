@@ -226,6 +226,7 @@ class ZeroGradInAccumulation(Rule):
             "    if (i + 1) % accum_steps == 0:\n"
             "        optimizer.step()\n"
             "        optimizer.zero_grad()\n",
+            lines=(3,),
         ),
         # zero_grad after the guarded step; scaler step and update; a model's zero_grad.
         Invalid(
@@ -253,6 +254,7 @@ class ZeroGradInAccumulation(Rule):
             "        net.zero_grad(set_to_none=True)  # reset\n"
             "        log(step)\n"
             "    step += 1\n",
+            lines=(12,),
         ),
         # The guard already zeroes after the step: the extra call is removed.
         Invalid(
@@ -275,6 +277,7 @@ class ZeroGradInAccumulation(Rule):
             "        if it % self_accum_steps == 0 or it == last:\n"
             "            opt.step()\n"
             "            opt.zero_grad()\n",
+            lines=(5,),
         ),
         # Shares its line: reported without a fix.
         Invalid(
@@ -284,6 +287,7 @@ class ZeroGradInAccumulation(Rule):
             "    if (i + 1) % 4 == 0:\n"
             "        optimizer.step()\n",
             fixed=None,
+            lines=(3,),
         ),
         Invalid(
             "import torch\n"
@@ -299,6 +303,7 @@ class ZeroGradInAccumulation(Rule):
             "        optimizer.step()\n"
             "        optimizer.zero_grad()\n",
             notebook=True,
+            lines=(3,),
         ),
     )
 

@@ -177,6 +177,7 @@ class AccumulationLossNotScaled(Rule):
             "    loss.backward()\n"
             "    if (i + 1) % accum_steps == 0:\n"
             "        optimizer.step()\n        optimizer.zero_grad()\n",
+            lines=(6,),
         ),
         # Inline functional loss under a scaler; the count is an attribute.
         Invalid(
@@ -192,6 +193,7 @@ class AccumulationLossNotScaled(Rule):
             "        scaler.scale(F.cross_entropy(self.model(x), y) / self.cfg.accum).backward()\n"
             "        if (i + 1) % self.cfg.accum == 0:\n"
             "            scaler.step(self.optimizer)\n            scaler.update()\n",
+            lines=(5,),
         ),
         # An inline loss module; the count is an expression.
         Invalid(
@@ -205,6 +207,7 @@ class AccumulationLossNotScaled(Rule):
             "    (nn.MSELoss()(model(x), y) / (total // micro)).backward()\n"
             "    if (i + 1) % (total // micro) == 0:\n"
             "        opt.step()\n        opt.zero_grad()\n",
+            lines=(4,),
         ),
         # A guard without a remainder: reported, no count to divide by.
         Invalid(
@@ -214,6 +217,7 @@ class AccumulationLossNotScaled(Rule):
             "    if should_accumulate_done(x):\n"
             "        opt.step()\n        opt.zero_grad()\n",
             fixed=None,
+            lines=(4,),
         ),
     )
 

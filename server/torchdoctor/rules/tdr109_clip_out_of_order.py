@@ -170,6 +170,7 @@ class ClipOutOfOrder(Rule):
             "    crit(model(x), y).backward()\n"
             "    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
             "    optimizer.step()\n",
+            lines=(6,),
         ),
         # Before the backward pass, through an alias; the result is kept.
         Invalid(
@@ -189,6 +190,7 @@ class ClipOutOfOrder(Rule):
             "    norm = nn.utils.clip_grad_norm_(self.model.parameters(), 5.0)  # clip\n"
             "    self.opt.step()\n"
             "    return loss, norm\n",
+            lines=(4,),
         ),
         # After the conditional step of an accumulation loop.
         Invalid(
@@ -206,6 +208,7 @@ class ClipOutOfOrder(Rule):
             "        clip(model.parameters(), 1.0)\n"
             "        optimizer.step()\n"
             "        optimizer.zero_grad()\n",
+            lines=(7,),
         ),
         # The norm is logged right after the clip: moving it would read it too early.
         Invalid(
@@ -216,6 +219,7 @@ class ClipOutOfOrder(Rule):
             "    model(x).sum().backward()\n"
             "    optimizer.step()\n",
             fixed=None,
+            lines=(3,),
         ),
         Invalid(
             "import torch\nloss.backward()\noptimizer.step()\n"
@@ -223,6 +227,7 @@ class ClipOutOfOrder(Rule):
             fixed="import torch\nloss.backward()\n"
             "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\noptimizer.step()\n",
             notebook=True,
+            lines=(4,),
         ),
     )
 

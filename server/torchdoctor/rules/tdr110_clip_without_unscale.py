@@ -196,6 +196,7 @@ class ClipWithoutUnscale(Rule):
             "    scaler.unscale_(optimizer)\n"
             "    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
             "    scaler.step(optimizer)\n    scaler.update()\n",
+            lines=(8,),
         ),
         # A CPU scaler (tests/behaviour runs this loop): the fix changes the clipped update.
         Invalid(
@@ -212,6 +213,7 @@ class ClipWithoutUnscale(Rule):
             "    scaler.unscale_(optimizer)\n"
             "    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
             "    scaler.step(optimizer)\n    scaler.update()\n",
+            lines=(5,),
         ),
         # Aliased import, attribute names, clip inside the accumulation guard with the step.
         Invalid(
@@ -232,6 +234,7 @@ class ClipWithoutUnscale(Rule):
             "            clip(self.model.parameters(), 0.5)\n"
             "            self.scaler.step(self.optim)\n"
             "            self.scaler.update()\n",
+            lines=(6,),
         ),
         # Clipping on every micro-batch, stepping every 4th: unscale_ there would raise.
         Invalid(
@@ -242,6 +245,7 @@ class ClipWithoutUnscale(Rule):
             "    if (i + 1) % 4 == 0:\n"
             "        scaler.step(opt)\n        scaler.update()\n",
             fixed=None,
+            lines=(4,),
         ),
         # No scaler.step to name the optimizer: reported without a fix.
         Invalid(
@@ -250,6 +254,7 @@ class ClipWithoutUnscale(Rule):
             "    scaler.scale(loss).backward()\n"
             "    return torch.nn.utils.clip_grad_norm_(params, 1.0)\n",
             fixed=None,
+            lines=(4,),
         ),
         Invalid(
             "import torch\nscaler.scale(loss).backward()\n"
@@ -259,6 +264,7 @@ class ClipWithoutUnscale(Rule):
             "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
             "scaler.step(opt)\nscaler.update()\n",
             notebook=True,
+            lines=(3,),
         ),
     )
 

@@ -98,10 +98,12 @@ class CompileInLoop(Rule):
             "import torch\nfor epoch in range(3):\n    for x, y in loader:\n"
             "        out = torch.compile(model)(x)",
             fixed=None,
+            lines=(4,),
         ),
         Invalid(
             "from torch import compile as tc\nwhile True:\n    step = tc(train_step)\n    step()",
             fixed=None,
+            lines=(3,),
         ),
     )
 

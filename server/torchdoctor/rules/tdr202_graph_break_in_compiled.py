@@ -210,11 +210,13 @@ class GraphBreakInCompiled(Rule):
             "import torch\n@torch.compile\ndef f(x):\n    if x.sum() > 0:\n"
             "        return x * 2\n    return x\n",
             fixed=None,
+            lines=(4,),
         ),
         Invalid(
             "import torch\n@torch.compile(fullgraph=True)\ndef f(x):\n    n = x.max().item()\n"
             "    return x / n\n",
             fixed=None,
+            lines=(4,),
         ),
         # The forward of a class whose instance is compiled, through a name and .cuda().
         Invalid(
@@ -222,6 +224,7 @@ class GraphBreakInCompiled(Rule):
             "    def forward(self, x):\n        print('shape', x.shape)\n        return x\n"
             "model = Net().cuda()\nmodel = torch.compile(model)\n",
             fixed=None,
+            lines=(5,),
         ),
         # Inherited forward, alias of torch.compile, while on a tensor.
         Invalid(
@@ -229,24 +232,28 @@ class GraphBreakInCompiled(Rule):
             "    def forward(self, x):\n        while x.abs().max() > 1:\n            x = x / 2\n"
             "        return x\nclass Net(Base):\n    pass\nnet = tc(Net())\n",
             fixed=None,
+            lines=(5,),
         ),
         # A function passed to torch.compile; tolist.
         Invalid(
             "import torch\ndef step(x):\n    values = x.tolist()\n    return torch.tensor(values)\n"
             "fast_step = torch.compile(step)\n",
             fixed=None,
+            lines=(3,),
         ),
         # nn.Module.compile(), torch.equal, conditional expression.
         Invalid(
             "import torch\nclass Net(torch.nn.Module):\n    def forward(self, x, y):\n"
             "        return x if torch.equal(x, y) else y\nnet = Net()\nnet.compile()\n",
             fixed=None,
+            lines=(4,),
         ),
         Invalid(
             "import torch\n@torch.compile\ndef f(x, mask):\n    if not mask.any():\n"
             "        return x\n    return x[mask]\n",
             fixed=None,
             notebook=True,
+            lines=(4,),
         ),
     )
 

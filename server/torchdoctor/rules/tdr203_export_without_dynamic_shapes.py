@@ -186,6 +186,7 @@ class ExportWithoutDynamicShapes(Rule):
             "import torch\nep = torch.export.export(model, (x, mask))\n",
             fixed="import torch\nep = torch.export.export(model, (x, mask), dynamic_shapes="
             '({0: torch.export.Dim("batch")}, {0: torch.export.Dim("batch")}))\n',
+            lines=(2,),
         ),
         # Alias import, a constant input, keyword args.
         Invalid(
@@ -194,27 +195,32 @@ class ExportWithoutDynamicShapes(Rule):
             fixed="import torch as T\nfrom torch.export import export\n"
             "ep = export(net, args=(images, 0.5), strict=True, dynamic_shapes="
             '({0: T.export.Dim("batch")}, None))\n',
+            lines=(3,),
         ),
         # No `import torch` binding: the fix adds one.
         Invalid(
             "from torch.export import export\nep = export(net, (x,))\n",
             fixed="from torch.export import export\nimport torch\nep = export(net, (x,), "
             'dynamic_shapes=({0: torch.export.Dim("batch")},))\n',
+            lines=(2,),
         ),
         # The default ONNX exporter.
         Invalid(
             "import torch\ntorch.onnx.export(model, (x,), 'model.onnx')\n",
             fixed="import torch\ntorch.onnx.export(model, (x,), 'model.onnx', "
             'dynamic_shapes=({0: torch.export.Dim("batch")},))\n',
+            lines=(2,),
         ),
         # Inputs that are not a literal tuple, or a batch of one: reported, no fix.
         Invalid(
             "import torch\ndummy = torch.randn(2, 3)\ntorch.onnx.export(model, dummy, 'model.onnx')\n",
             fixed=None,
+            lines=(3,),
         ),
         Invalid(
             "import torch\nep = torch.export.export(model, (torch.randn(1, 3, 224, 224),))\n",
             fixed=None,
+            lines=(2,),
         ),
         # The legacy exporter: dynamic_axes for every named input and output.
         Invalid(
@@ -223,16 +229,19 @@ class ExportWithoutDynamicShapes(Rule):
             fixed="import torch\ntorch.onnx.export(model, (x,), 'model.onnx', dynamo=False,\n"
             "                  input_names=['input'], output_names=['logits'], "
             "dynamic_axes={'input': {0: 'batch'}, 'logits': {0: 'batch'}})\n",
+            lines=(2,),
         ),
         Invalid(
             "import torch\ntorch.onnx.export(model, (x,), 'model.onnx', dynamo=False)\n",
             fixed=None,
+            lines=(2,),
         ),
         Invalid(
             "import torch\nep = torch.export.export(model, (x,))\n",
             fixed="import torch\nep = torch.export.export(model, (x,), "
             'dynamic_shapes=({0: torch.export.Dim("batch")},))\n',
             notebook=True,
+            lines=(2,),
         ),
         # Inputs that are fields of a DataLoader batch (default collate, batch_size >= 2):
         # dimension 0 is the batch, so the fix is an edit (unsafe); elsewhere a suggestion.
@@ -246,6 +255,7 @@ class ExportWithoutDynamicShapes(Rule):
             "for step, (x, y) in enumerate(loader):\n    x = x.to(dev)\n    fit(x, y)\n"
             "ep = torch.export.export(model, (x, 0.5), "
             'dynamic_shapes=({0: torch.export.Dim("batch")}, None))\n',
+            lines=(7,),
         ),
         Invalid(
             "import torch\nimport torch.utils.data as tud\n"
@@ -257,6 +267,7 @@ class ExportWithoutDynamicShapes(Rule):
             "torch.onnx.export(net, (images.cuda(),), 'net.onnx', dynamo=False,\n"
             "                  input_names=['images'], output_names=['logits'], "
             "dynamic_axes={'images': {0: 'batch'}})\n",
+            lines=(4,),
         ),
         # Not proven: a custom collate (sequence first); an item taken from the whole batch of
         # a loader whose batch size is not a literal: a suggestion.
@@ -270,6 +281,7 @@ class ExportWithoutDynamicShapes(Rule):
             "    pass\n"
             "ep = torch.export.export(lm, (seq, h), dynamic_shapes="
             '({0: torch.export.Dim("batch")}, {0: torch.export.Dim("batch")}))\n',
+            lines=(5,),
         ),
         Invalid(
             "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds, bs)\n"
@@ -278,6 +290,7 @@ class ExportWithoutDynamicShapes(Rule):
             fixed="import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds, bs)\n"
             "for batch in loader:\n    img = batch[0]\n"
             'ep = torch.export.export(model, (img,), dynamic_shapes=({0: torch.export.Dim("batch")},))\n',
+            lines=(6,),
         ),
     )
 

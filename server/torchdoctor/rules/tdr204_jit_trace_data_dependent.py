@@ -177,6 +177,7 @@ class JitTraceDataDependent(Rule):
             "    def forward(self, x):\n        if x.mean() > 0:\n            return x * 2\n"
             "        return -x\nmodel = Gate().eval()\ntraced = torch.jit.trace(model, (x,))\n",
             fixed=None,
+            lines=(9,),
         ),
         # Alias, inherited forward, .item() in the test.
         Invalid(
@@ -185,12 +186,14 @@ class JitTraceDataDependent(Rule):
             "            x = x / 2\n        return x\nclass Net(Base):\n    pass\n"
             "t = trace(Net(), example_inputs=(x,))\n",
             fixed=None,
+            lines=(10,),
         ),
         # A traced function.
         Invalid(
             "import torch\ndef f(x, y):\n    return x if torch.equal(x, y) else y\n"
             "tf = torch.jit.trace(f, (a, b))\n",
             fixed=None,
+            lines=(4,),
         ),
         Invalid(
             "import torch\nclass Gate(torch.nn.Module):\n    def forward(self, x):\n"
@@ -198,6 +201,7 @@ class JitTraceDataDependent(Rule):
             "traced = torch.jit.trace(Gate(), (x,))\n",
             fixed=None,
             notebook=True,
+            lines=(7,),
         ),
     )
 

@@ -149,6 +149,7 @@ class OnnxDynamicAxesWithDynamo(Rule):
             fixed="import torch\ntorch.onnx.export(model, (x,), 'model.onnx', input_names=['x'],\n"
             "                  output_names=['y'],\n"
             "                  dynamic_shapes=({0: 'batch'},))\n",
+            lines=(4,),
         ),
         # dynamo=True stated; several inputs, one static, a list of axes.
         Invalid(
@@ -158,6 +159,7 @@ class OnnxDynamicAxesWithDynamo(Rule):
             fixed="import torch as T\nT.onnx.export(net, (ids, mask, 3), 'm.onnx', dynamo=True,\n"
             "              input_names=['ids', 'mask', 'n'],\n"
             "              dynamic_shapes=({0: 'ids_dim_0', 1: 'ids_dim_1'}, None, None))\n",
+            lines=(4,),
         ),
         # A single tensor as args.
         Invalid(
@@ -167,17 +169,20 @@ class OnnxDynamicAxesWithDynamo(Rule):
             fixed="import torch\nfrom torch.onnx import export\n"
             "export(model, torch.randn(2, 3), 'm.onnx', input_names=['x'],\n"
             "       dynamic_shapes=({0: 'batch'},))\n",
+            lines=(4,),
         ),
         # Axes held in a variable: reported, no suggestion.
         Invalid(
             "import torch\ntorch.onnx.export(model, (x,), 'm.onnx', input_names=['x'],\n"
             "                  dynamic_axes=axes)\n",
             fixed=None,
+            lines=(3,),
         ),
         Invalid(
             "import torch\ntorch.onnx.export(model, dummy, 'm.onnx', dynamic_axes={'x': {0: 'b'}})\n",
             fixed=None,
             notebook=True,
+            lines=(2,),
         ),
     )
 

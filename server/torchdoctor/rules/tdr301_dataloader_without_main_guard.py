@@ -221,6 +221,7 @@ class DataLoaderWithoutMainGuard(Rule):
             "\n"
             'if __name__ == "__main__":\n'
             "    main()\n",
+            lines=(5,),
         ),
         # Aliased import, loader iterated inline, a multi-line string left as it is.
         Invalid(
@@ -241,6 +242,7 @@ class DataLoaderWithoutMainGuard(Rule):
             "\n"
             'if __name__ == "__main__":\n'
             "    main()\n",
+            lines=(4,),
         ),
         # A local function that creates and iterates the loader, called at module level; the
         # global it reads is declared global in main().
@@ -267,6 +269,7 @@ class DataLoaderWithoutMainGuard(Rule):
             "\n"
             'if __name__ == "__main__":\n'
             "    main()",
+            lines=(8,),
         ),
         # A parameter of the same name in a function above is not a global.
         Invalid(
@@ -289,6 +292,7 @@ class DataLoaderWithoutMainGuard(Rule):
             "\n"
             'if __name__ == "__main__":\n'
             "    main()\n",
+            lines=(5,),
         ),
         # Transitively, through two local functions; a torch.multiprocessing start.
         Invalid(
@@ -313,6 +317,7 @@ class DataLoaderWithoutMainGuard(Rule):
             "\n"
             'if __name__ == "__main__":\n'
             "    main()\n",
+            lines=(8,),
         ),
         # multiprocessing.Process(...).start() through a name.
         Invalid(
@@ -329,6 +334,7 @@ class DataLoaderWithoutMainGuard(Rule):
             "\n"
             'if __name__ == "__main__":\n'
             "    main()\n",
+            lines=(4,),
         ),
         # A helper returns the loader; the module iterates it.
         Invalid(
@@ -351,6 +357,7 @@ class DataLoaderWithoutMainGuard(Rule):
             "\n"
             'if __name__ == "__main__":\n'
             "    main()\n",
+            lines=(5,),
         ),
         # main() already exists and is called unguarded: the call goes under the guard.
         Invalid(
@@ -367,6 +374,7 @@ class DataLoaderWithoutMainGuard(Rule):
             "        pass\n"
             'if __name__ == "__main__":\n'
             "    main()\n",
+            lines=(6,),
         ),
         # The offending statement comes before a def: no fix.
         Invalid(
@@ -377,6 +385,7 @@ class DataLoaderWithoutMainGuard(Rule):
             "def helper():\n"
             "    pass\n",
             fixed=None,
+            lines=(3,),
         ),
         # An existing main guard after the offending statement: no fix.
         Invalid(
@@ -387,6 +396,7 @@ class DataLoaderWithoutMainGuard(Rule):
             "if __name__ == '__main__':\n"
             "    print(batch)\n",
             fixed=None,
+            lines=(3,),
         ),
     )
 

@@ -99,11 +99,13 @@ class NumWorkersOversubscribed(Rule):
             "from torch.utils.data import DataLoader\nloader = DataLoader(ds, num_workers=64)",
             fixed="from torch.utils.data import DataLoader\nimport os\n"
             "loader = DataLoader(ds, num_workers=min(64, os.cpu_count() or 1))",
+            lines=(2,),
         ),
         Invalid(
             "import os\nimport torch\nl = torch.utils.data.DataLoader(ds, 32, num_workers=48)",
             fixed="import os\nimport torch\n"
             "l = torch.utils.data.DataLoader(ds, 32, num_workers=min(48, os.cpu_count() or 1))",
+            lines=(3,),
         ),
     )
 

@@ -172,6 +172,7 @@ class PinMemoryMissing(Rule):
             "pin_memory=True)\n"
             "for images, labels in loader:\n"
             "    images, labels = images.to('cuda'), labels.to('cuda')\n",
+            lines=(3,),
         ),
         # A module-level device string with a CPU fallback, loops in functions.
         Invalid(
@@ -187,6 +188,7 @@ class PinMemoryMissing(Rule):
             "def train(epoch):\n"
             "    for batch_idx, (inputs, targets) in enumerate(trainloader):\n"
             "        inputs, targets = inputs.to(device), targets.to(device)\n",
+            lines=(4,),
         ),
         # The usual device idiom, an alias, tqdm and enumerate.
         Invalid(
@@ -200,6 +202,7 @@ class PinMemoryMissing(Rule):
             "train_loader = tud.DataLoader(train_set, 32, True, pin_memory=True)\n"
             "for step, (x, y) in enumerate(tqdm(train_loader)):\n"
             "    x = x.to(device)\n",
+            lines=(5,),
         ),
         # A dict batch moved in a comprehension, inside a function given the loader and device.
         Invalid(
@@ -217,6 +220,7 @@ class PinMemoryMissing(Rule):
             "        model(**batch)\n"
             "def main(model, ds, rank):\n"
             "    train(model, DL(ds, batch_size=16, pin_memory=True), f'cuda:{rank}')\n",
+            lines=(8,),
         ),
         # A trainer class, `.cuda()` on an element of the batch.
         Invalid(
@@ -232,12 +236,14 @@ class PinMemoryMissing(Rule):
             "    def fit(self):\n"
             "        for batch in self.loader:\n"
             "            x = batch[0].cuda()\n",
+            lines=(5,),
         ),
         Invalid(
             _HEAD + "loader = DataLoader(ds)\nfor x, y in loader:\n    x = x.cuda()\n",
             fixed=_HEAD + "loader = DataLoader(ds, pin_memory=True)\n"
             "for x, y in loader:\n    x = x.cuda()\n",
             notebook=True,
+            lines=(3,),
         ),
     )
 

@@ -139,6 +139,7 @@ class NonBlockingWithoutPinned(Rule):
             "loader = DataLoader(ds, batch_size=64, num_workers=4, pin_memory=True)\n"
             "for x, y in loader:\n"
             "    x = x.to(device, non_blocking=True)\n",
+            lines=(6,),
         ),
         # An unknown device is enough: non_blocking says the target is an accelerator.
         Invalid(
@@ -152,6 +153,7 @@ class NonBlockingWithoutPinned(Rule):
             "    loader = tud.DataLoader(ds, 8, pin_memory=True)\n"
             "    for i, (x, y) in enumerate(loader):\n"
             "        y = y.cuda(args.gpu, True)\n",
+            lines=(5,),
         ),
         Invalid(
             _HEAD + "loader = DataLoader(ds)\nfor batch in loader:\n"
@@ -159,6 +161,7 @@ class NonBlockingWithoutPinned(Rule):
             fixed=_HEAD + "loader = DataLoader(ds, pin_memory=True)\nfor batch in loader:\n"
             "    batch = [t.to(args.device, non_blocking=True) for t in batch]\n",
             notebook=True,
+            lines=(5,),
         ),
     )
 

@@ -258,6 +258,7 @@ class DatasetEagerLoad(Rule):
             "        self.images = [Image.open(p).convert('RGB') for p in paths]\n"
             "    def __getitem__(self, i):\n        return self.images[i]\n",
             fixed=None,
+            lines=(6,),
         ),
         # A loop with a name in between, aliases, a loader with workers.
         Invalid(
@@ -268,6 +269,7 @@ class DatasetEagerLoad(Rule):
             "            self.frames.append((img, p))\n"
             "loader = tud.DataLoader(Frames(paths), num_workers=8)\n",
             fixed=None,
+            lines=(7,),
         ),
         # A helper method called from __init__, files read with open(...).read().
         Invalid(
@@ -278,6 +280,7 @@ class DatasetEagerLoad(Rule):
             "        for p in paths:\n            with open(p) as f:\n"
             "                out[p] = f.read()\n        return out\n",
             fixed=None,
+            lines=(10,),
         ),
         # A subclass of a torchvision dataset, torch.load of every tensor file.
         Invalid(
@@ -286,6 +289,7 @@ class DatasetEagerLoad(Rule):
             "    def __init__(self, root, files):\n        super().__init__(root)\n"
             "        self.tensors = {f: torch.load(f, map_location='cpu') for f in files}\n",
             fixed=None,
+            lines=(6,),
         ),
         Invalid(
             _HEAD + "class Images(Dataset):\n"
@@ -293,6 +297,7 @@ class DatasetEagerLoad(Rule):
             "        self.images = [Image.open(p) for p in paths]\n",
             fixed=None,
             notebook=True,
+            lines=(6,),
         ),
     )
 

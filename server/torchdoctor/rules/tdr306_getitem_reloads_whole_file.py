@@ -182,6 +182,7 @@ class GetitemReloadsWholeFile(Rule):
             "    def __getitem__(self, i):\n        df = pd.read_csv(self.csv)\n"
             "        return torch.tensor(df.iloc[i].values)\n",
             fixed=None,
+            lines=(8,),
         ),
         # json.load(open(...)) with aliases and a path built from self and a constant.
         Invalid(
@@ -191,6 +192,7 @@ class GetitemReloadsWholeFile(Rule):
             "        captions = js.load(open(os.path.join(self.root, 'captions.json')))\n"
             "        return captions[index]\n",
             fixed=None,
+            lines=(6,),
         ),
         # torch.load of one file, and a with-block read.
         Invalid(
@@ -200,12 +202,14 @@ class GetitemReloadsWholeFile(Rule):
             "        with open(LABELS) as f:\n            y = f.readlines()[i]\n"
             "        return x, y\n",
             fixed=None,
+            lines=(6, 8),
         ),
         Invalid(
             _HEAD + "class Table(Dataset):\n"
             "    def __getitem__(self, i):\n        return pd.read_parquet(self.path).iloc[i]\n",
             fixed=None,
             notebook=True,
+            lines=(6,),
         ),
     )
 

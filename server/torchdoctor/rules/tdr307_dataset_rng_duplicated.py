@@ -216,6 +216,7 @@ class DatasetRngDuplicated(Rule):
             "    info.dataset.rng = np.random.default_rng(info.seed)\n\n\n"
             "loader = DataLoader(Noisy(100), batch_size=8, num_workers=4, "
             "worker_init_fn=seed_worker)\n",
+            lines=(7,),
         ),
         # Two RNG objects, aliases, the dataset bound to a name, a loader inside main().
         Invalid(
@@ -245,6 +246,7 @@ class DatasetRngDuplicated(Rule):
             "def main():\n"
             "    ds = Aug()\n"
             "    return tud.DataLoader(ds, num_workers=2, worker_init_fn=seed_worker)\n",
+            lines=(6,),
         ),
         # RandomState, two loaders of the same dataset: one fix for both.
         Invalid(
@@ -265,6 +267,7 @@ class DatasetRngDuplicated(Rule):
             "    info.dataset.state.seed(info.seed % 2**32)\n\n\n"
             "train = DataLoader(Crops(), num_workers=8, worker_init_fn=seed_worker)\n"
             "val = DataLoader(Crops(), num_workers=8, worker_init_fn=seed_worker)\n",
+            lines=(6,),
         ),
         # In a notebook cell; torch is imported by the fix.
         Invalid(
@@ -277,12 +280,14 @@ class DatasetRngDuplicated(Rule):
             "    info.dataset.rng = np.random.default_rng(info.seed)\n\n\n"
             "loader = DataLoader(Noisy(4), num_workers=2, worker_init_fn=seed_worker)\n",
             notebook=True,
+            lines=(6,),
         ),
         # A Subset in between: reported, no fix (info.dataset is the Subset).
         Invalid(
             _HEAD + "from torch.utils.data import Subset\n" + _CLASS + "ds = Noisy(100)\n"
             "loader = DataLoader(ds if full else Subset(ds, idx), num_workers=4)\n",
             fixed=None,
+            lines=(8,),
         ),
     )
 

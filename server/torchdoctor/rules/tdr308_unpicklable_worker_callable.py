@@ -97,17 +97,20 @@ class UnpicklableWorkerCallable(Rule):
             "from torch.utils.data import DataLoader\n"
             "loader = DataLoader(ds, num_workers=4, collate_fn=lambda b: b)",
             fixed=None,
+            lines=(2,),
         ),
         Invalid(
             "import torch\ndef make(ds):\n    def init(worker_id):\n        pass\n"
             "    return torch.utils.data.DataLoader(ds, num_workers=2, worker_init_fn=init)",
             fixed=None,
+            lines=(5,),
         ),
         Invalid(
             "from torch.utils.data import DataLoader\n"
             "train_ds = ImageFolder(root, transform=lambda img: img.convert('RGB'))\n"
             "loader = DataLoader(train_ds, num_workers=8)",
             fixed=None,
+            lines=(2,),
         ),
     )
 

@@ -138,6 +138,7 @@ class DataLoaderNotReproducible(Rule):
             fixed=_HEAD + "torch.manual_seed(42)\n"
             "loader = DataLoader(ds, batch_size=64, shuffle=True, num_workers=4, "
             "generator=torch.Generator().manual_seed(42))\n",
+            lines=(4,),
         ),
         # The seed's name, an alias of torch, positional shuffle.
         Invalid(
@@ -148,6 +149,7 @@ class DataLoaderNotReproducible(Rule):
             "def main(ds):\n    T.manual_seed(SEED)\n"
             "    return tud.DataLoader(ds, 32, True, num_workers=2, "
             "generator=T.Generator().manual_seed(SEED))\n",
+            lines=(6,),
         ),
         # Seeded in a helper called with a literal.
         Invalid(
@@ -156,12 +158,14 @@ class DataLoaderNotReproducible(Rule):
             fixed=_HEAD + "def set_seed(seed):\n    torch.manual_seed(seed)\n"
             "set_seed(7)\nloader = DataLoader(ds, shuffle=True, num_workers=8, "
             "generator=torch.Generator().manual_seed(7))\n",
+            lines=(6,),
         ),
         # args.seed is not visible where the loader is built: reported without a fix.
         Invalid(
             _HEAD + "def main(args):\n    torch.manual_seed(args.seed)\n"
             "def make(ds):\n    return DataLoader(ds, shuffle=True, num_workers=2)\n",
             fixed=None,
+            lines=(6,),
         ),
     )
 

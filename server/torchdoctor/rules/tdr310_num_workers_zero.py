@@ -77,8 +77,13 @@ class NumWorkersZero(Rule):
         "import torch\nfrom mylib import DataLoader\nDataLoader(ds)",
     )
     INVALID = (
-        Invalid("from torch.utils.data import DataLoader\nloader = DataLoader(ds, batch_size=8)"),
-        Invalid("import torch\nloader = torch.utils.data.DataLoader(ds, num_workers=0)"),
+        Invalid(
+            "from torch.utils.data import DataLoader\nloader = DataLoader(ds, batch_size=8)",
+            lines=(2,),
+        ),
+        Invalid(
+            "import torch\nloader = torch.utils.data.DataLoader(ds, num_workers=0)", lines=(2,)
+        ),
     )
 
     def check(self, ctx: Context) -> None:

@@ -181,31 +181,37 @@ class DeprecatedCudaAmp(Rule):
         Invalid(
             "import torch\nscaler = torch.cuda.amp.GradScaler()\n",
             fixed='import torch\nscaler = torch.amp.GradScaler("cuda")\n',
+            lines=(2,),
         ),
         Invalid(
             "import torch\nwith torch.cuda.amp.autocast(dtype=torch.bfloat16):\n    y = model(x)\n",
             fixed='import torch\nwith torch.amp.autocast("cuda", dtype=torch.bfloat16):\n'
             "    y = model(x)\n",
+            lines=(2,),
         ),
         # Positional arguments become keywords: the order differs.
         Invalid(
             "import torch as T\nwith T.cuda.amp.autocast(use_amp, T.bfloat16):\n    y = model(x)\n",
             fixed='import torch as T\nwith T.amp.autocast("cuda", enabled=use_amp, dtype=T.bfloat16):\n'
             "    y = model(x)\n",
+            lines=(2,),
         ),
         Invalid(
             "import torch\nscaler = torch.cuda.amp.GradScaler(\n    2.0**10,  # small start\n"
             "    enabled=use_amp,\n)\n",
             fixed='import torch\nscaler = torch.amp.GradScaler(\n    "cuda", init_scale=2.0**10,'
             "  # small start\n    enabled=use_amp,\n)\n",
+            lines=(2,),
         ),
         Invalid(
             "import torch\nwith torch.cpu.amp.autocast():\n    y = model(x)\n",
             fixed='import torch\nwith torch.amp.autocast("cpu"):\n    y = model(x)\n',
+            lines=(2,),
         ),
         Invalid(
             "import torch\nscaler = torch.cpu.amp.GradScaler(**cfg)\n",
             fixed='import torch\nscaler = torch.amp.GradScaler("cpu", **cfg)\n',
+            lines=(2,),
         ),
         # Decorators, bare and called.
         Invalid(
@@ -215,6 +221,7 @@ class DeprecatedCudaAmp(Rule):
             fixed="import torch\nclass F(torch.autograd.Function):\n"
             '    @staticmethod\n    @torch.amp.custom_fwd(device_type="cuda")\n'
             "    def forward(ctx, x):\n        return x\n",
+            lines=(4,),
         ),
         Invalid(
             "import torch\n@torch.cuda.amp.custom_fwd(cast_inputs=torch.float32)\n"
@@ -222,16 +229,19 @@ class DeprecatedCudaAmp(Rule):
             fixed="import torch\n"
             '@torch.amp.custom_fwd(cast_inputs=torch.float32, device_type="cuda")\n'
             "def forward(ctx, x):\n    return x\n",
+            lines=(2,),
         ),
         Invalid(
             "import torch\n@torch.cuda.amp.custom_bwd\ndef backward(ctx, g):\n    return g\n",
             fixed='import torch\n@torch.amp.custom_bwd(device_type="cuda")\n'
             "def backward(ctx, g):\n    return g\n",
+            lines=(2,),
         ),
         # A module alias: `import torch` is added for the new spelling.
         Invalid(
             "import torch.cuda.amp as amp\nscaler = amp.GradScaler()\n",
             fixed='import torch.cuda.amp as amp\nimport torch\nscaler = torch.amp.GradScaler("cuda")\n',
+            lines=(2,),
         ),
         # from-import: one fix for the import and every use.
         Invalid(
@@ -242,6 +252,7 @@ class DeprecatedCudaAmp(Rule):
             'scaler = GS("cuda", enabled=True)\n'
             'def step(x):\n    with autocast("cuda", enabled=True, dtype=torch.float16):\n'
             "        return model(x)\n",
+            lines=(2,),
         ),
         Invalid(
             "from torch.cuda.amp import custom_fwd, custom_bwd\nimport torch\n"
@@ -255,36 +266,44 @@ class DeprecatedCudaAmp(Rule):
             "    def forward(ctx, x):\n        return x\n"
             '    @staticmethod\n    @custom_bwd(device_type="cuda")\n'
             "    def backward(ctx, g):\n        return g\n",
+            lines=(1,),
         ),
         Invalid(
             "from torch.cuda.amp.grad_scaler import GradScaler\n"
             "def build(s: GradScaler | None = None) -> GradScaler:\n    return s or GradScaler()\n",
             fixed="from torch.amp import GradScaler\n"
             'def build(s: GradScaler | None = None) -> GradScaler:\n    return s or GradScaler("cuda")\n',
+            lines=(1,),
         ),
         # An uncalled use of an imported name: reported, the import is not rewritten.
         Invalid(
             "from torch.cuda.amp import GradScaler\nfactory = GradScaler\n",
             fixed=None,
+            lines=(1,),
         ),
         # Uncalled references: reported without a fix, except annotations.
-        Invalid("import torch\ncls = torch.cuda.amp.GradScaler\n", fixed=None),
+        Invalid("import torch\ncls = torch.cuda.amp.GradScaler\n", fixed=None, lines=(2,)),
         Invalid(
             "import torch\ndef f(s: torch.cuda.amp.GradScaler):\n    return s\n",
             fixed="import torch\ndef f(s: torch.amp.GradScaler):\n    return s\n",
+            lines=(2,),
         ),
         # Star-args cannot be mapped to the new order.
-        Invalid("import torch\nwith torch.cuda.amp.autocast(*args):\n    pass\n", fixed=None),
+        Invalid(
+            "import torch\nwith torch.cuda.amp.autocast(*args):\n    pass\n", fixed=None, lines=(2,)
+        ),
         # Also imports that mix in a name torch.amp lacks.
         Invalid(
             "from torch.cuda.amp import autocast, amp_definitely_not_available\n"
             "with autocast():\n    pass\n",
             fixed=None,
+            lines=(1,),
         ),
         Invalid(
             "import torch\nscaler = torch.cuda.amp.GradScaler()\n",
             fixed='import torch\nscaler = torch.amp.GradScaler("cuda")\n',
             notebook=True,
+            lines=(2,),
         ),
         Invalid(
             "from torch.cuda.amp import autocast\nimport torch\n"
@@ -292,6 +311,7 @@ class DeprecatedCudaAmp(Rule):
             fixed="from torch.amp import autocast\nimport torch\n"
             'with autocast("cuda", dtype=torch.bfloat16):\n    y = model(x)\n',
             notebook=True,
+            lines=(1,),
         ),
     )
 

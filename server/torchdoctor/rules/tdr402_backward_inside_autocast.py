@@ -148,6 +148,7 @@ class BackwardInsideAutocast(Rule):
             "        loss = crit(out, y)\n"
             "    loss.backward()\n"
             "    opt.step()\n",
+            lines=(6,),
         ),
         Invalid(
             "import torch as T\n"
@@ -158,6 +159,7 @@ class BackwardInsideAutocast(Rule):
             "with T.amp.autocast(device_type='cuda', dtype=T.bfloat16):\n"
             "    loss = model(x).sum()\n"
             "scaler.scale(loss).backward()\n",
+            lines=(4,),
         ),
         Invalid(
             "from torch.cuda.amp import autocast as ac\n"
@@ -172,6 +174,7 @@ class BackwardInsideAutocast(Rule):
             "    # two losses\n"
             "loss.backward(retain_graph=True)\n"
             "aux.backward()\n",
+            lines=(5, 6),
         ),
         Invalid(
             "import torch\n"
@@ -182,6 +185,7 @@ class BackwardInsideAutocast(Rule):
             "with torch.autocast('cuda'):\n"
             "    loss = model(x).sum()\n"
             "torch.autograd.backward(loss)\n",
+            lines=(4,),
         ),
         # Statements after the backward call: no fix.
         Invalid(
@@ -191,11 +195,13 @@ class BackwardInsideAutocast(Rule):
             "    loss.backward()\n"
             "    opt.step()\n",
             fixed=None,
+            lines=(4,),
         ),
         # The backward call is the whole block: no fix.
         Invalid(
             "import torch\nwith torch.autocast('cuda'):\n    loss.backward()\n",
             fixed=None,
+            lines=(3,),
         ),
         # Nested in an if.
         Invalid(
@@ -205,6 +211,7 @@ class BackwardInsideAutocast(Rule):
             "    if train:\n"
             "        loss.backward()\n",
             fixed=None,
+            lines=(5,),
         ),
         # Other context managers on the same with statement.
         Invalid(
@@ -213,6 +220,7 @@ class BackwardInsideAutocast(Rule):
             "    loss = model(x).sum()\n"
             "    loss.backward()\n",
             fixed=None,
+            lines=(4,),
         ),
         # A training step decorated with autocast.
         Invalid(
@@ -222,6 +230,7 @@ class BackwardInsideAutocast(Rule):
             "    loss = model(x).sum()\n"
             "    loss.backward()\n",
             fixed=None,
+            lines=(5,),
         ),
         Invalid(
             "import torch\nwith torch.autocast('cuda'):\n    loss = model(x).sum()\n"
@@ -229,6 +238,7 @@ class BackwardInsideAutocast(Rule):
             fixed="import torch\nwith torch.autocast('cuda'):\n    loss = model(x).sum()\n"
             "loss.backward()\n",
             notebook=True,
+            lines=(4,),
         ),
     )
 

@@ -239,6 +239,7 @@ class ScalerStepBypassed(Rule):
             "    scaler.step(optimizer)\n"
             "    scaler.update()\n"
             "    scheduler.step()\n",
+            lines=(8,),
         ),
         # update already present: only the step is replaced.
         Invalid(
@@ -252,6 +253,7 @@ class ScalerStepBypassed(Rule):
             "    self.scaler.scale(loss).backward()\n"
             "    self.scaler.step(self.opt)\n"
             "    self.scaler.update()\n",
+            lines=(4,),
         ),
         # A deprecated scaler constructor, known optimizer kind with an unusual name.
         Invalid(
@@ -269,6 +271,7 @@ class ScalerStepBypassed(Rule):
             "    if ready:\n"
             "        sc.step(sgd)\n"
             "        sc.update()\n",
+            lines=(8,),
         ),
         # The update runs only on some iterations: the others train with scaled gradients
         # today, so the replacement is unsafe.
@@ -285,6 +288,7 @@ class ScalerStepBypassed(Rule):
             "    scaler.step(optimizer)\n"
             "    if i % 100 == 0:\n"
             "        scaler.update()\n",
+            lines=(4,),
         ),
         # A step shared by both branches still bypasses the scaler when it is used.
         Invalid(
@@ -305,6 +309,7 @@ class ScalerStepBypassed(Rule):
             "        loss.backward()\n"
             "    scaler.step(optimizer)\n"
             "    scaler.update()\n",
+            lines=(8,),
         ),
         # scaler.step without update.
         Invalid(
@@ -319,6 +324,7 @@ class ScalerStepBypassed(Rule):
             "    scaler.step(optimizer)  # apply\n"
             "    scaler.update()\n"
             "    optimizer.zero_grad()\n",
+            lines=(4,),
         ),
         # update before the step does not count.
         Invalid(
@@ -333,6 +339,7 @@ class ScalerStepBypassed(Rule):
             "    scaler.scale(model(x).sum()).backward()\n"
             "    scaler.step(optimizer)\n"
             "    scaler.update()\n",
+            lines=(5,),
         ),
         # The step is not a statement of its own line: reported, no fix.
         Invalid(
@@ -341,6 +348,7 @@ class ScalerStepBypassed(Rule):
             "    scaler.scale(model(x).sum()).backward()\n"
             "    scaler.step(optimizer); log()\n",
             fixed=None,
+            lines=(4,),
         ),
         Invalid(
             "import torch\nfor x in loader:\n    scaler.scale(model(x).sum()).backward()\n"
@@ -348,6 +356,7 @@ class ScalerStepBypassed(Rule):
             fixed="import torch\nfor x in loader:\n    scaler.scale(model(x).sum()).backward()\n"
             "    scaler.step(opt)\n    scaler.update()\n",
             notebook=True,
+            lines=(4,),
         ),
     )
 

@@ -186,6 +186,7 @@ class Fp16WithoutGradScaler(Rule):
             "    with torch.autocast('cuda'):\n"
             "        loss = crit(model(x), y)\n    scaler.scale(loss).backward()\n"
             "    scaler.step(optimizer)\n    scaler.update()\n",
+            lines=(4,),
         ),
         # An epoch loop around the batch loop; explicit float16 under an alias.
         Invalid(
@@ -211,6 +212,7 @@ class Fp16WithoutGradScaler(Rule):
             "            scaler.scale(loss).backward()\n"
             "            scaler.step(opt)\n"
             "            scaler.update()\n",
+            lines=(6,),
         ),
         # Deprecated spelling (float16 by default); clipping: only the bfloat16 suggestion.
         Invalid(
@@ -220,6 +222,7 @@ class Fp16WithoutGradScaler(Rule):
             fixed=_LOOP + "    with torch.cuda.amp.autocast(dtype=torch.bfloat16):\n"
             "        loss = crit(model(x), y)\n    loss.backward()\n"
             "    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n    optimizer.step()\n",
+            lines=(4,),
         ),
         # A training-step helper without a loop: the dtype suggestion, replacing float16.
         Invalid(
@@ -229,6 +232,7 @@ class Fp16WithoutGradScaler(Rule):
             fixed="import torch\ndef train_step(model, x, y, opt):\n"
             "    with torch.amp.autocast('cuda', torch.bfloat16):\n        loss = crit(model(x), y)\n"
             "    loss.backward()\n    opt.step()\n",
+            lines=(3,),
         ),
         Invalid(
             _LOOP + "    with torch.autocast('cuda'):\n"
@@ -239,6 +243,7 @@ class Fp16WithoutGradScaler(Rule):
             "        loss = crit(model(x), y)\n    scaler.scale(loss).backward()\n"
             "    scaler.step(optimizer)\n    scaler.update()\n",
             notebook=True,
+            lines=(4,),
         ),
     )
 

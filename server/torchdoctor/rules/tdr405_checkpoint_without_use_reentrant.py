@@ -185,11 +185,13 @@ class CheckpointWithoutUseReentrant(Rule):
             "import torch\nfrom torch.utils.checkpoint import checkpoint\ny = checkpoint(block, x)",
             fixed="import torch\nfrom torch.utils.checkpoint import checkpoint\n"
             "y = checkpoint(block, x, use_reentrant=False)",
+            lines=(3,),
         ),
         Invalid(
             "import torch.utils.checkpoint\ny = torch.utils.checkpoint.checkpoint(f, x, y)",
             fixed="import torch.utils.checkpoint\n"
             "y = torch.utils.checkpoint.checkpoint(f, x, y, use_reentrant=False)",
+            lines=(2,),
         ),
         Invalid(
             "import torch\nimport torch.utils.checkpoint as cp\n"
@@ -197,34 +199,40 @@ class CheckpointWithoutUseReentrant(Rule):
             fixed="import torch\nimport torch.utils.checkpoint as cp\n"
             "def forward(self, x):\n"
             "    return cp.checkpoint(self.layer, x, preserve_rng_state=False, use_reentrant=False)\n",
+            lines=(4,),
         ),
         Invalid(
             "from torch.utils.checkpoint import checkpoint as ckpt\ny = ckpt(block, *inputs)",
             fixed="from torch.utils.checkpoint import checkpoint as ckpt\n"
             "y = ckpt(block, *inputs, use_reentrant=False)",
+            lines=(2,),
         ),
         Invalid(
             "import torch\nfrom torch.utils.checkpoint import checkpoint_sequential\n"
             "y = checkpoint_sequential(model.layers, 4, x)",
             fixed="import torch\nfrom torch.utils.checkpoint import checkpoint_sequential\n"
             "y = checkpoint_sequential(model.layers, 4, x, use_reentrant=False)",
+            lines=(3,),
         ),
         Invalid(
             "import torch\nfrom torch.utils.checkpoint import checkpoint\ny = checkpoint(block, x)",
             fixed="import torch\nfrom torch.utils.checkpoint import checkpoint\n"
             "y = checkpoint(block, x, use_reentrant=False)",
             notebook=True,
+            lines=(3,),
         ),
         # **kwargs that may lack the key: reported without a fix.
         Invalid(
             "import torch\nfrom torch.utils.checkpoint import checkpoint\n"
             "def forward(block, x, **kwargs):\n    return checkpoint(block, x, **kwargs)",
             fixed=None,
+            lines=(4,),
         ),
         Invalid(
             "import torch.utils.checkpoint as cp\n"
             "kw = {'preserve_rng_state': False}\ny = cp.checkpoint(block, x, **kw)",
             fixed=None,
+            lines=(3,),
         ),
         Invalid(
             "import torch\nfrom torch.utils.checkpoint import checkpoint_sequential\n"
@@ -232,6 +240,7 @@ class CheckpointWithoutUseReentrant(Rule):
             "    kw['preserve_rng_state'] = False\n"
             "    return checkpoint_sequential(model, 2, x, **kw)",
             fixed=None,
+            lines=(5,),
         ),
         # The key is set on another dictionary with the same name in another function.
         Invalid(
@@ -239,6 +248,7 @@ class CheckpointWithoutUseReentrant(Rule):
             "def a(**kw):\n    kw['use_reentrant'] = False\n    return kw\n"
             "def b(block, x, **kw):\n    return checkpoint(block, x, **kw)",
             fixed=None,
+            lines=(7,),
         ),
     )
 

@@ -119,10 +119,12 @@ class EmptyCacheInLoop(Rule):
             "import torch\nfor epoch in range(10):\n    for x, y in train_loader:\n"
             "        train_step(x, y)\n        torch.cuda.empty_cache()",
             fixed=None,
+            lines=(5,),
         ),
         Invalid(
             "from torch.cuda import empty_cache\nwhile running:\n    step()\n    empty_cache()",
             fixed=None,
+            lines=(4,),
         ),
     )
 

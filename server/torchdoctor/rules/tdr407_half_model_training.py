@@ -191,6 +191,7 @@ class HalfModelTraining(Rule):
             "opt = torch.optim.Adam(model.parameters(), lr=1e-3)\n"
             "for x, y in loader:\n    loss = crit(model(x), y)\n    loss.backward()\n"
             "    opt.step()\n",
+            lines=(3,),
         ),
         # Converted in place after the optimizer was built; training in a helper.
         Invalid(
@@ -204,6 +205,7 @@ class HalfModelTraining(Rule):
             "        T.nn.functional.cross_entropy(model(x), y).backward()\n        opt.step()\n"
             "net = torchvision.models.resnet18()\n"
             "sgd = T.optim.SGD(net.parameters(), lr=0.1)\ntrain(net, sgd)\n",
+            lines=(9,),
         ),
         # .to(device, dtype) and parameter groups of a sub-module.
         Invalid(
@@ -215,6 +217,7 @@ class HalfModelTraining(Rule):
             "model = model.to('cuda')\n"
             "opt = torch.optim.SGD([{'params': model[0].parameters()}], lr=0.1)\n"
             "model(x).sum().backward()\nopt.step()\n",
+            lines=(4,),
         ),
         # The only statement of a block becomes `pass`.
         Invalid(
@@ -222,6 +225,7 @@ class HalfModelTraining(Rule):
             "opt = torch.optim.SGD(model.parameters(), lr=0.1)\nmodel(x).sum().backward()\n",
             fixed=_HEAD + "model = nn.Linear(2, 2)\nif fp16:\n    pass\n"
             "opt = torch.optim.SGD(model.parameters(), lr=0.1)\nmodel(x).sum().backward()\n",
+            lines=(5,),
         ),
         # A trainer class: converted in __init__, trained in another method.
         Invalid(
@@ -238,6 +242,7 @@ class HalfModelTraining(Rule):
             "        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)\n"
             "    def step(self, x):\n"
             "        self.model(x).sum().backward()\n        self.opt.step()\n",
+            lines=(6,),
         ),
     )
 

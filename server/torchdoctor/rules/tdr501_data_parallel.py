@@ -108,12 +108,15 @@ class DataParallel(Rule):
         "import torch\nfrom mylib import DataParallel\nm = DataParallel(model)",
     )
     INVALID = (
-        Invalid("import torch.nn as nn\nmodel = nn.DataParallel(model).cuda()", fixed=None),
+        Invalid(
+            "import torch.nn as nn\nmodel = nn.DataParallel(model).cuda()", fixed=None, lines=(2,)
+        ),
         Invalid(
             "import torch\nmodel = torch.nn.parallel.DataParallel(model, device_ids=[0, 1])",
             fixed=None,
+            lines=(2,),
         ),
-        Invalid("from torch.nn import DataParallel as DP\nnet = DP(net)", fixed=None),
+        Invalid("from torch.nn import DataParallel as DP\nnet = DP(net)", fixed=None, lines=(2,)),
     )
 
     def check(self, ctx: Context) -> None:

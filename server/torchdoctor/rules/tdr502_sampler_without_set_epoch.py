@@ -219,6 +219,7 @@ class SamplerWithoutSetEpoch(Rule):
             "    sampler.set_epoch(epoch)\n"
             "    for batch in loader:\n"
             "        step(batch)\n",
+            lines=(5,),
         ),
         # Two loaders in one epoch loop: one finding, one fix seeding both.
         Invalid(
@@ -234,6 +235,7 @@ class SamplerWithoutSetEpoch(Rule):
             "    images.sampler.set_epoch(epoch)\n"
             "    for x, y in zip(texts, images):\n"
             "        step(x, y)\n",
+            lines=(5,),
         ),
         # Inline sampler, loader passed to a helper, aliases.
         Invalid(
@@ -258,6 +260,7 @@ class SamplerWithoutSetEpoch(Rule):
             "        train_loader.sampler.set_epoch(epoch)\n"
             "        train_one_epoch(model, train_loader)\n"
             "        print(epoch)\n",
+            lines=(8,),
         ),
         # The documented idiom without the call: guarded by `is not None`.
         Invalid(
@@ -275,6 +278,7 @@ class SamplerWithoutSetEpoch(Rule):
             "            sampler.set_epoch(epoch)\n"
             "        for step, batch in enumerate(loader):\n"
             "            run(batch)\n",
+            lines=(6,),
         ),
         # A trainer class.
         Invalid(
@@ -295,6 +299,7 @@ class SamplerWithoutSetEpoch(Rule):
             "            self.sampler.set_epoch(epoch)\n"
             "            for batch in self.loader:\n"
             "                self.step(batch)\n",
+            lines=(8,),
         ),
         # The loader comes from a local builder function.
         Invalid(
@@ -313,6 +318,7 @@ class SamplerWithoutSetEpoch(Rule):
             "    loader.sampler.set_epoch(ep)\n"
             "    for batch in loader:\n"
             "        step(batch, lr)\n",
+            lines=(7,),
         ),
         # The loader is rebuilt inside the loop: reported, no fix.
         Invalid(
@@ -323,6 +329,7 @@ class SamplerWithoutSetEpoch(Rule):
             "    for batch in loader:\n"
             "        step(batch)\n",
             fixed=None,
+            lines=(5,),
         ),
         # The sampler may be another kind of sampler: reported, no fix.
         Invalid(
@@ -333,6 +340,7 @@ class SamplerWithoutSetEpoch(Rule):
             "    for batch in loader:\n"
             "        step(batch)\n",
             fixed=None,
+            lines=(5,),
         ),
         # No epoch counter to pass: reported without a fix.
         Invalid(
@@ -342,6 +350,7 @@ class SamplerWithoutSetEpoch(Rule):
             "    for batch in loader:\n"
             "        step(batch)\n",
             fixed=None,
+            lines=(5,),
         ),
         Invalid(
             _HEAD + "sampler = DistributedSampler(ds)\n"
@@ -352,6 +361,7 @@ class SamplerWithoutSetEpoch(Rule):
             "        step(batch)\n"
             "    epoch += 1\n",
             fixed=None,
+            lines=(6,),
         ),
         # Sampler re-created inside the loop (still seeded with epoch 0): no fix.
         Invalid(
@@ -361,6 +371,7 @@ class SamplerWithoutSetEpoch(Rule):
             "    for batch in loader:\n"
             "        step(batch)\n",
             fixed=None,
+            lines=(3,),
         ),
         Invalid(
             _HEAD + "sampler = DistributedSampler(ds)\n"
@@ -375,6 +386,7 @@ class SamplerWithoutSetEpoch(Rule):
             "    for batch in loader:\n"
             "        pass\n",
             notebook=True,
+            lines=(5,),
         ),
     )
 

@@ -157,6 +157,7 @@ class SamplerWithShuffle(Rule):
             "loader = DataLoader(ds, batch_size=32, sampler=DistributedSampler(ds), shuffle=True)",
             fixed="import torch\nfrom torch.utils.data import DataLoader, DistributedSampler\n"
             "loader = DataLoader(ds, batch_size=32, sampler=DistributedSampler(ds, shuffle=True))",
+            lines=(3,),
         ),
         Invalid(
             "from torch.utils.data import DataLoader\n"
@@ -167,6 +168,7 @@ class SamplerWithShuffle(Rule):
             "from torch.utils.data.distributed import DistributedSampler\n"
             "sampler = DistributedSampler(ds, num_replicas=2, rank=0, shuffle=True)\n"
             "loader = DataLoader(ds, sampler=sampler, num_workers=4)",
+            lines=(4,),
         ),
         # The sampler already says how to shuffle: only the DataLoader's keyword goes.
         Invalid(
@@ -176,6 +178,7 @@ class SamplerWithShuffle(Rule):
             fixed="import torch.utils.data as tud\n"
             "sampler = tud.DistributedSampler(ds, shuffle=False)\n"
             "loader = tud.DataLoader(ds, sampler=sampler)",
+            lines=(3,),
         ),
         Invalid(
             "from torch.utils.data import DataLoader as DL, WeightedRandomSampler\n"
@@ -187,6 +190,7 @@ class SamplerWithShuffle(Rule):
             "weights = [1.0, 2.0]\n"
             "loader = DL(ds, batch_size=4,\n"
             "            sampler=WeightedRandomSampler(weights, num_samples=2))\n",
+            lines=(5,),
         ),
         # A sampler that exists only in distributed runs.
         Invalid(
@@ -196,6 +200,7 @@ class SamplerWithShuffle(Rule):
             fixed="import torch\nfrom torch.utils.data import DataLoader, DistributedSampler\n"
             "sampler = DistributedSampler(ds, shuffle=True) if distributed else None\n"
             "loader = DataLoader(ds, sampler=sampler, shuffle=sampler is None)",
+            lines=(4,),
         ),
         # A sampler class defined in the file.
         Invalid(
@@ -207,6 +212,7 @@ class SamplerWithShuffle(Rule):
             "class LengthSampler(Sampler):\n    pass\n"
             "def make(ds):\n"
             "    return DataLoader(ds, sampler=LengthSampler(), num_workers=2)\n",
+            lines=(6,),
         ),
         Invalid(
             "import torch\nfrom torch.utils.data import BatchSampler, DataLoader, RandomSampler\n"
@@ -215,6 +221,7 @@ class SamplerWithShuffle(Rule):
             fixed="import torch\nfrom torch.utils.data import BatchSampler, DataLoader, RandomSampler\n"
             "bs = BatchSampler(RandomSampler(ds), batch_size=32, drop_last=True)\n"
             "loader = DataLoader(ds, batch_sampler=bs)",
+            lines=(4,),
         ),
         # batch_size=None is not 1 either.
         Invalid(
@@ -229,6 +236,7 @@ class SamplerWithShuffle(Rule):
             "    ds,\n"
             "    batch_sampler=BatchSampler(SequentialSampler(ds), 8, False),\n"
             ")\n",
+            lines=(5,),
         ),
         # The batch sampler may be None: removing batch_size would change that path.
         Invalid(
@@ -236,12 +244,14 @@ class SamplerWithShuffle(Rule):
             "bs = BatchSampler(RandomSampler(ds), 16, False) if bucketing else None\n"
             "loader = DataLoader(ds, batch_size=16, batch_sampler=bs)",
             fixed=None,
+            lines=(4,),
         ),
         # Positional shuffle: reported, no fix.
         Invalid(
             "import torch\nfrom torch.utils.data import DataLoader, DistributedSampler\n"
             "sampler = DistributedSampler(ds)\nloader = DataLoader(ds, 32, True, sampler)",
             fixed=None,
+            lines=(4,),
         ),
         Invalid(
             "from torch.utils.data import DataLoader, DistributedSampler\n"
@@ -251,6 +261,7 @@ class SamplerWithShuffle(Rule):
             "sampler = DistributedSampler(ds, shuffle=True)\n"
             "loader = DataLoader(ds, sampler=sampler)",
             notebook=True,
+            lines=(3,),
         ),
     )
 

@@ -155,6 +155,7 @@ class BatchnormWithoutSync(Rule):
             "    model = torchvision.models.resnet50().cuda(rank)\n"
             "    model = nn.SyncBatchNorm.convert_sync_batchnorm(model)\n"
             "    model = DDP(model, device_ids=[rank])\n",
+            lines=(7,),
         ),
         # A class of the file, `import torch.nn as tnn`, the wrapper under its full name.
         Invalid(
@@ -171,6 +172,7 @@ class BatchnormWithoutSync(Rule):
             "net = Net()\nnet.to(device)\n"
             "net = tnn.SyncBatchNorm.convert_sync_batchnorm(net)\n"
             "ddp = torch.nn.parallel.DistributedDataParallel(net, device_ids=[0])\n",
+            lines=(11,),
         ),
         # Built inside the call: the argument is converted in place; nn through torch.
         Invalid(
@@ -181,6 +183,7 @@ class BatchnormWithoutSync(Rule):
             "model = DistributedDataParallel(\n"
             "    torch.nn.SyncBatchNorm.convert_sync_batchnorm(torch.nn.Sequential("
             "torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8)).cuda())\n)\n",
+            lines=(3,),
         ),
         # A trainer attribute.
         Invalid(
@@ -193,6 +196,7 @@ class BatchnormWithoutSync(Rule):
             "        self.model = mobilenet_v2().to(rank)\n"
             "        self.model = nn.SyncBatchNorm.convert_sync_batchnorm(self.model)\n"
             "        self.model = DDP(self.model, device_ids=[rank])\n",
+            lines=(8,),
         ),
     )
 

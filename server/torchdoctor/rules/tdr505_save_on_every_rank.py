@@ -226,6 +226,7 @@ class SaveOnEveryRank(Rule):
             "    for epoch in range(3):\n        train()\n"
             "        if dist.get_rank() == 0:\n"
             "            torch.save(model.state_dict(), 'm.pt')\n",
+            lines=(7,),
         ),
         # The group is optional: single-process runs keep saving.
         Invalid(
@@ -236,6 +237,7 @@ class SaveOnEveryRank(Rule):
             "        dist.init_process_group('nccl')\n"
             "    train()\n    if not dist.is_initialized() or dist.get_rank() == 0:\n"
             "        torch.save(model.state_dict(), 'm.pt')\n",
+            lines=(7,),
         ),
         # Aliases: torch.distributed reached through `import torch as T`.
         Invalid(
@@ -246,6 +248,7 @@ class SaveOnEveryRank(Rule):
             "def main():\n    T.distributed.init_process_group(backend='nccl')\n"
             "    if T.distributed.get_rank() == 0:\n"
             "        T.save({'model': model.state_dict()}, 'ckpt.pt')  # final\n",
+            lines=(4,),
         ),
         # An imported get_rank, and a helper called unguarded from the worker (mp.spawn).
         Invalid(
@@ -262,6 +265,7 @@ class SaveOnEveryRank(Rule):
             "def worker(rank, world):\n    init_process_group('nccl', rank=rank, world_size=world)\n"
             "    save_checkpoint({'epoch': 1})\n"
             "if __name__ == '__main__':\n    mp.spawn(worker, args=(2,), nprocs=2)\n",
+            lines=(5,),
         ),
         # The group is set up by a helper; `torch.distributed` through `import torch`.
         Invalid(
@@ -274,6 +278,7 @@ class SaveOnEveryRank(Rule):
             "def main():\n    setup()\n    if torch.distributed.get_rank() == 0:\n"
             "        torch.save(model.state_dict(), 'm.pt')\n"
             "if __name__ == '__main__':\n    main()\n",
+            lines=(7,),
         ),
         # No module name for torch.distributed yet: `import torch.distributed as dist` is added.
         Invalid(
@@ -283,6 +288,7 @@ class SaveOnEveryRank(Rule):
             "import torch.distributed as dist\n"
             "def main():\n    init_process_group('nccl')\n    if dist.get_rank() == 0:\n"
             "        save({}, 'c.pt')\n",
+            lines=(5,),
         ),
         # A trainer class: the method is called from another method.
         Invalid(
@@ -295,12 +301,14 @@ class SaveOnEveryRank(Rule):
             "    def save(self):\n        if dist.get_rank() == 0:\n"
             "            torch.save(self.model.state_dict(), 'm.pt')\n"
             "    def fit(self):\n        self.save()\n",
+            lines=(7,),
         ),
         # A torchrun script: top-level code after the group is set up; not its own line.
         Invalid(
             _HEAD
             + "dist.init_process_group('nccl')\ntrain(); torch.save(model.state_dict(), 'm.pt')\n",
             fixed=None,
+            lines=(4,),
         ),
         # `dist` names something else and torch.distributed has no usable name: no fix.
         Invalid(
@@ -308,6 +316,7 @@ class SaveOnEveryRank(Rule):
             "dist = 4\n"
             "def main():\n    init_process_group('nccl')\n    save({}, 'c.pt')\n",
             fixed=None,
+            lines=(6,),
         ),
     )
 

@@ -186,6 +186,7 @@ class SaveWrappedStateDict(Rule):
             fixed=_HEAD + "model = nn.Linear(2, 2).cuda()\nmodel = DDP(model, device_ids=[0])\n"
             "for epoch in range(3):\n    train(model)\n"
             "    torch.save(model.module.state_dict(), 'm.pt')\n",
+            lines=(8,),
         ),
         # Through a name.
         Invalid(
@@ -193,6 +194,7 @@ class SaveWrappedStateDict(Rule):
             + "model = DDP(nn.Linear(2, 2))\nsd = model.state_dict()\ntorch.save(sd, 'm.pt')\n",
             fixed=_HEAD + "model = DDP(nn.Linear(2, 2))\nsd = model.module.state_dict()\n"
             "torch.save(sd, 'm.pt')\n",
+            lines=(5,),
         ),
         # A checkpoint dict, DataParallel under another alias.
         Invalid(
@@ -202,6 +204,7 @@ class SaveWrappedStateDict(Rule):
             fixed="import torch as T\nimport torch.nn as nn\n"
             "net = nn.DataParallel(nn.Linear(2, 2))\n"
             "T.save({'model': net.module.state_dict(), 'epoch': 3}, 'ckpt.pt')\n",
+            lines=(4,),
         ),
         # The dict is built first; a trainer attribute only ever holds the wrapper.
         Invalid(
@@ -219,6 +222,7 @@ class SaveWrappedStateDict(Rule):
             "    def save(self, path):\n"
             "        state = {'model': self.model.module.state_dict()}\n"
             "        torch.save(state, path)\n",
+            lines=(7,),
         ),
         # The file also loads another checkpoint into the wrapper: the fix is then unsafe.
         Invalid(
@@ -228,6 +232,7 @@ class SaveWrappedStateDict(Rule):
             fixed=_HEAD + "model = DDP(nn.Linear(2, 2).cuda(), device_ids=[0])\n"
             "model.load_state_dict(torch.load('init.pt', map_location='cuda:0'))\n"
             "torch.save(model.module.state_dict(), 'm.pt')\n",
+            lines=(6,),
         ),
         # Loaded into the wrapper with strict=False: no edit (it would load nothing).
         Invalid(
@@ -235,6 +240,7 @@ class SaveWrappedStateDict(Rule):
             "model.load_state_dict(torch.load(args.init), strict=False)\n"
             "torch.save(model.state_dict(), 'm.pt')\n",
             fixed=None,
+            lines=(6,),
         ),
         Invalid(
             _HEAD + "def warm(net, path):\n"
@@ -242,6 +248,7 @@ class SaveWrappedStateDict(Rule):
             "model = DDP(nn.Linear(2, 2))\nwarm(model, args.init)\n"
             "torch.save({'net': model.state_dict()}, 'c.pt')\n",
             fixed=None,
+            lines=(8,),
         ),
         # Passed to a helper of another module: it may load into it (unsafe, still offered).
         Invalid(
@@ -251,6 +258,7 @@ class SaveWrappedStateDict(Rule):
             fixed=_HEAD + "import utils\nmodel = DDP(nn.Linear(2, 2))\n"
             "utils.load_pretrained(model, args.weights)\n"
             "torch.save({'state_dict': model.module.state_dict()}, 'c.pt')\n",
+            lines=(7,),
         ),
         # A local helper that only reads the wrapper: safe.
         Invalid(
@@ -261,12 +269,14 @@ class SaveWrappedStateDict(Rule):
             "    return sum(1 for _ in net.parameters())\n"
             "model = DDP(nn.Linear(2, 2))\nreport(model)\n"
             "torch.save(model.module.state_dict(), 'm.pt')\n",
+            lines=(9,),
         ),
         Invalid(
             _HEAD + "model = DDP(nn.Linear(2, 2))\ntorch.save(obj=model.state_dict(), f='m.pt')\n",
             fixed=_HEAD + "model = DDP(nn.Linear(2, 2))\n"
             "torch.save(obj=model.module.state_dict(), f='m.pt')\n",
             notebook=True,
+            lines=(5,),
         ),
     )
 

@@ -126,6 +126,7 @@ class DdpWithoutDeviceIds(Rule):
             "model = Net().cuda(local_rank)\nmodel = DDP(model)\n",
             fixed="import os\n" + _HEAD + "local_rank = int(os.environ['LOCAL_RANK'])\n"
             "model = Net().cuda(local_rank)\nmodel = DDP(model, device_ids=[local_rank])\n",
+            lines=(6,),
         ),
         # A device built from the rank; the full name of DDP; other keywords kept.
         Invalid(
@@ -138,12 +139,14 @@ class DdpWithoutDeviceIds(Rule):
             "    model = Net()\n    model.to(device)\n"
             "    model = T.nn.parallel.DistributedDataParallel(model, find_unused_parameters=True, "
             "device_ids=[device])\n",
+            lines=(6,),
         ),
         # Moved inline, with an f-string device.
         Invalid(
             _HEAD + "ddp = DDP(Net().to(f'cuda:{args.local_rank}'))\n",
             fixed=_HEAD + "ddp = DDP(Net().to(f'cuda:{args.local_rank}'), "
             "device_ids=[args.local_rank])\n",
+            lines=(3,),
         ),
     )
 

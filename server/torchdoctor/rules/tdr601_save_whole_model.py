@@ -189,11 +189,13 @@ class SaveWholeModel(Rule):
             fixed="import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\n"
             "torch.save(model.state_dict(), 'model.ckpt')\n"
             "model = torch.load('model.ckpt', weights_only=False)",
+            lines=(4,),
         ),
         Invalid(
             "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\ntorch.save(model, 'm.pt')",
             fixed="import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\n"
             "torch.save(model.state_dict(), 'm.pt')",
+            lines=(4,),
         ),
         Invalid(
             "import torch as T\nimport torch.nn as nn\n"
@@ -202,12 +204,14 @@ class SaveWholeModel(Rule):
             fixed="import torch as T\nimport torch.nn as nn\n"
             "class Net(nn.Module):\n    pass\n"
             "net = Net()\nT.save(obj=net.state_dict(), f='net.pt')",
+            lines=(6,),
         ),
         Invalid(
             "from torch import save\nimport torchvision\n"
             "model = torchvision.models.resnet18()\nsave(model, 'r18.pt')",
             fixed="from torch import save\nimport torchvision\n"
             "model = torchvision.models.resnet18()\nsave(model.state_dict(), 'r18.pt')",
+            lines=(4,),
         ),
         # The file reads the path back and uses it as a module: no fix (that load would break).
         Invalid(
@@ -215,6 +219,7 @@ class SaveWholeModel(Rule):
             "torch.save(net, 'net.ckpt')\nnet2 = torch.load('net.ckpt', weights_only=False)\n"
             "net2.eval()\n",
             fixed=None,
+            lines=(4,),
         ),
         Invalid(
             "import os\nimport torch\nfrom torch import nn\n"
@@ -224,6 +229,7 @@ class SaveWholeModel(Rule):
             "    return model(x)\n"
             "export(nn.Linear(2, 2), 'runs')\nprint(serve('runs', inputs))\n",
             fixed=None,
+            lines=(6,),
         ),
         # The load of that path uses only what a state dict also has: the fix is offered.
         Invalid(
@@ -232,12 +238,14 @@ class SaveWholeModel(Rule):
             fixed="import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\n"
             "torch.save(model.state_dict(), 'm.pt')\n"
             "other = torch.load('other.pt', weights_only=False)\nother.eval()\n",
+            lines=(4,),
         ),
         # A name known as a model from how it is used.
         Invalid(
             "import torch\ndef finish(model, path):\n    model.eval()\n    torch.save(model, path)\n",
             fixed="import torch\ndef finish(model, path):\n    model.eval()\n"
             "    torch.save(model.state_dict(), path)\n",
+            lines=(4,),
         ),
         Invalid(
             "import torch\nfrom torch import nn\n"
@@ -252,6 +260,7 @@ class SaveWholeModel(Rule):
             "        self.model = nn.Linear(4, 2)\n"
             "    def save(self, path):\n"
             "        torch.save(self.model.state_dict(), path)\n",
+            lines=(7,),
         ),
         # A DDP wrapper: save the inner module's weights.
         Invalid(
@@ -260,24 +269,28 @@ class SaveWholeModel(Rule):
             fixed="import torch\nfrom torch import nn\n"
             "from torch.nn.parallel import DistributedDataParallel as DDP\n"
             "model = DDP(nn.Linear(2, 2).cuda())\ntorch.save(model.module.state_dict(), 'm.pt')",
+            lines=(5,),
         ),
         # A compiled model: reported, no fix (its keys carry an `_orig_mod.` prefix).
         Invalid(
             "import torch\nfrom torch import nn\nmodel = torch.compile(nn.Linear(2, 2))\n"
             "torch.save(model, 'm.pt')",
             fixed=None,
+            lines=(4,),
         ),
         # TorchScript: torch.save raises; reported without a fix.
         Invalid(
             "import torch\nfrom torch import nn\nscripted = torch.jit.script(nn.Linear(2, 2))\n"
             "torch.save(scripted, 'm.pt')",
             fixed=None,
+            lines=(4,),
         ),
         Invalid(
             "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\ntorch.save(model, 'm.pt')",
             fixed="import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\n"
             "torch.save(model.state_dict(), 'm.pt')",
             notebook=True,
+            lines=(4,),
         ),
     )
 

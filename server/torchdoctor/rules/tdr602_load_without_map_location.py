@@ -207,14 +207,17 @@ class LoadWithoutMapLocation(Rule):
         Invalid(
             'import torch\nstate = torch.load("ckpt.pt")',
             fixed='import torch\nstate = torch.load("ckpt.pt", map_location="cpu")',
+            lines=(2,),
         ),
         Invalid(
             "import torch as T\nstate = T.load(path, weights_only=True)",
             fixed='import torch as T\nstate = T.load(path, weights_only=True, map_location="cpu")',
+            lines=(2,),
         ),
         Invalid(
             "from torch import load\nsd = load('m.pt')",
             fixed="from torch import load\nsd = load('m.pt', map_location=\"cpu\")",
+            lines=(2,),
         ),
         Invalid(
             "import torch\n"
@@ -225,11 +228,13 @@ class LoadWithoutMapLocation(Rule):
             "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
             "def restore(path):\n"
             "    return torch.load(path, map_location=device)\n",
+            lines=(4,),
         ),
         Invalid(
             "import torch.serialization\nsd = torch.serialization.load('m.pt')\n",
             fixed="import torch.serialization\n"
             "sd = torch.serialization.load('m.pt', map_location=\"cpu\")\n",
+            lines=(2,),
         ),
         # A format string that any file name would match is not the same path.
         Invalid(
@@ -237,10 +242,12 @@ class LoadWithoutMapLocation(Rule):
             "net.load_state_dict(torch.load('pretrained.pt'))\n",
             fixed="import torch\ntorch.save(net.state_dict(), f'{run}.pt')\n"
             "net.load_state_dict(torch.load('pretrained.pt', map_location=\"cpu\"))\n",
+            lines=(3,),
         ),
         Invalid(
             "import torch\nsd = torch.load(\n    'm.pt',\n)\n",
             fixed="import torch\nsd = torch.load(\n    'm.pt',\n    map_location=\"cpu\",\n)\n",
+            lines=(2,),
         ),
         # An inference entry point with a CPU fallback, loading what training wrote elsewhere.
         Invalid(
@@ -249,6 +256,7 @@ class LoadWithoutMapLocation(Rule):
             fixed="import torch\nDEVICE = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
             "net = Net().to(DEVICE)\n"
             "net.load_state_dict(torch.load(args.weights, map_location=DEVICE))\n",
+            lines=(4,),
         ),
         # Names alike, values not: the save writes another file than the load reads.
         Invalid(
@@ -259,6 +267,7 @@ class LoadWithoutMapLocation(Rule):
             "    torch.save(model.state_dict(), path)\n"
             "def serve(model, path):\n"
             '    model.load_state_dict(torch.load(path, map_location="cpu"))\n',
+            lines=(6,),
         ),
         # Two parameters of the same name are not the same path.
         Invalid(
@@ -267,6 +276,7 @@ class LoadWithoutMapLocation(Rule):
             fixed="import torch\ndef store(obj, where):\n    torch.save(obj, where)\n"
             "def restore(where):\n"
             '    return torch.load(where, map_location="cpu")\n',
+            lines=(5,),
         ),
         # Downloaded: made elsewhere, even if the code saves there too.
         Invalid(
@@ -278,12 +288,14 @@ class LoadWithoutMapLocation(Rule):
             "urllib.request.urlretrieve(URL, 'ckpt/net.pt')\n"
             "net.load_state_dict(torch.load('ckpt/net.pt', map_location=\"cpu\"))\n"
             "torch.save(net.state_dict(), 'ckpt/net.pt')\n",
+            lines=(4,),
         ),
         # CUDA only under a flag: the CPU path loads a GPU checkpoint.
         Invalid(
             "import torch\nmodel = torch.load(opt.model)\nif opt.cuda:\n    model = model.cuda()\n",
             fixed='import torch\nmodel = torch.load(opt.model, map_location="cpu")\n'
             "if opt.cuda:\n    model = model.cuda()\n",
+            lines=(2,),
         ),
         # `device` is bound only in one branch, or after the load: "cpu".
         Invalid(
@@ -291,6 +303,7 @@ class LoadWithoutMapLocation(Rule):
             "sd = torch.load(args.weights)\n",
             fixed="import torch\nif args.gpu:\n    device = torch.device('cuda')\n"
             'sd = torch.load(args.weights, map_location="cpu")\n',
+            lines=(4,),
         ),
         Invalid(
             "import torch\ndef restore(path):\n    return torch.load(path)\n"
@@ -298,6 +311,7 @@ class LoadWithoutMapLocation(Rule):
             fixed="import torch\ndef restore(path):\n"
             '    return torch.load(path, map_location="cpu")\n'
             "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n",
+            lines=(3,),
         ),
         # The class's own device, a parameter.
         Invalid(
@@ -311,12 +325,14 @@ class LoadWithoutMapLocation(Rule):
             "        self.net = net.to(self.device)\n"
             "    def restore(self, path):\n"
             "        self.net.load_state_dict(torch.load(path, map_location=self.device))\n",
+            lines=(7,),
         ),
         Invalid(
             "import torch\ndef restore(net, path, device):\n"
             "    net.load_state_dict(torch.load(path))\n",
             fixed="import torch\ndef restore(net, path, device):\n"
             "    net.load_state_dict(torch.load(path, map_location=device))\n",
+            lines=(3,),
         ),
         # A GPU index is no map_location: "cpu".
         Invalid(
@@ -324,6 +340,7 @@ class LoadWithoutMapLocation(Rule):
             "    net.load_state_dict(torch.load(path))\n",
             fixed="import torch\ndef restore(net, path, device=0):\n"
             '    net.load_state_dict(torch.load(path, map_location="cpu"))\n',
+            lines=(3,),
         ),
     )
 

@@ -220,22 +220,26 @@ class LoadWeightsOnlyFalse(Rule):
         Invalid(
             'import torch\nckpt = torch.load("ckpt.pt", map_location="cpu", weights_only=False)',
             fixed=None,
+            lines=(2,),
         ),
         # From torch 2.6, loads that fail: the value is a module, or holds a Namespace.
         Invalid(
             "import torch\nmodel = torch.load('model.pt')\nmodel.eval()\n",
             fixed=None,
+            lines=(2,),
         ),
-        Invalid("import torch\nnet = torch.load(path)\ny = net(x)\n", fixed=None),
+        Invalid("import torch\nnet = torch.load(path)\ny = net(x)\n", fixed=None, lines=(2,)),
         # Through `model = model.cuda()`, or an item of the checkpoint.
         Invalid(
             "import torch\nmodel = torch.load(opt.model)\nif opt.cuda:\n"
             "    model = model.cuda()\nmodel.eval()\n",
             fixed=None,
+            lines=(2,),
         ),
         Invalid(
             "import torch\nckpt = torch.load(path)\nmodel = ckpt['model']\nmodel.eval()\n",
             fixed=None,
+            lines=(2,),
         ),
         # The file pickles a whole module to the path the load reads.
         Invalid(
@@ -243,16 +247,19 @@ class LoadWeightsOnlyFalse(Rule):
             "out = os.path.join(args.out, 'net.pt')\ntorch.save(net, out)\n"
             "restored = torch.load(os.path.join(args.out, 'net.pt'))\n",
             fixed=None,
+            lines=(7,),
         ),
         # Written and read back by top-level statements: not one block, the file outlives it.
         Invalid(
             "import torch\ntorch.save(items, 'cache.pt')\n"
             "items = torch.load('cache.pt', weights_only=False)\n",
             fixed=None,
+            lines=(3,),
         ),
         Invalid(
             "import torch\nckpt = torch.load(path, map_location='cpu')\nlr = ckpt['args'].lr\n",
             fixed=None,
+            lines=(2,),
         ),
         Invalid(
             "import argparse\nimport torch\nargs = argparse.ArgumentParser().parse_args()\n"
@@ -262,35 +269,47 @@ class LoadWeightsOnlyFalse(Rule):
             "    ckpt = torch.load(path, map_location='cpu')\n"
             "    model.load_state_dict(ckpt['model'])\n    return ckpt['args']\n",
             fixed=None,
+            lines=(7,),
         ),
         Invalid(
             "import numpy as np\nimport torch\ntorch.save(np.sin(np.arange(10)), 'wave.pt')\n"
             "data = torch.load('wave.pt')\n",
             fixed=None,
+            lines=(4,),
         ),
         # A custom pickle module makes the default False.
         Invalid(
-            "import dill\nimport torch\nobj = torch.load(path, pickle_module=dill)", fixed=None
+            "import dill\nimport torch\nobj = torch.load(path, pickle_module=dill)",
+            fixed=None,
+            lines=(3,),
         ),
-        Invalid("import pickle\nimport torch\nobj = torch.load(path, 'cpu', pickle)", fixed=None),
+        Invalid(
+            "import pickle\nimport torch\nobj = torch.load(path, 'cpu', pickle)",
+            fixed=None,
+            lines=(3,),
+        ),
         Invalid(
             "import torch as T\nckpt = T.load(path, weights_only=False, map_location='cpu')",
             fixed=None,
+            lines=(2,),
         ),
         Invalid(
             "from torch import load as torch_load\n"
             "ckpt = torch_load('ckpt.pt', map_location='cpu', weights_only=False)",
             fixed=None,
+            lines=(2,),
         ),
         Invalid(
             "import torch.serialization\n"
             "ckpt = torch.serialization.load('a.pt', map_location='cpu', weights_only=False)",
             fixed=None,
+            lines=(2,),
         ),
         Invalid(
             "import torch\nckpt = torch.load('ckpt.pt', map_location='cpu', weights_only=False)\n",
             fixed=None,
             notebook=True,
+            lines=(2,),
         ),
     )
 

@@ -112,11 +112,13 @@ class IncompleteCheckpoint(Rule):
             "        run(loader)\n"
             "        torch.save({'model': model.state_dict(), \"optimizer\": optimizer.state_dict(), "
             "\"epoch\": epoch}, 'c.pt')\n",
+            lines=(6,),
         ),
         Invalid(
             "import torch\nnet = Net()\nopt = torch.optim.Adam(net.parameters())\n"
             "torch.save({'net': net.state_dict(), 'opt': opt.state_dict()}, 'c.pt')",
             fixed=None,
+            lines=(4,),
         ),
     )
 

@@ -111,6 +111,7 @@ class LoadStateDictStrictFalse(Rule):
             fixed="import torch\n"
             "missing_keys, unexpected_keys = model.load_state_dict(sd, strict=False)\n"
             'print(f"missing keys: {missing_keys}; unexpected keys: {unexpected_keys}")\n',
+            lines=(2,),
         ),
         Invalid(
             "import torch\ndef load(net, path):\n"
@@ -119,6 +120,7 @@ class LoadStateDictStrictFalse(Rule):
             "    missing_keys, unexpected_keys = net.load_state_dict("
             "torch.load(path, map_location='cpu'), strict=False)\n"
             '    print(f"missing keys: {missing_keys}; unexpected keys: {unexpected_keys}")\n',
+            lines=(3,),
         ),
     )
 

@@ -99,17 +99,23 @@ class OnnxExportNotValidated(Rule):
         "import torch\ndef export(m):\n    pass\nexport(m)",
     )
     INVALID = (
-        Invalid("import torch\ntorch.onnx.export(model, (x,), 'model.onnx')", fixed=None),
-        Invalid("from torch.export import export\nep = export(model, (x,))", fixed=None),
+        Invalid(
+            "import torch\ntorch.onnx.export(model, (x,), 'model.onnx')", fixed=None, lines=(2,)
+        ),
+        Invalid(
+            "from torch.export import export\nep = export(model, (x,))", fixed=None, lines=(2,)
+        ),
         Invalid(
             "import torch\ndef main():\n    torch.onnx.export(model, (x,), 'model.onnx')\n"
             "if __name__ == '__main__':\n    main()\n",
             fixed=None,
+            lines=(3,),
         ),
         Invalid(
             "import torch\ndef export(model, x):\n    torch.onnx.export(model, (x,), 'm.onnx')\n"
             "export(net, sample)\n",
             fixed=None,
+            lines=(3,),
         ),
     )
 

@@ -178,6 +178,7 @@ class UnseededTraining(Rule):
             fixed="import torch\nimport random\nrandom.seed(0)\ntorch.manual_seed(0)\n"
             "for x in loader:\n    loss = model(x).sum()\n    loss.backward()\n"
             "    optimizer.step()\n",
+            lines=(4,),
         ),
         Invalid(
             "import numpy as np\nimport torch as T\nimport random\n"
@@ -185,6 +186,7 @@ class UnseededTraining(Rule):
             fixed="import numpy as np\nimport torch as T\nimport random\n"
             "random.seed(0)\nnp.random.seed(0)\nT.manual_seed(0)\n"
             "for x in loader:\n    crit(model(x)).backward()\n    opt.step()\n",
+            lines=(5,),
         ),
         # A script whose training runs from its __main__ block.
         Invalid(
@@ -195,6 +197,7 @@ class UnseededTraining(Rule):
             "def train(model, loader, opt):\n    for x in loader:\n"
             "        model(x).sum().backward()\n        opt.step()\n"
             "if __name__ == '__main__':\n    train(net, data, optimizer)\n",
+            lines=(4,),
         ),
         # NumPy is imported after other code, and torch by alias: the block goes after the
         # header and imports NumPy itself, so that every name it uses is bound where it runs.
@@ -204,6 +207,7 @@ class UnseededTraining(Rule):
             fixed="import torch as T\nimport random\nimport numpy\nrandom.seed(0)\n"
             "numpy.random.seed(0)\nT.manual_seed(0)\nmodel = build()\nimport numpy as np\n"
             "for x in loader:\n    crit(model(x)).backward()\n    opt.step()\n",
+            lines=(5,),
         ),
         # `random` and torch imported only further down: imported again in the block.
         Invalid(
@@ -212,17 +216,20 @@ class UnseededTraining(Rule):
             fixed='"""Train."""\nimport os\nimport random\nimport torch\nrandom.seed(0)\n'
             "torch.manual_seed(0)\nroot = os.getcwd()\nimport random\nimport torch\n"
             "for x in loader:\n    model(x).sum().backward()\n    opt.step()\n",
+            lines=(7,),
         ),
         # `random` means something else in the file: no fix rather than a wrong name.
         Invalid(
             "import torch\nfrom numpy import random\n"
             "for x in loader:\n    model(x).sum().backward()\n    opt.step()\n",
             fixed=None,
+            lines=(4,),
         ),
         Invalid(
             "import torch\ndef pick(random):\n    return random\n"
             "for x in loader:\n    model(x).sum().backward()\n    opt.step()\n",
             fixed=None,
+            lines=(5,),
         ),
         Invalid(
             "import torch\nimport numpy as np\n"
@@ -231,6 +238,7 @@ class UnseededTraining(Rule):
             "np.random.seed(0)\ntorch.manual_seed(0)\n"
             "for x in loader:\n    model(x).sum().backward()\n    opt.step()\n",
             notebook=True,
+            lines=(4,),
         ),
     )
 

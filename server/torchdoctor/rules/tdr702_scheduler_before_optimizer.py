@@ -111,6 +111,7 @@ class SchedulerBeforeOptimizer(Rule):
             "    optimizer.step()\n",
             fixed="import torch\nfor x, y in loader:\n    loss.backward()\n    optimizer.step()\n"
             "    scheduler.step()\n",
+            lines=(3,),
         ),
         Invalid(
             "import torch\nsched = torch.optim.lr_scheduler.StepLR(opt, 30)\n"
@@ -119,6 +120,7 @@ class SchedulerBeforeOptimizer(Rule):
             fixed="import torch\nsched = torch.optim.lr_scheduler.StepLR(opt, 30)\n"
             "for epoch in range(90):\n    for x in loader:\n"
             "        scaler.step(opt)\n        scaler.update()\n    sched.step()\n",
+            lines=(4,),
         ),
     )
 

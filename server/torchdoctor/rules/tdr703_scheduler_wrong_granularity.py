@@ -131,17 +131,20 @@ class SchedulerWrongGranularity(Rule):
             "steps_per_epoch=100)\nfor epoch in range(10):\n    for x in train_loader:\n"
             "        opt.step()\n    sched.step()",
             fixed=None,
+            lines=(6,),
         ),
         Invalid(
             "from torch.optim.lr_scheduler import StepLR\nsched = StepLR(opt, step_size=30)\n"
             "for epoch in range(90):\n    for x in loader:\n        opt.step()\n        sched.step()",
             fixed=None,
+            lines=(6,),
         ),
         Invalid(
             "from torch.optim import lr_scheduler\n"
             "sched = lr_scheduler.ExponentialLR(opt, gamma=0.95)\n"
             "for epoch in range(90):\n    for x in loader:\n        opt.step()\n        sched.step()",
             fixed=None,
+            lines=(6,),
         ),
     )
 

@@ -128,6 +128,7 @@ class SchedulerStateNotSaved(Rule):
             "sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, 100)\n"
             "torch.save({'optimizer': opt.state_dict(), 'epoch': 3, "
             "\"scheduler\": sched.state_dict()}, 'c.pt')",
+            lines=(4,),
         ),
         Invalid(
             "import torch\nfrom torch.optim.lr_scheduler import StepLR\n"
@@ -135,6 +136,7 @@ class SchedulerStateNotSaved(Rule):
             "    ckpt = {'model': model.state_dict(), 'optimizer': opt.state_dict()}\n"
             "    torch.save(ckpt, 'c.pt')",
             fixed=None,
+            lines=(6,),
         ),
     )
 

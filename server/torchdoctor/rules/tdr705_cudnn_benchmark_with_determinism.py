@@ -91,15 +91,18 @@ class CudnnBenchmarkWithDeterminism(Rule):
             "import torch\ntorch.use_deterministic_algorithms(True)\n"
             "torch.backends.cudnn.benchmark = True",
             fixed=None,
+            lines=(3,),
         ),
         Invalid(
             "import torch.backends.cudnn as cudnn\ncudnn.deterministic = True\ncudnn.benchmark = True",
             fixed=None,
+            lines=(3,),
         ),
         Invalid(
             "from torch.backends import cudnn\ndef setup():\n    cudnn.benchmark = True\n"
             "    cudnn.deterministic = True",
             fixed=None,
+            lines=(3,),
         ),
     )
 

@@ -99,11 +99,11 @@ class RemovedApiUse(Rule):
         Valid("import torch\ne = torch.linalg.eigh(a)\n", notebook=True),
     )
     INVALID = (
-        Invalid("import torch\nx = torch.solve(b, A).solution", fixed=None),
-        Invalid("import torch as T\ne, v = T.symeig(a, eigenvectors=True)", fixed=None),
-        Invalid("from torch import lstsq\nx = lstsq(b, A)", fixed=None),
-        Invalid("import torch\nr = torch.matrix_rank(a)\n", fixed=None, notebook=True),
-        Invalid("import torch\nw, v = torch.eig(a, True)", fixed=None),
+        Invalid("import torch\nx = torch.solve(b, A).solution", fixed=None, lines=(2,)),
+        Invalid("import torch as T\ne, v = T.symeig(a, eigenvectors=True)", fixed=None, lines=(2,)),
+        Invalid("from torch import lstsq\nx = lstsq(b, A)", fixed=None, lines=(2,)),
+        Invalid("import torch\nr = torch.matrix_rank(a)\n", fixed=None, notebook=True, lines=(2,)),
+        Invalid("import torch\nw, v = torch.eig(a, True)", fixed=None, lines=(2,)),
     )
 
     def check(self, ctx: Context) -> None:

@@ -92,19 +92,23 @@ class RequireGradTypo(Rule):
         Invalid(
             "import torch\nfor p in model.parameters():\n    p.require_grad = False",
             fixed="import torch\nfor p in model.parameters():\n    p.requires_grad = False",
+            lines=(3,),
         ),
         Invalid(
             "import torch\nmodel.fc.weight.require_grad = True",
             fixed="import torch\nmodel.fc.weight.requires_grad = True",
+            lines=(2,),
         ),
         Invalid(
             "import torch\na.require_grad = b.require_grad = False",
             fixed="import torch\na.requires_grad = b.require_grad = False",
+            lines=(2, 2),
         ),
         Invalid(
             "import torch\nw.require_grad = False\n",
             fixed="import torch\nw.requires_grad = False\n",
             notebook=True,
+            lines=(2,),
         ),
     )
 

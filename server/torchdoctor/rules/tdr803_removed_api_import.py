@@ -75,10 +75,10 @@ class RemovedApiImport(Rule):
         "import torch.linalg",
     )
     INVALID = (
-        Invalid("from torch import solve\n", fixed=None),
-        Invalid("from torch import symeig as eig_sym, nn\n", fixed=None),
-        Invalid("from torch import (\n    lstsq,\n    matrix_rank,\n)\n", fixed=None),
-        Invalid("from torch import eig\n", fixed=None, notebook=True),
+        Invalid("from torch import solve\n", fixed=None, lines=(1,)),
+        Invalid("from torch import symeig as eig_sym, nn\n", fixed=None, lines=(1,)),
+        Invalid("from torch import (\n    lstsq,\n    matrix_rank,\n)\n", fixed=None, lines=(2, 3)),
+        Invalid("from torch import eig\n", fixed=None, notebook=True, lines=(1,)),
     )
 
     def check(self, ctx: Context) -> None:

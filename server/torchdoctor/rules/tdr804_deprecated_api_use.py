@@ -178,112 +178,151 @@ class DeprecatedApiUse(Rule):
     )
     INVALID = (
         Invalid(
-            "import torch\nq, r = torch.qr(a)", fixed="import torch\nq, r = torch.linalg.qr(a)"
+            "import torch\nq, r = torch.qr(a)",
+            fixed="import torch\nq, r = torch.linalg.qr(a)",
+            lines=(2,),
         ),
         Invalid(
             "import torch as T\nq, r = T.qr(a, some=False)",
             fixed='import torch as T\nq, r = T.linalg.qr(a, mode="complete")',
+            lines=(2,),
         ),
         # Imported by name in a file that never imports torch: the fix adds the import.
         Invalid(
             "from torch import qr\nq, r = qr(a)\n",
             fixed="from torch import qr\nimport torch\nq, r = torch.linalg.qr(a)\n",
+            lines=(2,),
         ),
         # `torch` is another object here: no fix rather than a wrong one.
-        Invalid("from torch import qr\ntorch = None\nq, r = qr(a)\n", fixed=None),
+        Invalid("from torch import qr\ntorch = None\nq, r = qr(a)\n", fixed=None, lines=(3,)),
         Invalid(
             "import torch\nL = torch.cholesky(a, upper=True)",
             fixed="import torch\nL = torch.linalg.cholesky(a).mH",
+            lines=(2,),
         ),
-        Invalid("import torch\nL = torch.cholesky(a, flag)", fixed=None),
+        Invalid("import torch\nL = torch.cholesky(a, flag)", fixed=None, lines=(2,)),
         Invalid(
             "import torch\ny = torch.chain_matmul(a, b, c)",
             fixed="import torch\ny = torch.linalg.multi_dot([a, b, c])",
+            lines=(2,),
         ),
         Invalid(
-            "import torch\nx = torch.range(0, 9)", fixed="import torch\nx = torch.arange(0, 10)"
+            "import torch\nx = torch.range(0, 9)",
+            fixed="import torch\nx = torch.arange(0, 10)",
+            lines=(2,),
         ),
         Invalid(
-            "import torch\nx = torch.range(1, n - 1)", fixed="import torch\nx = torch.arange(1, n)"
+            "import torch\nx = torch.range(1, n - 1)",
+            fixed="import torch\nx = torch.arange(1, n)",
+            lines=(2,),
         ),
         Invalid(
             "import torch\nx = torch.range(0, len(v), 2)",
             fixed="import torch\nx = torch.arange(0, len(v) + 1, 2)",
+            lines=(2,),
         ),
         Invalid(
             "import torch\nx = torch.range(5, 0, -1)",
             fixed="import torch\nx = torch.arange(5, -1, -1)",
+            lines=(2,),
         ),
-        Invalid("import torch\nx = torch.range(0, 1, 0.1)", fixed=None),
+        Invalid("import torch\nx = torch.range(0, 1, 0.1)", fixed=None, lines=(2,)),
         Invalid(
             "import torch.nn.functional as F\ny = F.upsample(x, scale_factor=2)",
             fixed="import torch.nn.functional as F\ny = F.interpolate(x, scale_factor=2)",
+            lines=(2,),
         ),
         Invalid(
             "import torch.nn.functional as F\ny = F.upsample_nearest(x, size=(4, 4))",
             fixed='import torch.nn.functional as F\ny = F.interpolate(x, size=(4, 4), mode="nearest")',
+            lines=(2,),
         ),
         Invalid(
             "import torch\ntorch.testing.assert_allclose(a, b)",
             fixed="import torch\ntorch.testing.assert_close(a, b)",
+            lines=(2,),
         ),
         Invalid(
             "import functorch\ny = functorch.vmap(f)(x)",
             fixed="import functorch\nimport torch\ny = torch.func.vmap(f)(x)",
+            lines=(2,),
         ),
         Invalid(
             "import torch\nfrom functorch import grad\ng = grad(f)(x)",
             fixed="import torch\nfrom functorch import grad\ng = torch.func.grad(f)(x)",
+            lines=(3,),
         ),
         Invalid(
             "import torch\nx = torch.cuda.LongTensor([1, 2])",
             fixed='import torch\nx = torch.tensor([1, 2], dtype=torch.int64, device="cuda")',
+            lines=(2,),
         ),
-        Invalid("import torch\ntorch.set_default_tensor_type(torch.cuda.FloatTensor)", fixed=None),
+        Invalid(
+            "import torch\ntorch.set_default_tensor_type(torch.cuda.FloatTensor)",
+            fixed=None,
+            lines=(2,),
+        ),
         Invalid(
             "import torch\nif torch.has_cuda:\n    pass",
             fixed="import torch\nif torch.backends.cuda.is_built():\n    pass",
+            lines=(2,),
         ),
         Invalid(
             "import torch\nm = torch.cuda.memory_cached()",
             fixed="import torch\nm = torch.cuda.memory_reserved()",
+            lines=(2,),
         ),
         Invalid(
             "import torch.distributed as dist\ndist.all_gather_into_tensor(out, x)",
             fixed="import torch.distributed as dist\ndist.all_gather_single(out, x)",
+            lines=(2,),
         ),
-        Invalid("import torch\ntorch.onnx.export(m, (x,), 'm.onnx', dynamo=False)", fixed=None),
+        Invalid(
+            "import torch\ntorch.onnx.export(m, (x,), 'm.onnx', dynamo=False)",
+            fixed=None,
+            lines=(2,),
+        ),
         # weight_norm: unsafe rename, unless the file relies on what only the old one makes.
         Invalid(
             "from torch import nn\nfc = nn.utils.weight_norm(nn.Linear(4, 4))\n",
             fixed="from torch import nn\nfc = nn.utils.parametrizations.weight_norm(nn.Linear(4, 4))\n",
+            lines=(2,),
         ),
         Invalid(
             "import torch.nn as nn\nfc = nn.utils.weight_norm(nn.Linear(4, 4))\n"
             "fc.weight_g.data.fill_(1)\n",
             fixed=None,
+            lines=(2,),
         ),
         Invalid(
             "import torch\nfrom torch.nn.utils import weight_norm\n"
             "conv = weight_norm(torch.nn.Conv1d(2, 2, 3), name='kernel')\n"
             "state = {k.replace('kernel_v', 'v'): t for k, t in conv.state_dict().items()}\n",
             fixed=None,
+            lines=(3,),
         ),
         Invalid(
             "import torch\nfrom torch.nn.utils import weight_norm, remove_weight_norm\n"
             "fc = weight_norm(torch.nn.Linear(4, 4))\nremove_weight_norm(fc)\n",
             fixed=None,
+            lines=(3,),
         ),
         Invalid(
             "import torch\nnet = torch.nn.Sequential(torch.nn.utils.weight_norm(torch.nn.Linear(4, 4)))\n"
             "torch.save(net, 'net.pt')\n",
             fixed=None,
+            lines=(2,),
         ),
-        Invalid("import torch\nfc = torch.nn.utils.weight_norm(layer, name=param)\n", fixed=None),
+        Invalid(
+            "import torch\nfc = torch.nn.utils.weight_norm(layer, name=param)\n",
+            fixed=None,
+            lines=(2,),
+        ),
         Invalid(
             "import torch\nq, r = torch.qr(a)\n",
             fixed="import torch\nq, r = torch.linalg.qr(a)\n",
             notebook=True,
+            lines=(2,),
         ),
     )
 

@@ -82,21 +82,26 @@ class DeprecatedApiImport(Rule):
         "from torch.onnx import export",  # only `dynamo=False` calls are deprecated
     )
     INVALID = (
-        Invalid("from functorch import vmap\n", fixed="from torch.func import vmap\n"),
+        Invalid("from functorch import vmap\n", fixed="from torch.func import vmap\n", lines=(1,)),
         Invalid(
             "from functorch import vmap as v, grad\n",
             fixed="from torch.func import vmap as v, grad\n",
+            lines=(1, 1),
         ),
         Invalid(
             "from torch.nn.utils.stateless import functional_call\n",
             fixed="from torch.func import functional_call\n",
+            lines=(1,),
         ),
-        Invalid("from torch import qr\n", fixed=None),
-        Invalid("from torch import qr, nn\n", fixed=None),
-        Invalid("from torch.nn.utils import weight_norm\n", fixed=None),
-        Invalid("from functorch import vmap, make_fx\n", fixed=None),
+        Invalid("from torch import qr\n", fixed=None, lines=(1,)),
+        Invalid("from torch import qr, nn\n", fixed=None, lines=(1,)),
+        Invalid("from torch.nn.utils import weight_norm\n", fixed=None, lines=(1,)),
+        Invalid("from functorch import vmap, make_fx\n", fixed=None, lines=(1,)),
         Invalid(
-            "from functorch import jacrev\n", fixed="from torch.func import jacrev\n", notebook=True
+            "from functorch import jacrev\n",
+            fixed="from torch.func import jacrev\n",
+            notebook=True,
+            lines=(1,),
         ),
     )
 

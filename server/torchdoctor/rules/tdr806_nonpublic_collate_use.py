@@ -94,21 +94,25 @@ class NonpublicCollateUse(Rule):
         Invalid(
             "import torch\nb = torch.utils.data._utils.collate.default_collate(samples)",
             fixed="import torch\nb = torch.utils.data.default_collate(samples)",
+            lines=(2,),
         ),
         Invalid(
             "import torch.utils.data._utils.collate as C\nb = C.default_convert(s)",
             fixed="import torch.utils.data._utils.collate as C\nimport torch\n"
             "b = torch.utils.data.default_convert(s)",
+            lines=(2,),
         ),
         Invalid(
             "import torch\nfrom torch.utils.data import DataLoader\n"
             "dl = DataLoader(ds, collate_fn=torch.utils.data._utils.collate.default_collate)",
             fixed="import torch\nfrom torch.utils.data import DataLoader\n"
             "dl = DataLoader(ds, collate_fn=torch.utils.data.default_collate)",
+            lines=(3,),
         ),
         Invalid(
             "from torch.utils.data._utils.collate import default_collate\nb = default_collate(s)",
             fixed=None,
+            lines=(2,),
         ),
     )
 

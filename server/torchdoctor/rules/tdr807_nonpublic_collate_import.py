@@ -77,14 +77,17 @@ class NonpublicCollateImport(Rule):
         Invalid(
             "from torch.utils.data._utils.collate import default_collate\n",
             fixed="from torch.utils.data import default_collate\n",
+            lines=(1,),
         ),
         Invalid(
             "from torch.utils.data._utils.collate import default_convert as conv, default_collate\n",
             fixed="from torch.utils.data import default_convert as conv, default_collate\n",
+            lines=(1, 1),
         ),
         Invalid(
             "from torch.utils.data._utils.collate import default_collate, collate\n",
             fixed=None,
+            lines=(1,),
         ),
     )
 

@@ -82,19 +82,26 @@ class LogOnePlus(Rule):
         Valid("import torch\ny = torch.log1p(x)\n", notebook=True),
     )
     INVALID = (
-        Invalid("import torch\ny = torch.log(1 + x)", fixed="import torch\ny = torch.log1p(x)"),
+        Invalid(
+            "import torch\ny = torch.log(1 + x)",
+            fixed="import torch\ny = torch.log1p(x)",
+            lines=(2,),
+        ),
         Invalid(
             "import torch as T\ny = T.log(x.exp() + 1.0)",
             fixed="import torch as T\ny = T.log1p(x.exp())",
+            lines=(2,),
         ),
         Invalid(
             "from torch import log\ny = log(1 + a * b)",
             fixed="from torch import log\nimport torch\ny = torch.log1p(a * b)",
+            lines=(2,),
         ),
         Invalid(
             "import torch\ny = torch.log(1 + x)\n",
             fixed="import torch\ny = torch.log1p(x)\n",
             notebook=True,
+            lines=(2,),
         ),
     )
 

@@ -83,16 +83,22 @@ class ExpMinusOne(Rule):
         Valid("import torch\ny = torch.special.expm1(x)\n", notebook=True),
     )
     INVALID = (
-        Invalid("import torch\ny = torch.exp(x) - 1", fixed="import torch\ny = torch.expm1(x)"),
+        Invalid(
+            "import torch\ny = torch.exp(x) - 1",
+            fixed="import torch\ny = torch.expm1(x)",
+            lines=(2,),
+        ),
         Invalid(
             "import torch as T\ny = 2 * (T.exp(a + b) - 1.0)",
             fixed="import torch as T\ny = 2 * (T.expm1(a + b))",
+            lines=(2,),
         ),
-        Invalid("import torch\ny = torch.exp(x, out=o) - 1", fixed=None),
+        Invalid("import torch\ny = torch.exp(x, out=o) - 1", fixed=None, lines=(2,)),
         Invalid(
             "import torch\ny = torch.exp(x) - 1\n",
             fixed="import torch\ny = torch.expm1(x)\n",
             notebook=True,
+            lines=(2,),
         ),
     )
 

@@ -238,15 +238,18 @@ class TorchvisionPretrained(Rule):
             "import torch\nfrom torchvision import models\nm = models.resnet50(pretrained=True)",
             fixed="import torch\nfrom torchvision import models\n"
             "m = models.resnet50(weights=models.ResNet50_Weights.IMAGENET1K_V1)",
+            lines=(3,),
         ),
         Invalid(
             "import torchvision\nm = torchvision.models.vgg16(pretrained=False)",
             fixed="import torchvision\nm = torchvision.models.vgg16(weights=None)",
+            lines=(2,),
         ),
         Invalid(
             "from torchvision.models import resnet18\nm = resnet18(pretrained=True)",
             fixed="from torchvision.models import resnet18\nimport torchvision\n"
             "m = resnet18(weights=torchvision.models.ResNet18_Weights.IMAGENET1K_V1)",
+            lines=(2,),
         ),
         Invalid(
             "import torchvision.models as tvm\n"
@@ -255,27 +258,36 @@ class TorchvisionPretrained(Rule):
             "m = tvm.detection.fasterrcnn_resnet50_fpn("
             "weights=tvm.detection.FasterRCNN_ResNet50_FPN_Weights.COCO_V1, "
             "weights_backbone=tvm.ResNet50_Weights.IMAGENET1K_V1)",
+            lines=(2,),
         ),
         Invalid(
             "from torchvision.models.resnet import resnet50\nm = resnet50(True)",
             fixed="from torchvision.models.resnet import resnet50\nimport torchvision\n"
             "m = resnet50(weights=torchvision.models.ResNet50_Weights.IMAGENET1K_V1)",
+            lines=(2,),
         ),
         Invalid(
             "import torchvision\nm = torchvision.models.resnet50(pretrained=args.pretrained)",
             fixed=None,
+            lines=(2,),
         ),
-        Invalid("import torchvision\nm = torchvision.models.vit_h_14(pretrained=True)", fixed=None),
+        Invalid(
+            "import torchvision\nm = torchvision.models.vit_h_14(pretrained=True)",
+            fixed=None,
+            lines=(2,),
+        ),
         # Already passes `weights=`: a fix would repeat the keyword.
         Invalid(
             "import torchvision\nm = torchvision.models.resnet18(pretrained=False, weights=None)",
             fixed=None,
+            lines=(2,),
         ),
         Invalid(
             "import torchvision\nm = torchvision.models.alexnet(pretrained=True)\n",
             fixed="import torchvision\n"
             "m = torchvision.models.alexnet(weights=torchvision.models.AlexNet_Weights.IMAGENET1K_V1)\n",
             notebook=True,
+            lines=(2,),
         ),
     )
 

@@ -103,16 +103,19 @@ class TorchvisionV2ToTensor(Rule):
         Invalid(
             "import torch\nfrom torchvision.transforms import v2\nt = v2.ToTensor()",
             fixed="import torch\nfrom torchvision.transforms import v2\nt = " + ADVICE,
+            lines=(3,),
         ),
         Invalid(
             "from torchvision.transforms import v2 as T\nt = T.Compose([T.ToTensor()])",
             fixed="from torchvision.transforms import v2 as T\nimport torch\n"
             "t = T.Compose([T.Compose([T.ToImage(), T.ToDtype(torch.float32, scale=True)])])",
+            lines=(2,),
         ),
-        Invalid("from torchvision.transforms.v2 import ToTensor\n", fixed=None),
+        Invalid("from torchvision.transforms.v2 import ToTensor\n", fixed=None, lines=(1,)),
         Invalid(
             "import torchvision\nt = torchvision.transforms.v2.ToTensor\n",
             fixed=None,
+            lines=(2,),
         ),
     )
 

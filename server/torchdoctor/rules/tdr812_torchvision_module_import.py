@@ -79,15 +79,21 @@ class TorchvisionModuleImport(Rule):
         Valid("from torchvision import transforms\n", notebook=True),
     )
     INVALID = (
-        Invalid("import torchvision.models as models\n", fixed="from torchvision import models\n"),
+        Invalid(
+            "import torchvision.models as models\n",
+            fixed="from torchvision import models\n",
+            lines=(1,),
+        ),
         Invalid(
             "import torchvision.transforms as transforms\n",
             fixed="from torchvision import transforms\n",
+            lines=(1,),
         ),
-        Invalid("import os, torchvision.datasets as datasets\n", fixed=None),
+        Invalid("import os, torchvision.datasets as datasets\n", fixed=None, lines=(1,)),
         Invalid(
             "def f():\n    import torchvision.models as models\n    return models\n",
             fixed="def f():\n    from torchvision import models\n    return models\n",
+            lines=(2,),
         ),
     )
 

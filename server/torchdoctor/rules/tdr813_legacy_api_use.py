@@ -120,22 +120,34 @@ class LegacyApiUse(Rule):
         Valid("import torch\nx = torch.zeros(2)\n", notebook=True),
     )
     INVALID = (
-        Invalid("import torch\ny = torch.ger(u, v)", fixed="import torch\ny = torch.outer(u, v)"),
-        Invalid("import torch\nn = torch.norm(x, dim=1)", fixed=None),
+        Invalid(
+            "import torch\ny = torch.ger(u, v)",
+            fixed="import torch\ny = torch.outer(u, v)",
+            lines=(2,),
+        ),
+        Invalid("import torch\nn = torch.norm(x, dim=1)", fixed=None, lines=(2,)),
         Invalid(
             "import torch.nn as nn\nup = nn.UpsamplingBilinear2d(scale_factor=2)",
             fixed="import torch.nn as nn\n"
             'up = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True)',
+            lines=(2,),
         ),
         Invalid(
             "import torch\nx = torch.FloatTensor(2, 3)",
             fixed="import torch\nx = torch.empty(2, 3, dtype=torch.float32)",
+            lines=(2,),
         ),
-        Invalid("import torch\nx = torch.FloatTensor(t)", fixed=None),
-        Invalid("import torch\nfrom torch.autograd import Variable\nv = Variable(x)", fixed=None),
-        Invalid("import torch\n@torch.jit.script\ndef f(x):\n    return x\n", fixed=None),
-        Invalid("import torch\nts = torch.jit.trace(model, example)", fixed=None),
-        Invalid("import torch\nn = torch.norm(x)\n", fixed=None, notebook=True),
+        Invalid("import torch\nx = torch.FloatTensor(t)", fixed=None, lines=(2,)),
+        Invalid(
+            "import torch\nfrom torch.autograd import Variable\nv = Variable(x)",
+            fixed=None,
+            lines=(3,),
+        ),
+        Invalid(
+            "import torch\n@torch.jit.script\ndef f(x):\n    return x\n", fixed=None, lines=(2,)
+        ),
+        Invalid("import torch\nts = torch.jit.trace(model, example)", fixed=None, lines=(2,)),
+        Invalid("import torch\nn = torch.norm(x)\n", fixed=None, notebook=True, lines=(2,)),
     )
 
     def check(self, ctx: Context) -> None:

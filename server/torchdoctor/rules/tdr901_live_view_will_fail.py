@@ -119,12 +119,19 @@ class LiveViewWillFail(Rule):
             "import torch\nflat = b.view(-1)",
             fixed="import torch\nflat = b.reshape(-1)",
             live=_LIVE,
+            lines=(2,),
         ),
-        Invalid("flat = b.view(-1)  # torch", fixed="flat = b.reshape(-1)  # torch", live=_LIVE),
+        Invalid(
+            "flat = b.view(-1)  # torch",
+            fixed="flat = b.reshape(-1)  # torch",
+            live=_LIVE,
+            lines=(1,),
+        ),
         Invalid(
             "import torch as T\nflat = b.view((-1,))",
             fixed="import torch as T\nflat = b.reshape((-1,))",
             live=LiveFacts({"b": {**_B, "views": view_result([-1], _NOT_VIEWABLE)}}),
+            lines=(2,),
         ),
         Invalid(
             "import torch\nout = c.view(c.size(0), -1)",
@@ -140,6 +147,7 @@ class LiveViewWillFail(Rule):
                 },
                 execution_count=3,
             ),
+            lines=(2,),
         ),
         # In a notebook (the cell that made `b` ran earlier).
         Invalid(
@@ -147,6 +155,7 @@ class LiveViewWillFail(Rule):
             fixed="import torch\nflat = b.reshape(-1)",
             notebook=True,
             live=_LIVE,
+            lines=(2,),
         ),
     )
 

@@ -118,32 +118,38 @@ class LiveDeviceMismatch(Rule):
             "import torch\ny = model(x)",
             fixed="import torch\ny = model(x.to(next(model.parameters()).device))",
             live=_LIVE,
+            lines=(2,),
         ),
         Invalid(
             "import torch\ny = x @ w",
             fixed="import torch\ny = x.to(w.device) @ w",
             live=_LIVE,
+            lines=(2,),
         ),
         Invalid(
             "import torch as T\nz = T.cat([w, x], dim=0)",
             fixed="import torch as T\nz = T.cat([w, x.to(w.device)], dim=0)",
             live=_LIVE,
+            lines=(2,),
         ),
         Invalid(
             "import torch.nn.functional as F\ny = F.linear(x, w)",
             fixed="import torch.nn.functional as F\ny = F.linear(x.to(w.device), w)",
             live=_LIVE,
+            lines=(2,),
         ),
         Invalid(
             "import torch\ny = x.matmul(w)",
             fixed="import torch\ny = x.to(w.device).matmul(w)",
             live=_LIVE,
+            lines=(2,),
         ),
         Invalid(
             "import torch\ny = model(x)",
             fixed="import torch\ny = model(x.to(next(model.parameters()).device))",
             notebook=True,
             live=_LIVE,
+            lines=(2,),
         ),
     )
 

@@ -142,12 +142,14 @@ class NotebookDatasetWithSpawn(Rule):
             fixed=_DS + "loader = DataLoader(Squares(), batch_size=8, num_workers=0)",
             notebook=True,
             live=_SPAWN,
+            lines=(8,),
         ),
         Invalid(
             _DS + "ds = Squares()\nloader = DataLoader(ds, num_workers=4)",
             fixed=_DS + "ds = Squares()\nloader = DataLoader(ds, num_workers=0)",
             notebook=True,
             live=LiveFacts({}, kernel={"start_method": "forkserver"}),
+            lines=(9,),
         ),
         Invalid(
             _DS.replace(
@@ -162,6 +164,7 @@ class NotebookDatasetWithSpawn(Rule):
             "multiprocessing_context='spawn')",
             notebook=True,
             live=_FORK,
+            lines=(8,),
         ),
     )
 

@@ -128,32 +128,38 @@ class LiveDtypeMismatch(Rule):
             "import torch\ny = model(x)",
             fixed="import torch\ny = model(x.to(next(model.parameters()).dtype))",
             live=_LIVE,
+            lines=(2,),
         ),
         Invalid(
             "import torch\ny = h @ w",
             fixed="import torch\ny = h @ w.to(h.dtype)",
             live=_LIVE,
+            lines=(2,),
         ),
         Invalid(
             "import torch as T\ny = T.matmul(x, w)",
             fixed="import torch as T\ny = T.matmul(x, w.to(x.dtype))",
             live=_LIVE,
+            lines=(2,),
         ),
         Invalid(
             "from torch.nn import functional as F\ny = F.linear(x, w)",
             fixed="from torch.nn import functional as F\ny = F.linear(x, w.to(x.dtype))",
             live=_LIVE,
+            lines=(2,),
         ),
         Invalid(
             "import torch\ny = h.mm(w)",
             fixed="import torch\ny = h.mm(w.to(h.dtype))",
             live=_LIVE,
+            lines=(2,),
         ),
         Invalid(
             "import torch\ny = model(x)",
             fixed="import torch\ny = model(x.to(next(model.parameters()).dtype))",
             notebook=True,
             live=_LIVE,
+            lines=(2,),
         ),
     )
 
