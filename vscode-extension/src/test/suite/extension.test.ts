@@ -93,7 +93,7 @@ describe("torchdoctor in VS Code", () => {
         "",
         "",
         'state = torch.load("checkpoint.pt")',
-        "model = torch.nn.Linear(8, 2).cuda()",
+        'model = torch.nn.Linear(8, 2).to("cuda" if torch.cuda.is_available() else "cpu")',
         "print(evaluate(model, val_loader))",
         "",
       ].join("\n"),
