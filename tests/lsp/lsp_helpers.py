@@ -273,3 +273,32 @@ def apply_editor_edits(text: str, edits: list[types.TextEdit]) -> str:
     for start, end, new in spans:
         text = text[:start] + new + text[end:]
     return text
+
+
+async def fixes_of(
+    client: LanguageClient, uri: str, diagnostic: types.Diagnostic
+) -> list[tuple[types.CodeAction, int | None, list[types.TextEdit]]]:
+    """The fixes the server offers for one diagnostic (built when asked for: a text document's
+    diagnostics do not carry them): each quick-fix action with an edit, the document version
+    that edit names, and its edits in ``uri``."""
+    result = await client.text_document_code_action_async(
+        types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            range=diagnostic.range,
+            context=types.CodeActionContext(diagnostics=[diagnostic], only=["quickfix"]),
+        )
+    )
+    out = []
+    for action in result or []:
+        if not isinstance(action, types.CodeAction) or action.edit is None:
+            continue
+        if action.title.startswith("Disable ") or action.title.startswith("在此行禁用"):
+            continue
+        for item in action.edit.document_changes or []:
+            if isinstance(item, types.TextDocumentEdit) and item.text_document.uri == uri:
+                edits = [e for e in item.edits if isinstance(e, types.TextEdit)]
+                out.append((action, item.text_document.version, edits))
+        for target, edits in (action.edit.changes or {}).items():
+            if target == uri:
+                out.append((action, None, list(edits)))
+    return out

@@ -128,6 +128,19 @@ async def test_fix_all_of_one_rule_resolves_lazily(client: LanguageClient) -> No
     assert after.count('map_location="cpu"') == 2
 
 
+async def test_fix_all_offered_where_no_finding_is(client: LanguageClient) -> None:
+    # The lightbulb's request for a row without a finding: no fix is built for it, and fix-all is
+    # offered (the rule offers fixes); resolved, it has the edits of both loads.
+    uri = "file:///tmp/td_ca/elsewhere.py"
+    open_doc(client, uri, TWO_LOADS)
+    diags = (await published(client, uri)).diagnostics
+    assert all(d.data["fixesOnRequest"] for d in diags)
+    found = await actions(client, uri, [], line=0)
+    assert [a.title for a in found] == ["torchdoctor: Fix all auto-fixable problems"]
+    resolved = await client.code_action_resolve_async(found[0])
+    assert apply_text_edits(TWO_LOADS, edits_for(resolved.edit, uri)).count("map_location") == 2
+
+
 async def test_source_fix_all_on_request(client: LanguageClient) -> None:
     uri = "file:///tmp/td_ca/source.py"
     text = TWO_LOADS + CHECKPOINT

@@ -75,6 +75,57 @@ def test_diff_edits_apply_back() -> None:
     assert diff_edits("a\nb\nc\n", "a\nB\nc\n") == [types.TextEdit(rng(1, 0, 2, 0), "B\n")]
 
 
+def _apply_back(old: str, edits: list[types.TextEdit]) -> str:
+    return apply_edits(
+        old,
+        [
+            Edit(
+                Pos(e.range.start.line + 1, e.range.start.character),
+                Pos(e.range.end.line + 1, e.range.end.character),
+                e.new_text,
+            )
+            for e in edits
+        ],
+    )
+
+
+def test_diff_edits_of_fixes_spread_over_a_long_repetitive_file() -> None:
+    # 3,000 blocks of the same rows but for one (a file of many classes alike); a fix in every
+    # third block. The edits are each fix's row alone, found without comparing every pair of
+    # equal rows (seconds for difflib's matcher on such a file; not a timing assert).
+    block = "class Block{i}:\n    def forward(self, x):\n        y = x\n        return y\n\n"
+    old = "".join(block.format(i=i) for i in range(3000))
+    new = "".join(
+        block.format(i=i).replace("y = x", "y = x.detach()" if i % 3 == 0 else "y = x")
+        for i in range(3000)
+    )
+    edits = diff_edits(old, new)
+    assert len(edits) == 1000
+    assert all(e.range.end.line == e.range.start.line + 1 for e in edits)
+    assert _apply_back(old, edits) == new
+
+
+def test_diff_edits_apply_back_when_split_at_unique_rows(monkeypatch) -> None:
+    import random
+
+    from torchdoctor.lsp import convert
+
+    monkeypatch.setattr(convert, "_DIRECT_DIFF_PAIRS", 0)  # always look for anchors
+    pick = random.Random(15)
+    rows = ["a\n", "b\n", "\n", "x = 1\n", "def f():\n", "    pass\n"]
+    for _ in range(300):
+        old_rows = [pick.choice(rows) for _ in range(pick.randint(0, 60))]
+        new_rows = list(old_rows)
+        for _ in range(pick.randint(0, 8)):
+            at = pick.randint(0, len(new_rows))
+            if pick.random() < 0.5:
+                new_rows.insert(at, pick.choice([*rows, f"u{pick.randint(0, 9)}\n"]))
+            elif new_rows:
+                del new_rows[min(at, len(new_rows) - 1)]
+        old, new = "".join(old_rows), "".join(new_rows)
+        assert _apply_back(old, diff_edits(old, new)) == new
+
+
 def test_noqa_edit() -> None:
     assert noqa_edit("x = f()\n", 3, "TDR602") == types.TextEdit(
         rng(3, 7, 3, 7), "  # noqa: TDR602"

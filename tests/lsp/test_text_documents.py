@@ -4,7 +4,7 @@ stale versions dropped; pull diagnostics with real result ids."""
 from __future__ import annotations
 
 import pytest
-from lsp_helpers import change, codes, initialize, lsp_client, open_doc, published
+from lsp_helpers import change, codes, fixes_of, initialize, lsp_client, open_doc, published
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
@@ -30,9 +30,16 @@ async def test_open_publishes_tdr602_with_version_and_link(client: LanguageClien
     assert d.code_description is not None and "TDR602" in d.code_description.href
     assert d.severity == types.DiagnosticSeverity.Warning
     assert d.message.startswith("`torch.load` without `map_location`")
-    fix = d.data["fixes"][0]
-    assert fix["applicability"] == "safe"
-    assert fix["edits"] == [{"range": [1, 41, 1, 41], "newText": ', map_location="cpu"'}]
+    # Its fix is built when a code action asks, on the version the diagnostic belongs to.
+    assert d.data == {"code": "TDR602", "version": 3, "noqaLine": 1, "fixesOnRequest": True}
+    [(action, version, edits)] = await fixes_of(client, uri, d)
+    assert action.title == 'Add `map_location="cpu"`' and action.is_preferred  # a safe fix
+    assert version == 3
+    assert edits == [
+        types.TextEdit(
+            types.Range(types.Position(1, 41), types.Position(1, 41)), ', map_location="cpu"'
+        )
+    ]
 
 
 async def test_columns_are_utf16(client: LanguageClient) -> None:
@@ -42,7 +49,8 @@ async def test_columns_are_utf16(client: LanguageClient) -> None:
     params = await published(client, uri)
     [d] = [d for d in params.diagnostics if d.code == "TDR602"]
     assert d.range.start == types.Position(1, 19)
-    assert d.data["fixes"][0]["edits"][0]["range"] == [1, 52, 1, 52]
+    [(_action, _version, [edit])] = await fixes_of(client, uri, d)
+    assert edit.range.start == edit.range.end == types.Position(1, 52)
 
 
 async def test_incremental_edits_update_findings(client: LanguageClient) -> None:

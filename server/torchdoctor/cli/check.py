@@ -86,7 +86,30 @@ def _settings_for(path: Path, opts: Options) -> Settings:
         finder = ConfigFinder(base)
         _FINDERS[key] = finder
     base_settings = finder.default if opts.config_file else finder.for_path(path)
-    return base_settings.merged(**opts.overrides)
+    # The files of one folder share their settings object: merge the overrides once for it.
+    merged_key = (id(base_settings), repr(sorted(opts.overrides.items())))
+    known = _MERGED.get(merged_key)
+    if known is not None and known[0] is base_settings:
+        return known[1]
+    merged = base_settings.merged(**opts.overrides)
+    _MERGED[merged_key] = (base_settings, merged)
+    return merged
+
+
+_MERGED: dict[tuple[int, str], tuple[Settings, Settings]] = {}
+# The rules of files under settings without per-file ignores (the same for all of them).
+_CODES: dict[int, tuple[Settings, frozenset[str]]] = {}
+
+
+def _codes_for(settings: Settings, name: str) -> frozenset[str]:
+    if settings.per_file_ignores:
+        return enabled_codes(settings, name)
+    known = _CODES.get(id(settings))
+    if known is not None and known[0] is settings:
+        return known[1]
+    codes = enabled_codes(settings, name)
+    _CODES[id(settings)] = (settings, codes)
+    return codes
 
 
 def check_file(path: Path, opts: Options, stdin_text: str | None = None) -> Record:
@@ -110,7 +133,7 @@ def check_file(path: Path, opts: Options, stdin_text: str | None = None) -> Reco
     if text is None:
         record.errors.append(error or FileError(name, "cannot read"))
         return record
-    codes = enabled_codes(settings, name)
+    codes = _codes_for(settings, name)
     cache_file = None
     if opts.cache is not None and not opts.fix and not opts.diff and stdin_text is None:
         digest = hashlib.sha256(
@@ -345,6 +368,9 @@ def run_check(args: argparse.Namespace) -> int:
         if not args.config:
             for path in files:  # a configuration that cannot be used is one error, for all
                 finder.for_path(path).merged(**overrides)
+        # The workers look up each file's settings again: with what the walk found already
+        # (worker processes forked from this one share it).
+        _FINDERS[args.config] = finder
     except ConfigError as exc:
         print(f"torchdoctor: error: {exc}", file=sys.stderr)
         return EXIT_ERROR

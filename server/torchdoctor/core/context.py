@@ -4,8 +4,8 @@ when there is a kernel) and ``report``."""
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, ClassVar, Protocol, TypeAlias
 
 from . import kinds
 from .kinds import Kind
@@ -28,6 +28,12 @@ class Reporter(Protocol):
     tags: ClassVar[tuple[str, ...]]
 
 
+# A finding's fixes, or a function that builds them (one fix, None, or several), such as
+# ``functools.partial(_fix, ctx, call)``: called at once by ``report`` when the check builds
+# fixes, never when it does not (``Context.build_fixes``).
+Fixes: TypeAlias = "Iterable[Fix | None] | Callable[[], Fix | Iterable[Fix | None] | None]"
+
+
 class Context:
     def __init__(
         self,
@@ -38,6 +44,7 @@ class Context:
         notebook: Notebook | None = None,
         *,
         live: LiveFacts | None = None,
+        build_fixes: bool = True,
     ) -> None:
         self.source = source
         self.sem = sem
@@ -45,6 +52,9 @@ class Context:
         self.settings = settings
         self.notebook = notebook
         self.live = live  # facts read from the running kernel; None without one
+        # Whether ``report`` builds the fixes a rule hands it as a function (the command line
+        # and the fix loop do; the language server, typing, builds them when a code action asks).
+        self.build_fixes = build_fixes
         self.rule: type[Reporter] | None = None
         self.findings: list[Finding] = []
 
@@ -84,13 +94,31 @@ class Context:
         self,
         node: ast.AST | Range,
         message: Text,
-        fixes: Iterable[Fix | None] = (),
+        fixes: Fixes = (),
         related: Iterable[Related] = (),
         severity: Severity | None = None,
         **extra: object,
     ) -> Finding:
         """Record a finding; ``severity`` overrides the rule's for this finding only (a variant
-        the rule is less sure about)."""
+        the rule is less sure about).
+
+        ``fixes`` may be a function that builds them (``partial(_fix, ctx, call)``): it is
+        called here, before the rule goes on, or not at all when the check does not build
+        fixes. Such a finding is then ``fixes_deferred``, as is one whose fixes were handed
+        built: a check that does not build fixes gives none, and a check of the same text with
+        the finding's rule builds them."""
+        built: Iterable[Fix | None]
+        if not callable(fixes):
+            built = fixes
+        elif not self.build_fixes:
+            built = ()
+        else:
+            made = fixes()
+            built = (made,) if made is None or isinstance(made, Fix) else made
+        kept = tuple(f for f in built if f is not None)
+        deferred = not self.build_fixes and (callable(fixes) or bool(kept))
+        if deferred:
+            kept = ()
         rule = self.rule
         assert rule is not None, "report() called outside a rule"
         rng = node if isinstance(node, Range) else self.source.range(node)
@@ -108,11 +136,12 @@ class Context:
             message=message,
             range=rng,
             severity=severity or rule.severity,
-            fixes=tuple(f for f in fixes if f is not None),
+            fixes=kept,
             related=tuple(related),
             tags=rule.tags,
             noqa_row=rng.start.row,
             extra=dict(extra),
+            fixes_deferred=deferred,
         )
         self.findings.append(finding)
         return finding

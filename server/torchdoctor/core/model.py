@@ -106,6 +106,10 @@ class Finding:
     cell: int | None = None
     cell_range: Range | None = None
     extra: dict[str, object] = field(default_factory=dict)
+    # The rule's fixes were left unbuilt (a check with ``fixes=False``, as the language server
+    # runs while typing): ``fixes`` is empty, and a check of the same text with fixes on builds
+    # them (``linter.runner.check_text``).
+    fixes_deferred: bool = False
 
     @property
     def fix(self) -> Fix | None:

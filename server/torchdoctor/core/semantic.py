@@ -21,6 +21,7 @@ is), ``training`` (loops, backward, optimizer steps, grad mode, autocast), ``dat
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
@@ -57,6 +58,7 @@ _CANONICAL_EXACT = {
 _NN_SUBMODULE = re.compile(r"^torch\.nn\.[a-z_]+\.(?=[A-Z])")
 
 
+@functools.lru_cache(maxsize=65536)  # asked for the same names again and again
 def canonical(qualname: str) -> str:
     """The short public spelling of a qualified name (``torch.nn.Linear`` for
     ``torch.nn.modules.linear.Linear``, ``torch.amp.autocast`` for ``torch.autocast``)."""

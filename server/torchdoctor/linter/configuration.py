@@ -95,10 +95,27 @@ class ConfigFinder:
     def __init__(self, default: Settings | None = None) -> None:
         self.default = default or Settings()
         self._by_dir: dict[Path, Settings] = {}
+        self._by_path: dict[Path, Settings] = {}  # paths asked for already
 
-    def for_path(self, path: Path) -> Settings:
-        start = path.resolve()
-        directory = start if start.is_dir() else start.parent
+    def for_path(
+        self, path: Path, resolved: Path | None = None, *, is_dir: bool | None = None
+    ) -> Settings:
+        """The settings of ``path``; ``resolved`` (its real path) and ``is_dir``, when the
+        caller knows them, save the system calls that find them."""
+        known = self._by_path.get(path)
+        if known is not None:
+            return known
+        start = resolved if resolved is not None else path.resolve()
+        if is_dir is None:
+            is_dir = start.is_dir()
+        found = self._for_dir(start if is_dir else start.parent)
+        self._by_path[path] = found
+        return found
+
+    def _for_dir(self, directory: Path) -> Settings:
+        known = self._by_dir.get(directory)
+        if known is not None:
+            return known
         chain: list[Path] = []
         found: Settings | None = None
         for d in (directory, *directory.parents):

@@ -81,8 +81,18 @@ def discover(paths: list[str], finder: ConfigFinder) -> Iterator[Path]:
         yield from _walk(path, specs, finder, seen, visited)
 
 
-def _ignored(path: Path, is_dir: bool, specs: list[tuple[Path, pathspec.PathSpec]]) -> bool:
-    resolved = path.resolve()
+def _ignored(
+    path: Path,
+    is_dir: bool,
+    specs: list[tuple[Path, pathspec.PathSpec]],
+    resolved: Path | None = None,
+) -> bool:
+    """Whether a ``.gitignore`` of ``specs`` hides ``path`` (``resolved``: its real path, when
+    the caller knows it)."""
+    if not specs:
+        return False
+    if resolved is None:
+        resolved = path.resolve()
     for base, spec in specs:
         try:
             rel = resolved.relative_to(base).as_posix()
@@ -108,7 +118,7 @@ def _walk(
         return
     visited.add(real)
     spec = _gitignore(root)
-    local = [*specs, (root.resolve(), spec)] if spec is not None else specs
+    local = [*specs, (real, spec)] if spec is not None else specs
     try:
         entries = sorted(os.scandir(root), key=lambda e: e.name)
     except OSError:
@@ -117,27 +127,34 @@ def _walk(
         path = Path(entry.path)
         try:
             is_dir = entry.is_dir()
+            # The real path of an entry that is not a link is the real folder's path joined
+            # with its name: no system call (``resolve`` makes one per part of the path).
+            entry_real = None if entry.is_symlink() else real / entry.name
         except OSError:
             continue
         if is_dir:
-            if entry.name in DEFAULT_EXCLUDES or _ignored(path, True, local):
+            if entry.name in DEFAULT_EXCLUDES or _ignored(path, True, local, entry_real):
                 continue
-            if finder.for_path(path).is_excluded(path):
+            if finder.for_path(path, entry_real, is_dir=True).is_excluded(path):
                 continue
             yield from _walk(path, local, finder, seen, visited)
         elif entry.name.endswith(SUFFIXES):
-            if _ignored(path, False, local) or finder.for_path(path).is_excluded(path):
+            if _ignored(path, False, local, entry_real):
                 continue
-            if _first(path, seen):
+            if finder.for_path(path, entry_real, is_dir=False).is_excluded(path):
+                continue
+            if _first(path, seen, entry_real):
                 yield path
 
 
-def _first(path: Path, seen: set[Path]) -> bool:
-    """Whether this is the first time the file ``path`` leads to is met (and note it)."""
-    try:
-        real = path.resolve()
-    except (OSError, RuntimeError):
-        real = path
+def _first(path: Path, seen: set[Path], real: Path | None = None) -> bool:
+    """Whether this is the first time the file ``path`` leads to is met (and note it);
+    ``real``: its real path, when the caller knows it."""
+    if real is None:
+        try:
+            real = path.resolve()
+        except (OSError, RuntimeError):
+            real = path
     if real in seen:
         return False
     seen.add(real)

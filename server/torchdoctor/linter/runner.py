@@ -68,9 +68,15 @@ def check_text(
     stop: Callable[[], bool] | None = None,
     live: LiveFacts | None = None,
     probe: bool = False,
+    fixes: bool = True,
 ) -> FileResult:
     """Check Python source (for a notebook: its concatenated, masked code cells): one parse,
     one analysis, every enabled rule.
+
+    ``fixes=False`` leaves the fixes that rules build on request unbuilt (their findings are
+    ``fixes_deferred``): the language server checks so while the user types, and builds a
+    finding's fixes when a code action asks, by checking the same text again with the finding's
+    rule alone (``codes``) and fixes on.
 
     ``live`` holds the kernel's facts for the live rules (TDR9xx; silent without them), and
     ``probe`` asks for what to probe the kernel for next (``FileResult.probe``), both from the
@@ -85,10 +91,9 @@ def check_text(
         if probe:
             result.probe = NO_PROBE
         return result
-    with analysed(text, path, settings, notebook=notebook, parser=parser, live=live) as (
-        ctx,
-        errors,
-    ):
+    with analysed(
+        text, path, settings, notebook=notebook, parser=parser, live=live, build_fixes=fixes
+    ) as (ctx, errors):
         result.errors.extend(errors)
         if ctx is None:
             return result
@@ -109,6 +114,7 @@ def analysed(
     notebook: Notebook | None = None,
     parser: IncrementalParser | None = None,
     live: LiveFacts | None = None,
+    build_fixes: bool = True,
 ) -> Iterator[tuple[Context | None, list[FileError]]]:
     """The analysis context of one text (parsed once, analysed once) and the errors met on the
     way; the context is None when an error stopped the analysis. A notebook cell that does not
@@ -141,7 +147,12 @@ def analysed(
             )
             yield None, errors
             return
-        yield Context(Source(text), sem, path, settings, notebook, live=live), errors
+        yield (
+            Context(
+                Source(text), sem, path, settings, notebook, live=live, build_fixes=build_fixes
+            ),
+            errors,
+        )
 
 
 def _without_broken_cells(
@@ -202,6 +213,8 @@ def _run_rules(
 def _kept_findings(ctx: Context, notebook: Notebook | None) -> list[Finding]:
     """The findings no noqa comment silences and no surer finding at the same place replaces,
     in order; for notebooks with their cell and the range inside it."""
+    if not ctx.findings:
+        return []
     noqa = find_noqa(ctx.source.lines)
     findings = [f for f in ctx.findings if not _suppressed(f, noqa, ALIASES)]
     replaced = {(old, f.range) for f in findings for old in SUPERSEDES.get(f.code, ())}

@@ -41,11 +41,22 @@ async def code_action(doctor: Doctor, params: types.CodeActionParams) -> list[ty
     only = params.context.only
     zh = is_chinese(doctor.locale)
     actions: list[types.CodeAction] = []
-    everything = [d for items in unit.diagnostics.values() for d in items]
-    if _kind_matches(types.CodeActionKind.QuickFix, only):
-        actions += _quick_fixes(doctor, uri, params.context.diagnostics, everything, zh)
+    quick = _kind_matches(types.CodeActionKind.QuickFix, only)
+    # The fixes these actions show, built now where the analysis left them to be built: those of
+    # the rules of the diagnostics sent (their quick fixes, and "fix all of this rule").
+    codes = {
+        str(d.code) for d in params.context.diagnostics if d.source == convert.SOURCE and quick
+    }
+    current = await doctor.with_fixes(unit, codes)
+    everything = [d for items in current.values() for d in items]
+    if quick:
+        items = current.get(unit.spelled(uri) or uri, [])
+        actions += _quick_fixes(doctor, uri, params.context.diagnostics, everything, items, zh)
     unsafe = bool((await doctor.settings_for(path))[0].unsafe_fixes)
-    any_fixable = any(convert.is_bulk_fixable(d, unsafe) for d in everything)
+    # Whether to offer fix-all unasked: its edits are computed when it is resolved, so a
+    # diagnostic whose fixes are not built yet counts when its rule offers fixes that apply in
+    # bulk (building every rule's fixes for each request would cost more than the check).
+    any_fixable = any(convert.may_bulk_fix(d, unsafe) for d in everything)
     actions += _fix_all_actions(uri, unit.notebook, only, any_fixable, zh)
     if not doctor.resolve_support:
         actions = [await resolve(doctor, a) for a in actions]
@@ -64,17 +75,19 @@ def _quick_fixes(
     uri: str,
     diagnostics: Sequence[types.Diagnostic],
     everything: list[types.Diagnostic],
+    items: list[types.Diagnostic],
     zh: bool,
 ) -> list[types.CodeAction]:
     """For each of our diagnostics the client sent: its fixes, then (once per rule or line)
-    fixing the rule in the whole file, a ``# noqa`` for the line, and the rule's guide."""
+    fixing the rule in the whole file, a ``# noqa`` for the line, and the rule's guide.
+    ``items``: the current diagnostics of the document, with the fixes of those sent."""
     actions: list[types.CodeAction] = []
     seen: set[tuple[Any, ...]] = set()
     for diagnostic in diagnostics:
         if diagnostic.source != convert.SOURCE or not isinstance(diagnostic.code, str):
             continue
         code = diagnostic.code
-        data = _fresh_data(doctor, uri, diagnostic)
+        data = _fresh_data(doctor, uri, diagnostic, items)
         fixes = (data.get("fixes") or []) if data is not None else []
         for i, fix in enumerate(fixes):
             actions.append(
@@ -111,13 +124,14 @@ def _quick_fixes(
     return actions
 
 
-def _fresh_data(doctor: Doctor, uri: str, diagnostic: types.Diagnostic) -> dict[str, Any] | None:
-    """The current ``data`` of a diagnostic the client sent back (None: out of date)."""
-    unit = doctor.unit_for(uri)
-    if unit is not None:
-        for d in unit.items(uri):
-            if d.code == diagnostic.code and d.range == diagnostic.range:
-                return d.data if isinstance(d.data, dict) else None
+def _fresh_data(
+    doctor: Doctor, uri: str, diagnostic: types.Diagnostic, items: list[types.Diagnostic]
+) -> dict[str, Any] | None:
+    """The current ``data`` of a diagnostic the client sent back, from ``items`` (the
+    document's current diagnostics); None: out of date."""
+    for d in items:
+        if d.code == diagnostic.code and d.range == diagnostic.range:
+            return d.data if isinstance(d.data, dict) else None
     data = diagnostic.data
     if isinstance(data, dict) and data.get("version") in (None, doctor.doc_version(uri)):
         return data

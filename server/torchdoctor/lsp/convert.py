@@ -12,7 +12,7 @@ import functools
 import hashlib
 import json
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
@@ -168,6 +168,10 @@ def _range_list(r: types.Range) -> list[int]:
     return [r.start.line, r.start.character, r.end.line, r.end.character]
 
 
+def range_key(r: types.Range) -> tuple[int, int, int, int]:
+    return r.start.line, r.start.character, r.end.line, r.end.character
+
+
 def range_from_list(value: Sequence[int]) -> types.Range:
     a, b, c, d = (int(v) for v in value)
     return types.Range(types.Position(a, b), types.Position(c, d))
@@ -179,8 +183,19 @@ def finding_data(
     """What code actions need from a finding, stored in ``Diagnostic.data``.
 
     Edits are in LSP coordinates; an edit in another document (another notebook cell) names
-    its ``uri``.
+    its ``uri``. A finding whose fixes were not built has ``fixesOnRequest`` instead of
+    ``fixes``: the server builds them when a code action or a hover asks.
     """
+    row = finding.noqa_row or finding.range.start.row
+    _noqa_uri, noqa_rng = locator.locate(Range(Pos(row, 0), Pos(row, 0)))
+    noqa_line = noqa_rng.start.line
+    if finding.fixes_deferred:
+        return {
+            "code": finding.code,
+            "version": version,
+            "noqaLine": noqa_line,
+            "fixesOnRequest": True,
+        }
     fixes = []
     for fix in finding.fixes:
         edits = []
@@ -197,9 +212,6 @@ def finding_data(
                 "edits": edits,
             }
         )
-    row = finding.noqa_row or finding.range.start.row
-    _noqa_uri, noqa_rng = locator.locate(Range(Pos(row, 0), Pos(row, 0)))
-    noqa_line = noqa_rng.start.line
     return {"code": finding.code, "version": version, "noqaLine": noqa_line, "fixes": fixes}
 
 
@@ -256,6 +268,12 @@ def result_id(diagnostics: Sequence[types.Diagnostic]) -> str:
     return digest.hexdigest()[:20]
 
 
+def fixes_on_request(diagnostic: types.Diagnostic) -> bool:
+    """Whether a diagnostic's fixes are built when asked for (not in its ``data``)."""
+    data = diagnostic.data
+    return isinstance(data, dict) and data.get("fixesOnRequest") is True
+
+
 def diagnostic_fixes(diagnostic: types.Diagnostic) -> list[dict[str, Any]]:
     data = diagnostic.data
     if not isinstance(data, dict):
@@ -273,6 +291,19 @@ def fix_edits(fix: dict[str, Any], uri: str) -> dict[str, list[types.TextEdit]]:
             types.TextEdit(range_from_list(edit["range"]), str(edit.get("newText", "")))
         )
     return out
+
+
+def may_bulk_fix(diagnostic: types.Diagnostic, unsafe: bool) -> bool:
+    """Whether fix-all may change something for a diagnostic: it has a fix that applies in bulk,
+    or its fixes are built on request and its rule offers fixes that may (a rule declares its
+    riskiest fix: one that declares unsafe fixes may offer safe ones)."""
+    if not fixes_on_request(diagnostic):
+        return is_bulk_fixable(diagnostic, unsafe)
+    from ..linter.registry import get_rule
+
+    rule = get_rule(str(diagnostic.code))
+    safety = rule.fix_safety if rule is not None else None
+    return safety in (Applicability.SAFE, Applicability.UNSAFE)
 
 
 def is_bulk_fixable(diagnostic: types.Diagnostic, unsafe: bool) -> bool:
@@ -317,13 +348,83 @@ def diff_edits(old: str, new: str, encoding: str = UTF16) -> list[types.TextEdit
             return types.Position(len(a) - 1, units(a[-1], encoding))
         return types.Position(len(a), 0)
 
-    edits = []
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag == "equal":
-            continue
-        edits.append(types.TextEdit(types.Range(pos(i1), pos(i2)), "".join(b[j1:j2])))
-    return edits
+    return [
+        types.TextEdit(types.Range(pos(i1), pos(i2)), "".join(b[j1:j2]))
+        for i1, i2, j1, j2 in _changed_rows(a, 0, len(a), b, 0, len(b))
+    ]
+
+
+# Above this many row pairs, a diff is split at rows found once in each text first: difflib's
+# matcher compares every pair of equal rows, and fixes spread over a long file with repeated
+# rows took it seconds.
+_DIRECT_DIFF_PAIRS = 40_000
+
+
+def _changed_rows(
+    a: Sequence[str], a1: int, a2: int, b: Sequence[str], b1: int, b2: int
+) -> Iterable[tuple[int, int, int, int]]:
+    """The runs of rows ``a[i1:i2]`` that become ``b[j1:j2]``, turning ``a[a1:a2]`` into
+    ``b[b1:b2]``: the rows both share at the ends are kept; in a long middle, the rows found
+    exactly once in each text, in the same order (a patience diff's anchors), are kept too and
+    the runs between them diffed on their own."""
+    while a1 < a2 and b1 < b2 and a[a1] == b[b1]:
+        a1, b1 = a1 + 1, b1 + 1
+    while a1 < a2 and b1 < b2 and a[a2 - 1] == b[b2 - 1]:
+        a2, b2 = a2 - 1, b2 - 1
+    if a1 == a2 or b1 == b2:
+        if a1 < a2 or b1 < b2:
+            yield a1, a2, b1, b2
+        return
+    anchors = []
+    if (a2 - a1) * (b2 - b1) > _DIRECT_DIFF_PAIRS:
+        anchors = _unique_anchors(a, a1, a2, b, b1, b2)
+    if not anchors:
+        matcher = difflib.SequenceMatcher(None, a[a1:a2], b[b1:b2], autojunk=False)
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+            if tag != "equal":
+                yield a1 + i1, a1 + i2, b1 + j1, b1 + j2
+        return
+    for i, j in [*anchors, (a2, b2)]:
+        yield from _changed_rows(a, a1, i, b, b1, j)
+        a1, b1 = i + 1, j + 1
+
+
+def _unique_anchors(
+    a: Sequence[str], a1: int, a2: int, b: Sequence[str], b1: int, b2: int
+) -> list[tuple[int, int]]:
+    """Pairs (i, j) with ``a[i] == b[j]`` the only such row in ``a[a1:a2]`` and in ``b[b1:b2]``,
+    the longest run of them in the same order in both."""
+    count_a: dict[str, int] = {}
+    for i in range(a1, a2):
+        count_a[a[i]] = count_a.get(a[i], 0) + 1
+    count_b: dict[str, int] = {}
+    where_b: dict[str, int] = {}
+    for j in range(b1, b2):
+        count_b[b[j]] = count_b.get(b[j], 0) + 1
+        where_b[b[j]] = j
+    pairs = [
+        (i, where_b[a[i]]) for i in range(a1, a2) if count_a[a[i]] == 1 and count_b.get(a[i]) == 1
+    ]
+    # The longest run of pairs increasing in ``j`` (patience sorting): ``tails[n]`` is the pair
+    # that ends the best run of n + 1 pairs so far, ``ends[n]`` its ``j``.
+    tails: list[int] = []
+    ends: list[int] = []
+    before: list[int] = [-1] * len(pairs)
+    for k, (_i, j) in enumerate(pairs):
+        n = bisect_left(ends, j)
+        if n > 0:
+            before[k] = tails[n - 1]
+        if n == len(tails):
+            tails.append(k)
+            ends.append(j)
+        else:
+            tails[n], ends[n] = k, j
+    run: list[tuple[int, int]] = []
+    k = tails[-1] if tails else -1
+    while k >= 0:
+        run.append(pairs[k])
+        k = before[k]
+    return run[::-1]
 
 
 # ---- moving diagnostics through edits -------------------------------------------------------
@@ -424,11 +525,6 @@ def shift_diagnostic(
                 related.append(attrs.evolve(info, location=types.Location(uri, moved)))
     data = diagnostic.data
     if isinstance(data, dict):
-        fixes = []
-        for fix in diagnostic_fixes(diagnostic):
-            edits = _shift_edits(fix.get("edits") or [], uri, change, text, encoding)
-            if edits is not None:
-                fixes.append({**fix, "edits": edits})
         noqa_line = int(data.get("noqaLine", rng.start.line))
         noqa = shift_range(
             types.Range(types.Position(noqa_line, 0), types.Position(noqa_line, 0)),
@@ -436,12 +532,14 @@ def shift_diagnostic(
             text,
             encoding,
         )
-        data = {
-            **data,
-            "fixes": fixes,
-            "version": version,
-            "noqaLine": noqa.start.line if noqa else rng.start.line,
-        }
+        data = {**data, "version": version, "noqaLine": noqa.start.line if noqa else rng.start.line}
+        if "fixes" in data:
+            fixes = []
+            for fix in diagnostic_fixes(diagnostic):
+                edits = _shift_edits(fix.get("edits") or [], uri, change, text, encoding)
+                if edits is not None:
+                    fixes.append({**fix, "edits": edits})
+            data["fixes"] = fixes
     return attrs.evolve(diagnostic, range=rng, related_information=related or None, data=data)
 
 

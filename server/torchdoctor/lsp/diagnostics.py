@@ -1,9 +1,15 @@
 """Diagnostics: the analysis of one document or notebook, and the pull-diagnostics handler.
 
 A :class:`Job` is a snapshot of a document (or of a notebook's code cells) taken on the event
-loop; :func:`analyse` (its diagnostics) and :func:`compute_fix_all` (its bulk fixes) run in the
-server's worker threads and touch no server state. Scheduling analyses and publishing their
-diagnostics is the server state's part (``state.Doctor``).
+loop; :func:`analyse` (its diagnostics), :func:`compute_fixes` (the fixes of some of them) and
+:func:`compute_fix_all` (its bulk fixes) run in the server's worker threads and touch no server
+state. Scheduling analyses and publishing their diagnostics is the server state's part
+(``state.Doctor``).
+
+A text document is analysed without building fixes (the rules build them on request): its
+diagnostics' ``data`` says ``fixesOnRequest``, and a code action or a hover that needs the fixes
+of a rule gets them from :func:`compute_fixes` on the version the diagnostics were computed on.
+Notebooks are analysed with their fixes in ``data`` (the JupyterLab extension reads them there).
 """
 
 from __future__ import annotations
@@ -64,6 +70,7 @@ class Analysis:
     problems: list[str] = field(default_factory=list)  # configuration problems
     errors: list[str] = field(default_factory=list)  # rule errors (not syntax errors)
     live_request: Any = None  # what to probe the kernel for (a ProbeRequest), when it has one
+    fixes_on_request: bool = False  # fixes left unbuilt: ``compute_fixes`` builds them
 
 
 class SettingsResolver:
@@ -131,7 +138,7 @@ def _analyse(job: Job, resolver: SettingsResolver) -> Analysis:
         )
     else:
         out[job.uri] = []
-        result = check_text(job.text, job.path, settings, parser=job.parser, stop=stop)
+        result = check_text(job.text, job.path, settings, parser=job.parser, stop=stop, fixes=False)
         findings, live_request = result.findings, None
         versions = {job.uri: job.version}
         locator = convert.TextLocator(job.uri, job.text, job.encoding)
@@ -150,7 +157,30 @@ def _analyse(job: Job, resolver: SettingsResolver) -> Analysis:
                 docs_base=settings.docs_base_url,
             )
             out.setdefault(uri, []).append(diagnostic)
-    return Analysis(job.version, broken, out, problems, errors, live_request)
+    deferred = any(f.fixes_deferred for f in findings)
+    return Analysis(job.version, broken, out, problems, errors, live_request, deferred)
+
+
+def compute_fixes(
+    job: Job, resolver: SettingsResolver, codes: frozenset[str]
+) -> list[types.Diagnostic]:
+    """The diagnostics of the rules ``codes`` on the text of a job (a text document), with
+    their fixes: the rules run again on the same text, alone and building their fixes (the
+    parse and the facts of the text are reused when ``job.parser`` holds them)."""
+    job = _encodable(job)
+    settings, _problems = resolver.resolve(job.path, job.client)
+    result = check_text(job.text, job.path, settings, codes=codes, parser=job.parser)
+    locator = convert.TextLocator(job.uri, job.text, job.encoding)
+    return [
+        convert.to_diagnostic(
+            finding,
+            locator,
+            version=job.version,
+            locale=job.locale,
+            docs_base=settings.docs_base_url,
+        )[1]
+        for finding in result.findings
+    ]
 
 
 def compute_fix_all(

@@ -149,11 +149,13 @@ def _shift(
         made = doc.applied(change) if isinstance(doc, EditorDocument) else None
         if made is None:
             unit.diagnostics[target] = []
+            doctor.note_changes(unit, target, None, version)
             return
         partial.append(made)
     unit.diagnostics[target] = convert.shift_diagnostics(
         unit.diagnostics[target], target, partial, version, doctor.encoding
     )
+    doctor.note_changes(unit, target, partial, version)
 
 
 # ---- text documents -----------------------------------------------------------------------

@@ -16,7 +16,14 @@ async def hover(doctor: Doctor, params: types.HoverParams) -> types.Hover | None
         return None
     pos = params.position
     docs_base = await doctor.docs_base(uri)
-    parts, hit = _diagnostic_hovers(doctor, unit, uri, pos, docs_base)
+    under = [d for d in unit.items(uri) if convert.contains(d.range, pos)]
+    if any(convert.fixes_on_request(d) for d in under):
+        # The hover names the first fix: build those of the rules under the cursor.
+        current = await doctor.with_fixes(unit, {str(d.code) for d in under})
+        under = [
+            d for d in current.get(unit.spelled(uri) or uri, []) if convert.contains(d.range, pos)
+        ]
+    parts, hit = _diagnostic_hovers(doctor, under, pos, docs_base)
     if not parts:
         found = _noqa_hover(doctor, uri, pos, docs_base)
         if found is not None:
@@ -34,12 +41,12 @@ async def hover(doctor: Doctor, params: types.HoverParams) -> types.Hover | None
 
 
 def _diagnostic_hovers(
-    doctor: Doctor, unit: Unit, uri: str, pos: types.Position, docs_base: str | None
+    doctor: Doctor, under: list[types.Diagnostic], pos: types.Position, docs_base: str | None
 ) -> tuple[list[str], types.Range | None]:
-    """The rules of the diagnostics under the cursor, and the range of the first."""
+    """The rules of the diagnostics under the cursor (``under``), and the range of the first."""
     parts = []
     hit: types.Range | None = None
-    for d in unit.items(uri):
+    for d in under:
         if not convert.contains(d.range, pos) or not isinstance(d.code, str):
             continue
         fixes = convert.diagnostic_fixes(d)

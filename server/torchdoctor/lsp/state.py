@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import gc
 import inspect
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+import attrs
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path, uri_scheme
@@ -35,7 +37,7 @@ from .. import __version__
 from ..core.config import Settings
 from ..core.incremental import IncrementalParser
 from . import convert
-from .diagnostics import Analysis, Job, SettingsResolver, analyse, compute_fix_all
+from .diagnostics import Analysis, Job, SettingsResolver, analyse, compute_fix_all, compute_fixes
 from .kernels import LiveManager
 from .notebook_sync import CellDoc
 from .settings import ClientSettings, parse_settings
@@ -45,6 +47,9 @@ logger = logging.getLogger("torchdoctor.lsp")
 PYTHON_LANGUAGES = (None, "", "python")
 WAIT_TIMEOUT_S = 10.0
 KEPT_PARSES = 4  # documents whose last parse is kept for incremental re-parsing
+# Edits kept to move fixes built on request to the text the editor holds; past that many since
+# the last analysis (code that has not parsed for that long), the fixes wait for the next one.
+KEPT_CHANGES = 1000
 # The cycle collector runs when the server is idle, not in the middle of typing: after this many
 # seconds without a check, or after this many checks without a pause.
 COLLECT_AFTER_IDLE_S = 1.0
@@ -78,6 +83,14 @@ class Unit:
     closed: bool = False
     refresh: bool = False  # ask a pull client to pull again after the next analysis
     stop: threading.Event = field(default_factory=threading.Event)  # stops the running check
+    # Fixes built on request (text documents): the job the diagnostics were computed from, the
+    # edits made since (uri, the partial changes, the version they made), and the diagnostics
+    # of each rule built with their fixes on that job's text, for that version.
+    fix_job: Job | None = None
+    fix_changes: list[tuple[str, list[types.TextDocumentContentChangeEvent], int | None]] = field(
+        default_factory=list
+    )
+    fix_cache: dict[str, list[types.Diagnostic]] = field(default_factory=dict)
 
     @property
     def in_kernel(self) -> bool:
@@ -441,6 +454,9 @@ class Doctor:
                 self.log_once("warning", problem)
             for error in analysis.errors:
                 self.log_once("error", error)
+            if not analysis.broken or unit.analysed is None:
+                # The diagnostics published now are this job's: their fixes, on request, too.
+                self.forget_fixes(unit, job if analysis.fixes_on_request else None)
             self.apply(unit, analysis)
             self.collect_when_idle()
             if unit.refresh:
@@ -507,6 +523,89 @@ class Doctor:
             self.server.workspace_diagnostic_refresh(None)
 
     # -- fixes ----------------------------------------------------------------------------------
+    def forget_fixes(self, unit: Unit, job: Job | None) -> None:
+        """Start over the fixes built on request: for diagnostics computed from ``job``. What
+        is kept of it is its text and settings, not the document's parse (kept for a few
+        documents only, ``KEPT_PARSES``): building fixes uses the parse when it is still kept."""
+        if job is not None:
+            job = dataclasses.replace(job, parser=None, stop=None, live=None)
+        unit.fix_job = job
+        unit.fix_changes = []
+        unit.fix_cache = {}
+
+    def note_changes(
+        self,
+        unit: Unit,
+        uri: str,
+        changes: list[types.TextDocumentContentChangeEvent] | None,
+        version: int | None,
+    ) -> None:
+        """Edits the diagnostics were moved through (None: they were dropped): fixes built
+        later on the analysed text are moved through them too."""
+        if unit.fix_job is None:
+            return
+        if changes is None or len(unit.fix_changes) >= KEPT_CHANGES:
+            self.forget_fixes(unit, None)
+            return
+        unit.fix_changes.append((uri, changes, version))
+
+    async def with_fixes(
+        self, unit: Unit, codes: set[str] | None = None
+    ) -> dict[str, list[types.Diagnostic]]:
+        """The unit's diagnostics, those of ``codes`` (None: all) with their fixes in ``data``:
+        fixes left to be built on request are built (for each rule once per analysed version, in
+        the worker threads) on the text the diagnostics were computed on, and moved through the
+        edits made since, as the diagnostics were."""
+        for _attempt in range(2):
+            current = unit.diagnostics
+            wanted = {
+                str(d.code)
+                for items in current.values()
+                for d in items
+                if convert.fixes_on_request(d) and (codes is None or d.code in codes)
+            }
+            job = unit.fix_job
+            if not wanted or job is None:
+                return current
+            missing = frozenset(wanted - unit.fix_cache.keys())
+            if missing:
+                task = dataclasses.replace(job, parser=self.parsers.get(unit.key))
+                built = await asyncio.get_running_loop().run_in_executor(
+                    self.executor, compute_fixes, task, self.resolver, missing
+                )
+                if unit.fix_job is not job:
+                    continue  # a newer analysis came meanwhile: build for it instead
+                for code in missing:
+                    unit.fix_cache[code] = [d for d in built if d.code == code]
+            return self._fill_fixes(unit, current, wanted)
+        return unit.diagnostics
+
+    def _fill_fixes(
+        self, unit: Unit, current: dict[str, list[types.Diagnostic]], codes: set[str]
+    ) -> dict[str, list[types.Diagnostic]]:
+        """``current`` with the built fixes of ``codes`` in the data of the diagnostics that
+        leave them to be built (matched by rule, range and message once moved through the edits
+        since); a diagnostic that none matches has no fix."""
+        job = unit.fix_job
+        assert job is not None
+        moved = [d for code in codes for d in unit.fix_cache.get(code, ())]
+        for uri, changes, version in unit.fix_changes:
+            if norm_uri(uri) == unit.key:
+                moved = convert.shift_diagnostics(moved, job.uri, changes, version, self.encoding)
+        found = {(d.code, convert.range_key(d.range), d.message): d for d in moved}
+        out = {}
+        for uri, items in current.items():
+            filled = []
+            for d in items:
+                if convert.fixes_on_request(d) and d.code in codes and isinstance(d.data, dict):
+                    match = found.get((d.code, convert.range_key(d.range), d.message))
+                    fixes = convert.diagnostic_fixes(match) if match is not None else []
+                    data = {k: v for k, v in d.data.items() if k != "fixesOnRequest"}
+                    d = attrs.evolve(d, data={**data, "fixes": fixes})
+                filled.append(d)
+            out[uri] = filled
+        return out
+
     def workspace_edit(
         self,
         edits: dict[str, list[types.TextEdit]],

@@ -26,6 +26,7 @@ import ast
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 
 from ..core import fixes, kinds, torch_version
 from ..core.context import Context
@@ -457,12 +458,15 @@ del _entry
 
 
 # ---------------------------------------------------------------------------- finding uses --
+# The table's functions and its attributes, by symbol (computed once).
+_CALL_ENTRIES = {e.symbol: e for e in ENTRIES if not e.is_attribute}
+_ATTRIBUTE_ENTRIES = {e.symbol: e for e in ENTRIES if e.is_attribute}
+
+
 def entry_uses(ctx: Context) -> Iterator[tuple[ast.AST, ApiEntry]]:
     """Calls of the table's functions (and decorators naming them), and loads of its
     attributes, with their rows."""
-    calls = [e for e in ENTRIES if not e.is_attribute]
-    attrs = [e for e in ENTRIES if e.is_attribute]
-    by_symbol = {e.symbol: e for e in calls}
+    by_symbol = _CALL_ENTRIES
     seen: set[int] = set()
     for call in ctx.sem.calls_to(*by_symbol):
         if id(call) in seen or isinstance(call.func, ast.Call):
@@ -484,7 +488,7 @@ def entry_uses(ctx: Context) -> Iterator[tuple[ast.AST, ApiEntry]]:
             if entry.when_keyword is None and id(ref) not in seen:
                 seen.add(id(ref))
                 yield ref, entry
-    attr_symbols = {e.symbol: e for e in attrs}
+    attr_symbols = _ATTRIBUTE_ENTRIES
     for ref in ctx.sem.references_to(*attr_symbols):
         if id(ref) not in seen:
             seen.add(id(ref))
@@ -840,7 +844,18 @@ def report_uses(ctx: Context, status: str, *, opt_in: bool = False) -> None:
             en, zh = f"`{shown}` is deprecated", f"`{shown}` 已弃用"
         if advice_en:
             en, zh = f"{en}: {advice_en}", f"{zh}：{advice_zh}"
-        ctx.report(node, Text(en, zh), fixes=[call_fix(ctx, node, entry)], symbol=entry.symbol)
+        ctx.report(
+            node, Text(en, zh), fixes=partial(call_fix, ctx, node, entry), symbol=entry.symbol
+        )
+
+
+def _import_fix_once(
+    cache: dict[int, Fix | None], ctx: Context, node: ast.ImportFrom, status: str
+) -> Fix | None:
+    """The fix of an import statement, built once for all the names it imports."""
+    if id(node) not in cache:
+        cache[id(node)] = import_fix(ctx, node, status)
+    return cache[id(node)]
 
 
 def report_imports(ctx: Context, status: str) -> None:
@@ -849,8 +864,6 @@ def report_imports(ctx: Context, status: str) -> None:
     for node, alias, entry in entry_imports(ctx):
         if entry.status(ctx) != status or (status != "removed" and entry.opt_in):
             continue
-        if id(node) not in fixes_by_node:
-            fixes_by_node[id(node)] = import_fix(ctx, node, status)
         advice_en, advice_zh = describe(entry)
         if status == "removed":
             en = f"Import of `{entry.symbol}`, removed in PyTorch {entry.removed}"
@@ -859,4 +872,9 @@ def report_imports(ctx: Context, status: str) -> None:
             en, zh = f"Import of deprecated `{entry.symbol}`", f"导入了已弃用的 `{entry.symbol}`"
         if advice_en:
             en, zh = f"{en}: {advice_en}", f"{zh}：{advice_zh}"
-        ctx.report(alias, Text(en, zh), fixes=[fixes_by_node[id(node)]], symbol=entry.symbol)
+        ctx.report(
+            alias,
+            Text(en, zh),
+            fixes=partial(_import_fix_once, fixes_by_node, ctx, node, status),
+            symbol=entry.symbol,
+        )

@@ -5,6 +5,7 @@ import os
 import re
 from dataclasses import dataclass
 from enum import Enum
+from functools import partial
 
 from ..core import fixes, kinds, training
 from ..core.context import Context
@@ -715,8 +716,7 @@ class EvalWithoutNoGrad(Rule):
             f"评估时调用 `{target}(...)` 未使用 `torch.no_grad()` 或 `torch.inference_mode()`，"
             "autograd 会为永远不会发生的反向传播保留激活值",
         )
-        fix = _no_grad_fix(ctx, stmts, calls)
-        ctx.report(first, message, fixes=[fix] if fix else [], related=related)
+        ctx.report(first, message, fixes=partial(_no_grad_fix, ctx, stmts, calls), related=related)
 
 
 # ---- the fix ---------------------------------------------------------------------------------
@@ -1782,10 +1782,10 @@ def _uses_accelerator(ctx: Context) -> bool:
             for kw in call.keywords
         )
         or any(
-            isinstance(node, ast.Constant)
+            type(node) is ast.Constant
             and isinstance(node.value, str)
             and _ACCELERATOR_STRING.match(node.value) is not None
-            for node in ast.walk(sem.tree)
+            for node in sem.order  # every node, already listed (``ast.walk`` lists them again)
         )
     )
     sem.memo[key] = found

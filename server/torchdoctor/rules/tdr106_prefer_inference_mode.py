@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+from functools import partial
 
 from ..core import fixes, training
 from ..core.context import Context
@@ -325,7 +326,7 @@ class PreferInferenceMode(Rule):
                     "此处 `torch.no_grad()` 下计算的结果都不会进入自动求导："
                     "`torch.inference_mode()` 作用相同且开销更小",
                 ),
-                fixes=[_to_inference_mode(ctx, call)],
+                fixes=partial(_to_inference_mode, ctx, call),
             )
 
     @staticmethod

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+from functools import partial
 
 from ..core import fixes, training
 from ..core.context import Context
@@ -341,7 +342,7 @@ class ZeroGradInAccumulation(Rule):
                             f"`{ctx.segment(call.func)}()` 每次迭代都会执行，而 "
                             f"`{ctx.segment(step.func)}()` 隔几次才执行一次：累积的梯度在每次更新前都被清空了",
                         ),
-                        fixes=[_move_into_guard(ctx, call, step, guard)],
+                        fixes=partial(_move_into_guard, ctx, call, step, guard),
                         related=[
                             ctx.related(step, Text("the conditional step", "条件执行的优化器更新"))
                         ],

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+from functools import partial
 
 from ..core import fixes, training
 from ..core.context import Context
@@ -243,7 +244,7 @@ class AccumulationLossNotScaled(Rule):
                         "each step applies their summed gradients",
                         "损失没有除以累积的 micro-batch 数量：每次更新使用的是它们梯度之和",
                     ),
-                    fixes=[_divide(ctx, call, tensor, guard)],
+                    fixes=partial(_divide, ctx, call, tensor, guard),
                     related=[ctx.related(steps[0][0], Text("the conditional step", "条件更新"))],
                 )
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+from functools import partial
 
 from ..core import fixes, training
 from ..core.context import Context
@@ -273,7 +274,7 @@ class ClipOutOfOrder(Rule):
             ctx.report(
                 clip,
                 message,
-                fixes=[_move_before(ctx, clip, target)],
+                fixes=partial(_move_before, ctx, clip, target),
                 related=[ctx.related(target, Text("the optimizer step", "优化器更新"))],
             )
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+from functools import partial
 
 from ..core import fixes, kinds, training
 from ..core.context import Context
@@ -294,7 +295,7 @@ class ClipWithoutUnscale(Rule):
                     f"梯度仍处于 `{name}` 的缩放状态就被裁剪了：请在裁剪前调用 "
                     f"`{name}.unscale_(optimizer)`",
                 ),
-                fixes=[_insert_unscale(ctx, region, clip, name)],
+                fixes=partial(_insert_unscale, ctx, region, clip, name),
                 related=[ctx.related(backward, Text("scaled backward", "缩放后的反向传播"))],
             )
 

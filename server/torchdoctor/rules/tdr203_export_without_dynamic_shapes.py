@@ -1,9 +1,10 @@
 from __future__ import annotations
 
 import ast
+from functools import partial
 
 from ..core import data, fixes, graphs
-from ..core.context import Context
+from ..core.context import Context, Fixes
 from ..core.model import Applicability, Fix, Severity, Text
 from ..core.semantic import Semantic, argument, has_star_kwargs, keyword, terminal_name
 from .base import Invalid, Rule, Valid
@@ -315,13 +316,13 @@ class ExportWithoutDynamicShapes(Rule):
                 if dynamo_on is None or keyword(call, "dynamic_axes"):
                     continue
                 if dynamo_on:
-                    self._report(ctx, call, "torch.onnx.export", _shapes_fix(ctx, call))
+                    self._report(ctx, call, "torch.onnx.export", partial(_shapes_fix, ctx, call))
                 else:
                     self._report_legacy(ctx, call)
             else:
-                self._report(ctx, call, "torch.export.export", _shapes_fix(ctx, call))
+                self._report(ctx, call, "torch.export.export", partial(_shapes_fix, ctx, call))
 
-    def _report(self, ctx: Context, call: ast.Call, name: str, fix: Fix | None) -> None:
+    def _report(self, ctx: Context, call: ast.Call, name: str, fix: Fixes) -> None:
         ctx.report(
             call,
             Text(
@@ -332,7 +333,7 @@ class ExportWithoutDynamicShapes(Rule):
                 "`torch.export.Dim` 标出会变化的维度，若确实需要固定形状则显式传入 "
                 "`dynamic_shapes=None`",
             ),
-            fixes=[fix],
+            fixes=fix,
         )
 
     def _report_legacy(self, ctx: Context, call: ast.Call) -> None:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+from functools import partial
 
 from ..core import fixes, graphs
 from ..core.context import Context
@@ -206,7 +207,7 @@ class OnnxDynamicAxesWithDynamo(Rule):
                     "默认（dynamo）ONNX 导出器只会带着警告转换 `dynamic_axes=`，并可能以 "
                     "'Constraints violated' 失败；请改传 `dynamic_shapes=`",
                 ),
-                fixes=[_convert(ctx, call, axes)],
+                fixes=partial(_convert, ctx, call, axes),
             )
 
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+from functools import partial
 
 from ..core import fixes
 from ..core.context import Context
@@ -403,23 +404,22 @@ class DataLoaderWithoutMainGuard(Rule):
     def check(self, ctx: Context) -> None:
         if not any(word in ctx.source.text for word in _STARTERS):
             return
-        body = ctx.tree.body
-        reachable = self._reachable_functions(ctx)
+        # The calls each module-level statement runs on import (walked once for both uses).
+        running = [
+            (top, _walk_running(ctx, top))
+            for top in ctx.tree.body
+            if not (is_main_guard(top) or isinstance(top, (*FUNCTION_NODES, ast.ClassDef)))
+        ]
+        reachable = self._reachable_functions(ctx, running)
         reported: set[ast.stmt] = set()
         fix_cache: list[list[Fix]] = []
-        for top in body:
-            if is_main_guard(top) or isinstance(top, (*FUNCTION_NODES, ast.ClassDef)):
-                continue
-            for node in _walk_running(ctx, top):
+        for top, calls in running:
+            for node in calls:
                 found = self._offense(ctx, node, reachable)
                 if found is None or top in reported:
                     continue
                 reported.add(top)
                 where, cause = found
-                if not fix_cache:
-                    fix_cache.append(self._fixes(ctx))
-                trailing = _trailing_run(ctx)
-                offered = fix_cache[0] if top in trailing else []
                 related = []
                 if cause is not None:
                     related.append(
@@ -440,7 +440,7 @@ class DataLoaderWithoutMainGuard(Rule):
                         '模块级代码在 `if __name__ == "__main__":` 之外启动了工作进程；使用 `spawn` '
                         "启动方式（Windows、macOS）时每个工作进程都会重新运行它并失败",
                     ),
-                    fixes=offered,
+                    fixes=partial(self._offered, ctx, top, fix_cache),
                     related=related,
                 )
 
@@ -466,14 +466,15 @@ class DataLoaderWithoutMainGuard(Rule):
             return node, returned
         return None
 
-    def _reachable_functions(self, ctx: Context) -> set[ast.AST]:
-        """Local functions called (directly or through each other) by module-level code."""
+    def _reachable_functions(
+        self, ctx: Context, running: list[tuple[ast.stmt, list[ast.Call]]]
+    ) -> set[ast.AST]:
+        """Local functions called (directly or through each other) by module-level code
+        (``running``: the calls of each module-level statement)."""
         seen: set[ast.AST] = set()
         todo: list[ast.AST] = []
-        for top in ctx.tree.body:
-            if is_main_guard(top) or isinstance(top, (*FUNCTION_NODES, ast.ClassDef)):
-                continue
-            todo.extend(_called_functions(ctx, _walk_running(ctx, top)))
+        for _top, calls in running:
+            todo.extend(_called_functions(ctx, calls))
         while todo:
             func = todo.pop()
             if func in seen:
@@ -483,6 +484,15 @@ class DataLoaderWithoutMainGuard(Rule):
         return seen
 
     # -- fixes -----------------------------------------------------------------------------
+    def _offered(self, ctx: Context, top: ast.stmt, fix_cache: list[list[Fix]]) -> list[Fix]:
+        """The fixes of a finding in ``top``: those of the file's script code when ``top`` is
+        part of it (built once per file, in ``fix_cache``)."""
+        if top not in _trailing_run(ctx):
+            return []
+        if not fix_cache:
+            fix_cache.append(self._fixes(ctx))
+        return fix_cache[0]
+
     def _fixes(self, ctx: Context) -> list[Fix]:
         trailing = _trailing_run(ctx)
         if not trailing or any(is_main_guard(s) for s in trailing):

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+from functools import partial
 
 from ..core import data, fixes
 from ..core.context import Context
@@ -312,7 +313,7 @@ class DatasetRngDuplicated(Rule):
                     f"`self.{attr}` 以相同的状态被复制到每个 DataLoader worker 中：所有 worker "
                     "抽到相同的随机数；请在 `worker_init_fn` 中重设它的种子",
                 ),
-                fixes=[None if unknown else _fix(ctx, cls, rngs, loaders)],
+                fixes=() if unknown else partial(_fix, ctx, cls, rngs, loaders),
                 related=[
                     ctx.related(
                         c.func,

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+from functools import partial
 
 from ..core import data, fixes
 from ..core.context import Context
@@ -187,7 +188,7 @@ class DataLoaderNotReproducible(Rule):
                     "该打乱数据的 `DataLoader` 没有 `generator=`：只要有其他代码先从全局随机数生成器"
                     "中抽取，它的顺序和 worker 的种子就会改变",
                 ),
-                fixes=[_fix(ctx, call, seeds)],
+                fixes=partial(_fix, ctx, call, seeds),
                 related=[
                     ctx.related(s, Text("The script seeds here", "脚本在此设置种子"))
                     for s in seeds[:1]

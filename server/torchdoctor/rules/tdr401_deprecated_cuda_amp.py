@@ -3,6 +3,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
+from functools import partial
 
 from ..core import fixes
 from ..core.context import Context
@@ -350,24 +351,13 @@ class DeprecatedCudaAmp(Rule):
     @staticmethod
     def _report_reference(ctx: Context, ref: ast.Attribute, qual: str) -> None:
         old = OLD[qual]
-        fix: Fix | None = None
-        spelled = fixes.module_ref(ctx.sem, ctx.source)
-        if spelled is not None:
-            module, import_edits = spelled
-            edits = _use_edits(ctx, ref, old, f"{module}.amp.{old.short}")
-            if edits is not None:
-                fix = Fix(
-                    Text(f"Use {old.new(module)}", f"改用 {old.new(module)}"),
-                    (*edits, *import_edits),
-                    Applicability.SAFE,
-                )
         ctx.report(
             ref,
             Text(
                 f"`{qual}` is deprecated (it warns with a `FutureWarning`); use {old.new()}",
                 f"`{qual}` 已弃用（使用时会发出 `FutureWarning`）；请改用 {old.new()}",
             ),
-            fixes=[fix],
+            fixes=partial(_reference_fix, ctx, ref, old),
         )
 
     @staticmethod
@@ -382,7 +372,7 @@ class DeprecatedCudaAmp(Rule):
                 f"`{module}` 中的 API 已弃用（使用时会发出 `FutureWarning`）；请从 `torch.amp` 导入 "
                 f"{names} 并传入设备类型",
             ),
-            fixes=[_import_fix(ctx, stmt)],
+            fixes=partial(_import_fix, ctx, stmt),
         )
 
 
@@ -507,4 +497,20 @@ def _recognised_only(sem: Semantic, node: ast.AST) -> bool:
         )
     return isinstance(parent, ast.Compare) and all(
         isinstance(op, ast.Is | ast.IsNot | ast.Eq | ast.NotEq) for op in parent.ops
+    )
+
+
+def _reference_fix(ctx: Context, ref: ast.Attribute, old: _Old) -> Fix | None:
+    """Use the ``torch.amp`` API instead of the deprecated one ``ref`` names."""
+    spelled = fixes.module_ref(ctx.sem, ctx.source)
+    if spelled is None:
+        return None
+    module, import_edits = spelled
+    edits = _use_edits(ctx, ref, old, f"{module}.amp.{old.short}")
+    if edits is None:
+        return None
+    return Fix(
+        Text(f"Use {old.new(module)}", f"改用 {old.new(module)}"),
+        (*edits, *import_edits),
+        Applicability.SAFE,
     )

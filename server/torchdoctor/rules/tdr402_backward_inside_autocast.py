@@ -1,9 +1,10 @@
 from __future__ import annotations
 
 import ast
+from functools import partial
 
 from ..core import fixes, training
-from ..core.context import Context
+from ..core.context import Context, Fixes
 from ..core.model import Applicability, Fix, Related, Text
 from ..core.semantic import FUNCTION_NODES, Semantic
 from .base import Invalid, Rule, Valid
@@ -251,12 +252,12 @@ class BackwardInsideAutocast(Rule):
             with_ = training.enclosing_autocast(sem, call)
             if with_ is not None:
                 region: ast.AST = with_.items[0].context_expr
-                fix = _dedent_fix(ctx, call, with_)
+                fix: Fixes = partial(_dedent_fix, ctx, call, with_)
             else:
                 decorator = _autocast_decorator(sem, call)
                 if decorator is None:
                     continue
-                region, fix = decorator, None
+                region, fix = decorator, ()
             ctx.report(
                 call,
                 Text(
@@ -265,7 +266,7 @@ class BackwardInsideAutocast(Rule):
                     "`.backward()` 在 `autocast` 区域内执行；请在 `with` 块之后调用，"
                     "autocast 只应包住前向传播和损失计算",
                 ),
-                fixes=[fix],
+                fixes=fix,
                 related=[
                     Related(ctx.range(region), Text("autocast starts here", "autocast 从这里开始"))
                 ],

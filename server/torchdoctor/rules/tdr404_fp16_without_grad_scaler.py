@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+from functools import partial
 
 from ..core import fixes, training
 from ..core.context import Context
@@ -282,11 +283,19 @@ class Fp16WithoutGradScaler(Rule):
                         "使用 float16 `autocast` 并调用 `.backward()`，却没有 `GradScaler`："
                         "较小的梯度会下溢为零",
                     ),
-                    fixes=[
-                        _scaler_fix(ctx, with_, loop, backwards) if loop else None,
-                        _bfloat16_fix(ctx, expr),
-                    ],
+                    fixes=partial(_fixes, ctx, with_, loop, backwards, expr),
                 )
+
+
+def _fixes(
+    ctx: Context,
+    with_: ast.AST,
+    loop: LoopInfo | None,
+    backwards: list[ast.Call],
+    expr: ast.Call,
+) -> list[Fix | None]:
+    """Add a GradScaler (where the loop is known), or autocast to bfloat16 instead."""
+    return [_scaler_fix(ctx, with_, loop, backwards) if loop else None, _bfloat16_fix(ctx, expr)]
 
 
 def _uses_a_scaler(ctx: Context) -> bool:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+from functools import partial
 
 from ..core import fixes, kinds, training
 from ..core.context import Context
@@ -272,7 +273,7 @@ class HalfModelTraining(Rule):
                     f"`{name}` 以纯 float16 训练，没有 float32 主权重：较小的更新会被舍入掉；请保持 "
                     "float32，在 `torch.autocast` 下配合 `GradScaler` 训练",
                 ),
-                fixes=[_fix(ctx, call, name)],
+                fixes=partial(_fix, ctx, call, name),
             )
 
 

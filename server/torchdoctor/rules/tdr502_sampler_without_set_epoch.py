@@ -4,6 +4,7 @@ import ast
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 
 from ..core import fixes, kinds, training
 from ..core.context import Context
@@ -539,7 +540,7 @@ class SamplerWithoutSetEpoch(Rule):
                 f"该 epoch 循环从未调用 `{names}` 的 `DistributedSampler` 的 `set_epoch`："
                 "每个 epoch 的样本顺序都相同",
             ),
-            fixes=[self._fixes(ctx, loaders, loop)],
+            fixes=partial(self._fixes, ctx, loaders, loop),
             related=[
                 ctx.related(
                     loader.creation,

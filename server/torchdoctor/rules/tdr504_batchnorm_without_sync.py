@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import ast
 import re
+from functools import partial
 
 from ..core import fixes
 from ..core.context import Context
@@ -216,7 +217,7 @@ class BatchnormWithoutSync(Rule):
                     "`DistributedDataParallel` 下的 BatchNorm 层只按各自 GPU 的批次归一化；请用 "
                     "`nn.SyncBatchNorm.convert_sync_batchnorm` 转换",
                 ),
-                fixes=[_fix(ctx, call, model)],
+                fixes=partial(_fix, ctx, call, model),
             )
 
 

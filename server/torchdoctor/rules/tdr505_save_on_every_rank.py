@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+from functools import partial
 
 from ..core import checkpoints, fixes, kinds
 from ..core.context import Context
@@ -339,7 +340,7 @@ class SaveOnEveryRank(Rule):
                     "`torch.save` runs on every rank of the process group; save from rank 0 only",
                     "`torch.save` 会在进程组的每个 rank 上运行；请只在 rank 0 保存",
                 ),
-                fixes=[_fix(ctx, call)],
+                fixes=partial(_fix, ctx, call),
             )
 
 

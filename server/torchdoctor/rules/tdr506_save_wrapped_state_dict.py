@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+from functools import partial
 
 from ..core import checkpoints, fixes, kinds
 from ..core.context import Context
@@ -310,7 +311,7 @@ class SaveWrappedStateDict(Rule):
                     f"`{text}` 是 DDP/DataParallel 包装器：它的 state dict 键都以 `module.` 开头；"
                     f"请保存 `{text}.module.state_dict()`",
                 ),
-                fixes=[_fix(ctx, owner, reads, text)],
+                fixes=partial(_fix, ctx, owner, reads, text),
             )
 
 

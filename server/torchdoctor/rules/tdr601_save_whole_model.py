@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+from functools import partial
 
 from ..core import checkpoints, fixes, kinds
 from ..core.context import Context
@@ -311,7 +312,7 @@ class SaveWholeModel(Rule):
                     "`torch.save` pickles the whole module; save its `state_dict()` instead",
                     "`torch.save` 会 pickle 整个模块；请改为保存它的 `state_dict()`",
                 ),
-                fixes=[self._fix(ctx, obj)],
+                fixes=partial(self._fix, ctx, obj),
             )
 
     @staticmethod

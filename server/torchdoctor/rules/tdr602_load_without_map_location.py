@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+from functools import partial
 
 from ..core import checkpoints, fixes
 from ..core.context import Context
@@ -358,7 +359,7 @@ class LoadWithoutMapLocation(Rule):
                     "were saved from, which may not exist here",
                     "`torch.load` 未指定 `map_location`：张量会回到保存时的设备上，而该设备在这里可能不存在",
                 ),
-                fixes=[_fix(ctx, call)],
+                fixes=partial(_fix, ctx, call),
             )
 
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+from functools import partial
 
 from ..core import checkpoints, fixes, torch_version
 from ..core.context import Context
@@ -366,7 +367,7 @@ class LoadWeightsOnlyFalse(Rule):
                 "`torch.load` 未指定 `weights_only=`：在 PyTorch 2.6 之前默认会反序列化任意对象；"
                 "请传入 `weights_only=True`",
             ),
-            fixes=[self._add_weights_only(ctx, call)],
+            fixes=partial(self._add_weights_only, ctx, call),
         )
 
     @staticmethod

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+from functools import partial
 
 from ..core.context import Context
 from ..core.model import Applicability, Edit, Fix, Severity, Text
@@ -140,7 +141,7 @@ class LoadStateDictStrictFalse(Rule):
                     "忽略了 `load_state_dict(..., strict=False)` 的返回值：完全不匹配的键（例如带 `module.` 前缀）"
                     "会被悄悄跳过",
                 ),
-                fixes=[self._suggestion(ctx, stmt)],
+                fixes=partial(self._suggestion, ctx, stmt),
             )
 
     @staticmethod

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import ast
 import os
+from functools import partial
 
 from ..core import fixes, kinds, training
 from ..core.context import Context
@@ -266,7 +267,7 @@ class UnseededTraining(Rule):
                 "reproduced",
                 "该训练脚本从未设定随机数种子：结果无法复现",
             ),
-            fixes=[self._seed_fix(ctx)],
+            fixes=partial(self._seed_fix, ctx),
         )
 
     @staticmethod

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+from functools import partial
 
 from ..core import fixes, kinds, training
 from ..core.context import Context
@@ -144,7 +145,7 @@ class SchedulerBeforeOptimizer(Rule):
                     "schedule is skipped",
                     "`scheduler.step()` 在 `optimizer.step()` 之前执行：调度的第一个取值被跳过了",
                 ),
-                fixes=[self._move_after(ctx, call, steps[-1])],
+                fixes=partial(self._move_after, ctx, call, steps[-1]),
                 related=[ctx.related(steps[0], Text("the optimizer steps here", "优化器在此更新"))],
             )
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+from functools import partial
 
 from ..core import fixes
 from ..core.context import Context
@@ -102,7 +103,7 @@ class NonpublicCollateImport(Rule):
                     f"Import of non-public `{qual}`: use the public `{public}`",
                     f"导入了非公开的 `{qual}`：请改用公开的 `{public}`",
                 ),
-                fixes=[self._fix(ctx, node)],
+                fixes=partial(self._fix, ctx, node),
             )
 
     @staticmethod

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+from functools import partial
 
 from ..core import fixes
 from ..core.context import Context
@@ -314,7 +315,7 @@ class TorchvisionPretrained(Rule):
                     f"`{old}=` is deprecated in torchvision: pass `{new}=` (a weights enum)",
                     f"torchvision 中的 `{old}=` 已弃用：请传入 `{new}=`（权重枚举）",
                 ),
-                fixes=[self._fix(ctx, call, key, main, backbone)],
+                fixes=partial(self._fix, ctx, call, key, main, backbone),
             )
 
     @staticmethod

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+from functools import partial
 
 from ..core import fixes
 from ..core.context import Context
@@ -129,7 +130,7 @@ class TorchvisionV2ToTensor(Rule):
                 ctx.report(alias, message)
         for ref in ctx.sem.references_to(SYMBOL):
             if isinstance(ref, ast.Attribute):
-                ctx.report(ref, message, fixes=[self._fix(ctx, ref)])
+                ctx.report(ref, message, fixes=partial(self._fix, ctx, ref))
 
     @staticmethod
     def _fix(ctx: Context, ref: ast.Attribute) -> Fix | None:
