@@ -20,6 +20,7 @@ from ..core.config import ConfigError, Settings
 from ..core.incremental import IncrementalParser
 from ..core.model import Finding
 from ..linter.configuration import ConfigFinder
+from ..linter.projects import Projects
 from ..linter.runner import Superseded, broken_cell, check_text, fix_any
 from . import convert
 from .kernels import LiveInput
@@ -49,6 +50,7 @@ class Job:
     live: LiveInput | None = None  # the kernel's last facts, for a notebook with a kernel
     parser: IncrementalParser | None = None  # the document's last parse
     stop: threading.Event | None = None  # set when a newer version makes this job pointless
+    projects: Projects | None = None  # resolves names imported from the project's other files
 
     @property
     def uris(self) -> list[str]:
@@ -122,6 +124,7 @@ def _analyse(job: Job, resolver: SettingsResolver) -> Analysis:
             stop,
             live=job.live.facts if job.live is not None else None,
             probe=job.live is not None,
+            projects=job.projects,
         )
         findings: list[Finding] = result.findings
         live_request = result.probe if notebook is not None else None
@@ -131,7 +134,9 @@ def _analyse(job: Job, resolver: SettingsResolver) -> Analysis:
         )
     else:
         out[job.uri] = []
-        result = check_text(job.text, job.path, settings, parser=job.parser, stop=stop)
+        result = check_text(
+            job.text, job.path, settings, parser=job.parser, stop=stop, projects=job.projects
+        )
         findings, live_request = result.findings, None
         versions = {job.uri: job.version}
         locator = convert.TextLocator(job.uri, job.text, job.encoding)

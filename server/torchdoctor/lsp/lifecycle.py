@@ -66,7 +66,11 @@ def _registrations(ws: types.WorkspaceClientCapabilities | None) -> list[types.R
                 id="torchdoctor-pyproject",
                 method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
                 register_options=types.DidChangeWatchedFilesRegistrationOptions(
-                    watchers=[types.FileSystemWatcher(glob_pattern="**/pyproject.toml")]
+                    watchers=[
+                        types.FileSystemWatcher(glob_pattern="**/pyproject.toml"),
+                        # the project's modules, whose facts files that import them use
+                        types.FileSystemWatcher(glob_pattern="**/*.py"),
+                    ]
                 ),
             )
         )

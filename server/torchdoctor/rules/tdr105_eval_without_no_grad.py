@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
-from ..core import fixes, kinds, training
+from ..core import fixes, kinds, summaries, training
 from ..core.context import Context
 from ..core.kinds import MODULE_SELF_METHODS, Kind
 from ..core.model import Applicability, Edit, Fix, Text
@@ -26,6 +26,16 @@ _EVAL_FUNCTION = re.compile(r"^_*(eval|valid|test|predict|infer)", re.I)
 _EVAL_LOADER = re.compile(r"(^|_)(val|test|eval)", re.I)
 # Lightning runs these with gradients already disabled.
 _LIGHTNING_STEPS = frozenset({"validation_step", "test_step", "predict_step"})
+# A model class of another module (the multi-file examples' models.py).
+_NET_PY = (
+    "from torch import nn\n"
+    "class Net(nn.Module):\n"
+    "    def __init__(self):\n"
+    "        super().__init__()\n"
+    "        self.fc = nn.Linear(2, 2)\n"
+    "    def forward(self, x):\n"
+    "        return self.fc(x)\n"
+)
 _AUTOGRAD_CALLS = frozenset({"torch.autograd.grad", "torch.autograd.backward", "torch.enable_grad"})
 
 
@@ -393,6 +403,24 @@ class EvalWithoutNoGrad(Rule):
             "with torch.no_grad():\n    for x in val_loader:\n        y = model(x.cuda())\n",
             notebook=True,
         ),
+        # The evaluation loop calls an attack of another module that backpropagates.
+        Valid(
+            "import torch\nfrom attacks import pgd\n"
+            "model = torch.nn.Linear(2, 2).cuda()\nmodel.eval()\n"
+            "for x in val_loader:\n"
+            "    x_adv = pgd(model, x.cuda())\n"
+            "    y = model(x_adv)\n",
+            files=(
+                (
+                    "attacks.py",
+                    "import torch\n"
+                    "def pgd(model, x):\n"
+                    "    x = x.clone().requires_grad_(True)\n"
+                    "    model(x).sum().backward()\n"
+                    "    return (x + 0.01 * x.grad.sign()).detach()\n",
+                ),
+            ),
+        ),
     )
     INVALID = (
         Invalid(
@@ -622,6 +650,30 @@ class EvalWithoutNoGrad(Rule):
             "with torch.no_grad():\n    for x in val_loader:\n        y = model(x.cuda())\n",
             notebook=True,
             lines=(5,),
+        ),
+        # The model is a class of another module, held on `self` and evaluated in a method.
+        Invalid(
+            "import torch\nfrom models import Net\n"
+            "class Trainer:\n"
+            "    def __init__(self, val_loader):\n"
+            "        self.model = Net().cuda()\n"
+            "        self.val_loader = val_loader\n"
+            "    def run_validation(self):\n"
+            "        self.model.eval()\n"
+            "        for x in self.val_loader:\n"
+            "            out = self.model(x.cuda())\n",
+            fixed="import torch\nfrom models import Net\n"
+            "class Trainer:\n"
+            "    def __init__(self, val_loader):\n"
+            "        self.model = Net().cuda()\n"
+            "        self.val_loader = val_loader\n"
+            "    def run_validation(self):\n"
+            "        self.model.eval()\n"
+            "        with torch.no_grad():\n"
+            "            for x in self.val_loader:\n"
+            "                out = self.model(x.cuda())\n",
+            files=(("models.py", _NET_PY),),
+            lines=(10,),
         ),
     )
 
@@ -1111,7 +1163,7 @@ def _origins(ctx: Context, expr: ast.AST, depth: int = 0) -> set[ast.ClassDef | 
     transformers) or classes of this file; None when the analysis cannot tell (a model
     unpickled by ``torch.load``, built by an imported factory or class, a parameter some caller
     fills with such a model)."""
-    sem = ctx.sem
+    sem = ctx.sem.owner(expr)  # the facts of the module ``expr`` is in (this or a project one)
     if depth > 8:
         return None
     if isinstance(expr, ast.Call):
@@ -1124,6 +1176,14 @@ def _origins(ctx: Context, expr: ast.AST, depth: int = 0) -> set[ast.ClassDef | 
                 return _union(ctx, _elements(expr), depth, empty=set())
             if qual.startswith(_LIBRARY_MODELS):
                 return {_LIBRARY}
+            defined = sem.definition(func)  # a class or factory of another project module
+            if defined is None or defined[0] is sem:
+                return None
+            module, node = defined
+            if isinstance(node, ast.ClassDef):
+                return {node}
+            if isinstance(node, FUNCTION_NODES):
+                return _union(ctx, module.returns(node), depth)
             return None
         if isinstance(func, ast.Attribute):
             if func.attr in MODULE_SELF_METHODS:
@@ -1565,6 +1625,10 @@ def _statement_trains(ctx: Context, stmt: ast.stmt, seen: set[ast.AST], depth: i
                     return True
             if any(k.arg == "requires_grad" and not is_false(k.value) for k in node.keywords):
                 return True
+            helper = summaries.summary(sem, func) if sem.project is not None else None
+            if helper is not None and helper.sem is not sem:
+                if helper.autograd or "backward" in helper.methods:
+                    return True  # project code of another module that needs autograd
             local = sem.local_function(func)
             if local is not None and local not in seen and depth < 6:
                 seen.add(local)

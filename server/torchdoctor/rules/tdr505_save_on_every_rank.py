@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import ast
 
-from ..core import checkpoints, fixes, kinds
+from ..core import checkpoints, fixes, kinds, summaries
 from ..core.context import Context
 from ..core.distributed import (
     INIT_PROCESS_GROUP,
@@ -15,9 +15,10 @@ from ..core.distributed import (
 )
 from ..core.model import Applicability, Fix, Text
 from ..core.semantic import argument
-from .base import Invalid, Rule
+from .base import Invalid, Rule, Valid
 
 _HEAD = "import torch\nimport torch.distributed as dist\n"
+_SAVE_HELPER = "import torch\ndef save_checkpoint(state, path):\n    torch.save(state, path)\n"
 
 
 class SaveOnEveryRank(Rule):
@@ -216,6 +217,29 @@ class SaveOnEveryRank(Rule):
         # Accelerate's / Lightning's own flag.
         _HEAD + "def main(accelerator):\n    dist.init_process_group('nccl')\n"
         "    if accelerator.is_main_process:\n        torch.save(model.state_dict(), 'm.pt')\n",
+        # Saving helpers of another module that check the rank themselves.
+        Valid(
+            _HEAD + "from utils import save_checkpoint, save_on_master\n"
+            "def main():\n    dist.init_process_group('nccl')\n"
+            "    save_checkpoint({'m': 1}, 'c.pt', rank=dist.get_rank())\n"
+            "    save_on_master({'m': 1}, 'c.pt')\n",
+            files=(
+                (
+                    "utils.py",
+                    "import torch\n"
+                    "def save_checkpoint(state, path, rank):\n"
+                    "    if rank == 0:\n        torch.save(state, path)\n"
+                    "def save_on_master(*args, **kwargs):\n    torch.save(*args, **kwargs)\n",
+                ),
+            ),
+        ),
+        # The helper of another module, called under a rank check here.
+        Valid(
+            _HEAD + "from utils import save_checkpoint\n"
+            "def main():\n    dist.init_process_group('nccl')\n"
+            "    if dist.get_rank() == 0:\n        save_checkpoint({'m': 1}, 'c.pt')\n",
+            files=(("utils.py", _SAVE_HELPER),),
+        ),
     )
     INVALID = (
         Invalid(
@@ -318,6 +342,20 @@ class SaveOnEveryRank(Rule):
             fixed=None,
             lines=(6,),
         ),
+        # A saving helper of another module, without a rank check of its own.
+        Invalid(
+            _HEAD + "from utils import save_checkpoint\n"
+            "def main():\n    dist.init_process_group('nccl')\n"
+            "    for epoch in range(3):\n"
+            "        save_checkpoint(model.state_dict(), 'c.pt')\n",
+            fixed=_HEAD + "from utils import save_checkpoint\n"
+            "def main():\n    dist.init_process_group('nccl')\n"
+            "    for epoch in range(3):\n"
+            "        if dist.get_rank() == 0:\n"
+            "            save_checkpoint(model.state_dict(), 'c.pt')\n",
+            files=(("utils.py", _SAVE_HELPER),),
+            lines=(7,),
+        ),
     )
 
     def check(self, ctx: Context) -> None:
@@ -341,6 +379,41 @@ class SaveOnEveryRank(Rule):
                 ),
                 fixes=[_fix(ctx, call)],
             )
+        for call, helper in _helpers_saving_elsewhere(ctx, regions):
+            name = ctx.segment(call.func)
+            ctx.report(
+                call,
+                Text(
+                    f"`{name}` ({helper.where}) calls `torch.save` on every rank of the process "
+                    "group; call it from rank 0 only",
+                    f"`{name}`（{helper.where}）会在进程组的每个 rank 上调用 `torch.save`；"
+                    "请只在 rank 0 调用",
+                ),
+                fixes=[_fix(ctx, call)],
+            )
+
+
+def _helpers_saving_elsewhere(
+    ctx: Context, regions: set[ast.AST]
+) -> list[tuple[ast.Call, summaries.Summary]]:
+    """Calls, in every rank's code, of a helper of another project module that saves without a
+    rank check of its own (``save_checkpoint(...)`` from ``utils.py``)."""
+    sem = ctx.sem
+    if sem.project is None:
+        return []
+    out = []
+    for call in sem.calls:
+        if not isinstance(call.func, ast.Name | ast.Attribute):
+            continue
+        helper = summaries.summary(sem, call.func)
+        if helper is None or helper.sem is sem or not helper.saves_on_every_rank:
+            continue
+        if not in_rank_process(sem, call, regions) or rank_guarded(sem, call):
+            continue
+        if _never_called(ctx, call):
+            continue
+        out.append((call, helper))
+    return out
 
 
 def _in_memory(ctx: Context, target: ast.expr | None) -> bool:

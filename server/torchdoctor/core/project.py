@@ -1,0 +1,354 @@
+"""The user's project: its own modules, and what a name imported from one of them refers to.
+
+Training code is spread over files: the sampler is built in ``data.py``, the epoch loop is in
+``train.py``, saving goes through a helper in ``utils.py``. ``Project`` resolves a name imported
+from the project's own code (the checked file's folder and the project's roots, packages,
+relative imports, re-exports in ``__init__.py``) to its definition with jedi, and hands out the
+parsed facts (``Semantic``) of the module that defines it, so that the subject modules (kinds,
+training, data, checkpoints) read a helper in another file as they read one in the same file.
+
+Names from torch, the standard library and other installed packages are never resolved here:
+only a module found as a ``.py`` file or package folder under the project's roots is asked about,
+jedi's search path holds only those roots (no site-packages, so jedi never loads a compiled
+extension to inspect it), jedi runs in this process (no virtualenv needed) and never executes
+user code, and each query has a time limit. Parsed modules are cached by file content; answers
+are cached until a file they depend on changes.
+"""
+
+from __future__ import annotations
+
+import ast
+import concurrent.futures
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .incremental import parse_text
+from .reading import read_source
+from .semantic import Binding, Semantic
+
+# How long one jedi query may take, and how many may time out before jedi is left alone for the
+# rest of the run (a project too large or too dynamic to resolve in time).
+QUERY_SECONDS = 2.0
+MAX_TIMEOUTS = 3
+MAX_MODULE_BYTES = 2 * 1024 * 1024
+_TEXT = "project-text"  # the checked text, in ``sem.memo``
+_NOT_PROJECT = frozenset(sys.stdlib_module_names) | {"torch", "torchvision", "numpy"}
+
+
+@dataclass(frozen=True)
+class Module:
+    """One parsed module of the project."""
+
+    path: str
+    text: str
+    sem: Semantic
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where jedi says an imported name is defined."""
+
+    path: str
+    name: str
+    type: str  # function | class | module | statement | ...
+    line: int
+
+
+Overlay = Callable[[str], "str | None"]
+
+
+class Project:
+    """The modules of one project and the definitions of names imported across them."""
+
+    def __init__(
+        self,
+        roots: Iterable[str | Path] = (),
+        *,
+        overlay: Overlay | None = None,
+        query_seconds: float = QUERY_SECONDS,
+    ) -> None:
+        self.roots: tuple[str, ...] = tuple(dict.fromkeys(os.path.abspath(r) for r in roots))
+        self._overlay = overlay  # the text of files open in an editor, by path
+        self._query_seconds = query_seconds
+        self._modules: dict[str, tuple[object, Module | None]] = {}
+        self._by_tree: dict[int, Semantic] = {}
+        self._targets: dict[tuple[str, str, int, str], Target | None] = {}
+        self._used: dict[str, set[str]] = {}  # importer path -> module paths its checks read
+        self._lock = threading.RLock()
+        self._timeouts = 0
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._jedi: Any = None
+        self._jedi_projects: dict[tuple[str, ...], Any] = {}
+
+    # ------------------------------------------------------------------ modules ----------
+    def module(self, path: str) -> Module | None:
+        """The parsed facts of a project file (from the editor's text when it is open there),
+        cached by content; None when it cannot be read or parsed."""
+        path = os.path.abspath(path)
+        text = self._overlay(path) if self._overlay is not None else None
+        stamp: object
+        if text is not None:
+            stamp = ("text", hash(text), len(text))
+        else:
+            try:
+                st = os.stat(path)
+            except OSError:
+                return None
+            if st.st_size > MAX_MODULE_BYTES:
+                return None
+            stamp = ("disk", st.st_mtime_ns, st.st_size)
+        with self._lock:
+            cached = self._modules.get(path)
+            if cached is not None and cached[0] == stamp:
+                return cached[1]
+        if text is None:
+            text, _error = read_source(Path(path))
+        found: Module | None = None
+        if text is not None:
+            tree, _error = parse_text(text, path)
+            if tree is not None:
+                try:
+                    sem = Semantic(tree)
+                except RecursionError:
+                    sem = None
+                if sem is not None:
+                    self.adopt(sem, path, text)
+                    found = Module(path, text, sem)
+        with self._lock:
+            old = self._modules.get(path)
+            if old is not None and old[1] is not None:
+                self._by_tree.pop(id(old[1].sem.tree), None)
+            self._modules[path] = (stamp, found)
+            if found is not None:
+                self._by_tree[id(found.sem.tree)] = found.sem
+        return found
+
+    def adopt(self, sem: Semantic, path: str, text: str | None = None) -> None:
+        """Let ``sem`` (the facts of ``text``, the file at ``path``) resolve names through this
+        project."""
+        sem.project = self
+        sem.path = os.path.abspath(path)
+        if text is not None:
+            sem.memo[_TEXT] = text
+
+    def owner(self, node: ast.AST) -> Semantic | None:
+        """The facts of the project module a node belongs to (for nodes of another module)."""
+        with self._lock:
+            modules = [m for _s, m in self._modules.values() if m is not None]
+        for module in modules:
+            sem = module.sem
+            if node is sem.tree or node in sem.parents:
+                return sem
+        return None
+
+    def changed(self, path: str | None = None) -> None:
+        """A file of the project changed on disk or in the editor (None: files were added or
+        removed): answers that may depend on it are dropped."""
+        with self._lock:
+            if path is None or os.path.basename(path) == "__init__.py":
+                self._targets.clear()
+                return
+            path = os.path.abspath(path)
+            for key, target in list(self._targets.items()):
+                if target is not None and target.path == path:
+                    del self._targets[key]
+
+    def dependents(self, path: str) -> set[str]:
+        """The files whose last check read facts of the module at ``path``."""
+        path = os.path.abspath(path)
+        with self._lock:
+            return {who for who, used in self._used.items() if path in used and who != path}
+
+    def begin(self, path: str) -> None:
+        """A check of ``path`` starts: what it reads from other modules is recorded anew."""
+        with self._lock:
+            self._used[os.path.abspath(path)] = set()
+
+    # ------------------------------------------------------------------ resolution -------
+    def resolve(self, sem: Semantic, binding: Binding) -> tuple[Semantic, ast.AST] | None:
+        """The definition an import binding of ``sem`` refers to, in a project module: a
+        function, a class, a module, or the statement that assigns a module-level name."""
+        if binding.how != "import" or sem.path is None:
+            return None
+        alias = binding.node
+        stmt = sem.parent(alias)
+        if not isinstance(alias, ast.alias) or not isinstance(stmt, ast.Import | ast.ImportFrom):
+            return None
+        module = stmt.module or "" if isinstance(stmt, ast.ImportFrom) else ""
+        level = stmt.level if isinstance(stmt, ast.ImportFrom) else 0
+        key = (sem.path, module, level, alias.name)
+        with self._lock:
+            known = key in self._targets
+            target = self._targets.get(key)
+        if not known:
+            if not self._in_project(sem.path, stmt, alias):
+                with self._lock:
+                    self._targets[key] = None
+                return None
+            line, column = _name_position(stmt, alias)
+            target = self._query(sem, line, column)
+            with self._lock:
+                self._targets[key] = target
+        if target is None:
+            return None
+        found = self.module(target.path)
+        if found is None:
+            return None
+        with self._lock:
+            self._used.setdefault(sem.path, set()).add(found.path)
+        if target.type == "module":
+            return found.sem, found.sem.tree
+        return _top_level(found.sem, target.name, target.line)
+
+    def _in_project(
+        self, importer: str, stmt: ast.Import | ast.ImportFrom, alias: ast.alias
+    ) -> bool:
+        if isinstance(stmt, ast.ImportFrom) and stmt.level:
+            return True
+        name = stmt.module if isinstance(stmt, ast.ImportFrom) else alias.name
+        top = (name or "").split(".")[0]
+        if not top or top in _NOT_PROJECT:
+            return False
+        for folder in self._search_path(importer):
+            base = os.path.join(folder, top)
+            if os.path.isfile(base + ".py") or os.path.isdir(base):
+                return True
+        return False
+
+    def _search_path(self, importer: str) -> tuple[str, ...]:
+        return tuple(dict.fromkeys((os.path.dirname(importer), *self.roots)))
+
+    def _query(self, sem: Semantic, line: int, column: int) -> Target | None:
+        """Ask jedi where the name at (line, column) of ``sem``'s file is defined, within the time
+        limit; None when jedi cannot say or takes too long."""
+        assert sem.path is not None
+        if self._timeouts >= MAX_TIMEOUTS:
+            return None
+        text = self._text_of(sem)
+        if text is None:
+            return None
+        with self._lock:
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    1, thread_name_prefix="torchdoctor-jedi"
+                )
+            executor = self._executor
+        future = executor.submit(self._goto, text, sem.path, line, column)
+        try:
+            return future.result(timeout=self._query_seconds)
+        except concurrent.futures.TimeoutError:
+            self._timeouts += 1
+            return None
+        except Exception:  # jedi failing on odd code must not fail the check
+            return None
+
+    def _text_of(self, sem: Semantic) -> str | None:
+        assert sem.path is not None
+        own = sem.memo.get(_TEXT)
+        if isinstance(own, str):
+            return own
+        with self._lock:
+            cached = self._modules.get(sem.path)
+        if cached is not None and cached[1] is not None and cached[1].sem is sem:
+            return cached[1].text
+        return None
+
+    def _goto(self, text: str, path: str, line: int, column: int) -> Target | None:
+        jedi = self._load_jedi()
+        if jedi is None:
+            return None
+        search = self._search_path(path)
+        project = self._jedi_projects.get(search)
+        if project is None:
+            project = jedi.Project(
+                self.roots[0] if self.roots else search[0],
+                sys_path=list(search),
+                load_unsafe_extensions=False,
+                smart_sys_path=False,
+            )
+            self._jedi_projects[search] = project
+        script = jedi.Script(
+            text, path=path, project=project, environment=jedi.InterpreterEnvironment()
+        )
+        for name in script.goto(line, column, follow_imports=True):
+            where = name.module_path
+            if where is None or name.line is None:
+                continue
+            where = str(where)
+            if not where.endswith(".py") or not self._under_roots(where, search):
+                continue
+            return Target(os.path.abspath(where), name.name, name.type, name.line)
+        return None
+
+    @staticmethod
+    def _under_roots(path: str, roots: Sequence[str]) -> bool:
+        path = os.path.abspath(path)
+        return any(path.startswith(os.path.join(root, "")) for root in roots)
+
+    def _load_jedi(self) -> Any:
+        if self._jedi is None:
+            try:
+                import jedi
+            except ImportError:  # pragma: no cover - jedi is a dependency
+                self._jedi = False
+            else:
+                self._jedi = jedi
+        return self._jedi or None
+
+    def close(self) -> None:
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _name_position(stmt: ast.Import | ast.ImportFrom, alias: ast.alias) -> tuple[int, int]:
+    """Where jedi should look: the imported name itself (the last part of a dotted module)."""
+    line, column = alias.lineno, alias.col_offset
+    if isinstance(stmt, ast.Import) and "." in alias.name:
+        column += alias.name.rindex(".") + 1
+    return line, column
+
+
+def _top_level(sem: Semantic, name: str, line: int) -> tuple[Semantic, ast.AST] | None:
+    """The module-level definition of ``name`` that jedi placed at ``line``."""
+    scope = sem.scopes.get(sem.tree)
+    if scope is None:
+        return None
+    bindings = scope.bindings.get(name, [])
+    for binding in bindings:
+        node = binding.node
+        first = min(
+            [getattr(node, "lineno", 0)] + [d.lineno for d in getattr(node, "decorator_list", ())]
+        )
+        if first <= line <= getattr(node, "end_lineno", first) and binding.how in ("def", "class"):
+            return sem, node
+    for binding in reversed(bindings):
+        if binding.how in ("def", "class"):
+            return sem, binding.node
+        if binding.how == "assign":
+            return sem, binding.node
+    return None
+
+
+def project_roots(path: str | Path) -> list[str]:
+    """The roots a file's imports are searched from: the nearest folder above it holding
+    ``pyproject.toml``, ``setup.py``, ``setup.cfg`` or ``.git`` (the project root), and a
+    ``src/`` folder there."""
+    here = Path(os.path.abspath(path))
+    folder = here if here.is_dir() else here.parent
+    for candidate in (folder, *folder.parents):
+        if any(
+            (candidate / marker).exists()
+            for marker in ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+        ):
+            roots = [str(candidate)]
+            if (candidate / "src").is_dir():
+                roots.append(str(candidate / "src"))
+            return roots
+    return [str(folder)]
