@@ -241,6 +241,8 @@ def _call_kind(sem: Semantic, call: ast.Call, depth: int) -> Kind | None:
     if qual is not None:
         if qual in ("torch.export.export", "torch.onnx.export"):
             return None  # an ExportedProgram / ONNXProgram: it takes a module, is not one
+        if qual == "copy.deepcopy":  # a copy is what it copies
+            return kind(sem, call.args[0], depth + 1) if call.args else None
         if qual in MODEL_TAKERS and qual not in MODEL_WRAPPERS:
             first = call.args[0] if call.args else None
             return Kind.MODULE if kind(sem, first, depth + 1) is Kind.MODULE else None

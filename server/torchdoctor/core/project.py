@@ -84,6 +84,7 @@ class Project:
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._jedi: Any = None
         self._jedi_projects: dict[tuple[str, ...], Any] = {}
+        self._paths: dict[str, tuple[str, ...]] = {}
 
     # ------------------------------------------------------------------ modules ----------
     def module(self, path: str) -> Module | None:
@@ -221,7 +222,22 @@ class Project:
         return False
 
     def _search_path(self, importer: str) -> tuple[str, ...]:
-        return tuple(dict.fromkeys((os.path.dirname(importer), *self.roots)))
+        """Where a file's imports are looked for: its folder and the folders above it up to the
+        project's root (scripts in ``tools/`` import the root's packages, often after adding
+        the root to ``sys.path`` themselves), then the project's roots."""
+        known = self._paths.get(importer)
+        if known is not None:
+            return known
+        folders = [os.path.dirname(importer)]
+        if any(self._under_roots(importer, [root]) for root in self.roots):
+            while folders[-1] not in self.roots:
+                parent = os.path.dirname(folders[-1])
+                if parent == folders[-1]:
+                    break
+                folders.append(parent)
+        found = tuple(dict.fromkeys((*folders, *self.roots)))
+        self._paths[importer] = found
+        return found
 
     def _query(self, sem: Semantic, line: int, column: int) -> Target | None:
         """Ask jedi where the name at (line, column) of ``sem``'s file is defined, within the time

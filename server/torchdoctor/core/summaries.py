@@ -30,12 +30,6 @@ class Summary:
     saves: bool  # calls ``torch.save``
     saves_on_every_rank: bool  # some ``torch.save`` in it runs without a rank check
 
-    @property
-    def where(self) -> str:
-        """``data.py:12``-style place of the definition (the file's name and row)."""
-        name = (self.sem.path or "").replace("\\", "/").rsplit("/", 1)[-1]
-        return f"{name}:{self.func.lineno}"
-
 
 def summary(sem: Semantic, callee: ast.AST, _depth: int = 0) -> Summary | None:
     """The summary of the function a callee names (of this file or another project module);

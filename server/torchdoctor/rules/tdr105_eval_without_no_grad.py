@@ -68,8 +68,8 @@ class EvalWithoutNoGrad(Rule):
       a few MiB of host memory; a large model evaluated on a CPU would still gain, and is
       missed;
     - regions that need autograd: a backward pass, `torch.autograd`/`torch.func`, an optimizer
-      step, `requires_grad_()`, gradients turned back on — in the region or in a function of
-      the file it calls — or the forward of a model the analysis cannot see into called with a
+      step, `requires_grad_()`, gradients turned back on — in the region or in a function it
+      calls, of the file or of another module of the project — or the forward of a model the analysis cannot see into called with a
       constant flag (`model(im, label, make_adv=True)`: robustness's `AttackerModel` runs a PGD
       attack inside `forward`);
     - regions whose results are backpropagated later (followed through assignments, lists,
@@ -126,9 +126,9 @@ class EvalWithoutNoGrad(Rule):
        torch functions other than `torch.autograd`, `torch.func` and `torch.enable_grad`; the
        standard library and the scientific, plotting, progress-bar and logging libraries;
        tensor, list, dict, string and file methods; losses; the forward of a model built by
-       torch, torchvision, timm, transformers or peft, or by a class of the file whose
-       `forward` (and all it calls) passes the same test; functions of the file whose bodies
-       do;
+       torch, torchvision, timm, transformers or peft, or by a class (of the file or of
+       another module of the project) whose `forward` (and all it calls) passes the same test;
+       functions whose bodies do;
     2. nothing computed there from a tensor that requires grad (a model's output, its
        parameters, a tensor the file marks with `requires_grad`) reaches, after the wrap, a
        backward pass, `torch.autograd`, an optimizer, `requires_grad_()`, an attribute, a
@@ -170,7 +170,7 @@ class EvalWithoutNoGrad(Rule):
       `DataParallel`，也没有 `"cuda"` 字符串。在真实代码语料库中，这类文件都是小型 CPU 教程（MNIST MLP、
       玩具 GAN），其激活值只占几 MiB 主机内存；在 CPU 上评估的大模型仍能受益，但会被漏掉；
     - 需要 autograd 的区域：反向传播、`torch.autograd`/`torch.func`、优化器 step、`requires_grad_()`、重新开启
-      梯度——无论在区域中，还是在它调用的本文件函数中——或以常量标志调用分析看不到内部的模型的前向
+      梯度——无论在区域中，还是在它调用的函数中（本文件或项目其他模块的函数）——或以常量标志调用分析看不到内部的模型的前向
       （`model(im, label, make_adv=True)`：robustness 的 `AttackerModel` 在 `forward` 中运行 PGD 攻击）；
     - 计算结果随后被反向传播的区域（沿赋值、列表、返回值以及函数的调用方追踪）；
     - 测试（`test_*.py`、`*_test.py`、`tests.py`、`conftest.py`、`tests/` 目录下的文件、带 pytest 装饰器的函数、
@@ -218,8 +218,8 @@ class EvalWithoutNoGrad(Rule):
 
     1. 被包裹语句中的每个调用都是分析能看出不需要 autograd 的：除 `torch.autograd`、`torch.func` 和
        `torch.enable_grad` 之外的 torch 函数；标准库以及科学计算、绘图、进度条和日志库；张量、列表、字典、
-       字符串和文件的方法；损失函数；由 torch、torchvision、timm、transformers 或 peft 构建的模型的前向，或由本文件
-       中的类构建、其 `forward`（及其调用的一切）同样通过检查的模型的前向；函数体通过检查的本文件函数；
+       字符串和文件的方法；损失函数；由 torch、torchvision、timm、transformers 或 peft 构建的模型的前向，或由（本文件或
+       项目其他模块中的）类构建、其 `forward`（及其调用的一切）同样通过检查的模型的前向；函数体通过检查的函数；
     2. 在那里由需要梯度的张量（模型的输出、它的参数、文件用 `requires_grad` 标记的张量）计算出的任何东西，在包裹
        之后都不会进入反向传播、`torch.autograd`、优化器、`requires_grad_()`、属性、闭包或分析看不到的调用——
        沿赋值、容器、循环、`return` 以及函数的调用方追踪；

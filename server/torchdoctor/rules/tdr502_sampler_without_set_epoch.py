@@ -44,7 +44,10 @@ class SamplerWithoutSetEpoch(Rule):
     """## What it does
     Checks for a `DistributedSampler` whose `DataLoader` is iterated in a loop over epochs that
     never calls `set_epoch` on the sampler (directly, as `loader.sampler.set_epoch(...)`, or
-    inside a function of the file called from the loop).
+    inside a function called from the loop, of the file or of another module of the project).
+    The loader and its sampler may come from a function of another module
+    (`loader, sampler = build_loader(ds)` with `build_loader` in `data.py`); the finding then
+    says where the sampler is created.
 
     ## Why is this bad?
     A `DistributedSampler` shuffles with a generator seeded by `seed + epoch`, and its epoch
@@ -92,7 +95,8 @@ class SamplerWithoutSetEpoch(Rule):
 
     zh = """## 功能
     检查这样的 `DistributedSampler`：它所属的 `DataLoader` 在按 epoch 的循环中被迭代，而该循环从不调用采样器的
-    `set_epoch`（无论是直接调用、通过 `loader.sampler.set_epoch(...)`，还是在循环调用的本文件函数中）。
+    `set_epoch`（无论是直接调用、通过 `loader.sampler.set_epoch(...)`，还是在循环调用的函数中，无论函数在本文件还是项目的其他模块）。加载器及其采样器也可以来自其他模块的函数
+    （`loader, sampler = build_loader(ds)`，`build_loader` 位于 `data.py`）；此时报告会指出采样器在何处创建。
 
     ## 为什么不好？
     `DistributedSampler` 用以 `seed + epoch` 为种子的随机数生成器打乱数据，而它的 epoch 只有在调用

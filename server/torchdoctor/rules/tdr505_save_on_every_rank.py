@@ -28,7 +28,9 @@ class SaveOnEveryRank(Rule):
     `if rank == 0:`, `if dist.get_rank() == 0:`, `if is_main_process():`,
     `if local_rank in (-1, 0):`, an earlier `return` on the other ranks, or a helper that is
     only called under such a check. A save that the same function loads back (each process
-    round-tripping its own temporary file) is not reported.
+    round-tripping its own temporary file) is not reported. A saving helper of another module
+    of the project (`save_checkpoint(...)` from `utils.py`) is reported where it is called when
+    it saves without a rank check of its own; one that checks the rank (`save_on_master`) is not.
 
     ## Why is this bad?
     Under `torchrun` or `mp.spawn` every rank runs the same code, so every rank writes the same
@@ -91,7 +93,9 @@ class SaveOnEveryRank(Rule):
     检查在分布式任务的每个进程中都会运行的代码（调用了 `torch.distributed.init_process_group` 的脚本）
     里没有 rank 判断的 `torch.save(...)`。rank 判断包括：`if rank == 0:`、`if dist.get_rank() == 0:`、
     `if is_main_process():`、`if local_rank in (-1, 0):`、之前对其他 rank 提前 `return`，或只在这类判断下
-    调用的辅助函数。同一函数随后又读回的保存（每个进程往返读写自己的临时文件）不报告。
+    调用的辅助函数。同一函数随后又读回的保存（每个进程往返读写自己的临时文件）不报告。项目其他模块中的保存辅助函数
+    （来自 `utils.py` 的 `save_checkpoint(...)`）若自身没有 rank 判断，会在调用处报告；自身判断了 rank 的
+    （`save_on_master`）不报告。
 
     ## 为什么不好？
     在 `torchrun` 或 `mp.spawn` 下每个 rank 都运行同一份代码，于是每个 rank 都在同一时刻把同一个检查点写到
@@ -381,12 +385,13 @@ class SaveOnEveryRank(Rule):
             )
         for call, helper in _helpers_saving_elsewhere(ctx, regions):
             name = ctx.segment(call.func)
+            where = ctx.elsewhere(helper.func)
             ctx.report(
                 call,
                 Text(
-                    f"`{name}` ({helper.where}) calls `torch.save` on every rank of the process "
+                    f"`{name}` ({where}) calls `torch.save` on every rank of the process "
                     "group; call it from rank 0 only",
-                    f"`{name}`（{helper.where}）会在进程组的每个 rank 上调用 `torch.save`；"
+                    f"`{name}`（{where}）会在进程组的每个 rank 上调用 `torch.save`；"
                     "请只在 rank 0 调用",
                 ),
                 fixes=[_fix(ctx, call)],
