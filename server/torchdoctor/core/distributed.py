@@ -188,12 +188,26 @@ def in_rank_process(sem: Semantic, node: ast.AST, regions: set[ast.AST]) -> bool
     )
 
 
-def wrapper_call(sem: Semantic, expr: ast.AST) -> ast.Call | None:
+def wrapper_call(sem: Semantic, expr: ast.AST, _depth: int = 0) -> ast.Call | None:
     """The ``DistributedDataParallel(...)``/``DataParallel(...)`` call that ``expr`` certainly
     holds where it is read: the call itself, a name whose latest assignment before the use is
-    one and runs on every path to it, or a ``self.attr`` only ever assigned such calls."""
+    one and runs on every path to it, or a ``self.attr`` only ever assigned such calls. A call
+    of a function of another project module that always returns such a wrapper
+    (``model = wrap_ddp(model, rank)``) stands for the wrapper it makes."""
     if isinstance(expr, ast.Call):
-        return expr if sem.qualname(expr.func) in MODEL_WRAPPERS else None
+        if sem.qualname(expr.func) in MODEL_WRAPPERS:
+            return expr
+        defined = sem.function_def(expr.func) if sem.project is not None else None
+        if defined is None or defined[0] is sem or _depth > 3:
+            return None
+        owner, func = defined
+        returned = owner.returns(func)
+        if returned and all(
+            isinstance(r, ast.Call | ast.Name) and wrapper_call(owner, r, _depth + 1) is not None
+            for r in returned
+        ):
+            return expr
+        return None
     if isinstance(expr, ast.Name):
         binding = sem.lookup(expr.id, expr)
         if binding is None or binding.how != "assign" or binding.index is not None:
@@ -208,7 +222,7 @@ def wrapper_call(sem: Semantic, expr: ast.AST) -> ast.Call | None:
         # The assignment must sit in a block that also holds the use (not in an `if` branch).
         if not any(s is sem.statement_of(expr) or sem.is_inside(expr, s) for s in block):
             return None
-        return wrapper_call(sem, binding.value)
+        return wrapper_call(sem, binding.value, _depth)
     if isinstance(expr, ast.Attribute) and terminal_name(expr.value) == "self":
         calls, other = kinds.constructions(
             sem, expr, lambda c: sem.qualname(c.func) in MODEL_WRAPPERS

@@ -13,7 +13,7 @@ import ast
 from dataclasses import dataclass
 
 from . import distributed, training
-from .semantic import Semantic
+from .semantic import Semantic, argument, keyword
 
 MAX_DEPTH = 3
 _SAVES = frozenset({"torch.save"})
@@ -29,6 +29,23 @@ class Summary:
     grad_off: bool  # runs with gradient tracking off (decorated, or its whole body)
     saves: bool  # calls ``torch.save``
     saves_on_every_rank: bool  # some ``torch.save`` in it runs without a rank check
+    saved_params: frozenset[str] = frozenset()  # parameters it passes to ``torch.save`` to write
+
+    def saved_argument(self, call: ast.Call) -> ast.expr | None:
+        """What a call of the function hands over to be saved (the argument for a parameter
+        in ``saved_params``), if it can be told."""
+        args = self.func.args
+        positional = [a.arg for a in (*args.posonlyargs, *args.args)]
+        if positional and positional[0] in ("self", "cls"):
+            positional = positional[1:]
+        for name in self.saved_params:
+            if name in positional and positional.index(name) < len(call.args):
+                value = call.args[positional.index(name)]
+                return None if isinstance(value, ast.Starred) else value
+            kw = keyword(call, name)
+            if kw is not None:
+                return kw.value
+        return None
 
 
 def summary(sem: Semantic, callee: ast.AST, _depth: int = 0) -> Summary | None:
@@ -49,6 +66,8 @@ def of_function(
         return known
     # A recursion guard: a function that calls itself sees an empty summary of itself.
     sem.memo[key] = Summary(sem, func, frozenset(), frozenset(), False, False, False, False)
+    params = {a.arg for a in (*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs)}
+    saved: set[str] = set()
     methods: set[str] = set()
     qualnames: set[str] = set()
     autograd = saves = every_rank = False
@@ -65,6 +84,9 @@ def of_function(
             autograd = True
         if qual in _SAVES:
             saves = True
+            obj = argument(node, "obj", 0)
+            if isinstance(obj, ast.Name) and obj.id in params:
+                saved.add(obj.id)
             if not distributed.rank_guarded(sem, node):
                 every_rank = True
         if _depth >= MAX_DEPTH:
@@ -89,6 +111,7 @@ def of_function(
         grad_off,
         saves,
         every_rank,
+        frozenset(saved),
     )
     sem.memo[key] = found
     return found
