@@ -115,6 +115,7 @@ if __name__ == "__main__":
 
 def generate(root: Path, files: int) -> list[Path]:
     """``files`` Python files: the package (loaders, models, utils) and scripts using it."""
+    root.mkdir(parents=True, exist_ok=True)
     (root / "pyproject.toml").write_text("[project]\nname = 'proj'\nversion = '0'\n")
     pkg = root / "proj"
     for sub in ("", "data", "models", "utils"):

@@ -1,4 +1,4 @@
-"""One project, not one file: tests/fixtures/project is a training script whose sampler, model
+"""One project, not one file: examples/project is a training script whose sampler, model
 and saving helpers live in a package of its own (re-exported through ``__init__.py``). Its
 pitfalls are found whether the folder or the one script is checked, from any working folder,
 and each finding names the other module its fact comes from."""
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-PROJECT = Path(__file__).resolve().parents[1] / "fixtures" / "project"
+PROJECT = Path(__file__).resolve().parents[2] / "examples" / "project"
 EXPECTED = [
     ("TDR105", 18),  # the model is a class of trainer/models.py, held on self
     ("TDR502", 26),  # the DistributedSampler is built in trainer/data.py

@@ -54,6 +54,16 @@ async def test_a_fact_of_another_module_is_used_and_its_origin_named(
     assert codes(diagnostics) == ["TDR502"]
     assert diagnostics[0].range.start.line == 4
     assert "created in data.py:4" in diagnostics[0].message
+    # The hover of the finding says where the fact comes from, in the client's language too.
+    found = await client.text_document_hover_async(
+        types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=train),
+            position=types.Position(4, 6),
+        )
+    )
+    assert found is not None
+    assert isinstance(found.contents, types.MarkupContent)
+    assert "`DistributedSampler` created in data.py:4" in found.contents.value
 
 
 async def test_editing_the_imported_module_updates_the_importer(
