@@ -24,10 +24,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from lsp_latency import open_doc, start, wait_publish
 from lsprotocol import types
 
-LOADERS = '''\
+from lsp_latency import open_doc, start, wait_publish
+
+CHECK = (sys.executable, "-m", "torchdoctor", "check", "--no-cache", "--exit-zero")
+CHECK += ("--output-format", "json")
+LOADERS = """\
 from torch.utils.data import DataLoader, DistributedSampler
 
 
@@ -35,8 +38,8 @@ def build_loader(dataset, batch_size, workers=4):
     sampler = DistributedSampler(dataset)
     loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers)
     return loader, sampler
-'''
-MODEL = '''\
+"""
+MODEL = """\
 from torch import nn
 
 
@@ -52,8 +55,8 @@ class Net{i}(nn.Module):
 
 def build_net{i}(dim):
     return Net{i}(dim)
-'''
-UTILS = '''\
+"""
+UTILS = """\
 import torch
 import torch.distributed as dist
 
@@ -69,8 +72,8 @@ def save_on_master(state, path):
 
 def build_optimizer(model, lr):
     return torch.optim.AdamW(model.parameters(), lr=lr)
-'''
-SCRIPT = '''\
+"""
+SCRIPT = """\
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -110,7 +113,7 @@ def main(dataset, val_loader, rank, epochs):
 
 if __name__ == "__main__":
     main(None, None, 0, 3)
-'''
+"""
 
 
 def generate(root: Path, files: int) -> list[Path]:
@@ -146,8 +149,7 @@ def isolated(root: Path, into: Path) -> None:
 def cli(target: Path) -> tuple[float, int]:
     start_t = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "torchdoctor", "check", "--no-cache", "--exit-zero"]
-        + ["--output-format", "json", str(target)],
+        [*CHECK, str(target)],
         capture_output=True,
         text=True,
         check=True,
