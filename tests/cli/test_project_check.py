@@ -72,3 +72,22 @@ def test_fix_seeds_the_sampler_returned_by_the_helper(td, project: Path) -> None
     assert "    for epoch in range(epochs):\n        sampler.set_epoch(epoch)\n" in text
     again = td("check", "--output-format", "json", "--no-cache", "train.py", cwd=project)
     assert [code for code, _row in _found(again)] == ["TDR105", "TDR505"]
+
+
+def test_a_cached_result_is_dropped_when_a_module_it_read_changes(td, project: Path) -> None:
+    first = td("check", "--output-format", "json", "train.py", cwd=project)
+    assert _found(first) == EXPECTED
+    assert (project / ".torchdoctor_cache").is_dir()
+    assert _found(td("check", "--output-format", "json", "train.py", cwd=project)) == EXPECTED
+    data = project / "trainer" / "data.py"
+    data.write_text(data.read_text().replace("(dataset)", "(dataset, shuffle=False)"))
+    again = td("check", "--output-format", "json", "train.py", cwd=project)
+    assert [code for code, _row in _found(again)] == ["TDR105", "TDR505"]
+    # A module that appears where an import is looked for changes what the import means.
+    (project / "trainer" / "utils.py").unlink()
+    (project / "trainer" / "__init__.py").write_text(
+        "from .data import build_loader\n\n\ndef save_checkpoint(state, path):\n    pass\n\n\n"
+        "def save_on_master(state, path):\n    pass\n"
+    )
+    final = td("check", "--output-format", "json", "train.py", cwd=project)
+    assert [code for code, _row in _found(final)] == ["TDR105"]

@@ -79,6 +79,7 @@ class Project:
         self._by_tree: dict[int, Semantic] = {}
         self._targets: dict[tuple[str, str, int, str], Target | None] = {}
         self._used: dict[str, set[str]] = {}  # importer path -> module paths its checks read
+        self._searched: set[str] = set()  # importers whose checks looked for project modules
         self._lock = threading.RLock()
         self._timeouts = 0
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
@@ -167,8 +168,24 @@ class Project:
 
     def begin(self, path: str) -> None:
         """A check of ``path`` starts: what it reads from other modules is recorded anew."""
+        path = os.path.abspath(path)
         with self._lock:
-            self._used[os.path.abspath(path)] = set()
+            self._used[path] = set()
+            self._searched.discard(path)
+
+    def reads(self, path: str) -> list[str]:
+        """What the last check of ``path`` depended on besides its own text: the project
+        modules it read, and (when it looked for any) the folders it looked for modules in,
+        whose listing decides what an import resolves to. A result kept for ``path`` is stale
+        when one of them changed."""
+        path = os.path.abspath(path)
+        with self._lock:
+            used = sorted(self._used.get(path, ()))
+            searched = path in self._searched
+        folders = {os.path.dirname(u) for u in used}
+        if searched:
+            folders.update(self._search_path(path))
+        return used + sorted(folders)
 
     # ------------------------------------------------------------------ resolution -------
     def resolve(self, sem: Semantic, binding: Binding) -> tuple[Semantic, ast.AST] | None:
@@ -186,6 +203,9 @@ class Project:
         with self._lock:
             known = key in self._targets
             target = self._targets.get(key)
+        if self._may_be_project(stmt, alias):
+            with self._lock:
+                self._searched.add(sem.path)
         if not known:
             if not self._in_project(sem.path, stmt, alias):
                 with self._lock:
@@ -206,15 +226,25 @@ class Project:
             return found.sem, found.sem.tree
         return _top_level(found.sem, target.name, target.line)
 
+    @staticmethod
+    def _may_be_project(stmt: ast.Import | ast.ImportFrom, alias: ast.alias) -> bool:
+        """Whether the import could name a project module (not torch, not the standard
+        library), wherever the project's files are."""
+        if isinstance(stmt, ast.ImportFrom) and stmt.level:
+            return True
+        name = stmt.module if isinstance(stmt, ast.ImportFrom) else alias.name
+        top = (name or "").split(".")[0]
+        return bool(top) and top not in _NOT_PROJECT
+
     def _in_project(
         self, importer: str, stmt: ast.Import | ast.ImportFrom, alias: ast.alias
     ) -> bool:
         if isinstance(stmt, ast.ImportFrom) and stmt.level:
             return True
+        if not self._may_be_project(stmt, alias):
+            return False
         name = stmt.module if isinstance(stmt, ast.ImportFrom) else alias.name
         top = (name or "").split(".")[0]
-        if not top or top in _NOT_PROJECT:
-            return False
         for folder in self._search_path(importer):
             base = os.path.join(folder, top)
             if os.path.isfile(base + ".py") or os.path.isdir(base):

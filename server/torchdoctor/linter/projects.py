@@ -54,6 +54,11 @@ class Projects:
             out |= project.dependents(path)
         return out
 
+    def reads(self, path: str) -> list[str]:
+        """The project files and folders the last check of ``path`` depended on."""
+        project = self.for_path(path)
+        return project.reads(path) if project is not None else []
+
     def close(self) -> None:
         with self._lock:
             projects = list(self._by_roots.values())
