@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import ast
 import re
+from typing import TYPE_CHECKING
 
 from . import fixes, kinds
 from .kinds import MODEL_WRAPPERS
 from .model import Edit
 from .semantic import FUNCTION_NODES, Semantic, terminal_name
 from .source import Source
+
+if TYPE_CHECKING:
+    from .notebook import Notebook
 
 INIT_PROCESS_GROUP = "torch.distributed.init_process_group"
 # Names that say "which process is this": rank variables, main-process predicates.
@@ -231,7 +235,9 @@ def wrapper_call(sem: Semantic, expr: ast.AST, _depth: int = 0) -> ast.Call | No
     return None
 
 
-def dist_ref(sem: Semantic, source: Source) -> tuple[str, list[Edit]] | None:
+def dist_ref(
+    sem: Semantic, source: Source, notebook: Notebook | None = None
+) -> tuple[str, list[Edit]] | None:
     """How to call ``get_rank`` in new code: ``dist.get_rank`` through an existing alias of
     ``torch.distributed``, an imported ``get_rank``, ``torch.distributed.get_rank`` through an
     imported ``torch``, else ``dist.get_rank`` plus ``import torch.distributed as dist`` when
@@ -249,4 +255,6 @@ def dist_ref(sem: Semantic, source: Source) -> tuple[str, list[Edit]] | None:
             return f"{name}.distributed.get_rank", []
     if "dist" in sem.names or any("dist" in s.bindings for s in sem.scopes.values()):
         return None
-    return "dist.get_rank", [fixes.import_edit(sem, source, "import torch.distributed as dist")]
+    return "dist.get_rank", fixes.import_edits(
+        sem, source, ["import torch.distributed as dist"], notebook
+    )

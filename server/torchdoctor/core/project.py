@@ -79,7 +79,8 @@ class Project:
         self._by_tree: dict[int, Semantic] = {}
         self._targets: dict[tuple[str, str, int, str], Target | None] = {}
         self._used: dict[str, set[str]] = {}  # importer path -> module paths its checks read
-        self._searched: set[str] = set()  # importers whose checks looked for project modules
+        self._searched: set[str] = set()
+        self._last_owner: Semantic | None = None  # importers whose checks looked for project modules
         self._lock = threading.RLock()
         self._timeouts = 0
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
@@ -140,11 +141,15 @@ class Project:
 
     def owner(self, node: ast.AST) -> Semantic | None:
         """The facts of the project module a node belongs to (for nodes of another module)."""
+        last = self._last_owner
+        if last is not None and (node is last.tree or node in last.parents):
+            return last  # nodes are mostly asked about many times over, module by module
         with self._lock:
             modules = [m for _s, m in self._modules.values() if m is not None]
         for module in modules:
             sem = module.sem
             if node is sem.tree or node in sem.parents:
+                self._last_owner = sem
                 return sem
         return None
 

@@ -459,14 +459,9 @@ class EvalWithoutNoGrad(Rule):
             "for batch in test_loader:\n"
             "    preds = model(batch.cuda())\n"
             "    print(preds.argmax(1).tolist())\n",
-            fixed="from torch import nn\n"
-            "import torch\n"
-            "model = nn.Linear(4, 2).cuda()\n"
-            "model.eval()\n"
-            "with torch.no_grad():\n"
-            "    for batch in test_loader:\n"
-            "        preds = model(batch.cuda())\n"
-            "        print(preds.argmax(1).tolist())\n",
+            fixed="import torch\nfrom torch import nn\nmodel = nn.Linear(4, 2).cuda()\n"
+            "model.eval()\nwith torch.no_grad():\n    for batch in test_loader:\n"
+            "        preds = model(batch.cuda())\n        print(preds.argmax(1).tolist())\n",
             lines=(5,),
         ),
         # An alias of torch is reused; a loop over a test loader needs no eval().
@@ -776,7 +771,7 @@ def _no_grad_fix(ctx: Context, stmts: list[ast.stmt], calls: list[ast.Call]) -> 
     """``with torch.no_grad():`` around the region's statements that hold the reported calls
     when that is provably safe, else around the statements of the forward calls alone when
     that is, else None."""
-    ref = fixes.module_ref(ctx.sem, ctx.source)
+    ref = fixes.module_ref(ctx.sem, ctx.source, "torch", ctx.notebook)
     if ref is None:
         return None
     torch, imports = ref

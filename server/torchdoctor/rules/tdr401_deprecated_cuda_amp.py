@@ -240,7 +240,8 @@ class DeprecatedCudaAmp(Rule):
         # A module alias: `import torch` is added for the new spelling.
         Invalid(
             "import torch.cuda.amp as amp\nscaler = amp.GradScaler()\n",
-            fixed='import torch.cuda.amp as amp\nimport torch\nscaler = torch.amp.GradScaler("cuda")\n',
+            fixed="import torch\nimport torch.cuda.amp as amp\n"
+            'scaler = torch.amp.GradScaler("cuda")\n',
             lines=(2,),
         ),
         # from-import: one fix for the import and every use.
@@ -351,7 +352,7 @@ class DeprecatedCudaAmp(Rule):
     def _report_reference(ctx: Context, ref: ast.Attribute, qual: str) -> None:
         old = OLD[qual]
         fix: Fix | None = None
-        spelled = fixes.module_ref(ctx.sem, ctx.source)
+        spelled = fixes.module_ref(ctx.sem, ctx.source, "torch", ctx.notebook)
         if spelled is not None:
             module, import_edits = spelled
             edits = _use_edits(ctx, ref, old, f"{module}.amp.{old.short}")

@@ -333,7 +333,7 @@ def _nn_name(ctx: Context) -> tuple[str, list[Edit]] | None:
     for name, bindings in ctx.sem.scopes[ctx.sem.tree].bindings.items():
         if bindings and all(b.how == "import" and b.qualname == "torch.nn" for b in bindings):
             return name, []
-    ref = fixes.module_ref(ctx.sem, ctx.source, "torch")
+    ref = fixes.module_ref(ctx.sem, ctx.source, "torch", ctx.notebook)
     return (f"{ref[0]}.nn", ref[1]) if ref is not None else None
 
 

@@ -312,9 +312,9 @@ class SaveOnEveryRank(Rule):
         Invalid(
             "from torch import save\nfrom torch.distributed import init_process_group\n"
             "def main():\n    init_process_group('nccl')\n    save({}, 'c.pt')\n",
-            fixed="from torch import save\nfrom torch.distributed import init_process_group\n"
-            "import torch.distributed as dist\n"
-            "def main():\n    init_process_group('nccl')\n    if dist.get_rank() == 0:\n"
+            fixed="import torch.distributed as dist\nfrom torch import save\n"
+            "from torch.distributed import init_process_group\ndef main():\n"
+            "    init_process_group('nccl')\n    if dist.get_rank() == 0:\n"
             "        save({}, 'c.pt')\n",
             lines=(5,),
         ),
@@ -457,7 +457,7 @@ def _fix(ctx: Context, call: ast.Call) -> Fix | None:
     stmt = ctx.sem.statement_of(call)
     if not isinstance(stmt, ast.Expr) or stmt.value is not call:
         return None
-    ref = dist_ref(ctx.sem, ctx.source)
+    ref = dist_ref(ctx.sem, ctx.source, ctx.notebook)
     if ref is None:
         return None
     get_rank, edits = ref
