@@ -79,8 +79,8 @@ class Project:
         self._by_tree: dict[int, Semantic] = {}
         self._targets: dict[tuple[str, str, int, str], Target | None] = {}
         self._used: dict[str, set[str]] = {}  # importer path -> module paths its checks read
-        self._searched: set[str] = set()
-        self._last_owner: Semantic | None = None  # importers whose checks looked for project modules
+        self._searched: set[str] = set()  # importers whose checks looked for project modules
+        self._last_owner: Semantic | None = None
         self._lock = threading.RLock()
         self._timeouts = 0
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
