@@ -115,3 +115,15 @@ def test_resolving_never_imports_installed_packages(tmp_path: Path) -> None:
     findings = json.loads(proc.stdout)
     assert [f["code"] for f in findings] == ["TDR502"]
     assert json.loads(proc.stderr.strip().splitlines()[-1]) == []
+
+
+def test_a_file_of_an_installed_package_is_checked_alone(td, tmp_path: Path) -> None:
+    # Library code (under site-packages) keeps the engine's own resolution of its imports.
+    lib = tmp_path / "lib" / "python3.11" / "site-packages" / "pkg"
+    lib.mkdir(parents=True)
+    (lib / "__init__.py").write_text("")
+    (lib / "data.py").write_text(BUILDER)
+    (lib / "train.py").write_text(
+        "import torch\nfrom .data import build_loader\nloader = build_loader(None)\n" + LOOP
+    )
+    assert _codes(td, tmp_path, str(lib / "train.py")) == []

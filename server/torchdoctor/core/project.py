@@ -85,6 +85,7 @@ class Project:
         self._timeouts = 0
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._jedi: Any = None
+        self._env: Any = None
         self._jedi_projects: dict[tuple[str, ...], Any] = {}
         self._paths: dict[str, tuple[str, ...]] = {}
 
@@ -323,9 +324,7 @@ class Project:
                 smart_sys_path=False,
             )
             self._jedi_projects[search] = project
-        script = jedi.Script(
-            text, path=path, project=project, environment=jedi.InterpreterEnvironment()
-        )
+        script = jedi.Script(text, path=path, project=project, environment=self._environment())
         for name in script.goto(line, column, follow_imports=True):
             where = name.module_path
             if where is None or name.line is None:
@@ -350,6 +349,36 @@ class Project:
             else:
                 self._jedi = jedi
         return self._jedi or None
+
+    def _environment(self) -> Any:
+        """jedi's view of the interpreter: this process (no virtual environment needed), where
+        a module that is not imported yet is never imported to be inspected. (jedi would import
+        a compiled extension it meets — ``from . import _C`` — and with it the package around
+        it, running its code.)"""
+        if self._env is None:
+            from jedi.api.environment import InterpreterEnvironment
+            from jedi.inference.compiled.subprocess import InferenceStateSameProcess
+
+            class NoImports(InferenceStateSameProcess):
+                def __getattr__(self, name: str) -> Any:
+                    found = super().__getattr__(name)
+                    if name != "load_module":
+                        return found
+
+                    def load_module(**kwargs: Any) -> Any:
+                        dotted = kwargs.get("dotted_name") or ""
+                        if dotted in sys.modules or dotted in sys.builtin_module_names:
+                            return found(**kwargs)  # already there: importing runs nothing
+                        return None
+
+                    return load_module
+
+            class Environment(InterpreterEnvironment):
+                def get_inference_state_subprocess(self, inference_state: Any) -> Any:
+                    return NoImports(inference_state)
+
+            self._env = Environment()
+        return self._env
 
     def close(self) -> None:
         with self._lock:

@@ -9,6 +9,8 @@ import threading
 
 from ..core.project import Overlay, Project, project_roots
 
+_INSTALLED = frozenset({"site-packages", "dist-packages"})
+
 
 class Projects:
     """The projects of the files checked in this process (the CLI's workers, a language server:
@@ -21,10 +23,14 @@ class Projects:
         self._lock = threading.Lock()
 
     def for_path(self, path: str) -> Project | None:
-        """The project of a file; None for text that is not a file (``<stdin>``, untitled)."""
-        if not path or path.startswith("<") or not os.path.isabs(os.path.abspath(path)):
+        """The project of a file; None for text that is not a file (``<stdin>``, untitled) and
+        for a file of an installed package (under ``site-packages``): its imports are that
+        library's own, resolved as the engine resolves any installed name."""
+        if not path or path.startswith("<"):
             return None
         folder = os.path.dirname(os.path.abspath(path))
+        if _INSTALLED.intersection(folder.split(os.sep)):
+            return None
         if not os.path.isdir(folder):
             return None
         with self._lock:
