@@ -16,8 +16,11 @@ class Projects:
     """The projects of the files checked in this process (the CLI's workers, a language server:
     one each); ``overlay`` gives the text of files open in an editor."""
 
-    def __init__(self, overlay: Overlay | None = None) -> None:
+    def __init__(
+        self, overlay: Overlay | None = None, *, query_seconds: float | None = None
+    ) -> None:
         self._overlay = overlay
+        self._query_seconds = query_seconds
         self._by_roots: dict[tuple[str, ...], Project] = {}
         self._root_of: dict[str, tuple[str, ...]] = {}
         self._lock = threading.Lock()
@@ -39,7 +42,10 @@ class Projects:
                 roots = self._root_of[folder] = tuple(project_roots(folder))
             project = self._by_roots.get(roots)
             if project is None:
-                project = self._by_roots[roots] = Project(roots, overlay=self._overlay)
+                limit = (
+                    {} if self._query_seconds is None else {"query_seconds": self._query_seconds}
+                )
+                project = self._by_roots[roots] = Project(roots, overlay=self._overlay, **limit)
             return project
 
     def changed(self, path: str | None = None) -> None:
