@@ -261,7 +261,13 @@ class Doctor:
     # -- the project ------------------------------------------------------------------------
     def open_text(self, path: str) -> str | None:
         """The editor's text of an open ``.py`` file (read from worker threads)."""
-        for unit in list(self.units.values()):
+        while True:
+            try:  # the event loop may open or close a document meanwhile
+                units = list(self.units.values())
+                break
+            except RuntimeError:
+                continue
+        for unit in units:
             if unit.notebook or unit.closed or not unit.key.endswith(".py"):
                 continue
             if os.path.abspath(self.path_of(unit.uri)) == path:
