@@ -8,11 +8,12 @@ parsed facts (``Semantic``) of the module that defines it, so that the subject m
 training, data, checkpoints) read a helper in another file as they read one in the same file.
 
 Names from torch, the standard library and other installed packages are never resolved here:
-only a module found as a ``.py`` file or package folder under the project's roots is asked about,
-jedi's search path holds only those roots (no site-packages, so jedi never loads a compiled
-extension to inspect it), jedi runs in this process (no virtualenv needed) and never executes
-user code, and each query has a time limit. Parsed modules are cached by file content; answers
-are cached until a file they depend on changes.
+only a module found as a ``.py`` file or package folder in the project's folders (the file's
+folder and those above it up to the project root) is asked about, and jedi's search path holds
+only those folders. jedi runs in this process (no virtual environment needed), never imports a
+module to inspect it (a compiled extension would run code), and each query has a time limit.
+Parsed modules are cached by file content; answers are cached until a file they depend on
+changes.
 """
 
 from __future__ import annotations
@@ -76,7 +77,6 @@ class Project:
         self._overlay = overlay  # the text of files open in an editor, by path
         self._query_seconds = query_seconds
         self._modules: dict[str, tuple[object, Module | None]] = {}
-        self._by_tree: dict[int, Semantic] = {}
         self._targets: dict[tuple[str, str, int, str], Target | None] = {}
         self._used: dict[str, set[str]] = {}  # importer path -> module paths its checks read
         self._searched: set[str] = set()  # importers whose checks looked for project modules
@@ -124,12 +124,7 @@ class Project:
                     self.adopt(sem, path, text)
                     found = Module(path, text, sem)
         with self._lock:
-            old = self._modules.get(path)
-            if old is not None and old[1] is not None:
-                self._by_tree.pop(id(old[1].sem.tree), None)
             self._modules[path] = (stamp, found)
-            if found is not None:
-                self._by_tree[id(found.sem.tree)] = found.sem
         return found
 
     def adopt(self, sem: Semantic, path: str, text: str | None = None) -> None:
@@ -191,7 +186,13 @@ class Project:
         folders = {os.path.dirname(u) for u in used}
         if searched:
             folders.update(self._search_path(path))
-        return used + sorted(folders)
+        # The packages a module was reached through may re-export it: their __init__.py too.
+        inits = set()
+        for folder in folders:
+            while os.path.isfile(os.path.join(folder, "__init__.py")):
+                inits.add(os.path.join(folder, "__init__.py"))
+                folder = os.path.dirname(folder)
+        return sorted({*used, *inits}) + sorted(folders)
 
     # ------------------------------------------------------------------ resolution -------
     def resolve(self, sem: Semantic, binding: Binding) -> tuple[Semantic, ast.AST] | None:
