@@ -1,5 +1,5 @@
 """How names imported from the project's own modules are resolved: relative imports, packages
-and re-exports, `import pkg.mod as m`, a `src/` layout, scripts in a sub-folder importing the
+and re-exports (star imports too, through jedi), `import pkg.mod as m`, a `src/` layout, scripts in a sub-folder importing the
 root's packages, a local definition that shadows an import — and that resolving never imports
 an installed package (torch, numpy and their compiled extensions stay unloaded)."""
 
@@ -54,6 +54,11 @@ FROM_DATA = "from .data import build_loader\n"
             {"pkg/__init__.py": "from .loaders.make import build_loader\n",
              "pkg/loaders/__init__.py": "", "pkg/loaders/make.py": BUILDER},
             "train.py", "from pkg import build_loader\n", "build_loader(None)", id="re-exported",
+        ),
+        pytest.param(
+            {"pkg/__init__.py": "from .loaders import *\n", "pkg/loaders.py": BUILDER},
+            "train.py", "from pkg import build_loader\n", "build_loader(None)",
+            id="star-re-export",
         ),
         pytest.param(
             {"pkg/__init__.py": "", "pkg/data.py": BUILDER},

@@ -1,5 +1,6 @@
 """Each name resolution through jedi has a time limit: past it the name is unknown (the check
-goes on without the fact), and after a few such queries the run stops asking."""
+goes on without the fact), and after a few such queries the run stops asking. (A star import
+re-exports the builder: the files alone do not say where it is, jedi is asked.)"""
 
 from __future__ import annotations
 
@@ -14,14 +15,16 @@ DATA = (
     "    return DataLoader(ds, sampler=DistributedSampler(ds))\n"
 )
 TRAIN = (
-    "import torch\nfrom data import build_loader\nloader = build_loader(None)\n"
+    "import torch\nfrom pkg import build_loader\nloader = build_loader(None)\n"
     "for epoch in range(3):\n    for batch in loader:\n        pass\n"
 )
 
 
 def _codes(tmp_path: Path, projects: Projects) -> list[str]:
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
-    (tmp_path / "data.py").write_text(DATA)
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("from .data import *\n")
+    (tmp_path / "pkg" / "data.py").write_text(DATA)
     path = tmp_path / "train.py"
     result = check_text(TRAIN, str(path), codes=frozenset({"TDR502"}), projects=projects)
     assert result.errors == []

@@ -3,9 +3,13 @@
 Training code is spread over files: the sampler is built in ``data.py``, the epoch loop is in
 ``train.py``, saving goes through a helper in ``utils.py``. ``Project`` resolves a name imported
 from the project's own code (the checked file's folder and the project's roots, packages,
-relative imports, re-exports in ``__init__.py``) to its definition with jedi, and hands out the
-parsed facts (``Semantic``) of the module that defines it, so that the subject modules (kinds,
+relative imports, re-exports in ``__init__.py``) to its definition, and hands out the parsed
+facts (``Semantic``) of the module that defines it, so that the subject modules (kinds,
 training, data, checkpoints) read a helper in another file as they read one in the same file.
+Where the files say it plainly (a module file on the search path, a ``def``, ``class`` or
+assignment of the name there, re-exports by import) the answer is read from them; otherwise (a
+star import, a name the module does not bind at its top level, a namespace package) jedi is
+asked.
 
 Names from torch, the standard library and other installed packages are never resolved here:
 only a module found as a ``.py`` file or package folder in the project's folders (the file's
@@ -61,6 +65,9 @@ class Target:
 
 
 Overlay = Callable[[str], "str | None"]
+# The files do not say plainly where an import leads: jedi is asked.
+_ASK_JEDI = Target("", "", "", 0)
+_NAMESPACE = "<namespace package>"
 
 
 class Project:
@@ -218,8 +225,10 @@ class Project:
                 with self._lock:
                     self._targets[key] = None
                 return None
-            line, column = _name_position(stmt, alias)
-            target = self._query(sem, line, column)
+            target = self._direct(sem.path, stmt, alias)
+            if target is _ASK_JEDI:
+                line, column = _name_position(stmt, alias)
+                target = self._query(sem, line, column)
             with self._lock:
                 self._targets[key] = target
         if target is None:
@@ -232,6 +241,84 @@ class Project:
         if target.type == "module":
             return found.sem, found.sem.tree
         return _top_level(found.sem, target.name, target.line)
+
+    # -- the plain cases, read from the files ----------------------------------------------
+    def _direct(
+        self, importer: str, stmt: ast.Import | ast.ImportFrom, alias: ast.alias, depth: int = 0
+    ) -> Target | None:
+        """Where an import leads when the files say it plainly: a module file found on the
+        search path, and a ``def``, ``class`` or assignment of the name in it, following
+        re-exports (``from .data import build_loader`` in ``__init__.py``). ``_ASK_JEDI`` when
+        they do not (a star import, a name the module does not bind, a namespace package)."""
+        if depth > 6:
+            return _ASK_JEDI
+        if isinstance(stmt, ast.Import):
+            parts = alias.name.split(".")
+            if alias.asname is None:
+                parts = parts[:1]  # `import a.b` binds `a`
+            found = self._module_file(importer, 0, parts)
+            if found is None or found is _NAMESPACE:
+                return None if found is None else _ASK_JEDI
+            return Target(found, parts[-1], "module", 1)
+        parts = [p for p in (stmt.module or "").split(".") if p]
+        base = self._module_file(importer, stmt.level, parts)
+        if base is None or base is _NAMESPACE:
+            return None if base is None else _ASK_JEDI  # no such file: jedi finds none either
+        target = self._binding_target(base, alias.name, depth)
+        if target is not _ASK_JEDI:
+            return target
+        if os.path.basename(base) == "__init__.py":  # `from pkg import submodule`
+            sub = self._module_file(base, 1, [alias.name])
+            if sub is not None and sub is not _NAMESPACE:
+                return Target(sub, alias.name, "module", 1)
+        return _ASK_JEDI
+
+    def _binding_target(self, path: str, name: str, depth: int) -> Target | None:
+        module = self.module(path)
+        if module is None:
+            return _ASK_JEDI
+        tree = module.sem.tree
+        if any(
+            isinstance(s, ast.ImportFrom) and any(a.name == "*" for a in s.names) for s in tree.body
+        ):
+            return _ASK_JEDI
+        bindings = module.sem.scopes[tree].bindings.get(name)
+        if not bindings:
+            return _ASK_JEDI
+        last = bindings[-1]
+        if last.how in ("def", "class"):
+            kind = "class" if last.how == "class" else "function"
+            return Target(path, name, kind, getattr(last.node, "lineno", 1))
+        if last.how == "assign":
+            return Target(path, name, "statement", getattr(last.node, "lineno", 1))
+        if last.how == "import" and isinstance(last.node, ast.alias):
+            inner = module.sem.parent(last.node)
+            if isinstance(inner, ast.Import | ast.ImportFrom):
+                if not self._in_project(path, inner, last.node):
+                    return None  # re-exported from torch or another installed package
+                return self._direct(path, inner, last.node, depth + 1)
+        return _ASK_JEDI
+
+    def _module_file(self, importer: str, level: int, parts: list[str]) -> str | None:
+        """The ``.py`` file of a module (a package's ``__init__.py``), searched as the import
+        statement of ``importer`` would; None when there is none, ``_NAMESPACE`` for a folder
+        without ``__init__.py`` (a namespace package, or compiled modules)."""
+        if level:
+            folder = os.path.dirname(importer)
+            for _ in range(level - 1):
+                folder = os.path.dirname(folder)
+            folders: Sequence[str] = (folder,)
+        else:
+            folders = self._search_path(importer)
+        for folder in folders:
+            path = os.path.join(folder, *parts)
+            if parts and os.path.isfile(path + ".py"):
+                return path + ".py"
+            if os.path.isfile(os.path.join(path, "__init__.py")):
+                return os.path.join(path, "__init__.py")
+            if parts and os.path.isdir(path):
+                return _NAMESPACE  # a namespace package, or a package of compiled modules
+        return None
 
     @staticmethod
     def _may_be_project(stmt: ast.Import | ast.ImportFrom, alias: ast.alias) -> bool:
