@@ -12,8 +12,18 @@ from .base import Invalid, Rule, Valid
 LOADS = ("torch.load", "torch.serialization.load")
 
 
-# A saving helper of another module (the multi-file examples' utils.py).
+# A saving helper of another module (the multi-file examples' utils.py), and a script that
+# resumes from what it saves through it.
 _SAVE_HELPER = "import torch\ndef save_checkpoint(state, path):\n    torch.save(state, path)\n"
+_RESUME = (
+    "import argparse\nimport torch\nfrom utils import save_checkpoint\n"
+    "args = argparse.ArgumentParser().parse_args()\n"
+    "model = torch.nn.Linear(2, 2)\n"
+    "if args.resume:\n"
+    "    ckpt = torch.load(args.resume, map_location='cpu')\n"
+    "    model.load_state_dict(ckpt['model'])\n"
+    "    epochs = ckpt['args']['epochs']\n"
+)
 
 
 class LoadWeightsOnlyFalse(Rule):
@@ -222,14 +232,8 @@ class LoadWeightsOnlyFalse(Rule):
         "    return load(path, weights_only=False)\n",
         # The same through the helper, with the arguments saved as a dict.
         Valid(
-            "import argparse\nimport torch\nfrom utils import save_checkpoint\n"
-            "args = argparse.ArgumentParser().parse_args()\n"
-            "model = torch.nn.Linear(2, 2)\n"
-            "if args.resume:\n"
-            "    ckpt = torch.load(args.resume, map_location='cpu')\n"
-            "    model.load_state_dict(ckpt['model'])\n"
-            "    epochs = ckpt['args']['epochs']\n"
-            "save_checkpoint({'model': model.state_dict(), 'args': vars(args)}, 'ckpt.pt')\n",
+            _RESUME
+            + "save_checkpoint({'model': model.state_dict(), 'args': vars(args)}, 'ckpt.pt')\n",
             files=(("utils.py", _SAVE_HELPER),),
         ),
     )
@@ -330,14 +334,7 @@ class LoadWeightsOnlyFalse(Rule):
         ),
         # The checkpoint it resumes from is written by a saving helper of another module.
         Invalid(
-            "import argparse\nimport torch\nfrom utils import save_checkpoint\n"
-            "args = argparse.ArgumentParser().parse_args()\n"
-            "model = torch.nn.Linear(2, 2)\n"
-            "if args.resume:\n"
-            "    ckpt = torch.load(args.resume, map_location='cpu')\n"
-            "    model.load_state_dict(ckpt['model'])\n"
-            "    epochs = ckpt['args']['epochs']\n"
-            "save_checkpoint({'model': model.state_dict(), 'args': args}, 'ckpt.pt')\n",
+            _RESUME + "save_checkpoint({'model': model.state_dict(), 'args': args}, 'ckpt.pt')\n",
             fixed=None,
             files=(("utils.py", _SAVE_HELPER),),
             lines=(7,),
