@@ -34,6 +34,7 @@ from .kinds import Kind
 from .semantic import FUNCTION_NODES, Binding, Semantic, argument, dotted, keyword
 
 SAVES = ("torch.save",)
+_SAVED_DICTS = "saved-dicts"  # key of ``saved_dicts`` in ``sem.memo``
 LOADS = ("torch.load", "torch.serialization.load")
 # Keys of the per-file caches in ``sem.memo``.
 _KEYS = "checkpoint-path-keys"
@@ -76,8 +77,12 @@ def saved_dicts(sem: Semantic) -> list[tuple[ast.Call, ast.Dict]]:
     """``torch.save`` calls whose object is a dict literal (directly, or through a name bound
     to one), with that dict: the checkpoints a script writes. Also calls of a saving helper of
     another project module (``save_checkpoint(state, path)`` whose ``state`` it saves), with the
-    dict they hand over."""
-    out = []
+    dict they hand over. Computed once per file."""
+    known = sem.memo.get(_SAVED_DICTS)
+    if isinstance(known, list):
+        return known
+    out: list[tuple[ast.Call, ast.Dict]] = []
+    sem.memo[_SAVED_DICTS] = out
     for call in sem.calls_to(*SAVES):
         obj = _dict_value(sem, saved_object(call))
         if obj is not None:
