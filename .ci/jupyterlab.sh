@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Builds and checks the JupyterLab extension (jupyterlab-ext/): installs its npm packages with
 # jlpm (from the repository's .venv, which has JupyterLab), lints and typechecks the frontend,
-# runs its unit tests, builds the prebuilt labextension and the Python wheel and checks what the
-# wheel holds. The UI test in a real JupyterLab (tests/jupyter/test_jupyterlab_torchdoctor.py,
-# headless Debian chromium) runs in the pytest step with the labextension built here.
+# runs its unit tests (vitest, happy-dom), builds the prebuilt labextension and the Python wheel
+# and checks what the wheel holds (the prebuilt labextension, its settings schema and the server
+# config). The UI tests in a real JupyterLab (tests/jupyter/test_jupyterlab_torchdoctor.py,
+# headless Debian chromium, with and without jupyterlab-lsp + python-lsp-server) run in the
+# pytest step with the labextension built here.
 #
 # Needs the repository's virtual environment (.venv, as .ci/run creates it, or $TORCHDOCTOR_PYTHON)
 # and Node.js >= 20 on PATH.
@@ -40,15 +42,22 @@ step() {  # step NAME COMMAND...: runs one stage, timed
 }
 
 install_apt() {
-  if dpkg -s chromium >/dev/null 2>&1 || command -v chromium >/dev/null 2>&1; then
-    echo "chromium present"
+  # chromium for the UI tests; a CJK font so that the Chinese screenshot (panel-zh.png) shows
+  # characters (the test reads the DOM text, so it passes without the font too).
+  local missing=()
+  dpkg -s chromium >/dev/null 2>&1 || command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+  if command -v dpkg >/dev/null 2>&1 && ! dpkg -s fonts-wqy-zenhei >/dev/null 2>&1; then
+    missing+=(fonts-wqy-zenhei)
+  fi
+  if [[ ${#missing[@]} -eq 0 ]]; then
+    echo "chromium and a CJK font present"
     return
   fi
   local sudo=""
   [[ $(id -u) -eq 0 ]] || sudo="sudo"
   $sudo apt-get update -q >/dev/null
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q chromium >/dev/null
-  echo "installed: chromium"
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}" >/dev/null
+  echo "installed: ${missing[*]}"
 }
 
 check_tools() {

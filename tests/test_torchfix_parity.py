@@ -114,7 +114,7 @@ def _bound_names(text: str) -> set[str]:
 def test_fix_imports_torch_when_the_file_has_only_from_imports() -> None:
     code = "from torch import qr\n\nq, r = qr(a)\n"
     outcome = fix_any(code, "m.py", codes=frozenset({"TDR804"}))
-    assert outcome.text == "from torch import qr\nimport torch\n\nq, r = torch.linalg.qr(a)\n"
+    assert outcome.text == "import torch\nfrom torch import qr\n\nq, r = torch.linalg.qr(a)\n"
 
 
 def test_fix_offers_nothing_when_torch_means_something_else() -> None:

@@ -2,7 +2,10 @@
 
 ``GET /torchdoctor/info`` tells the frontend where the server's root folder is (notebook URIs
 are ``file:`` URIs under it, so the language server finds ``pyproject.toml`` and the notebook's
-kernel) and which command runs the language server. ``/torchdoctor/lsp`` is a websocket: each
+kernel) and which command runs the language server. ``GET /torchdoctor/probe`` gives the
+kernel bridge's helper (its private module name and the user expression that installs it),
+which the panel's "Live tensors" section runs through the notebook's own kernel connection as
+silent ``user_expressions``. ``/torchdoctor/lsp`` is a websocket: each
 text message is one JSON-RPC message; the handler adds and strips the ``Content-Length``
 framing of the language server's stdio. Each connection has its own language server, stopped
 when the connection closes.
@@ -80,6 +83,20 @@ class InfoHandler(APIHandler):
                     "command": server_command(),
                 }
             )
+        )
+
+
+class ProbeHandler(APIHandler):
+    """The kernel-side helper of torchdoctor's kernel bridge, for the frontend's own probes."""
+
+    @web.authenticated
+    def get(self) -> None:
+        try:
+            from torchdoctor.bridge import client
+        except ImportError as exc:  # pragma: no cover - torchdoctor is a dependency
+            raise web.HTTPError(503, f"torchdoctor is not importable: {exc}") from None
+        self.finish(
+            json.dumps({"module": client.PROBE_MODULE, "install": client.install_expression()})
         )
 
 
@@ -192,6 +209,7 @@ def setup_handlers(server_app: Any) -> None:
         ".*$",
         [
             (url_path_join(base, "torchdoctor", "info"), InfoHandler),
+            (url_path_join(base, "torchdoctor", "probe"), ProbeHandler),
             (url_path_join(base, "torchdoctor", "lsp"), LanguageServerHandler),
         ],
     )

@@ -250,3 +250,11 @@ export function websocketTransport(
     }
   };
 }
+
+export const RECONNECT_MAX_MS = 15_000;
+
+/** How long to wait before reconnecting attempt `attempt` (0-based) after the connection
+ * dropped: 0.5 s, 1 s, 2 s, ... up to 15 s. */
+export function reconnectDelay(attempt: number): number {
+  return Math.min(RECONNECT_MAX_MS, 500 * 2 ** Math.max(0, attempt));
+}

@@ -1,302 +1,99 @@
 /**
  * The JupyterLab plugin: one connection to `torchdoctor server` (through the server
- * extension's websocket relay) for the page, each open notebook synced cell by cell, findings
- * underlined in the cells with fix buttons in their tooltip, live-fact hovers, and the panel.
+ * extension's websocket relay) for the page, reconnected when it drops; each open notebook
+ * synced cell by cell and each Python file of the file editor synced as a text document;
+ * findings underlined with fix buttons in their tooltip, hovers, and the side panel with the
+ * current document's findings and, for a notebook, its live tensors.
  */
 
 import { ILabShell, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
-import { CodeMirrorEditor } from '@jupyterlab/codemirror';
 import { PageConfig, URLExt } from '@jupyterlab/coreutils';
+import { IDocumentWidget } from '@jupyterlab/docregistry';
+import { FileEditor, IEditorTracker } from '@jupyterlab/fileeditor';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { ServerConnection } from '@jupyterlab/services';
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { ITranslator } from '@jupyterlab/translation';
-import { bugIcon } from '@jupyterlab/ui-components';
-import { hoverTooltip, EditorView } from '@codemirror/view';
-import { StateEffect } from '@codemirror/state';
+import { Widget } from '@lumino/widgets';
 
-import { DEFAULT_SETTINGS, LanguageClient, ServerSettings, websocketTransport } from './client';
-import { applyToView, paint } from './editor';
-import { CellRef, Finding, findingsByCell } from './findings';
-import { editsByUri, Fix, TextEdit, toChanges, WorkspaceEdit } from './lsp';
-import { CellSnapshot, NotebookSync } from './notebookSync';
-import { CHINESE, ENGLISH, FindingsPanel } from './panel';
+import { Binding, FileBinding, NotebookBinding } from './bindings';
+import {
+  DEFAULT_SETTINGS,
+  LanguageClient,
+  reconnectDelay,
+  ServerSettings,
+  websocketTransport
+} from './client';
+import { findingsByCell } from './findings';
+import { torchdoctorIcon } from './icon';
+import { ProbeHelper } from './live';
+import { editsByUri, splitByOwner, WorkspaceEdit } from './lsp';
+import { FindingsPanel, panelText } from './panel';
 
 const PLUGIN_ID = 'jupyterlab-torchdoctor:plugin';
 const VERSION = '0.1.0';
-const SYNC_DELAY_MS = 60;
 
 interface ServerInfo {
   version: string;
   rootUri: string;
 }
 
-function settingsFrom(raw: ISettingRegistry.ISettings | null): ServerSettings {
-  if (!raw) {
-    return DEFAULT_SETTINGS;
-  }
-  const c = raw.composite as Partial<ServerSettings>;
+export interface Settings extends ServerSettings {
+  /** Check Python files opened in the file editor too. */
+  files: boolean;
+}
+
+function settingsFrom(raw: ISettingRegistry.ISettings | null): Settings {
+  const c = (raw?.composite ?? {}) as Partial<Settings>;
   return {
-    enable: c.enable ?? true,
-    unsafeFixes: c.unsafeFixes ?? false,
-    select: c.select ?? [],
-    ignore: c.ignore ?? [],
-    bridge: c.bridge ?? true
+    enable: c.enable ?? DEFAULT_SETTINGS.enable,
+    unsafeFixes: c.unsafeFixes ?? DEFAULT_SETTINGS.unsafeFixes,
+    select: c.select ?? DEFAULT_SETTINGS.select,
+    ignore: c.ignore ?? DEFAULT_SETTINGS.ignore,
+    bridge: c.bridge ?? DEFAULT_SETTINGS.bridge,
+    files: c.files ?? true
   };
 }
 
-/** One notebook as the language server sees it. */
-class NotebookBinding {
-  readonly sync: NotebookSync;
-  private timer: number | undefined;
-  private readonly stale = new Set<string>();
-  private readonly hooked = new WeakSet<EditorView>();
-  /** What each editor shows, so that a republished identical list changes nothing. */
-  private readonly painted = new WeakMap<EditorView, string>();
-
-  constructor(
-    readonly panel: NotebookPanel,
-    notebookUri: string,
-    private readonly client: LanguageClient,
-    private readonly changed: () => void,
-    private readonly rendermime: IRenderMimeRegistry | null
-  ) {
-    const path = decodeURIComponent(new URL(notebookUri).pathname);
-    this.sync = new NotebookSync(notebookUri, path, (method, params) => {
-      this.client.endpoint.notify(method, params);
-    });
-    const model = panel.content.model;
-    if (model) {
-      model.contentChanged.connect(this.schedule);
-      model.cells.changed.connect(this.schedule);
-    }
-    this.sync.open(this.snapshot());
-    this.paintAll();
+async function getJson<T>(...path: string[]): Promise<T> {
+  const serverSettings = ServerConnection.makeSettings();
+  const response = await ServerConnection.makeRequest(
+    URLExt.join(serverSettings.baseUrl, ...path),
+    {},
+    serverSettings
+  );
+  if (!response.ok) {
+    throw new Error(`torchdoctor: the server extension is not enabled (${response.status})`);
   }
+  return (await response.json()) as T;
+}
 
-  private snapshot(): CellSnapshot[] {
-    const model = this.panel.content.model;
-    const out: CellSnapshot[] = [];
-    if (!model) {
-      return out;
-    }
-    for (let i = 0; i < model.cells.length; i++) {
-      const cell = model.cells.get(i);
-      if (cell.type === 'code') {
-        out.push({ id: cell.id, text: cell.sharedModel.getSource() });
-      }
-    }
-    return out;
-  }
-
-  private readonly schedule = (): void => {
-    window.clearTimeout(this.timer);
-    this.timer = window.setTimeout(() => {
-      const before = new Map(this.cells().map(c => [c.uri, this.sync.textOf(c.uri)]));
-      this.sync.update(this.snapshot());
-      for (const cell of this.cells()) {
-        if (before.get(cell.uri) !== this.sync.textOf(cell.uri)) {
-          this.stale.add(cell.uri);
-        }
-      }
-      this.paintAll(); // new cells; unchanged ones are skipped
-    }, SYNC_DELAY_MS);
-  };
-
-  /** The notebook's cells (all kinds, for their numbers) with the URIs of code cells. */
-  cells(): CellRef[] {
-    const model = this.panel.content.model;
-    const out: CellRef[] = [];
-    if (!model) {
-      return out;
-    }
-    for (let i = 0; i < model.cells.length; i++) {
-      const cell = model.cells.get(i);
-      if (cell.type === 'code') {
-        out.push({ id: cell.id, uri: this.sync.uriOf(cell.id), index: i });
-      }
-    }
-    return out;
-  }
-
-  owns(uri: string): boolean {
-    return this.sync.cellIdOf(uri) !== undefined;
-  }
-
-  published(uri: string): void {
-    this.stale.delete(uri);
-    const id = this.sync.cellIdOf(uri);
-    if (id !== undefined) {
-      this.paintCell(id);
-    }
-  }
-
-  private widgetOf(cellId: string) {
-    return this.panel.content.widgets.find(w => w.model.id === cellId);
-  }
-
-  private viewOf(cellId: string): EditorView | null {
-    const editor = this.widgetOf(cellId)?.editor;
-    return editor instanceof CodeMirrorEditor ? editor.editor : null;
-  }
-
-  paintAll(): void {
-    for (const cell of this.cells()) {
-      this.paintCell(cell.id);
-    }
-  }
-
-  private paintCell(cellId: string): void {
-    const widget = this.widgetOf(cellId);
-    if (!widget) {
-      return;
-    }
-    const view = this.viewOf(cellId);
-    if (!view) {
-      void widget.ready.then(() => {
-        if (this.viewOf(cellId)) {
-          this.paintCell(cellId);
-        }
-      });
-      return;
-    }
-    const uri = this.sync.uriOf(cellId);
-    this.hookHover(view, uri);
-    const diagnostics = this.client.diagnosticsOf(uri);
-    const key = JSON.stringify(diagnostics);
-    if (this.painted.get(view) === key) {
-      return;
-    }
-    this.painted.set(view, key);
-    paint(view, uri, diagnostics, fix => {
-      this.applyFix(fix);
-    });
-  }
-
-  private hookHover(view: EditorView, uri: string): void {
-    if (this.hooked.has(view)) {
-      return;
-    }
-    this.hooked.add(view);
-    const client = this.client;
-    const rendermime = this.rendermime;
-    const tooltip = hoverTooltip(async (v, pos) => {
-      const line = v.state.doc.lineAt(pos);
-      const text = await client.hover(uri, line.number - 1, pos - line.from).catch(() => null);
-      if (!text) {
-        return null;
-      }
-      return {
-        pos,
-        create: () => {
-          const dom = v.dom.ownerDocument.createElement('div');
-          dom.className = 'jp-torchdoctor-hover';
-          if (rendermime) {
-            const renderer = rendermime.createRenderer('text/markdown');
-            renderer.addClass('jp-torchdoctor-hover-markdown');
-            dom.append(renderer.node);
-            void renderer.renderModel(
-              rendermime.createModel({ data: { 'text/markdown': text }, trusted: false })
-            );
-          } else {
-            dom.classList.add('jp-torchdoctor-hover-text');
-            dom.textContent = text;
-          }
-          return { dom };
-        }
-      };
-    });
-    view.dispatch({ effects: StateEffect.appendConfig.of(tooltip) });
-  }
-
-  /** Apply edits by cell URI; false when a cell changed since the server saw it. */
-  applyEdits(edits: Map<string, TextEdit[]>): boolean {
-    for (const uri of edits.keys()) {
-      if (this.stale.has(uri) || !this.owns(uri)) {
-        return false;
-      }
-    }
-    for (const [uri, list] of edits) {
-      const id = this.sync.cellIdOf(uri);
-      if (id === undefined) {
-        continue;
-      }
-      const view = this.viewOf(id);
-      if (view) {
-        applyToView(view, list);
-        continue;
-      }
-      const shared = this.widgetOf(id)?.model.sharedModel;
-      if (shared) {
-        const text = shared.getSource();
-        shared.transact(() => {
-          for (const change of toChanges(text, list)) {
-            shared.updateSource(change.from, change.to, change.insert);
-          }
-        });
-      }
-    }
-    return true;
-  }
-
-  applyFix(fix: Fix): void {
-    this.applyEdits(fix.edits);
-  }
-
-  jump(finding: Finding): void {
-    const content = this.panel.content;
-    const index = content.widgets.findIndex(w => w.model.id === finding.cell.id);
-    if (index < 0) {
-      return;
-    }
-    content.activeCellIndex = index;
-    content.mode = 'edit';
-    const widget = content.widgets[index];
-    void content.scrollToItem(index).then(() => {
-      const editor = widget?.editor;
-      if (editor) {
-        const { line, character } = finding.diagnostic.range.start;
-        editor.setCursorPosition({ line, column: character });
-        editor.focus();
-      }
-    });
-  }
-
-  dispose(): void {
-    window.clearTimeout(this.timer);
-    const model = this.panel.content.model;
-    if (model) {
-      model.contentChanged.disconnect(this.schedule);
-      model.cells.changed.disconnect(this.schedule);
-    }
-    const uris = this.cells().map(c => c.uri);
-    this.sync.close();
-    this.client.forget(uris);
-    this.changed();
-  }
+function isPythonFile(path: string): boolean {
+  return /\.pyi?$/i.test(path);
 }
 
 const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
-  description: 'torchdoctor: PyTorch pitfalls in notebook cells, with fixes and a findings panel.',
+  description:
+    'torchdoctor: PyTorch pitfalls in notebook cells and Python files, with fixes, a findings panel and live tensors.',
   autoStart: true,
   requires: [INotebookTracker],
-  optional: [ILabShell, ISettingRegistry, ITranslator, IRenderMimeRegistry],
+  optional: [ILabShell, ISettingRegistry, ITranslator, IRenderMimeRegistry, IEditorTracker],
   activate: (
     app: JupyterFrontEnd,
     tracker: INotebookTracker,
     labShell: ILabShell | null,
     registry: ISettingRegistry | null,
     translator: ITranslator | null,
-    rendermime: IRenderMimeRegistry | null
+    rendermime: IRenderMimeRegistry | null,
+    editors: IEditorTracker | null
   ) => {
     const locale = translator?.languageCode ?? 'en';
-    const zh = locale.toLowerCase().startsWith('zh');
-    const text = zh ? CHINESE : ENGLISH;
-    const bindings = new Map<NotebookPanel, NotebookBinding>();
-    let settings = DEFAULT_SETTINGS;
-    let client: Promise<LanguageClient> | null = null;
+    const text = panelText(locale);
+    const bindings = new Map<Widget, Binding>();
+    let settings: Settings = settingsFrom(null);
+    let settingsLoaded: Promise<void> = Promise.resolve();
 
     const panel = new FindingsPanel(
       {
@@ -308,42 +105,79 @@ const plugin: JupyterFrontEndPlugin<void> = {
         },
         fixAll: () => {
           void fixAll();
+        },
+        refreshLive: () => {
+          current()?.live?.refresh();
         }
       },
       text
     );
-    panel.title.icon = bugIcon;
+    panel.title.icon = torchdoctorIcon;
     if (labShell) {
       labShell.add(panel, 'right', { rank: 600 });
     }
 
-    function current(): NotebookBinding | undefined {
-      const widget = tracker.currentWidget;
+    /** The document the panel is about: the main area's current widget when it is ours. */
+    function current(): Binding | undefined {
+      const widget = labShell?.currentWidget ?? tracker.currentWidget;
       return widget ? bindings.get(widget) : undefined;
     }
 
     function refreshPanel(): void {
       const binding = current();
+      if (!binding) {
+        panel.setFindings(null);
+        panel.setLive(null);
+        return;
+      }
       panel.setFindings(
-        binding ? findingsByCell(binding.cells(), uri => connected?.diagnosticsOf(uri) ?? []) : null
+        findingsByCell(binding.cells(), uri => connected?.diagnosticsOf(uri) ?? []),
+        binding.kind,
+        binding.name
       );
+      panel.setLive(binding.live?.state ?? null);
     }
 
+    // ---- the connection --------------------------------------------------------------------
     let connected: LanguageClient | null = null;
+    let connecting: Promise<LanguageClient> | null = null;
     let rootUri = '';
+    let attempts = 0;
+    let retryTimer: number | undefined;
+    let helper: Promise<ProbeHelper> | null = null;
+
+    const probeHelper = (): Promise<ProbeHelper> => {
+      helper ??= getJson<ProbeHelper>('torchdoctor', 'probe').catch((err: unknown) => {
+        helper = null;
+        throw err;
+      });
+      return helper;
+    };
+
+    function dropped(): void {
+      connected = null;
+      connecting = null;
+      for (const binding of bindings.values()) {
+        binding.attach(null);
+      }
+      refreshPanel();
+      if (bindings.size > 0) {
+        panel.setProblem(text.reconnecting);
+        window.clearTimeout(retryTimer);
+        retryTimer = window.setTimeout(() => {
+          void connect().catch(() => undefined);
+        }, reconnectDelay(attempts++));
+      } else {
+        panel.setProblem(null);
+      }
+    }
+
     function connect(): Promise<LanguageClient> {
-      client ??= (async () => {
-        const serverSettings = ServerConnection.makeSettings();
-        const response = await ServerConnection.makeRequest(
-          URLExt.join(serverSettings.baseUrl, 'torchdoctor', 'info'),
-          {},
-          serverSettings
-        );
-        if (!response.ok) {
-          throw new Error(`torchdoctor: the server extension is not enabled (${response.status})`);
-        }
-        const info = (await response.json()) as ServerInfo;
+      connecting ??= (async () => {
+        await settingsLoaded;
+        const info = await getJson<ServerInfo>('torchdoctor', 'info');
         rootUri = info.rootUri;
+        const serverSettings = ServerConnection.makeSettings();
         let url = URLExt.join(serverSettings.wsUrl, 'torchdoctor', 'lsp');
         const token = PageConfig.getToken();
         if (token && serverSettings.appendToken) {
@@ -358,9 +192,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
           },
           () => {
             lsp?.endpoint.dispose();
-            client = null;
-            connected = null;
-            panel.setProblem(text.disconnected);
+            if (connected !== null && connected === lsp) {
+              dropped();
+            }
           }
         );
         lsp = new LanguageClient(
@@ -384,23 +218,34 @@ const plugin: JupyterFrontEndPlugin<void> = {
         );
         await opened;
         await lsp.start(info.rootUri, locale, VERSION);
+        if (lsp.endpoint.isClosed) {
+          throw new Error('torchdoctor: the language server closed the connection');
+        }
         connected = lsp;
+        attempts = 0;
         panel.setProblem(null);
+        for (const binding of bindings.values()) {
+          binding.attach(lsp);
+        }
+        refreshPanel();
         return lsp;
       })().catch((err: unknown) => {
-        client = null; // the next notebook tries again
+        connecting = null;
+        if (!connected) {
+          dropped();
+        }
         throw err;
       });
-      return client;
+      return connecting;
     }
 
     function applyWorkspaceEdit(edit: WorkspaceEdit): boolean {
-      const edits = editsByUri(edit);
-      for (const binding of bindings.values()) {
-        const mine = new Map([...edits].filter(([uri]) => binding.owns(uri)));
-        if (mine.size > 0 && !binding.applyEdits(mine)) {
-          return false;
-        }
+      const split = splitByOwner(editsByUri(edit), bindings.values(), (b, uri) => b.owns(uri));
+      if (split === null || [...split].some(([binding, edits]) => !binding.canApply(edits))) {
+        return false;
+      }
+      for (const [binding, edits] of split) {
+        binding.applyEdits(edits);
       }
       return true;
     }
@@ -414,42 +259,100 @@ const plugin: JupyterFrontEndPlugin<void> = {
       }
       const edit = await lsp.fixAll(first.uri);
       if (edit) {
-        binding.applyEdits(editsByUri(edit));
+        applyWorkspaceEdit(edit);
       }
     }
 
-    async function bind(widget: NotebookPanel): Promise<void> {
-      await widget.context.ready;
-      const lsp = await connect();
-      const path = widget.context.path.split('/').map(encodeURIComponent).join('/');
-      const uri = `${rootUri.replace(/\/$/, '')}/${path}`;
-      const binding = new NotebookBinding(widget, uri, lsp, refreshPanel, rendermime);
+    function uriOf(path: string): string {
+      const encoded = path.split('/').map(encodeURIComponent).join('/');
+      return `${rootUri.replace(/\/$/, '')}/${encoded}`;
+    }
+
+    function track(widget: Widget, binding: Binding): void {
       bindings.set(widget, binding);
       widget.disposed.connect(() => {
         bindings.delete(widget);
         binding.dispose();
         refreshPanel();
       });
+      if (connected) {
+        binding.attach(connected);
+      }
       refreshPanel();
     }
 
-    tracker.widgetAdded.connect((_, widget) => {
-      bind(widget).catch((err: unknown) => {
-        panel.setProblem(`${text.disconnected} (${err instanceof Error ? err.message : String(err)})`);
-        console.warn('torchdoctor:', err);
+    const host = {
+      rendermime,
+      changed: (binding: Binding) => {
+        if (binding === current()) {
+          panel.setLive(binding.live?.state ?? null);
+        }
+      }
+    };
+    const liveHooks = {
+      helper: probeHelper,
+      enabled: () => settings.enable && settings.bridge
+    };
+
+    async function bindNotebook(widget: NotebookPanel): Promise<void> {
+      await widget.context.ready;
+      await connect().catch((err: unknown) => {
+        if (!rootUri) {
+          throw err; // never connected: the server extension is missing
+        }
+      }); // else bound anyway, and attached once the connection is back
+      if (widget.isDisposed || bindings.has(widget) || !rootUri) {
+        return;
+      }
+      track(widget, new NotebookBinding(widget, uriOf(widget.context.path), host, liveHooks));
+    }
+
+    async function bindFile(widget: IDocumentWidget<FileEditor>): Promise<void> {
+      await widget.context.ready;
+      await settingsLoaded;
+      if (!settings.files || !settings.enable || !isPythonFile(widget.context.path)) {
+        return;
+      }
+      await connect().catch((err: unknown) => {
+        if (!rootUri) {
+          throw err;
+        }
       });
+      if (widget.isDisposed || bindings.has(widget) || !rootUri) {
+        return;
+      }
+      track(widget, new FileBinding(widget, uriOf(widget.context.path), host));
+    }
+
+    const failed = (err: unknown) => {
+      panel.setProblem(`${text.disconnected} (${err instanceof Error ? err.message : String(err)})`);
+      console.warn('torchdoctor:', err);
+    };
+    tracker.widgetAdded.connect((_, widget) => {
+      bindNotebook(widget).catch(failed);
+    });
+    editors?.widgetAdded.connect((_, widget) => {
+      bindFile(widget).catch(failed);
     });
     tracker.currentChanged.connect(refreshPanel);
+    editors?.currentChanged.connect(refreshPanel);
+    labShell?.currentChanged.connect(refreshPanel);
 
     if (registry) {
-      void registry.load(PLUGIN_ID).then(loaded => {
-        settings = settingsFrom(loaded);
-        loaded.changed.connect(() => {
+      settingsLoaded = registry
+        .load(PLUGIN_ID)
+        .then(loaded => {
           settings = settingsFrom(loaded);
+          loaded.changed.connect(() => {
+            settings = settingsFrom(loaded);
+            connected?.updateSettings(settings);
+            for (const binding of bindings.values()) {
+              binding.live?.settingsChanged();
+            }
+          });
           connected?.updateSettings(settings);
-        });
-        connected?.updateSettings(settings);
-      }).catch(() => undefined);
+        })
+        .catch(() => undefined);
     }
     app.restored.then(refreshPanel).catch(() => undefined);
   }

@@ -180,3 +180,27 @@ export function severityName(severity: number | undefined): 'error' | 'warning' 
       return 'warning';
   }
 }
+
+/**
+ * The edits of a workspace edit split by the document (notebook or file) that owns each URI,
+ * or null when a URI belongs to none of them: a workspace edit applies as a whole or not at
+ * all, so that a fix that touches several cells never lands in part.
+ */
+export function splitByOwner<T>(
+  edits: ReadonlyMap<string, TextEdit[]>,
+  owners: Iterable<T>,
+  owns: (owner: T, uri: string) => boolean
+): Map<T, Map<string, TextEdit[]>> | null {
+  const list = [...owners];
+  const out = new Map<T, Map<string, TextEdit[]>>();
+  for (const [uri, textEdits] of edits) {
+    const owner = list.find(o => owns(o, uri));
+    if (owner === undefined) {
+      return null;
+    }
+    const mine = out.get(owner) ?? new Map<string, TextEdit[]>();
+    mine.set(uri, textEdits);
+    out.set(owner, mine);
+  }
+  return out;
+}

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { DEFAULT_SETTINGS, LanguageClient } from '../src/client';
+import { DEFAULT_SETTINGS, initializeParams, LanguageClient, reconnectDelay } from '../src/client';
 import { FIX_ALL_KIND, WorkspaceEdit } from '../src/lsp';
 
 /** A client whose transport is a fake server answering with `answer`. */
@@ -94,5 +94,18 @@ describe('LanguageClient', () => {
       method: 'workspace/didChangeConfiguration',
       params: { settings: { torchdoctor: { enable: true, bridge: true, unsafeFixes: true } } }
     });
+  });
+});
+
+describe('locale and reconnecting', () => {
+  it('tells the server the JupyterLab language, so that it answers in Chinese for zh-CN', () => {
+    const params = initializeParams('file:///w', 'zh-CN', DEFAULT_SETTINGS, '0.1.0');
+    expect(params.locale).toBe('zh-CN');
+    expect((params.capabilities as any).notebookDocument.synchronization).toBeDefined();
+    expect((params.capabilities as any).textDocument.synchronization).toBeDefined();
+  });
+
+  it('waits longer after each failed attempt, up to 15 s', () => {
+    expect([0, 1, 2, 3, 4, 5, 10].map(reconnectDelay)).toEqual([500, 1000, 2000, 4000, 8000, 15000, 15000]);
   });
 });

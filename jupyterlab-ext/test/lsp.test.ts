@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { applyEdits, Diagnostic, editsByUri, fixesOf, offsetAt, severityName } from '../src/lsp';
+import { applyEdits, Diagnostic, editsByUri, fixesOf, offsetAt, severityName, splitByOwner, TextEdit } from '../src/lsp';
 
 const URI = 'vscode-notebook-cell:/w/nb.ipynb#b';
 
@@ -80,5 +80,23 @@ describe('editsByUri and severities', () => {
 
   it('names LSP severities', () => {
     expect([1, 2, 3, 4, undefined].map(severityName)).toEqual(['error', 'warning', 'info', 'hint', 'warning']);
+  });
+});
+
+describe('splitByOwner', () => {
+  const e = (newText: string): TextEdit[] => [{ range: { start: { line: 0, character: 0 }, end: { line: 0, character: 0 } }, newText }];
+  const notebook = { name: 'nb', cells: ['nb#a', 'nb#b'] };
+  const file = { name: 'file', cells: ['train.py'] };
+  const owns = (o: typeof notebook, uri: string) => o.cells.includes(uri);
+
+  it('splits a fix that touches several cells (and a file) by document', () => {
+    const edits = new Map([['nb#a', e('1')], ['nb#b', e('2')], ['train.py', e('3')]]);
+    const split = splitByOwner(edits, [notebook, file], owns)!;
+    expect([...split.get(notebook)!.keys()]).toEqual(['nb#a', 'nb#b']);
+    expect([...split.get(file)!.keys()]).toEqual(['train.py']);
+  });
+
+  it('refuses an edit with a URI that no open document owns (nothing is applied in part)', () => {
+    expect(splitByOwner(new Map([['nb#a', e('1')], ['other.py', e('2')]]), [notebook, file], owns)).toBeNull();
   });
 });

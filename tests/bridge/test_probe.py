@@ -193,3 +193,67 @@ def test_reply_text_is_never_evaluated() -> None:
     entry = {"status": "ok", "data": {"text/plain": "__import__('os').getcwd()"}}
     with pytest.raises(BridgeError):
         parse_expression_reply(entry)
+
+
+def _scan(bridge: KernelBridge, request: dict[str, object]) -> dict[str, object]:
+    """A raw ``scan`` probe, as the JupyterLab panel sends it through the notebook's kernel."""
+    from torchdoctor.bridge.client import PROBE_MODULE
+
+    bridge.probe(["a"])  # installs the helper
+    payload = json.dumps(request)
+    expr = f'__import__("sys").modules[{PROBE_MODULE!r}].probe({payload!r})'
+    content = bridge._execute({"r": expr}, 10)
+    return parse_expression_reply(content["user_expressions"]["r"])
+
+
+def test_scan_lists_the_namespace_tensors_and_modules(kernel, bridge: KernelBridge, facts) -> None:
+    kernel.run("_hidden = torch.ones(1)\nlooks_like = type('T', (), {'shape': (1,)})()")
+    reply = _scan(bridge, {"v": 1, "names": ["number"], "scan": True, "kernel": False})
+    scanned = reply["scanned"]
+    assert isinstance(scanned, list)
+    # In the namespace's order; parameters inside modules are not listed, nor `_` names.
+    expected = ["a", "b", "c", "s", "big", "inf", "offset", "half", "net"]
+    assert [n for n in scanned if n in expected] == expected
+    assert "_hidden" not in scanned and "looks_like" not in scanned and "number" not in scanned
+    assert "Net" not in scanned and "nn" not in scanned and "torch" not in scanned
+    names = reply["facts"]
+    assert names["number"] == {"kind": "other", "type": "int"}
+    assert names["b"]["stride"] == [1, 6] and names["net"]["training"] is False
+    # Without `scan` the reply is as before.
+    plain = _scan(bridge, {"v": 1, "names": ["a"], "kernel": False})
+    assert "scanned" not in plain and list(plain["facts"]) == ["a"]
+
+
+PARTIAL_TORCH = """
+import torch
+t = torch.ones(2, 3).t()
+# As while `import torch` still runs: the module is in sys.modules, marked as initializing,
+# its dtypes not set yet (a probe through a subshell can come in the middle of that).
+_saved = {k: v for k, v in vars(torch).items() if isinstance(v, torch.dtype)}
+for _k in _saved:
+    delattr(torch, _k)
+torch.__spec__._initializing = True
+"""
+TORCH_DONE = """
+for _k, _v in _saved.items():
+    setattr(torch, _k, _v)
+torch.__spec__._initializing = False
+"""
+
+
+def test_a_probe_during_import_torch_says_no_torch_and_spoils_nothing(new_kernel) -> None:
+    kernel = new_kernel()
+    try:
+        kernel.run(PARTIAL_TORCH)
+        with KernelBridge(kernel.connection_file, timeout=10) as bridge:
+            during = bridge.probe(ProbeRequest.of(["t"], [("t", (-1,))]))
+            assert during.get("t") == {"kind": "no-torch"}
+            assert during.kernel["torch"] is None
+            kernel.run(TORCH_DONE)
+            after = bridge.probe(ProbeRequest.of(["t"], [("t", (-1,))]))
+            # The dtype table is read once torch is complete: the view replay still works.
+            view = after.view("t", (-1,))
+            assert view is not None and view["ok"] is False
+            assert "view size is not compatible" in view["error"]
+    finally:
+        kernel.close()

@@ -71,9 +71,23 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=15)
 
 
+def write_lab_settings(settings_dir: Path, settings: dict[str, dict[str, Any]]) -> None:
+    """JupyterLab user settings, by plugin id (``package:plugin``), into ``settings_dir``."""
+    for plugin_id, values in settings.items():
+        package, _, plugin = plugin_id.partition(":")
+        folder = settings_dir / package
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{plugin}.jupyterlab-settings").write_text(json.dumps(values))
+
+
 @contextmanager
-def running_jupyter(tmp_path: Path, module: str = "jupyter_server") -> Iterator[JupyterServer]:
-    """``python -m <module>`` (``jupyter_server`` or ``jupyterlab``) serving ``tmp_path/work``."""
+def running_jupyter(
+    tmp_path: Path,
+    module: str = "jupyter_server",
+    lab_settings: dict[str, dict[str, Any]] | None = None,
+) -> Iterator[JupyterServer]:
+    """``python -m <module>`` (``jupyter_server`` or ``jupyterlab``) serving ``tmp_path/work``,
+    with ``lab_settings`` as the user's JupyterLab settings."""
     root = tmp_path / "work"
     root.mkdir()
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -82,6 +96,7 @@ def running_jupyter(tmp_path: Path, module: str = "jupyter_server") -> Iterator[
         env[var] = str(tmp_path / name)
     env.pop("JUPYTER_PATH", None)
     env.pop("JUPYTER_CONFIG_PATH", None)
+    write_lab_settings(tmp_path / "lab-settings", lab_settings or {})
 
     port = free_port()
     argv = [

@@ -5,6 +5,11 @@ jupyterlab-lsp sends a notebook's code cells to the server as one Python documen
 notebook's path; the server checks it as a notebook (no script-only findings), finds the
 notebook's kernel, and answers hovers with live facts once a cell has run.
 
+python-lsp-server is installed too (the test extra has it, as most Jupyter users do): with
+jupyterlab-lsp alone, one server serves a document, so the user gives torchdoctor the higher
+priority in jupyterlab-lsp's settings, as docs/getting-started.md says (our own extension,
+tests/jupyter/test_jupyterlab_torchdoctor.py, needs no such setting).
+
 Needs Chromium (``apt-get install chromium``; ``scripts/test.sh`` installs it with the editor
 tests). With ``TORCHDOCTOR_SKIP_EDITORS=1`` (no editor tests) the test is skipped.
 """
@@ -94,9 +99,15 @@ def _chromium() -> str:
     pytest.fail("Chromium not found: apt-get install chromium, or set TORCHDOCTOR_CHROMIUM")
 
 
+# What docs/getting-started.md tells a jupyterlab-lsp user with python-lsp-server to set.
+PRIORITY = {
+    "@jupyter-lsp/jupyterlab-lsp:plugin": {"language_servers": {"torchdoctor": {"priority": 100}}}
+}
+
+
 @pytest.fixture
 def jupyterlab(tmp_path: Path) -> Iterator[JupyterServer]:
-    with running_jupyter(tmp_path, "jupyterlab") as server:
+    with running_jupyter(tmp_path, "jupyterlab", PRIORITY) as server:
         yield server
 
 

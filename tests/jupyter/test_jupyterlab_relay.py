@@ -69,3 +69,36 @@ def test_registration() -> None:
     package = json.loads((EXT / "package.json").read_text())
     assert package["name"] == "jupyterlab-torchdoctor"
     assert package["version"] == jupyterlab_torchdoctor.__version__
+
+
+def test_routes_and_the_probe_helper() -> None:
+    """The server extension serves the relay, its info and the kernel bridge's helper (which
+    the panel's "Live tensors" runs through the notebook's own kernel connection)."""
+    from torchdoctor.bridge import client
+
+    added: list[tuple[str, type]] = []
+
+    class WebApp:
+        def __init__(self) -> None:
+            self.settings = {"base_url": "/base/"}
+
+        def add_handlers(self, host: str, routes: list[tuple[str, type]]) -> None:
+            added.extend(routes)
+
+    class Log:
+        def info(self, *args: object) -> None:
+            pass
+
+    class App:
+        def __init__(self) -> None:
+            self.web_app = WebApp()
+            self.log = Log()
+
+    handlers.setup_handlers(App())
+    assert {path: h.__name__ for path, h in added} == {
+        "/base/torchdoctor/info": "InfoHandler",
+        "/base/torchdoctor/probe": "ProbeHandler",
+        "/base/torchdoctor/lsp": "LanguageServerHandler",
+    }
+    install = client.install_expression()
+    assert client.PROBE_MODULE in install and "exec(compile(" in install

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import json
+from pathlib import Path
 
 import pytest
 
@@ -64,8 +65,16 @@ def _as_notebook(code: str) -> str:
     )
 
 
-def _path(example: Valid | Invalid) -> str:
-    return example.filename[:-3] + ".ipynb" if example.notebook else example.filename
+def _path(example: Valid | Invalid, root: Path) -> str:
+    """Where the example is checked: in a project of its own (``root``) that holds the other
+    modules it states."""
+    name = example.filename[:-3] + ".ipynb" if example.notebook else example.filename
+    (root / "pyproject.toml").write_text("[project]\nname = 'example'\n", encoding="utf-8")
+    for relative, code in example.files:
+        target = root / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(code, encoding="utf-8")
+    return str(root / name)
 
 
 def _text(example: Valid | Invalid) -> str:
@@ -88,18 +97,19 @@ def _cases(kind: str) -> list:
 
 
 @pytest.mark.parametrize(("rule", "example"), _cases("valid"))
-def test_valid(rule, example: Valid) -> None:
+def test_valid(rule, example: Valid, tmp_path: Path) -> None:
     result = check_any(
-        _text(example), _path(example), codes=frozenset({rule.code}), live=_live(example)
+        _text(example), _path(example, tmp_path), codes=frozenset({rule.code}), live=_live(example)
     )
     assert not result.errors, result.errors
     assert [f for f in result.findings if f.code == rule.code] == []
 
 
 @pytest.mark.parametrize(("rule", "example"), _cases("invalid"))
-def test_invalid(rule, example: Invalid) -> None:
+def test_invalid(rule, example: Invalid, tmp_path: Path) -> None:
     codes = frozenset({rule.code})
-    result = check_any(_text(example), _path(example), codes=codes, live=_live(example))
+    path = _path(example, tmp_path)
+    result = check_any(_text(example), path, codes=codes, live=_live(example))
     assert not result.errors, result.errors
     findings = [f for f in result.findings if f.code == rule.code]
     assert findings, f"{rule.code} did not report:\n{example.code}"
@@ -136,7 +146,7 @@ def test_invalid(rule, example: Invalid) -> None:
             fixed = apply_edits(example.code, list(fix.edits))
             ast.parse(fixed)
     # Applying all fixes (unsafe included) leaves no fixable report of this rule.
-    outcome = fix_any(_text(example), _path(example), unsafe=True, codes=codes, live=_live(example))
+    outcome = fix_any(_text(example), path, unsafe=True, codes=codes, live=_live(example))
     assert outcome.error is None, outcome.error
     if not example.notebook:
         ast.parse(outcome.text)

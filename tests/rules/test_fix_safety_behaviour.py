@@ -133,9 +133,14 @@ def test_tdr701_seeded_script_runs_and_repeats(tmp_path: Path) -> None:
     assert first != second  # unseeded: every run differs
     assert _fix(path, "TDR701") == SCRIPT_701  # unsafe: `--fix` alone leaves it
     fixed = _fix(path, "TDR701", unsafe=True)
-    # The block sits after the header (`import os`) and imports what it uses itself.
-    assert fixed.index("import random\nimport torch\nrandom.seed(0)\ntorch.manual_seed(0)\n") < (
-        fixed.index('print("start"')
+    # The block sits after the header (`import os`), which gains the imports it uses, sorted
+    # into their sections as isort would.
+    header = (
+        '"""A training script that imports `random` and torch only after other code has run."""\n'
+    )
+    assert fixed.startswith(
+        header + "import os\nimport random\n\nimport torch\n\n"
+        'random.seed(0)\ntorch.manual_seed(0)\nprint("start"'
     )
     assert _run(path) == _run(path)  # seeded: two runs print the same numbers
 
@@ -157,8 +162,10 @@ def test_tdr701_seeded_notebook_puts_the_block_after_the_imports(tmp_path: Path)
     _fix(path, "TDR701", unsafe=True)
     cells = ["".join(c["source"]) for c in json.loads(path.read_text())["cells"]]
     # After the import of torch, in its cell, before the code that draws random numbers;
-    # `random` is imported by the block, not by cell 3.
-    assert cells[0] == NOTEBOOK_701[0] + "\nimport random\nrandom.seed(0)\ntorch.manual_seed(0)"
+    # `random` is imported in that cell's import block (its own section), not by cell 3.
+    assert cells[0] == (
+        "import random\n\nimport torch\nfrom torch import nn\n\nrandom.seed(0)\ntorch.manual_seed(0)"
+    )
     assert cells[1:] == list(NOTEBOOK_701[1:])
     assert _run(path) == _run(path)
 
@@ -175,7 +182,7 @@ def test_tdr701_block_stays_in_the_cell_of_the_imports() -> None:
     assert finding.fix is not None and result.notebook is not None
     new = json.loads(result.notebook.apply(list(finding.fix.edits)))["cells"]
     assert "".join(new[0]["source"]) == (
-        "import torch\nfrom torch import nn\nimport random\nrandom.seed(0)\ntorch.manual_seed(0)"
+        "import random\n\nimport torch\nfrom torch import nn\n\nrandom.seed(0)\ntorch.manual_seed(0)"
     )
     assert ["".join(c["source"]) for c in new[1:]] == list(cells[1:])
 

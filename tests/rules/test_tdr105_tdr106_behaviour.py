@@ -151,8 +151,8 @@ def fgsm(model, x, y, eps):
     return (x + eps * grad.sign()).detach()
 """
 
-# TDR105: the loop also runs an attack that needs autograd, in a module the analysis cannot see
-# into. Wrapping the loop would break it; the fix wraps the two forward statements only.
+# TDR105: the loop also runs an attack that needs autograd. In a module the analysis cannot see
+# into, wrapping the loop would break it: the fix wraps the two forward statements only.
 ATTACK_IN_LOOP = (
     COMMON
     + """
@@ -180,8 +180,8 @@ def weight_saliency(logits, model):
     return sum(g.abs().sum().item() for g in grads)
 """
 
-# TDR105: the model's output goes to a helper the analysis cannot see, which differentiates it.
-# Reported (the analysis cannot tell), but no edit is offered.
+# TDR105: the model's output goes to a helper which differentiates it. Where the analysis cannot
+# see the helper it reports (it cannot tell) with no edit; where it can, it is silent.
 OUTPUT_TO_HELPER = (
     COMMON
     + """
@@ -373,19 +373,36 @@ def _findings(path: Path, rule: str) -> list[Finding]:
     return [f for f in result.findings if f.code == rule]
 
 
-def _write(tmp_path: Path, code: str, **modules: str) -> Path:
+# Put on the path at run time: a package the analysis cannot read (not under the project).
+OUTSIDE = (
+    "import os, sys\n"
+    "sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'site'))\n"
+)
+
+
+def _write(tmp_path: Path, code: str, *, outside: bool = False, **modules: str) -> Path:
+    """The program ``main.py`` and its modules: next to it (modules of the project, which the
+    analysis reads), or with ``outside`` in a folder the program puts on ``sys.path`` itself."""
+    folder = tmp_path / "site" if outside else tmp_path
+    folder.mkdir(exist_ok=True)
     for name, text in modules.items():
-        (tmp_path / f"{name}.py").write_text(text)
+        (folder / f"{name}.py").write_text(text)
     path = tmp_path / "main.py"
-    path.write_text(code)
+    path.write_text(OUTSIDE + code if outside else code)
     return path
 
 
 def _fixed_keeps_output(
-    tmp_path: Path, code: str, rule: str, *, unsafe: bool = False, **modules: str
+    tmp_path: Path,
+    code: str,
+    rule: str,
+    *,
+    unsafe: bool = False,
+    outside: bool = False,
+    **modules: str,
 ) -> str:
     """Apply the rule's fix with the CLI and check the program prints the same; the new code."""
-    path = _write(tmp_path, code, **modules)
+    path = _write(tmp_path, code, outside=outside, **modules)
     before = _run(path)
     result = _fix(path, rule, unsafe=unsafe)
     fixed = path.read_text()
@@ -416,12 +433,13 @@ def test_tdr105_wraps_the_kept_sample_and_keeps_the_gan_training(tmp_path: Path)
 
 def test_tdr105_adds_the_import_it_needs(tmp_path: Path) -> None:
     fixed = _fixed_keeps_output(tmp_path, IMPORT_ADDED, "TDR105")
-    assert "\nimport torch\n" in fixed
+    # Where isort puts it: first in the block that imports from torch.
+    assert fixed.startswith("import torch\nfrom torch import manual_seed, nn, randn\n")
     assert "with torch.no_grad():\n    for (batch,) in loader:\n" in fixed
 
 
 def test_tdr105_wraps_only_the_forwards_when_the_loop_runs_an_attack(tmp_path: Path) -> None:
-    fixed = _fixed_keeps_output(tmp_path, ATTACK_IN_LOOP, "TDR105", attacks=ATTACKS)
+    fixed = _fixed_keeps_output(tmp_path, ATTACK_IN_LOOP, "TDR105", outside=True, attacks=ATTACKS)
     assert "    adv_inputs = fgsm(model, inputs, labels, eps=0.5)\n" in fixed  # not wrapped
     assert (
         "    with torch.no_grad():\n"
@@ -434,23 +452,41 @@ def test_tdr105_wraps_only_the_forwards_when_the_loop_runs_an_attack(tmp_path: P
         "for inputs, labels in test_loader:\n",
         "with torch.no_grad():\n  for inputs, labels in test_loader:\n",
     )
-    path = _write(tmp_path, whole)
+    path = _write(tmp_path, whole, outside=True)
     assert "does not require grad" in _crash(path)
+
+
+def test_tdr105_leaves_a_loop_alone_that_runs_an_attack_of_the_project(tmp_path: Path) -> None:
+    # The attack is a module of the project: its summary says it differentiates, so the loop
+    # is not evaluation-only (as for an attack defined in the same file).
+    path = _write(tmp_path, ATTACK_IN_LOOP, attacks=ATTACKS)
+    before = _run(path)
+    assert _findings(path, "TDR105") == []
+    _fix(path, "TDR105")
+    assert path.read_text() == ATTACK_IN_LOOP
+    assert _run(path) == before
+
+
+def test_tdr105_is_silent_when_the_output_goes_to_project_code_that_differentiates_it(
+    tmp_path: Path,
+) -> None:
+    path = _write(tmp_path, OUTPUT_TO_HELPER, saliency=SALIENCY)
+    assert _findings(path, "TDR105") == []
 
 
 # ---- TDR105: no edit where one would change behaviour ------------------------------------------
 def test_tdr105_offers_no_edit_when_the_output_goes_to_code_it_cannot_see(tmp_path: Path) -> None:
-    path = _write(tmp_path, OUTPUT_TO_HELPER, saliency=SALIENCY)
+    path = _write(tmp_path, OUTPUT_TO_HELPER, outside=True, saliency=SALIENCY)
     before = _run(path)
     assert len(_findings(path, "TDR105")) == 1  # reported: the analysis cannot tell
     result = _fix(path, "TDR105")
-    assert path.read_text() == OUTPUT_TO_HELPER, result.stdout
+    assert path.read_text() == OUTSIDE + OUTPUT_TO_HELPER, result.stdout
     assert _run(path) == before
     wrapped = OUTPUT_TO_HELPER.replace(
         "    logits = model(inputs.to(device))\n",
         "    with torch.no_grad():\n        logits = model(inputs.to(device))\n",
     )
-    path.write_text(wrapped)
+    path.write_text(OUTSIDE + wrapped)
     assert "does not require grad" in _crash(path)
 
 

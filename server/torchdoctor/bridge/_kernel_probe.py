@@ -21,7 +21,11 @@ Rules kept here (each one was shown to matter):
   Python dispatch (modes) disabled;
 - the probe's own work is bounded by the request's ``budget`` (seconds): names not reached
   answer ``{"kind": "error", "error": "time limit"}``, a module tree walked only in part is
-  marked ``truncated``. A probe never holds a subshell much longer than its client waits.
+  marked ``truncated``. A probe never holds a subshell much longer than its client waits;
+- ``"scan": true`` (the JupyterLab panel's "Live tensors") also lists the namespace's own
+  tensors and modules: top-level names not starting with ``_`` whose value's type is a
+  ``torch.Tensor`` or ``torch.nn.Module`` subclass (``type()`` and the MRO only), at most
+  ``_MAX_SCAN`` of them, in the namespace's order; the reply names them in ``"scanned"``.
 """
 
 import json
@@ -30,6 +34,7 @@ import sys
 import time
 
 _DICT_DESCRIPTOR = type.__dict__["__dict__"]
+_MODULE_DICT = _DICT_DESCRIPTOR.__get__(type(sys))["__dict__"]  # a module's own __dict__
 _MRO = type.__dict__["__mro__"]
 _QUALNAME = type.__dict__["__qualname__"]
 _MODULE_ATTR = type.__dict__["__module__"]
@@ -38,6 +43,7 @@ _HEAPTYPE = 1 << 9
 _GETSET = type(type.__dict__["__dict__"])
 _MAPPINGPROXY = type(type.__dict__)
 _MAX_NAMES = 256
+_MAX_SCAN = 64
 _MAX_DEPTH = 8
 _MAX_MODULES = 200_000
 _DEFAULT_BUDGET = 2.0
@@ -54,8 +60,17 @@ _MISSING = object()
 
 
 def _torch(modules):
+    """The imported ``torch`` module; None while ``import torch`` still runs (a probe through a
+    subshell can come in the middle of it: its tables, read then, would lack the dtypes)."""
     ok, torch = _lookup(modules, "torch")
-    return torch if ok and type(torch) is type(sys) else None
+    if not ok or type(torch) is not type(sys):
+        return None
+    found, spec = _lookup(_index(_MODULE_DICT.__get__(torch)), "__spec__")
+    if found and spec is not None:
+        inst = _index(_instance_dict(spec, {}))
+        if inst is not None and _lookup(inst, "_initializing")[1] is True:
+            return None
+    return torch
 
 
 def _mro(cls):
@@ -554,10 +569,32 @@ def _facts_for(obj, api):
     return {"kind": "other", "type": _type_name(cls)}
 
 
-def _answer(req, ns_index, torch):
+def _scan(ns_index, torch, clock):
+    """The namespace's own tensors and modules (names not starting with ``_``), in order."""
+    found: list = []
+    if type(ns_index) is not dict:
+        return found
+    bases = (torch.Tensor, torch.nn.Module)
+    for i, (name, value) in enumerate(list(dict.items(ns_index))):
+        if len(found) >= _MAX_SCAN or (i % _CHECK_EVERY == 0 and i and clock.late()):
+            break
+        if name.startswith("_") or not name.isidentifier():
+            continue
+        cls = type(value)
+        if _is_sub(cls, bases[0]) or _is_sub(cls, bases[1]):
+            found.append(name)
+    return found
+
+
+def _answer(req, ns_index, torch, scanned=None):
     clock = _Clock(req.get("budget"))
     api = _Tensors(torch, clock) if torch is not None else None
     names = [n for n in req.get("names", ()) if type(n) is str][:_MAX_NAMES]
+    if scanned is not None and torch is not None:
+        for name in _scan(ns_index, torch, clock):
+            scanned.append(name)
+            if name not in names:
+                names.append(name)
     facts: dict = {}
     for name in names:
         if clock.late():
@@ -593,6 +630,7 @@ def probe(request):
     ns_index = _index(_namespace())
     modules = _index(sys.modules)  # (looked up like the namespace: plain str keys only)
     torch = _torch(modules)
+    scanned: list | None = [] if req.get("scan") is True else None
     if torch is None:
         facts = _answer(req, ns_index, None)
     else:
@@ -600,11 +638,13 @@ def probe(request):
         for guard in guards:
             guard.__enter__()
         try:
-            facts = _answer(req, ns_index, torch)
+            facts = _answer(req, ns_index, torch, scanned)
         finally:
             for guard in reversed(guards):
                 guard.__exit__(None, None, None)
     reply = {"v": 1, "facts": facts}
+    if scanned is not None:
+        reply["scanned"] = scanned
     if req.get("kernel"):
         reply["kernel"] = _kernel_facts(ns_index, modules, torch)
     return json.dumps(reply)

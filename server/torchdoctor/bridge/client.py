@@ -65,6 +65,12 @@ def _install_expression() -> str:
     )
 
 
+def install_expression() -> str:
+    """The user expression that installs the kernel-side helper as ``PROBE_MODULE`` (for a
+    frontend that probes through its own kernel connection, as the JupyterLab panel does)."""
+    return _install_expression()
+
+
 def parse_expression_reply(entry: dict[str, Any]) -> Any:
     """Decode one ``user_expressions`` result: ``repr`` of a JSON string, read with
     ``ast.literal_eval`` then ``json.loads`` (never ``eval``)."""

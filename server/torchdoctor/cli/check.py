@@ -22,6 +22,7 @@ from ..core.reading import decode, read_encoded, source_encoding
 from ..core.torch_version import format_version, target_version
 from ..linter.configuration import ConfigFinder, check_target_version, load_file
 from ..linter.files import discover
+from ..linter.projects import DEFAULT as DEFAULT_PROJECTS
 from ..linter.runner import broken_cell, check_any, fix_any
 from ..linter.selection import enabled_codes
 from . import output
@@ -58,6 +59,9 @@ class Record:
     # be decoded, or the fixed text cannot be encoded like them).
     encoding: str = "utf-8"
     raw: bytes | None = None
+    # The project files and folders the findings also rest on (modules read through imports),
+    # with their (mtime_ns, size) when checked: a cached record is stale when one changed.
+    depends: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 _FINDERS: dict[str | None, ConfigFinder] = {}
@@ -153,7 +157,9 @@ def check_file(path: Path, opts: Options, stdin_text: str | None = None) -> Reco
         cache_file = opts.cache / digest[:2] / f"{digest}.pickle"
         try:
             cached = pickle.loads(cache_file.read_bytes())
-            if isinstance(cached, Record):
+            if isinstance(cached, Record) and all(
+                _stamp(dep) == stamp for dep, stamp in cached.depends.items()
+            ):
                 return cached
         except (OSError, pickle.PickleError, EOFError, AttributeError, ImportError, TypeError):
             pass
@@ -189,6 +195,7 @@ def check_file(path: Path, opts: Options, stdin_text: str | None = None) -> Reco
     if result.notebook is not None:
         record.cell_rows = {c.index: c.start_row for c in result.notebook.cells}
     if cache_file is not None and not record.errors:
+        record.depends = {dep: _stamp(dep) for dep in DEFAULT_PROJECTS.reads(name)}
         try:
             cache_file.parent.mkdir(parents=True, exist_ok=True)
             tmp = cache_file.with_suffix(f".{os.getpid()}.tmp")
@@ -197,6 +204,15 @@ def check_file(path: Path, opts: Options, stdin_text: str | None = None) -> Reco
         except OSError:
             pass
     return record
+
+
+def _stamp(path: str) -> tuple[int, int]:
+    """What tells that a file or folder changed: its mtime and size ((-1, -1) when gone)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (-1, -1)
+    return (st.st_mtime_ns, st.st_size)
 
 
 def _diff(name: str, old: str, new: str) -> str:

@@ -29,11 +29,12 @@ import re
 from collections.abc import Iterable, Iterator
 from itertools import islice, product
 
-from . import kinds
+from . import kinds, summaries
 from .kinds import Kind
 from .semantic import FUNCTION_NODES, Binding, Semantic, argument, dotted, keyword
 
 SAVES = ("torch.save",)
+_SAVED_DICTS = "saved-dicts"  # key of ``saved_dicts`` in ``sem.memo``
 LOADS = ("torch.load", "torch.serialization.load")
 # Keys of the per-file caches in ``sem.memo``.
 _KEYS = "checkpoint-path-keys"
@@ -74,12 +75,28 @@ def saved_object(call: ast.Call) -> ast.expr | None:
 
 def saved_dicts(sem: Semantic) -> list[tuple[ast.Call, ast.Dict]]:
     """``torch.save`` calls whose object is a dict literal (directly, or through a name bound
-    to one), with that dict: the checkpoints a script writes."""
-    out = []
+    to one), with that dict: the checkpoints a script writes. Also calls of a saving helper of
+    another project module (``save_checkpoint(state, path)`` whose ``state`` it saves), with the
+    dict they hand over. Computed once per file."""
+    known = sem.memo.get(_SAVED_DICTS)
+    if isinstance(known, list):
+        return known
+    out: list[tuple[ast.Call, ast.Dict]] = []
+    sem.memo[_SAVED_DICTS] = out
     for call in sem.calls_to(*SAVES):
         obj = _dict_value(sem, saved_object(call))
         if obj is not None:
             out.append((call, obj))
+    if sem.project is not None:
+        for call in sem.calls:
+            if not isinstance(call.func, ast.Name | ast.Attribute) or not call.args:
+                continue
+            helper = summaries.summary(sem, call.func)
+            if helper is None or helper.sem is sem or not helper.saved_params:
+                continue
+            obj = _dict_value(sem, helper.saved_argument(call))
+            if obj is not None:
+                out.append((call, obj))
     return out
 
 

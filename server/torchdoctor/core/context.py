@@ -4,6 +4,7 @@ when there is a kernel) and ``report``."""
 from __future__ import annotations
 
 import ast
+import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, ClassVar, Protocol, TypeAlias
 
@@ -85,6 +86,16 @@ class Context:
             return None
         cell = self.notebook.cell_at(getattr(node, "lineno", 0))
         return cell.index if cell else None
+
+    def elsewhere(self, node: ast.AST) -> str | None:
+        """Where a node of another module of the project is (``data.py:12``, the path relative
+        to the checked file's folder); None for a node of this file."""
+        owner = self.sem.owner(node)
+        if owner is self.sem or owner.path is None:
+            return None
+        base = os.path.dirname(os.path.abspath(self.path))
+        relative = os.path.relpath(owner.path, base).replace(os.sep, "/")
+        return f"{relative}:{getattr(node, 'lineno', 1)}"
 
     def related(self, node: ast.AST, message: Text) -> Related:
         return Related(self.source.range(node), message)

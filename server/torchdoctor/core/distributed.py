@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import ast
 import re
+from typing import TYPE_CHECKING
 
 from . import fixes, kinds
 from .kinds import MODEL_WRAPPERS
 from .model import Edit
 from .semantic import FUNCTION_NODES, Semantic, terminal_name
 from .source import Source
+
+if TYPE_CHECKING:
+    from .notebook import Notebook
 
 INIT_PROCESS_GROUP = "torch.distributed.init_process_group"
 # Names that say "which process is this": rank variables, main-process predicates.
@@ -188,12 +192,26 @@ def in_rank_process(sem: Semantic, node: ast.AST, regions: set[ast.AST]) -> bool
     )
 
 
-def wrapper_call(sem: Semantic, expr: ast.AST) -> ast.Call | None:
+def wrapper_call(sem: Semantic, expr: ast.AST, _depth: int = 0) -> ast.Call | None:
     """The ``DistributedDataParallel(...)``/``DataParallel(...)`` call that ``expr`` certainly
     holds where it is read: the call itself, a name whose latest assignment before the use is
-    one and runs on every path to it, or a ``self.attr`` only ever assigned such calls."""
+    one and runs on every path to it, or a ``self.attr`` only ever assigned such calls. A call
+    of a function of another project module that always returns such a wrapper
+    (``model = wrap_ddp(model, rank)``) stands for the wrapper it makes."""
     if isinstance(expr, ast.Call):
-        return expr if sem.qualname(expr.func) in MODEL_WRAPPERS else None
+        if sem.qualname(expr.func) in MODEL_WRAPPERS:
+            return expr
+        defined = sem.function_def(expr.func) if sem.project is not None else None
+        if defined is None or defined[0] is sem or _depth > 3:
+            return None
+        owner, func = defined
+        returned = owner.returns(func)
+        if returned and all(
+            isinstance(r, ast.Call | ast.Name) and wrapper_call(owner, r, _depth + 1) is not None
+            for r in returned
+        ):
+            return expr
+        return None
     if isinstance(expr, ast.Name):
         binding = sem.lookup(expr.id, expr)
         if binding is None or binding.how != "assign" or binding.index is not None:
@@ -208,7 +226,7 @@ def wrapper_call(sem: Semantic, expr: ast.AST) -> ast.Call | None:
         # The assignment must sit in a block that also holds the use (not in an `if` branch).
         if not any(s is sem.statement_of(expr) or sem.is_inside(expr, s) for s in block):
             return None
-        return wrapper_call(sem, binding.value)
+        return wrapper_call(sem, binding.value, _depth)
     if isinstance(expr, ast.Attribute) and terminal_name(expr.value) == "self":
         calls, other = kinds.constructions(
             sem, expr, lambda c: sem.qualname(c.func) in MODEL_WRAPPERS
@@ -217,7 +235,9 @@ def wrapper_call(sem: Semantic, expr: ast.AST) -> ast.Call | None:
     return None
 
 
-def dist_ref(sem: Semantic, source: Source) -> tuple[str, list[Edit]] | None:
+def dist_ref(
+    sem: Semantic, source: Source, notebook: Notebook | None = None
+) -> tuple[str, list[Edit]] | None:
     """How to call ``get_rank`` in new code: ``dist.get_rank`` through an existing alias of
     ``torch.distributed``, an imported ``get_rank``, ``torch.distributed.get_rank`` through an
     imported ``torch``, else ``dist.get_rank`` plus ``import torch.distributed as dist`` when
@@ -235,4 +255,6 @@ def dist_ref(sem: Semantic, source: Source) -> tuple[str, list[Edit]] | None:
             return f"{name}.distributed.get_rank", []
     if "dist" in sem.names or any("dist" in s.bindings for s in sem.scopes.values()):
         return None
-    return "dist.get_rank", [fixes.import_edit(sem, source, "import torch.distributed as dist")]
+    return "dist.get_rank", fixes.import_edits(
+        sem, source, ["import torch.distributed as dist"], notebook
+    )

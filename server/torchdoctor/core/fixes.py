@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from .imports import plan_imports
 from .model import Edit, Pos
 from .semantic import Semantic, canonical
 from .source import Source
@@ -142,10 +143,11 @@ def wrap_statements(source: Source, stmts: list[ast.stmt], header: str) -> list[
 
 
 def module_ref(
-    sem: Semantic, source: Source, module: str = "torch"
+    sem: Semantic, source: Source, module: str = "torch", notebook: Notebook | None = None
 ) -> tuple[str, list[Edit]] | None:
     """How to spell ``module`` in new code: its alias if imported (``T`` after ``import torch as
-    T``), else ``torch`` plus an edit that adds ``import torch``. None when the name is taken."""
+    T``), else ``torch`` plus the edits that add ``import torch`` (``import_edits``). None when
+    the name is taken."""
     scope = sem.scopes[sem.tree]
     for name, bindings in scope.bindings.items():
         if bindings and all(b.how == "import" and b.qualname == module for b in bindings):
@@ -155,13 +157,14 @@ def module_ref(
     # A name used in any scope without a module binding would also be captured: stay away.
     if any(module in s.bindings for s in sem.scopes.values()):
         return None
-    return module, [import_edit(sem, source, f"import {module}")]
+    return module, import_edits(sem, source, [f"import {module}"], notebook)
 
 
 def import_header(sem: Semantic) -> list[ast.stmt]:
-    """The statements ``import_edit`` inserts after: the module's first run of top-level
-    imports (with the docstring when the run follows it), in order; empty when there is none.
-    Code inserted there runs right after the last of them."""
+    """The module's first run of top-level imports (with the docstring when the run follows
+    it, or the docstring alone when other code follows it), in order; empty when there is
+    neither. ``header_edits`` inserts code right after the last of them; ``import_edits`` adds
+    imports to that run."""
     body = sem.tree.body
     run: list[ast.stmt] = []
     for stmt in body:
@@ -179,11 +182,12 @@ def import_header(sem: Semantic) -> list[ast.stmt]:
 
 
 def header_module_ref(sem: Semantic, module: str) -> tuple[str, str | None] | None:
-    """How code that ``import_edit`` inserts after the import header spells the top-level
+    """How code that ``header_edits`` inserts after the import header spells the top-level
     ``module`` so that the name is bound when that code runs: the name an import of the header
     binds to it (``np`` after ``import numpy as np``) and no import line, else ``module`` and
-    the line that imports it (``"import random"``), to insert with the code. A module imported
-    only further down the file (after other code, in a later cell) is imported again there.
+    the line that imports it (``"import random"``), to give to ``header_edits`` with the code.
+    A module imported only further down the file (after other code, in a later cell) is
+    imported again in the header.
     None when the header binds ``module`` to something else, or when any scope of the file
     binds that name to anything but the module."""
     bound: dict[str, str | None] = {}
@@ -213,35 +217,37 @@ def header_module_ref(sem: Semantic, module: str) -> tuple[str, str | None] | No
     return module, f"import {module}"
 
 
-def import_edit(sem: Semantic, source: Source, line: str) -> Edit:
-    """Insert an import line after the module's last top-level import (or its docstring)."""
-    header = import_header(sem)
-    after = header[-1] if header else None
-    nl = source.newline
-    if after is None:
-        return insert(Pos(1, 0), line + nl)
-    row = after.end_lineno or after.lineno
-    if row >= len(source.lines) or not source.line(row).endswith(("\n", "\r")):
-        return insert(Pos(row, len(source.line(row))), nl + line)
-    return insert(Pos(row + 1, 0), line + nl)
+def _import_run(sem: Semantic) -> list[ast.Import | ast.ImportFrom]:
+    return [s for s in import_header(sem) if isinstance(s, ast.Import | ast.ImportFrom)]
 
 
-def header_edit(sem: Semantic, source: Source, code: str, notebook: Notebook | None) -> Edit:
-    """``import_edit`` for code that must run right after the import header: in a notebook
-    whose header ends a cell, the code goes at the end of that cell rather than at the top of
-    the next one (which may be a cell that does not parse, left out of the checked text)."""
+def import_edits(
+    sem: Semantic, source: Source, lines: list[str], notebook: Notebook | None = None
+) -> list[Edit]:
+    """Edits that add the import ``lines`` (``"import os"``, ``"from m import a"``) to the
+    module's import block where Ruff's isort rules would put them (see ``core.imports``): in
+    the first run of top-level imports (in a notebook, the part of it in the cell where it
+    starts), or in a new block after the docstring and leading comments when there is none.
+    Nothing for an import the block already has."""
+    return plan_imports(sem.tree, source, _import_run(sem), lines, notebook)
+
+
+def header_edits(
+    sem: Semantic,
+    source: Source,
+    imports: list[str],
+    code: str,
+    notebook: Notebook | None = None,
+) -> list[Edit]:
+    """``import_edits`` for ``imports``, and ``code`` that must run right after the import
+    header: after its last statement, a blank row between them, in the same file or cell (in
+    a notebook whose header ends a cell, at the end of that cell rather than at the top of
+    the next one, which may be a cell that does not parse, left out of the checked text);
+    with no header, after the new imports."""
     header = import_header(sem)
-    if notebook is not None and header:
-        row = header[-1].end_lineno or header[-1].lineno
-        cell = notebook.cell_at(row)
-        if (
-            cell is not None
-            and row == cell.start_row + cell.rows - 1
-            and ends_line(source, header[-1])
-        ):
-            end = source.line(row).rstrip("\r\n")
-            return insert(Pos(row, len(end)), source.newline + code)
-    return import_edit(sem, source, code)
+    run = _import_run(sem)
+    after = (header[-1].end_lineno or header[-1].lineno) if run else None
+    return plan_imports(sem.tree, source, run, imports, notebook, code=code, code_after=after)
 
 
 def apply_edits(text: str, edits: list[Edit]) -> str:

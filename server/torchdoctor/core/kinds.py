@@ -105,6 +105,7 @@ def kind(sem: Semantic, expr: ast.AST | None, _depth: int = 0) -> Kind | None:
     """
     if expr is None or _depth > 12:
         return None
+    sem = sem.owner(expr)  # a node of another project module is read with that module's facts
     cache: dict[int, Kind | None] | None = sem.memo.get(_KINDS)  # type: ignore[assignment]
     if cache is None:
         cache = sem.memo[_KINDS] = {}
@@ -182,6 +183,11 @@ def argument_kind(sem: Semantic, binding: Binding) -> Kind | None:
 
 
 def _binding_value_kind(sem: Semantic, binding: Binding, depth: int) -> Kind | None:
+    if binding.how == "import":
+        defined = sem.binding_definition(binding)
+        if defined is not None and isinstance(defined[1], ast.Name):
+            return kind(defined[0], defined[1], depth + 1)  # a module-level value of another module
+        return None
     if binding.how not in ("assign", "with") or binding.value is None:
         return None
     value = binding.value
@@ -197,14 +203,15 @@ def _element_kind(sem: Semantic, value: ast.expr, index: int, depth: int) -> Kin
         if index < len(value.elts) and not any(isinstance(e, ast.Starred) for e in value.elts):
             return kind(sem, value.elts[index], depth + 1)
         return None
-    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
-        func = sem.local_function(value.func)
-        if func is not None:
+    if isinstance(value, ast.Call):
+        defined = sem.function_def(value.func)
+        if defined is not None:
+            owner, func = defined
             kinds = set()
-            for ret in sem.returns(func):
+            for ret in owner.returns(func):
                 if isinstance(ret, ast.Tuple | ast.List):
                     if index < len(ret.elts):
-                        kinds.add(kind(sem, ret.elts[index], depth + 1))
+                        kinds.add(kind(owner, ret.elts[index], depth + 1))
                 else:
                     kinds.add(None)
             if len(kinds) == 1:
@@ -234,26 +241,31 @@ def _call_kind(sem: Semantic, call: ast.Call, depth: int) -> Kind | None:
     if qual is not None:
         if qual in ("torch.export.export", "torch.onnx.export"):
             return None  # an ExportedProgram / ONNXProgram: it takes a module, is not one
+        if qual == "copy.deepcopy":  # a copy is what it copies
+            return kind(sem, call.args[0], depth + 1) if call.args else None
         if qual in MODEL_TAKERS and qual not in MODEL_WRAPPERS:
             first = call.args[0] if call.args else None
             return Kind.MODULE if kind(sem, first, depth + 1) is Kind.MODULE else None
-        return _constructor_kind(qual)
-    if isinstance(func, ast.Name):
-        cls = sem.local_class(func)
-        if cls is not None:
-            return class_kind(sem, cls)
-        local = sem.local_function(func)
-        if local is not None:
-            kinds = {kind(sem, r, depth + 1) for r in sem.returns(local)}
+        made = _constructor_kind(qual)
+        if made is not None or sem.project is None:
+            return made
+    defined = sem.definition(func) if isinstance(func, ast.Name | ast.Attribute) else None
+    if defined is not None:
+        owner, node = defined
+        if isinstance(node, ast.ClassDef):
+            return class_kind(owner, node)
+        if isinstance(node, FUNCTION_NODES):
+            kinds = {kind(owner, r, depth + 1) for r in owner.returns(node)}
             return kinds.pop() if len(kinds) == 1 else None
+    if isinstance(func, ast.Name):
         return None
     if isinstance(func, ast.Attribute):
         if func.attr in MODULE_SELF_METHODS and kind(sem, func.value, depth + 1) is Kind.MODULE:
             return Kind.MODULE
         if func.attr == "from_pretrained":
-            owner = sem.qualname(func.value) or ""
-            last = owner.rsplit(".", 1)[-1]
-            if owner.startswith("transformers.") and last.startswith("AutoModel"):
+            maker = sem.qualname(func.value) or ""
+            last = maker.rsplit(".", 1)[-1]
+            if maker.startswith("transformers.") and last.startswith("AutoModel"):
                 return Kind.MODULE
     return None
 
@@ -354,8 +366,14 @@ def constructions(
     b``), and whether ``expr`` may also hold something else (``None``, a parameter...)."""
     if expr is None or _depth > 6:
         return [], True
+    sem = sem.owner(expr)
     if isinstance(expr, ast.Call):
-        return ([expr], False) if wanted(expr) else ([], True)
+        if wanted(expr):
+            return [expr], False
+        defined = sem.function_def(expr.func)
+        if defined is None:
+            return [], True
+        return _returned_constructions(*defined, None, wanted, _depth)
     if isinstance(expr, ast.IfExp | ast.NamedExpr):
         parts = [expr.body, expr.orelse] if isinstance(expr, ast.IfExp) else [expr.value]
         found: list[ast.Call] = []
@@ -372,7 +390,28 @@ def constructions(
             return [], True
         scope = sem.scopes.get(binding.scope)
         same = scope.bindings.get(expr.id, []) if scope is not None else [binding]
-        values = [b.value if b.how == "assign" and b.index is None else None for b in same]
+        found = []
+        other = False
+        for b in same:
+            if b.how == "assign" and b.index is not None and isinstance(b.value, ast.Call):
+                defined = sem.function_def(b.value.func)
+                if defined is not None:  # a, b = build(...): what build returns at that index
+                    calls, maybe = _returned_constructions(*defined, b.index, wanted, _depth)
+                    found += calls
+                    other = other or maybe
+                    continue
+            value = b.value if b.how == "assign" and b.index is None else None
+            if b.how == "import":
+                imported = sem.binding_definition(b)
+                if imported is not None and isinstance(imported[1], ast.Name):
+                    calls, maybe = constructions(imported[0], imported[1], wanted, _depth + 1)
+                    found += calls
+                    other = other or maybe
+                    continue
+            values.append(value)
+        if not values:
+            return found, other
+        return _union(sem, values, wanted, _depth, found, other)
     elif isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
         cls = sem.enclosing_class(expr) if expr.value.id == "self" else None
         if cls is None:
@@ -380,9 +419,43 @@ def constructions(
         values = list(sem.self_attr_values.get((cls, expr.attr), [])) or [None]
     else:
         return [], True
-    found, other = [], False
+    return _union(sem, values, wanted, _depth, [], False)
+
+
+def _union(
+    sem: Semantic,
+    values: list[ast.expr | None],
+    wanted: Callable[[ast.Call], bool],
+    depth: int,
+    found: list[ast.Call],
+    other: bool,
+) -> tuple[list[ast.Call], bool]:
     for value in values:
-        calls, maybe = constructions(sem, value, wanted, _depth + 1)
+        calls, maybe = constructions(sem, value, wanted, depth + 1)
+        found = found + calls
+        other = other or maybe
+    return found, other
+
+
+def _returned_constructions(
+    sem: Semantic,
+    func: ast.FunctionDef | ast.AsyncFunctionDef,
+    index: int | None,
+    wanted: Callable[[ast.Call], bool],
+    depth: int,
+) -> tuple[list[ast.Call], bool]:
+    """``constructions`` of what a function returns (element ``index`` of a returned tuple)."""
+    returned = sem.returns(func)
+    if not returned:
+        return [], True
+    found: list[ast.Call] = []
+    other = False
+    for value in returned:
+        part: ast.expr | None = value
+        if index is not None:
+            elements = value.elts if isinstance(value, ast.Tuple | ast.List) else []
+            part = elements[index] if index < len(elements) else None
+        calls, maybe = constructions(sem, part, wanted, depth + 1)
         found += calls
         other = other or maybe
     return found, other

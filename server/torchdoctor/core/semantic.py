@@ -193,6 +193,14 @@ def _subtrees(
     return index, size
 
 
+class Resolver(Protocol):
+    """What resolves names imported from the user's other modules (``core.project.Project``)."""
+
+    def resolve(self, sem: Semantic, binding: Binding) -> tuple[Semantic, ast.AST] | None: ...
+
+    def owner(self, node: ast.AST) -> Semantic | None: ...
+
+
 class Chunk(Protocol):
     """A run of top-level statements (``core.incremental``) and the facts collected for it."""
 
@@ -321,6 +329,11 @@ class Semantic:
         self._size: dict[ast.AST, int] | None = None
         self._chunks: list[_ChunkFacts] | None = None  # when built from chunks
         self.scopes[tree] = Scope(tree, None)
+        # The project this file belongs to (names imported from its other modules resolve
+        # through it) and the file's path; None when the file is checked on its own.
+        self.project: Resolver | None = None
+        self.path: str | None = None
+        self._definitions: dict[ast.AST, tuple[Semantic, ast.AST] | None] = {}
 
     # ---------------------------------------------------------------- building ---------
     def _visit(self, stack: list[tuple[ast.AST, ast.AST | None, Scope]]) -> None:
@@ -536,16 +549,36 @@ class Semantic:
             self.loops.append(node)
 
     # ---------------------------------------------------------------- structure --------
+    def _foreign(self, node: ast.AST) -> Semantic | None:
+        """The facts of the other project module ``node`` belongs to; None for this file's."""
+        if self.project is None or node is self.tree or node in self.parents:
+            return None
+        owner = self.project.owner(node)
+        return owner if owner is not self else None
+
     def parent(self, node: ast.AST) -> ast.AST | None:
-        return self.parents.get(node)
+        found = self.parents.get(node)
+        if found is None and self.project is not None:
+            other = self._foreign(node)
+            if other is not None:
+                return other.parent(node)
+        return found
 
     def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:
         node_: ast.AST | None = self.parents.get(node)
+        if node_ is None and self.project is not None:
+            other = self._foreign(node)
+            if other is not None:
+                yield from other.ancestors(node)
+                return
         while node_ is not None:
             yield node_
             node_ = self.parents.get(node_)
 
     def statement_of(self, node: ast.AST) -> ast.stmt:
+        other = self._foreign(node) if self.project is not None else None
+        if other is not None:
+            return other.statement_of(node)
         current: ast.AST = node
         while not isinstance(current, ast.stmt):
             parent = self.parents.get(current)
@@ -556,6 +589,9 @@ class Semantic:
 
     def block_of(self, stmt: ast.stmt) -> tuple[list[ast.stmt], int]:
         """The statement list holding ``stmt`` and its index there."""
+        other = self._foreign(stmt) if self.project is not None else None
+        if other is not None:
+            return other.block_of(stmt)
         parent = self.parents.get(stmt)
         if parent is None:
             raise ValueError("statement has no parent")
@@ -708,6 +744,10 @@ class Semantic:
     # ---------------------------------------------------------------- names ------------
     def lookup(self, name: str, at: ast.AST) -> Binding | None:
         """The binding a use of ``name`` at ``at`` most likely refers to (flow-approximate)."""
+        if self.project is not None and at not in self.parents:
+            other = self._foreign(at)
+            if other is not None:
+                return other.lookup(name, at)
         scope: Scope | None = self.scope_of(at)
         first = True
         pos = _pos(at)
@@ -737,6 +777,10 @@ class Semantic:
         DataLoader as DL``; None when the expression is not an imported name."""
         if _depth > 8:
             return None
+        if self.project is not None and expr not in self.parents:
+            other = self._foreign(expr)
+            if other is not None:
+                return other.qualname(expr, _depth)
         cached = self._qual_cache.get(expr, ...)
         if cached is not ...:
             return cached
@@ -806,6 +850,64 @@ class Semantic:
                     return node
         return None
 
+    # ---------------------------------------------------------------- across modules --
+    def owner(self, node: ast.AST) -> Semantic:
+        """The facts of the module ``node`` belongs to: these, or (for a node of another module
+        of the project, reached through ``definition``) that module's."""
+        if self.project is None or node is self.tree or node in self.parents:
+            return self
+        return self.project.owner(node) or self
+
+    def definition(self, expr: ast.AST, _depth: int = 0) -> tuple[Semantic, ast.AST] | None:
+        """Where the function, class or module that a name (or ``module.name``) refers to is
+        defined: in this file, or through ``project`` in another module of the project. Gives
+        the facts of the defining module with the ``def``/``class`` node (the module's tree for
+        a module, the assigned name for a module-level value)."""
+        if _depth > 8:
+            return None
+        if expr in self._definitions:
+            return self._definitions[expr]
+        self._definitions[expr] = None  # recursion guard
+        found: tuple[Semantic, ast.AST] | None = None
+        if isinstance(expr, ast.Name):
+            binding = self.lookup(expr.id, expr)
+            if binding is not None:
+                found = self.binding_definition(binding)
+        elif isinstance(expr, ast.Attribute):
+            base = self.definition(expr.value, _depth + 1)
+            if base is not None and isinstance(base[1], ast.Module):
+                other = base[0]
+                bindings = other.scopes[other.tree].bindings.get(expr.attr)
+                if bindings:
+                    found = other.binding_definition(bindings[-1])
+        self._definitions[expr] = found
+        return found
+
+    def binding_definition(self, binding: Binding) -> tuple[Semantic, ast.AST] | None:
+        """The definition a binding stands for: its own ``def``/``class``, or what an import of
+        a project module names."""
+        if binding.how in ("def", "class"):
+            return self, binding.node
+        if binding.how == "import" and self.project is not None:
+            return self.project.resolve(self, binding)
+        return None
+
+    def function_def(
+        self, func: ast.AST
+    ) -> tuple[Semantic, ast.FunctionDef | ast.AsyncFunctionDef] | None:
+        """The function (of this file or another project module) a callee names."""
+        found = self.definition(func)
+        if found is not None and isinstance(found[1], FUNCTION_NODES):
+            return found[0], found[1]
+        return None
+
+    def class_def(self, expr: ast.AST) -> tuple[Semantic, ast.ClassDef] | None:
+        """The class (of this file or another project module) ``expr`` names."""
+        found = self.definition(expr)
+        if found is not None and isinstance(found[1], ast.ClassDef):
+            return found[0], found[1]
+        return None
+
     def local_class(self, expr: ast.expr) -> ast.ClassDef | None:
         """The class defined in this file that ``expr`` names, if any."""
         if isinstance(expr, ast.Name):
@@ -827,7 +929,8 @@ class Semantic:
         return out
 
     def class_bases(self, cls: ast.ClassDef, _depth: int = 0) -> set[str]:
-        """Qualified names of a class's bases, following classes defined in this file."""
+        """Qualified names of a class's bases, following classes defined in this file and in
+        the project's other modules."""
         out: set[str] = set()
         if _depth > 10:
             return out
@@ -837,9 +940,9 @@ class Semantic:
             qual = self.qualname(base)
             if qual:
                 out.add(qual)
-            local = self.local_class(base) if isinstance(base, ast.Name) else None
-            if local is not None and local is not cls:
-                out |= self.class_bases(local, _depth + 1)
+            defined = self.class_def(base) if isinstance(base, ast.Name | ast.Attribute) else None
+            if defined is not None and defined[1] is not cls:
+                out |= defined[0].class_bases(defined[1], _depth + 1)
         return out
 
     # ---------------------------------------------------------------- control flow ---

@@ -287,7 +287,7 @@ def grad_disabled(sem: Semantic, node: ast.AST) -> bool:
             if any(is_grad_off(sem, item.context_expr) for item in anc.items):
                 return True
         if isinstance(anc, FUNCTION_NODES):
-            return any(is_grad_off(sem, d) or _named_grad_off(d) for d in anc.decorator_list)
+            return any(is_grad_off(sem, d) or named_grad_off(d) for d in anc.decorator_list)
         if isinstance(anc, ast.Lambda | ast.ClassDef):
             return False
         if isinstance(child, ast.stmt):
@@ -346,7 +346,7 @@ def torch_qualname(sem: Semantic, expr: ast.AST) -> str | None:
     return name if star else None
 
 
-def _named_grad_off(decorator: ast.expr) -> bool:
+def named_grad_off(decorator: ast.expr) -> bool:
     """A project's own wrapper such as ``@smart_inference_mode()`` or ``@utils.no_grad``."""
     target = decorator.func if isinstance(decorator, ast.Call) else decorator
     name = terminal_name(target) or ""

@@ -23,9 +23,12 @@ from ..core.live_facts import LiveFacts, ProbeRequest
 from ..core.model import Applicability, Edit, ErrorKind, FileError, Finding, Fix, Pos, Range
 from ..core.noqa import NoqaComment, find_noqa, suppresses
 from ..core.notebook import Notebook, NotebookError
+from ..core.project import Project
 from ..core.semantic import Chunk, Semantic
 from ..core.source import Source
 from ..rules.live import probe_request
+from .projects import DEFAULT as DEFAULT_PROJECTS
+from .projects import Projects
 from .registry import ALIASES, all_rules
 from .selection import enabled_codes
 
@@ -68,6 +71,7 @@ def check_text(
     stop: Callable[[], bool] | None = None,
     live: LiveFacts | None = None,
     probe: bool = False,
+    projects: Projects | None = DEFAULT_PROJECTS,
     fixes: bool = True,
 ) -> FileResult:
     """Check Python source (for a notebook: its concatenated, masked code cells): one parse,
@@ -80,7 +84,8 @@ def check_text(
 
     ``live`` holds the kernel's facts for the live rules (TDR9xx; silent without them), and
     ``probe`` asks for what to probe the kernel for next (``FileResult.probe``), both from the
-    same analysis. For a caller that re-checks the same document after each edit (the language
+    same analysis. ``projects`` resolves names imported from the file's project (None: the
+    file alone). For a caller that re-checks the same document after each edit (the language
     server): ``parser`` keeps the document's last parse, so that only the edited statements are
     parsed again, and ``stop`` is asked between rules whether a newer version has made this
     check pointless; when it says so, ``Superseded`` is raised.
@@ -91,8 +96,16 @@ def check_text(
         if probe:
             result.probe = NO_PROBE
         return result
+    project = projects.for_path(path) if projects is not None else None
     with analysed(
-        text, path, settings, notebook=notebook, parser=parser, live=live, build_fixes=fixes
+        text,
+        path,
+        settings,
+        notebook=notebook,
+        parser=parser,
+        live=live,
+        project=project,
+        build_fixes=fixes,
     ) as (ctx, errors):
         result.errors.extend(errors)
         if ctx is None:
@@ -114,6 +127,7 @@ def analysed(
     notebook: Notebook | None = None,
     parser: IncrementalParser | None = None,
     live: LiveFacts | None = None,
+    project: Project | None = None,
     build_fixes: bool = True,
 ) -> Iterator[tuple[Context | None, list[FileError]]]:
     """The analysis context of one text (parsed once, analysed once) and the errors met on the
@@ -147,6 +161,9 @@ def analysed(
             )
             yield None, errors
             return
+        if project is not None:
+            project.adopt(sem, path, text)
+            project.begin(path)
         yield (
             Context(
                 Source(text), sem, path, settings, notebook, live=live, build_fixes=build_fixes

@@ -26,6 +26,7 @@ from ..core.config import ConfigError, Settings
 from ..core.incremental import IncrementalParser
 from ..core.model import Finding
 from ..linter.configuration import ConfigFinder
+from ..linter.projects import Projects
 from ..linter.runner import Superseded, broken_cell, check_text, fix_any
 from . import convert
 from .kernels import LiveInput
@@ -55,6 +56,10 @@ class Job:
     live: LiveInput | None = None  # the kernel's last facts, for a notebook with a kernel
     parser: IncrementalParser | None = None  # the document's last parse
     stop: threading.Event | None = None  # set when a newer version makes this job pointless
+    projects: Projects | None = None  # resolves names imported from the project's other files
+    # Build a text document's fixes with its diagnostics, in their ``data``, for a client that
+    # reads them there (torchdoctor's JupyterLab extension); else they are built on request.
+    fixes_in_data: bool = False
 
     @property
     def uris(self) -> list[str]:
@@ -129,6 +134,7 @@ def _analyse(job: Job, resolver: SettingsResolver) -> Analysis:
             stop,
             live=job.live.facts if job.live is not None else None,
             probe=job.live is not None,
+            projects=job.projects,
         )
         findings: list[Finding] = result.findings
         live_request = result.probe if notebook is not None else None
@@ -138,7 +144,15 @@ def _analyse(job: Job, resolver: SettingsResolver) -> Analysis:
         )
     else:
         out[job.uri] = []
-        result = check_text(job.text, job.path, settings, parser=job.parser, stop=stop, fixes=False)
+        result = check_text(
+            job.text,
+            job.path,
+            settings,
+            parser=job.parser,
+            stop=stop,
+            projects=job.projects,
+            fixes=job.fixes_in_data,
+        )
         findings, live_request = result.findings, None
         versions = {job.uri: job.version}
         locator = convert.TextLocator(job.uri, job.text, job.encoding)
@@ -169,7 +183,9 @@ def compute_fixes(
     parse and the facts of the text are reused when ``job.parser`` holds them)."""
     job = _encodable(job)
     settings, _problems = resolver.resolve(job.path, job.client)
-    result = check_text(job.text, job.path, settings, codes=codes, parser=job.parser)
+    result = check_text(
+        job.text, job.path, settings, codes=codes, parser=job.parser, projects=job.projects
+    )
     locator = convert.TextLocator(job.uri, job.text, job.encoding)
     return [
         convert.to_diagnostic(

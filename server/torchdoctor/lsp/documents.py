@@ -8,6 +8,7 @@ them. Saving a ``pyproject.toml`` reloads the configuration.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from itertools import accumulate
 from typing import Any
@@ -173,6 +174,8 @@ def did_change(doctor: Doctor, params: types.DidChangeTextDocumentParams) -> Non
         return
     _shift(doctor, unit, uri, params.content_changes, params.text_document.version)
     doctor.schedule(unit)
+    if not unit.notebook:  # the files that import this one read its new text
+        doctor.project_changed(os.path.abspath(doctor.path_of(unit.uri)))
 
 
 def did_close(doctor: Doctor, params: types.DidCloseTextDocumentParams) -> None:
@@ -180,6 +183,7 @@ def did_close(doctor: Doctor, params: types.DidCloseTextDocumentParams) -> None:
     unit = doctor.units.get(norm_uri(uri))
     if unit is not None and not unit.notebook:
         doctor.close_unit(unit)
+        doctor.project_changed(os.path.abspath(doctor.path_of(uri)))  # back to the disk's text
     elif unit is None and norm_uri(uri) not in doctor.cell_owner:
         doctor.publish(uri, [], None)
 
@@ -187,6 +191,8 @@ def did_close(doctor: Doctor, params: types.DidCloseTextDocumentParams) -> None:
 def did_save(doctor: Doctor, params: types.DidSaveTextDocumentParams) -> None:
     if params.text_document.uri.endswith("pyproject.toml"):
         reload_configuration(doctor)
+    elif params.text_document.uri.endswith(".py"):
+        doctor.project_changed(os.path.abspath(doctor.path_of(params.text_document.uri)))
 
 
 # ---- notebooks ----------------------------------------------------------------------------

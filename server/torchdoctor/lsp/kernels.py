@@ -41,6 +41,7 @@ CONNECT_TIMEOUT = 1.0  # seconds to connect to (or identify) one kernel
 CONTROL_MARGIN = 0.5  # the bridge's own "busy or dead?" check, plus thread start-up
 DISCOVERY_BUDGET = 5.0  # seconds one look-up may spend asking kernels who they belong to
 RETRY_S = 5.0  # after a failed look-up or probe, wait this long before trying again
+PROBE_RETRIES = 6  # a probe that failed (kernel busy or slow) is tried again this many times
 LOOK_AGAIN_S = 10.0  # a notebook without a kernel: look for one this often
 UNNAMED_RETRY_S = 20.0  # ask a kernel that names no notebook again after this long
 SETTLE_S = 1.0  # IOPub subscriptions take a moment to receive messages
@@ -165,6 +166,7 @@ class UnitLive:
     wanted: ProbeRequest | None = None  # what the last analysis asked for
     task: asyncio.Task[None] | None = None
     retry_at: float = 0.0
+    failures: int = 0  # probes failed in a row (each is tried again, up to PROBE_RETRIES)
     kinds: dict[str, str] = field(default_factory=dict)  # name -> last kind the kernel reported
 
 
@@ -371,11 +373,17 @@ class LiveManager:
                 self.forget(key)
                 state = self.units.setdefault(key, UnitLive())
             state.retry_at = time.monotonic() + RETRY_S
+            if state.kernel is kernel:
+                # A slow or loaded kernel may not report a finished cell again: try once more
+                # later rather than wait for the next edit.
+                state.failures += 1
+                if state.failures <= PROBE_RETRIES:
+                    asyncio.get_running_loop().call_later(RETRY_S, self._reprobe, key)
             return
         if self.units.get(key) is not state or state.kernel is not kernel:
             return
         state.facts, state.asked, state.generation = facts, wanted, generation
-        state.retry_at = 0.0
+        state.retry_at, state.failures = 0.0, 0
         for name, value in facts.names.items():
             if isinstance(value, dict):
                 state.kinds[name] = str(value.get("kind"))
@@ -399,6 +407,8 @@ class LiveManager:
 
     def _reprobe(self, key: str, _task: object = None) -> None:
         state = self.units.get(key)
+        if self.closed:
+            return
         if state is not None and self._stale(state) and (state.task is None or state.task.done()):
             state.task = asyncio.ensure_future(self._probe(key))
 

@@ -13,6 +13,9 @@ from .kernels import workspace_trusted
 from .state import WAIT_TIMEOUT_S, Doctor
 from .workspace import fetch_configuration
 
+# Clients that read fixes from ``Diagnostic.data`` instead of asking with code actions.
+FIXES_IN_DATA_CLIENTS = frozenset({"jupyterlab-torchdoctor"})
+
 
 def initialize(doctor: Doctor, params: types.InitializeParams) -> None:
     use_editor_documents(doctor)
@@ -26,6 +29,10 @@ def initialize(doctor: Doctor, params: types.InitializeParams) -> None:
     action = text.code_action if text else None
     props = action.resolve_support.properties if action and action.resolve_support else []
     doctor.resolve_support = "edit" in props
+    # torchdoctor's JupyterLab extension shows the fixes of a file's findings from their
+    # diagnostics' data (as it does for notebooks, whose fixes are always there).
+    client = params.client_info.name if params.client_info else None
+    doctor.fixes_in_data = client in FIXES_IN_DATA_CLIENTS
     ws = caps.workspace
     doctor.document_changes = bool(ws and ws.workspace_edit and ws.workspace_edit.document_changes)
     doctor.refresh_support = bool(ws and ws.diagnostics and ws.diagnostics.refresh_support)
@@ -66,7 +73,11 @@ def _registrations(ws: types.WorkspaceClientCapabilities | None) -> list[types.R
                 id="torchdoctor-pyproject",
                 method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
                 register_options=types.DidChangeWatchedFilesRegistrationOptions(
-                    watchers=[types.FileSystemWatcher(glob_pattern="**/pyproject.toml")]
+                    watchers=[
+                        types.FileSystemWatcher(glob_pattern="**/pyproject.toml"),
+                        # the project's modules, whose facts files that import them use
+                        types.FileSystemWatcher(glob_pattern="**/*.py"),
+                    ]
                 ),
             )
         )

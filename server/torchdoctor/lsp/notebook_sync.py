@@ -15,6 +15,7 @@ from ..core.incremental import IncrementalParser
 from ..core.live_facts import LiveFacts
 from ..core.model import FileError, Pos, Range
 from ..core.notebook import Notebook
+from ..linter.projects import Projects
 from ..linter.runner import FileResult, check_text, fix_any
 from .convert import UTF16, split_lines, to_client_col
 
@@ -73,6 +74,7 @@ def check_cells(
     *,
     live: LiveFacts | None = None,
     probe: bool = False,
+    projects: Projects | None = None,
 ) -> tuple[FileResult, Notebook | None]:
     """Check code cells as one module (magics masked, rows kept); with the kernel's last facts
     (``live``) for the live rules, and what to probe it for next (``probe``), from the same
@@ -89,6 +91,7 @@ def check_cells(
         stop=stop,
         live=live,
         probe=probe,
+        projects=projects,
     )
     return result, notebook
 

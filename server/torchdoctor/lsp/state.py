@@ -17,6 +17,7 @@ import functools
 import gc
 import inspect
 import logging
+import os
 import threading
 import time
 import traceback
@@ -36,6 +37,7 @@ from pygls.uris import to_fs_path, uri_scheme
 from .. import __version__
 from ..core.config import Settings
 from ..core.incremental import IncrementalParser
+from ..linter.projects import Projects
 from . import convert
 from .diagnostics import Analysis, Job, SettingsResolver, analyse, compute_fix_all, compute_fixes
 from .kernels import LiveManager
@@ -161,12 +163,18 @@ class Doctor:
         self.reported: set[str] = set()
         self.pull = False
         self.resolve_support = False
+        # Whether text documents' fixes go in their diagnostics' ``data`` (for a client that reads
+        # them there) rather than being built when a code action or a hover asks.
+        self.fixes_in_data = False
         self.document_changes = False
         self.refresh_support = False
         self.config_ready = asyncio.Event()  # set once the editor's settings have been read
         self.live = LiveManager(self.schedule_key, self.log_once)
         self.collect_timer: asyncio.TimerHandle | None = None
         self.checks_since_collect = 0
+        # The projects of the open files: names imported from their other modules resolve
+        # there, reading open documents as the editor has them.
+        self.projects = Projects(overlay=self.open_text)
 
     # -- logging ------------------------------------------------------------------------------
     def log(self, level: str, message: str) -> None:
@@ -266,6 +274,40 @@ class Doctor:
         settings, _ = await self.settings_for(self.path_of(uri))
         return settings.docs_base_url
 
+    # -- the project ------------------------------------------------------------------------
+    def open_text(self, path: str) -> str | None:
+        """The editor's text of an open ``.py`` file (read from worker threads)."""
+        while True:
+            try:  # the event loop may open or close a document meanwhile
+                units = list(self.units.values())
+                break
+            except RuntimeError:
+                continue
+        for unit in units:
+            if unit.notebook or unit.closed or not unit.key.endswith(".py"):
+                continue
+            if os.path.abspath(self.path_of(unit.uri)) == path:
+                doc = self.server.workspace.text_documents.get(unit.key)
+                return doc.source if doc is not None else None
+        return None
+
+    def project_changed(self, path: str | None, *, delay_ms: int | None = None) -> None:
+        """A project file changed (None: files were added or removed): check again the open
+        documents whose findings read facts of it (all of them when files came or went)."""
+        self.projects.changed(path)
+        if path is None:
+            targets = [u for u in self.units.values() if not u.closed]
+        else:
+            wanted = self.projects.dependents(path)
+            targets = [
+                u
+                for u in self.units.values()
+                if not u.closed and os.path.abspath(self.path_of(u.uri)) in wanted
+            ]
+        for unit in targets:
+            unit.refresh = self.pull and self.refresh_support
+            self.schedule(unit, delay_ms)
+
     # -- units ----------------------------------------------------------------------------------
     def unit_for(self, uri: str) -> Unit | None:
         key = norm_uri(uri)
@@ -316,6 +358,7 @@ class Doctor:
                 live=self.live.input_for(unit.key, client),
                 parser=self.parser_for(unit.key),
                 stop=unit.stop,
+                projects=self.projects,
             )
         doc = self.server.workspace.text_documents.get(unit.key)
         if doc is None:
@@ -333,6 +376,8 @@ class Doctor:
             live=self.live.input_for(unit.key, client) if joined else None,
             parser=self.parser_for(unit.key),
             stop=unit.stop,
+            projects=self.projects,
+            fixes_in_data=self.fixes_in_data,
         )
 
     def parser_for(self, key: str) -> IncrementalParser:

@@ -8,6 +8,7 @@ cached) by ``diagnostics.SettingsResolver``.
 from __future__ import annotations
 
 import asyncio
+import os
 
 from lsprotocol import types
 from pygls.uris import to_fs_path
@@ -82,3 +83,9 @@ async def did_change_workspace_folders(
 def did_change_watched_files(doctor: Doctor, params: types.DidChangeWatchedFilesParams) -> None:
     if any(change.uri.endswith("pyproject.toml") for change in params.changes):
         reload_configuration(doctor)
+    python = [c for c in params.changes if c.uri.endswith(".py")]
+    if any(c.type != types.FileChangeType.Changed for c in python):
+        doctor.project_changed(None)  # a module came or went: imports may resolve elsewhere
+    else:
+        for change in python:
+            doctor.project_changed(os.path.abspath(doctor.path_of(change.uri)))

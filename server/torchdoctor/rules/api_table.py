@@ -537,7 +537,7 @@ def spell(ctx: Context, expr: ast.AST, new: str) -> tuple[str, list[Edit]] | Non
             return ctx.segment(base) + new[len(qual) :], []
         base = base.value if isinstance(base, ast.Attribute) else None
     top = new.split(".")[0]
-    ref = fixes.module_ref(ctx.sem, ctx.source, top)
+    ref = fixes.module_ref(ctx.sem, ctx.source, top, ctx.notebook)
     if ref is None:
         return None
     name, edits = ref

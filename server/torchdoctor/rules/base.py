@@ -33,6 +33,9 @@ class Valid:
     notebook: bool = False  # check the code as a one-cell notebook
     filename: str = "example.py"
     live: object | None = None  # kernel facts (``core.live_facts.LiveFacts``) for live rules
+    # Other modules of the example's project, (path relative to the example, code): the example
+    # is checked as one file of that project.
+    files: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,7 @@ class Invalid:
     # The first row of each finding, in order (rows of the example's code; for a notebook, of its
     # one cell): where the findings are, and how many.
     lines: tuple[int, ...] | None = None
+    files: tuple[tuple[str, str], ...] = ()  # other modules of the example's project
 
 
 class Rule:

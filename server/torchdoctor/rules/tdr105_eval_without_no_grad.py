@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import partial
 
-from ..core import fixes, kinds, training
+from ..core import fixes, kinds, summaries, training
 from ..core.context import Context
 from ..core.kinds import MODULE_SELF_METHODS, Kind
 from ..core.model import Applicability, Edit, Fix, Text
@@ -27,6 +27,16 @@ _EVAL_FUNCTION = re.compile(r"^_*(eval|valid|test|predict|infer)", re.I)
 _EVAL_LOADER = re.compile(r"(^|_)(val|test|eval)", re.I)
 # Lightning runs these with gradients already disabled.
 _LIGHTNING_STEPS = frozenset({"validation_step", "test_step", "predict_step"})
+# A model class of another module (the multi-file examples' models.py).
+_NET_PY = (
+    "from torch import nn\n"
+    "class Net(nn.Module):\n"
+    "    def __init__(self):\n"
+    "        super().__init__()\n"
+    "        self.fc = nn.Linear(2, 2)\n"
+    "    def forward(self, x):\n"
+    "        return self.fc(x)\n"
+)
 _AUTOGRAD_CALLS = frozenset({"torch.autograd.grad", "torch.autograd.backward", "torch.enable_grad"})
 
 
@@ -59,8 +69,8 @@ class EvalWithoutNoGrad(Rule):
       a few MiB of host memory; a large model evaluated on a CPU would still gain, and is
       missed;
     - regions that need autograd: a backward pass, `torch.autograd`/`torch.func`, an optimizer
-      step, `requires_grad_()`, gradients turned back on — in the region or in a function of
-      the file it calls — or the forward of a model the analysis cannot see into called with a
+      step, `requires_grad_()`, gradients turned back on — in the region or in a function it
+      calls, of the file or of another module of the project — or the forward of a model the analysis cannot see into called with a
       constant flag (`model(im, label, make_adv=True)`: robustness's `AttackerModel` runs a PGD
       attack inside `forward`);
     - regions whose results are backpropagated later (followed through assignments, lists,
@@ -117,9 +127,9 @@ class EvalWithoutNoGrad(Rule):
        torch functions other than `torch.autograd`, `torch.func` and `torch.enable_grad`; the
        standard library and the scientific, plotting, progress-bar and logging libraries;
        tensor, list, dict, string and file methods; losses; the forward of a model built by
-       torch, torchvision, timm, transformers or peft, or by a class of the file whose
-       `forward` (and all it calls) passes the same test; functions of the file whose bodies
-       do;
+       torch, torchvision, timm, transformers or peft, or by a class (of the file or of
+       another module of the project) whose `forward` (and all it calls) passes the same test;
+       functions whose bodies do;
     2. nothing computed there from a tensor that requires grad (a model's output, its
        parameters, a tensor the file marks with `requires_grad`) reaches, after the wrap, a
        backward pass, `torch.autograd`, an optimizer, `requires_grad_()`, an attribute, a
@@ -161,7 +171,7 @@ class EvalWithoutNoGrad(Rule):
       `DataParallel`，也没有 `"cuda"` 字符串。在真实代码语料库中，这类文件都是小型 CPU 教程（MNIST MLP、
       玩具 GAN），其激活值只占几 MiB 主机内存；在 CPU 上评估的大模型仍能受益，但会被漏掉；
     - 需要 autograd 的区域：反向传播、`torch.autograd`/`torch.func`、优化器 step、`requires_grad_()`、重新开启
-      梯度——无论在区域中，还是在它调用的本文件函数中——或以常量标志调用分析看不到内部的模型的前向
+      梯度——无论在区域中，还是在它调用的函数中（本文件或项目其他模块的函数）——或以常量标志调用分析看不到内部的模型的前向
       （`model(im, label, make_adv=True)`：robustness 的 `AttackerModel` 在 `forward` 中运行 PGD 攻击）；
     - 计算结果随后被反向传播的区域（沿赋值、列表、返回值以及函数的调用方追踪）；
     - 测试（`test_*.py`、`*_test.py`、`tests.py`、`conftest.py`、`tests/` 目录下的文件、带 pytest 装饰器的函数、
@@ -209,8 +219,8 @@ class EvalWithoutNoGrad(Rule):
 
     1. 被包裹语句中的每个调用都是分析能看出不需要 autograd 的：除 `torch.autograd`、`torch.func` 和
        `torch.enable_grad` 之外的 torch 函数；标准库以及科学计算、绘图、进度条和日志库；张量、列表、字典、
-       字符串和文件的方法；损失函数；由 torch、torchvision、timm、transformers 或 peft 构建的模型的前向，或由本文件
-       中的类构建、其 `forward`（及其调用的一切）同样通过检查的模型的前向；函数体通过检查的本文件函数；
+       字符串和文件的方法；损失函数；由 torch、torchvision、timm、transformers 或 peft 构建的模型的前向，或由（本文件或
+       项目其他模块中的）类构建、其 `forward`（及其调用的一切）同样通过检查的模型的前向；函数体通过检查的函数；
     2. 在那里由需要梯度的张量（模型的输出、它的参数、文件用 `requires_grad` 标记的张量）计算出的任何东西，在包裹
        之后都不会进入反向传播、`torch.autograd`、优化器、`requires_grad_()`、属性、闭包或分析看不到的调用——
        沿赋值、容器、循环、`return` 以及函数的调用方追踪；
@@ -394,6 +404,24 @@ class EvalWithoutNoGrad(Rule):
             "with torch.no_grad():\n    for x in val_loader:\n        y = model(x.cuda())\n",
             notebook=True,
         ),
+        # The evaluation loop calls an attack of another module that backpropagates.
+        Valid(
+            "import torch\nfrom attacks import pgd\n"
+            "model = torch.nn.Linear(2, 2).cuda()\nmodel.eval()\n"
+            "for x in val_loader:\n"
+            "    x_adv = pgd(model, x.cuda())\n"
+            "    y = model(x_adv)\n",
+            files=(
+                (
+                    "attacks.py",
+                    "import torch\n"
+                    "def pgd(model, x):\n"
+                    "    x = x.clone().requires_grad_(True)\n"
+                    "    model(x).sum().backward()\n"
+                    "    return (x + 0.01 * x.grad.sign()).detach()\n",
+                ),
+            ),
+        ),
     )
     INVALID = (
         Invalid(
@@ -432,14 +460,9 @@ class EvalWithoutNoGrad(Rule):
             "for batch in test_loader:\n"
             "    preds = model(batch.cuda())\n"
             "    print(preds.argmax(1).tolist())\n",
-            fixed="from torch import nn\n"
-            "import torch\n"
-            "model = nn.Linear(4, 2).cuda()\n"
-            "model.eval()\n"
-            "with torch.no_grad():\n"
-            "    for batch in test_loader:\n"
-            "        preds = model(batch.cuda())\n"
-            "        print(preds.argmax(1).tolist())\n",
+            fixed="import torch\nfrom torch import nn\nmodel = nn.Linear(4, 2).cuda()\n"
+            "model.eval()\nwith torch.no_grad():\n    for batch in test_loader:\n"
+            "        preds = model(batch.cuda())\n        print(preds.argmax(1).tolist())\n",
             lines=(5,),
         ),
         # An alias of torch is reused; a loop over a test loader needs no eval().
@@ -624,6 +647,30 @@ class EvalWithoutNoGrad(Rule):
             notebook=True,
             lines=(5,),
         ),
+        # The model is a class of another module, held on `self` and evaluated in a method.
+        Invalid(
+            "import torch\nfrom models import Net\n"
+            "class Trainer:\n"
+            "    def __init__(self, val_loader):\n"
+            "        self.model = Net().cuda()\n"
+            "        self.val_loader = val_loader\n"
+            "    def run_validation(self):\n"
+            "        self.model.eval()\n"
+            "        for x in self.val_loader:\n"
+            "            out = self.model(x.cuda())\n",
+            fixed="import torch\nfrom models import Net\n"
+            "class Trainer:\n"
+            "    def __init__(self, val_loader):\n"
+            "        self.model = Net().cuda()\n"
+            "        self.val_loader = val_loader\n"
+            "    def run_validation(self):\n"
+            "        self.model.eval()\n"
+            "        with torch.no_grad():\n"
+            "            for x in self.val_loader:\n"
+            "                out = self.model(x.cuda())\n",
+            files=(("models.py", _NET_PY),),
+            lines=(10,),
+        ),
     )
 
     def check(self, ctx: Context) -> None:
@@ -724,7 +771,7 @@ def _no_grad_fix(ctx: Context, stmts: list[ast.stmt], calls: list[ast.Call]) -> 
     """``with torch.no_grad():`` around the region's statements that hold the reported calls
     when that is provably safe, else around the statements of the forward calls alone when
     that is, else None."""
-    ref = fixes.module_ref(ctx.sem, ctx.source)
+    ref = fixes.module_ref(ctx.sem, ctx.source, "torch", ctx.notebook)
     if ref is None:
         return None
     torch, imports = ref
@@ -1111,7 +1158,7 @@ def _origins(ctx: Context, expr: ast.AST, depth: int = 0) -> set[ast.ClassDef | 
     transformers) or classes of this file; None when the analysis cannot tell (a model
     unpickled by ``torch.load``, built by an imported factory or class, a parameter some caller
     fills with such a model)."""
-    sem = ctx.sem
+    sem = ctx.sem.owner(expr)  # the facts of the module ``expr`` is in (this or a project one)
     if depth > 8:
         return None
     if isinstance(expr, ast.Call):
@@ -1124,6 +1171,14 @@ def _origins(ctx: Context, expr: ast.AST, depth: int = 0) -> set[ast.ClassDef | 
                 return _union(ctx, _elements(expr), depth, empty=set())
             if qual.startswith(_LIBRARY_MODELS):
                 return {_LIBRARY}
+            defined = sem.definition(func)  # a class or factory of another project module
+            if defined is None or defined[0] is sem:
+                return None
+            module, node = defined
+            if isinstance(node, ast.ClassDef):
+                return {node}
+            if isinstance(node, FUNCTION_NODES):
+                return _union(ctx, module.returns(node), depth)
             return None
         if isinstance(func, ast.Attribute):
             if func.attr in MODULE_SELF_METHODS:
@@ -1565,6 +1620,10 @@ def _statement_trains(ctx: Context, stmt: ast.stmt, seen: set[ast.AST], depth: i
                     return True
             if any(k.arg == "requires_grad" and not is_false(k.value) for k in node.keywords):
                 return True
+            helper = summaries.summary(sem, func) if sem.project is not None else None
+            if helper is not None and helper.sem is not sem:
+                if helper.autograd or "backward" in helper.methods:
+                    return True  # project code of another module that needs autograd
             local = sem.local_function(func)
             if local is not None and local not in seen and depth < 6:
                 seen.add(local)

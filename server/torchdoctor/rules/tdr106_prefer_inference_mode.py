@@ -452,7 +452,7 @@ def _to_inference_mode(ctx: Context, call: ast.Call) -> Fix | None:
     if isinstance(func, ast.Attribute) and ctx.qualname(func.value) == "torch":
         text = f"{ctx.segment(func.value)}.inference_mode()"
     else:
-        ref = fixes.module_ref(ctx.sem, ctx.source, "torch")
+        ref = fixes.module_ref(ctx.sem, ctx.source, "torch", ctx.notebook)
         if ref is None:
             return None
         name, edits = ref

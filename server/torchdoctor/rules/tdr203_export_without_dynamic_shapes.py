@@ -201,8 +201,8 @@ class ExportWithoutDynamicShapes(Rule):
         # No `import torch` binding: the fix adds one.
         Invalid(
             "from torch.export import export\nep = export(net, (x,))\n",
-            fixed="from torch.export import export\nimport torch\nep = export(net, (x,), "
-            'dynamic_shapes=({0: torch.export.Dim("batch")},))\n',
+            fixed="import torch\nfrom torch.export import export\n"
+            'ep = export(net, (x,), dynamic_shapes=({0: torch.export.Dim("batch")},))\n',
             lines=(2,),
         ),
         # The default ONNX exporter.
@@ -386,7 +386,7 @@ def _shapes_fix(ctx: Context, call: ast.Call) -> Fix | None:
         for e in inputs
     ):
         return None
-    ref = fixes.module_ref(ctx.sem, ctx.source, "torch")
+    ref = fixes.module_ref(ctx.sem, ctx.source, "torch", ctx.notebook)
     if ref is None:
         return None
     torch_name, imports = ref

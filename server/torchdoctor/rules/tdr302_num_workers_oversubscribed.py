@@ -97,7 +97,7 @@ class NumWorkersOversubscribed(Rule):
     INVALID = (
         Invalid(
             "from torch.utils.data import DataLoader\nloader = DataLoader(ds, num_workers=64)",
-            fixed="from torch.utils.data import DataLoader\nimport os\n"
+            fixed="import os\n\nfrom torch.utils.data import DataLoader\n"
             "loader = DataLoader(ds, num_workers=min(64, os.cpu_count() or 1))",
             lines=(2,),
         ),
@@ -119,7 +119,7 @@ class NumWorkersOversubscribed(Rule):
             if not isinstance(n, int) or isinstance(n, bool) or n <= limit:
                 continue
             fix = None
-            ref = fixes.module_ref(ctx.sem, ctx.source, "os")
+            ref = fixes.module_ref(ctx.sem, ctx.source, "os", ctx.notebook)
             if ref is not None:
                 os_name, extra = ref
                 fix = Fix(

@@ -275,8 +275,9 @@ class DatasetRngDuplicated(Rule):
             "import numpy as np\nfrom torch.utils.data import DataLoader, Dataset\n"
             + _CLASS
             + "loader = DataLoader(Noisy(4), num_workers=2)\n",
-            fixed="import numpy as np\nfrom torch.utils.data import DataLoader, Dataset\n"
-            "import torch\n" + _CLASS + "\n\ndef seed_worker(worker_id):\n"
+            fixed="import numpy as np\nimport torch\nfrom torch.utils.data import DataLoader, Dataset\n"
+            + _CLASS
+            + "\n\ndef seed_worker(worker_id):\n"
             "    info = torch.utils.data.get_worker_info()\n"
             "    info.dataset.rng = np.random.default_rng(info.seed)\n\n\n"
             "loader = DataLoader(Noisy(4), num_workers=2, worker_init_fn=seed_worker)\n",
@@ -414,7 +415,7 @@ def _fix(
     sem = ctx.sem
     if sem.parent(cls) is not sem.tree or any(_HELPER in s.bindings for s in sem.scopes.values()):
         return None
-    torch_ref = fixes.module_ref(sem, ctx.source, "torch")
+    torch_ref = fixes.module_ref(sem, ctx.source, "torch", ctx.notebook)
     if torch_ref is None:
         return None
     torch_name, edits = torch_ref[0], list(torch_ref[1])
@@ -428,7 +429,7 @@ def _fix(
         qual = sem.qualname(ctor.func) or ""
         numpy = ""
         if "{numpy}" in _RESEED[qual]:
-            numpy_ref = fixes.module_ref(sem, ctx.source, "numpy")
+            numpy_ref = fixes.module_ref(sem, ctx.source, "numpy", ctx.notebook)
             if numpy_ref is None:
                 return None
             numpy, more = numpy_ref

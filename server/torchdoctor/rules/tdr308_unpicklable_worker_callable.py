@@ -7,16 +7,26 @@ from ..core.context import Context
 from ..core.data import uses_workers
 from ..core.model import Severity, Text
 from ..core.semantic import FUNCTION_NODES, keyword
-from .base import Invalid, Rule
+from .base import Invalid, Rule, Valid
 
 _CALLABLE_ARGS = ("collate_fn", "worker_init_fn")
 _TRANSFORM_ARGS = ("transform", "target_transform", "transforms")
+_AUG_PY = (
+    "from torchvision import transforms\n"
+    "def build_transforms():\n"
+    "    return transforms.Compose([transforms.ToTensor(), transforms.Lambda(lambda x: x * 2)])\n"
+    "def build_plain():\n"
+    "    return transforms.Compose([transforms.ToTensor()])\n"
+)
+_TRANSFORM_MODULES = ("torchvision.transforms.", "torchaudio.transforms.", "torchvision.transforms")
 
 
 class UnpicklableWorkerCallable(Rule):
     """## What it does
     Checks for a DataLoader with workers that is given a `lambda` or a nested function as
-    `collate_fn=` or `worker_init_fn=`, or whose dataset was built with a `lambda` transform.
+    `collate_fn=` or `worker_init_fn=`, or whose dataset was built with a `lambda` transform
+    or with a pipeline that holds one (`transforms.Compose([transforms.Lambda(lambda x: ...)])`,
+    through a name, or returned by a function of the file or of another module of the project).
 
     ## Why is this bad?
     Under the `spawn` start method — the default on macOS and Windows, and what many cluster
@@ -47,7 +57,8 @@ class UnpicklableWorkerCallable(Rule):
 
     zh = """## 功能
     检查带有 worker 的 DataLoader，其 `collate_fn=` 或 `worker_init_fn=` 是 `lambda` 或嵌套函数，或者其数据集是用
-    `lambda` 变换构造的情况。
+    `lambda` 变换构造的，或所用的变换流水线中含有 lambda（`transforms.Compose([transforms.Lambda(lambda x: ...)])`，
+    经由变量，或由本文件或项目中其他模块的函数返回）的情况。
 
     ## 为什么不好？
     在 `spawn` 启动方式下（macOS 和 Windows 的默认方式，许多集群环境也这样选择），DataLoader 需要把这些可调用对象
@@ -91,6 +102,16 @@ class UnpicklableWorkerCallable(Rule):
         # A method of a module-level class pickles fine.
         "from torch.utils.data import DataLoader\nclass C:\n    def __call__(self, b):\n"
         "        return b\nDataLoader(ds, num_workers=2, collate_fn=C())",
+        # A pipeline of another module without lambdas; no workers for one with a lambda.
+        Valid(
+            "from torch.utils.data import DataLoader\nfrom torchvision import datasets\n"
+            "from aug import build_plain, build_transforms\n"
+            "ds = datasets.CIFAR10('data', transform=build_plain())\n"
+            "loader = DataLoader(ds, num_workers=4)\n"
+            "ds2 = datasets.CIFAR10('data', transform=build_transforms())\n"
+            "loader2 = DataLoader(ds2, num_workers=0)\n",
+            files=(("aug.py", _AUG_PY),),
+        ),
     )
     INVALID = (
         Invalid(
@@ -112,6 +133,26 @@ class UnpicklableWorkerCallable(Rule):
             fixed=None,
             lines=(2,),
         ),
+        # A lambda inside a Compose pipeline, through a name.
+        Invalid(
+            "from torch.utils.data import DataLoader\nfrom torchvision import datasets, transforms\n"
+            "tf = transforms.Compose([transforms.Lambda(lambda im: im.convert('RGB')), "
+            "transforms.ToTensor()])\n"
+            "ds = datasets.CIFAR10('data', transform=tf)\n"
+            "loader = DataLoader(ds, num_workers=4)\n",
+            fixed=None,
+            lines=(3,),
+        ),
+        # The pipeline is built by a function of another module: reported where it is passed.
+        Invalid(
+            "from torch.utils.data import DataLoader\nfrom torchvision import datasets\n"
+            "from aug import build_transforms\n"
+            "ds = datasets.CIFAR10('data', transform=build_transforms())\n"
+            "loader = DataLoader(ds, num_workers=4)\n",
+            fixed=None,
+            files=(("aug.py", _AUG_PY),),
+            lines=(4,),
+        ),
     )
 
     def check(self, ctx: Context) -> None:
@@ -129,8 +170,13 @@ class UnpicklableWorkerCallable(Rule):
             if made is not None:
                 for name in _TRANSFORM_ARGS:
                     kw = keyword(made, name)
-                    if kw is not None and isinstance(kw.value, ast.Lambda):
+                    if kw is None:
+                        continue
+                    if isinstance(kw.value, ast.Lambda):
                         self._report(ctx, kw.value, f"the dataset's `{name}`")
+                        continue
+                    for where, node in _inner_lambdas(ctx, kw.value):
+                        self._report(ctx, node, f"the dataset's `{name}`", inside=where)
 
     @staticmethod
     def _unpicklable(ctx: Context, value: ast.expr) -> bool:
@@ -145,13 +191,59 @@ class UnpicklableWorkerCallable(Rule):
         return False
 
     @staticmethod
-    def _report(ctx: Context, node: ast.AST, what: str) -> None:
+    def _report(ctx: Context, node: ast.AST, what: str, inside: str | None = None) -> None:
+        if inside is None:
+            en, zh = f"{what} is a lambda or nested function", f"{what} 是 lambda 或嵌套函数"
+        else:  # a lambda inside a transform pipeline (``Compose([Lambda(lambda x: ...)])``)
+            place = f" ({inside})" if inside else ""
+            en, zh = f"{what} holds a lambda{place}", f"{what} 中含有 lambda{place}"
         ctx.report(
             node,
             Text(
-                f"{what} is a lambda or nested function: with the `spawn` start method (macOS, "
+                f"{en}: with the `spawn` start method (macOS, "
                 "Windows) workers fail with `Can't pickle local object`",
-                f"{what} 是 lambda 或嵌套函数：在 `spawn` 启动方式下（macOS、Windows），worker 会因 "
+                f"{zh}：在 `spawn` 启动方式下（macOS、Windows），worker 会因 "
                 "`Can't pickle local object` 而失败",
             ),
         )
+
+
+def _inner_lambdas(ctx: Context, value: ast.expr) -> list[tuple[str, ast.AST]]:
+    """Lambdas inside a transform pipeline that pickling the dataset would meet: in the list of
+    ``transforms.Compose([...])`` and the arguments of torchvision's transforms, through names
+    assigned once, and in what a function (of this file or another module) returns. Each as
+    (where it is, for one in another module; "" for one here, the node to report)."""
+    found: list[tuple[str, ast.AST]] = []
+    seen: set[ast.AST] = set()
+
+    def visit(expr: ast.AST | None, depth: int) -> None:
+        if expr is None or depth > 6 or expr in seen:
+            return
+        seen.add(expr)
+        sem = ctx.sem.owner(expr)
+        if isinstance(expr, ast.Lambda):
+            where = ctx.elsewhere(expr)
+            if where is None:
+                found.append(("", expr))
+            elif not any(node is value for _w, node in found):
+                found.append((where, value))
+        elif isinstance(expr, ast.List | ast.Tuple):
+            for elt in expr.elts:
+                visit(elt, depth + 1)
+        elif isinstance(expr, ast.Name):
+            binding = sem.lookup(expr.id, expr)
+            if binding is not None and binding.how == "assign" and binding.index is None:
+                visit(binding.value, depth + 1)
+        elif isinstance(expr, ast.Call):
+            qual = sem.qualname(expr.func) or ""
+            if qual.startswith(_TRANSFORM_MODULES):
+                for arg in [*expr.args, *(k.value for k in expr.keywords)]:
+                    visit(arg, depth + 1)
+                return
+            defined = sem.function_def(expr.func)
+            if defined is not None:
+                for returned in defined[0].returns(defined[1]):
+                    visit(returned, depth + 1)
+
+    visit(value, 0)
+    return found

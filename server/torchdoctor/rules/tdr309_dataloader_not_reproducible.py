@@ -203,7 +203,7 @@ def _fix(ctx: Context, call: ast.Call, seeds: list[ast.Call]) -> Fix | None:
         if text is None:
             return None
         texts.add(text)
-    torch_ref = fixes.module_ref(ctx.sem, ctx.source, "torch")
+    torch_ref = fixes.module_ref(ctx.sem, ctx.source, "torch", ctx.notebook)
     if len(texts) != 1 or torch_ref is None:
         return None
     seed = texts.pop()

@@ -241,7 +241,8 @@ class DeprecatedCudaAmp(Rule):
         # A module alias: `import torch` is added for the new spelling.
         Invalid(
             "import torch.cuda.amp as amp\nscaler = amp.GradScaler()\n",
-            fixed='import torch.cuda.amp as amp\nimport torch\nscaler = torch.amp.GradScaler("cuda")\n',
+            fixed="import torch\nimport torch.cuda.amp as amp\n"
+            'scaler = torch.amp.GradScaler("cuda")\n',
             lines=(2,),
         ),
         # from-import: one fix for the import and every use.
@@ -502,7 +503,7 @@ def _recognised_only(sem: Semantic, node: ast.AST) -> bool:
 
 def _reference_fix(ctx: Context, ref: ast.Attribute, old: _Old) -> Fix | None:
     """Use the ``torch.amp`` API instead of the deprecated one ``ref`` names."""
-    spelled = fixes.module_ref(ctx.sem, ctx.source)
+    spelled = fixes.module_ref(ctx.sem, ctx.source, "torch", ctx.notebook)
     if spelled is None:
         return None
     module, import_edits = spelled

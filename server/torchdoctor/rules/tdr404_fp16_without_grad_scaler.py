@@ -332,7 +332,7 @@ def _scaler_fix(
         return None
     if any("scaler" in scope.bindings for scope in sem.scopes.values()):
         return None
-    ref = fixes.module_ref(sem, ctx.source, "torch")
+    ref = fixes.module_ref(sem, ctx.source, "torch", ctx.notebook)
     outer = training.enclosing_loops(sem, with_)[-1].node
     if ref is None:
         return None
@@ -357,7 +357,7 @@ def _scaler_fix(
 
 
 def _bfloat16_fix(ctx: Context, call: ast.Call) -> Fix | None:
-    ref = fixes.module_ref(ctx.sem, ctx.source, "torch")
+    ref = fixes.module_ref(ctx.sem, ctx.source, "torch", ctx.notebook)
     if ref is None:
         return None
     torch_name, edits = ref

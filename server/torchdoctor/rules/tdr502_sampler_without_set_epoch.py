@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 
-from ..core import fixes, kinds, training
+from ..core import fixes, kinds, summaries, training
 from ..core.context import Context
 from ..core.model import Applicability, Fix, Range, Text
 from ..core.semantic import Binding, Semantic, argument, dotted, terminal_name
@@ -19,6 +19,12 @@ _EVAL_LOADER = re.compile(r"(^|_)(val|valid|validation|test|eval)", re.I)
 _EPOCH_NAME = re.compile(r"epoch|^ep$|^e$", re.I)
 _COUNTER_WRAPPERS = frozenset({"tqdm", "track", "progress_bar"})
 _HEAD = "import torch\nfrom torch.utils.data import DataLoader, DistributedSampler\n"
+# A builder of another module (the multi-file examples' data.py).
+_DATA_PY = (
+    _HEAD + "def build_loader(ds):\n"
+    "    sampler = DistributedSampler(ds)\n"
+    "    return DataLoader(ds, sampler=sampler), sampler\n"
+)
 _COUNTERS = frozenset({"tqdm.trange", "tqdm.auto.trange", "itertools.count"})
 
 
@@ -39,7 +45,10 @@ class SamplerWithoutSetEpoch(Rule):
     """## What it does
     Checks for a `DistributedSampler` whose `DataLoader` is iterated in a loop over epochs that
     never calls `set_epoch` on the sampler (directly, as `loader.sampler.set_epoch(...)`, or
-    inside a function of the file called from the loop).
+    inside a function called from the loop, of the file or of another module of the project).
+    The loader and its sampler may come from a function of another module
+    (`loader, sampler = build_loader(ds)` with `build_loader` in `data.py`); the finding then
+    says where the sampler is created.
 
     ## Why is this bad?
     A `DistributedSampler` shuffles with a generator seeded by `seed + epoch`, and its epoch
@@ -87,7 +96,8 @@ class SamplerWithoutSetEpoch(Rule):
 
     zh = """## 功能
     检查这样的 `DistributedSampler`：它所属的 `DataLoader` 在按 epoch 的循环中被迭代，而该循环从不调用采样器的
-    `set_epoch`（无论是直接调用、通过 `loader.sampler.set_epoch(...)`，还是在循环调用的本文件函数中）。
+    `set_epoch`（无论是直接调用、通过 `loader.sampler.set_epoch(...)`，还是在循环调用的函数中，无论函数在本文件还是项目的其他模块）。加载器及其采样器也可以来自其他模块的函数
+    （`loader, sampler = build_loader(ds)`，`build_loader` 位于 `data.py`）；此时报告会指出采样器在何处创建。
 
     ## 为什么不好？
     `DistributedSampler` 用以 `seed + epoch` 为种子的随机数生成器打乱数据，而它的 epoch 只有在调用
@@ -205,6 +215,39 @@ class SamplerWithoutSetEpoch(Rule):
             "    for batch in loader:\n"
             "        pass\n",
             notebook=True,
+        ),
+        # Across modules: the loader comes from data.py, and a helper of engine.py seeds it.
+        Valid(
+            "from data import build_loader\n"
+            "from engine import train_one_epoch\n"
+            "loader, sampler = build_loader(ds)\n"
+            "for epoch in range(3):\n"
+            "    train_one_epoch(loader, epoch)\n",
+            files=(
+                ("data.py", _DATA_PY),
+                (
+                    "engine.py",
+                    "def train_one_epoch(loader, epoch):\n"
+                    "    loader.sampler.set_epoch(epoch)\n"
+                    "    for batch in loader:\n"
+                    "        pass\n",
+                ),
+            ),
+        ),
+        # The helper of another module builds the sampler with shuffle=False.
+        Valid(
+            "import torch\nfrom data import build_loader\n"
+            "loader = build_loader(ds)\n"
+            "for epoch in range(3):\n"
+            "    for batch in loader:\n"
+            "        pass\n",
+            files=(
+                (
+                    "data.py",
+                    _HEAD + "def build_loader(ds):\n"
+                    "    return DataLoader(ds, sampler=DistributedSampler(ds, shuffle=False))\n",
+                ),
+            ),
         ),
     )
     INVALID = (
@@ -389,6 +432,46 @@ class SamplerWithoutSetEpoch(Rule):
             notebook=True,
             lines=(5,),
         ),
+        # Across modules: the sampler is built in data.py, the epoch loop is here.
+        Invalid(
+            "import torch\nfrom data import build_loader\n"
+            "loader, sampler = build_loader(ds)\n"
+            "for epoch in range(3):\n"
+            "    for batch in loader:\n"
+            "        pass\n",
+            fixed="import torch\nfrom data import build_loader\n"
+            "loader, sampler = build_loader(ds)\n"
+            "for epoch in range(3):\n"
+            "    sampler.set_epoch(epoch)\n"
+            "    for batch in loader:\n"
+            "        pass\n",
+            files=(("data.py", _DATA_PY),),
+            lines=(4,),
+        ),
+        # A package that re-exports the builder; only the loader is returned.
+        Invalid(
+            "import torch\nfrom pkg import make_loader\n"
+            "train_loader = make_loader(ds)\n"
+            "for epoch in range(3):\n"
+            "    for batch in train_loader:\n"
+            "        pass\n",
+            fixed="import torch\nfrom pkg import make_loader\n"
+            "train_loader = make_loader(ds)\n"
+            "for epoch in range(3):\n"
+            "    train_loader.sampler.set_epoch(epoch)\n"
+            "    for batch in train_loader:\n"
+            "        pass\n",
+            files=(
+                ("pkg/__init__.py", "from .loaders import make_loader\n"),
+                (
+                    "pkg/loaders.py",
+                    _HEAD + "def make_loader(ds):\n"
+                    "    sampler = DistributedSampler(ds)\n"
+                    "    return DataLoader(ds, sampler=sampler, batch_size=8)\n",
+                ),
+            ),
+            lines=(4,),
+        ),
     )
 
     def check(self, ctx: Context) -> None:
@@ -401,19 +484,21 @@ class SamplerWithoutSetEpoch(Rule):
 
     def _unseeded(self, ctx: Context) -> Iterator[tuple[_Loader, LoopInfo]]:
         setters = _functions_setting_epoch(ctx)
-        for call in ctx.sem.calls_to("torch.utils.data.DataLoader"):
-            for loader in self._loaders(ctx, call):
-                name = terminal_name(loader.target) or ""
-                if _EVAL_LOADER.search(name):
+        made_here = (
+            loader
+            for call in ctx.sem.calls_to("torch.utils.data.DataLoader")
+            for loader in self._loaders(ctx, call)
+        )
+        for loader in (*made_here, *_built_elsewhere(ctx)):
+            name = terminal_name(loader.target) or ""
+            if _EVAL_LOADER.search(name):
+                continue
+            for chain in self._epoch_loops(ctx, loader):
+                top = chain[0]
+                if _sets_epoch(ctx, top.node.body, setters):
                     continue
-                for chain in self._epoch_loops(ctx, loader):
-                    top = chain[0]
-                    if _sets_epoch(ctx, top.node.body, setters):
-                        continue
-                    chosen = next(
-                        (c for c in chain if _EPOCH_NAME.search(c.target_name or "")), top
-                    )
-                    yield loader, chosen
+                chosen = next((c for c in chain if _EPOCH_NAME.search(c.target_name or "")), top)
+                yield loader, chosen
 
     # -- finding the loaders --------------------------------------------------------------
     def _loaders(self, ctx: Context, call: ast.Call) -> list[_Loader]:
@@ -532,24 +617,44 @@ class SamplerWithoutSetEpoch(Rule):
         rng = Range(ctx.source.start(node), ctx.source.end(header_end))
         names = "`, `".join(ctx.segment(loader.target) for loader in loaders)
         samplers = "`DistributedSampler`" + ("s" if len(loaders) > 1 else "")
+        related = []
+        origins: list[str] = []
+        for loader in loaders:
+            where = ctx.elsewhere(loader.creation)
+            if where is not None:
+                origins.append(where)
+            if where is None:
+                related.append(
+                    ctx.related(
+                        loader.creation,
+                        Text(
+                            "The `DistributedSampler` is created here",
+                            "`DistributedSampler` 在此创建",
+                        ),
+                    )
+                )
+            else:  # built by a helper of another module: say where, at the call of the helper
+                related.append(
+                    ctx.related(
+                        loader.inline_with_loader,
+                        Text(
+                            f"`DistributedSampler` created in {where}",
+                            f"`DistributedSampler` 创建于 {where}",
+                        ),
+                    )
+                )
         ctx.report(
             rng,
             Text(
                 f"This epoch loop never calls `set_epoch` on the {samplers} of "
-                f"`{names}`: every epoch sees the samples in the same order",
+                f"`{names}`: every epoch sees the samples in the same order"
+                + (f" (`DistributedSampler` created in {', '.join(origins)})" if origins else ""),
                 f"该 epoch 循环从未调用 `{names}` 的 `DistributedSampler` 的 `set_epoch`："
-                "每个 epoch 的样本顺序都相同",
+                "每个 epoch 的样本顺序都相同"
+                + (f"（`DistributedSampler` 创建于 {'、'.join(origins)}）" if origins else ""),
             ),
             fixes=partial(self._fixes, ctx, loaders, loop),
-            related=[
-                ctx.related(
-                    loader.creation,
-                    Text(
-                        "The `DistributedSampler` is created here", "`DistributedSampler` 在此创建"
-                    ),
-                )
-                for loader in loaders
-            ],
+            related=related,
         )
 
     def _fixes(self, ctx: Context, loaders: list[_Loader], loop: LoopInfo) -> Fix | None:
@@ -729,4 +834,82 @@ def _sets_epoch(ctx: Context, body: list[ast.stmt], setters: set[str]) -> bool:
                 return True
             if callee in setters:
                 return True
+            called = summaries.summary(ctx.sem, node.func)
+            if called is not None and "set_epoch" in called.methods:
+                return True  # a helper (of another module too) that seeds the sampler
     return False
+
+
+def _built_elsewhere(ctx: Context) -> Iterator[_Loader]:
+    """Loaders that a function of another project module builds with a ``DistributedSampler``
+    and returns (alone, or with the sampler in a tuple): ``loader, sampler = build(ds)``."""
+    sem = ctx.sem
+    if sem.project is None:
+        return
+    for stmt in sem.assigns:
+        call = stmt.value
+        if len(stmt.targets) != 1 or not isinstance(call, ast.Call):
+            continue
+        defined = sem.function_def(call.func)
+        if defined is None or defined[0] is sem:
+            continue
+        owner, func = defined
+        target = stmt.targets[0]
+        for index, creation, sampler_index, other in _returned_loaders(owner, func):
+            if index is None:
+                own = target if isinstance(target, ast.Name) else None
+                sampler_ref = None
+            elif isinstance(target, ast.Tuple | ast.List) and index < len(target.elts):
+                elt = target.elts[index]
+                own = elt if isinstance(elt, ast.Name) else None
+                ref = target.elts[sampler_index] if sampler_index is not None else None
+                sampler_ref = ref if isinstance(ref, ast.Name) else None
+            else:
+                continue
+            if own is None:
+                continue
+            sampler_binding = sem.lookup(sampler_ref.id, sampler_ref) if sampler_ref else None
+            yield _Loader(
+                own,
+                sem.lookup(own.id, own),
+                None,
+                sampler_ref,
+                sampler_binding,
+                creation,
+                call,
+                False,
+                not other,
+            )
+
+
+def _returned_loaders(
+    sem: Semantic, func: ast.FunctionDef | ast.AsyncFunctionDef
+) -> list[tuple[int | None, ast.Call, int | None, bool]]:
+    """What ``func`` returns that is a DataLoader over a shuffling ``DistributedSampler``: the
+    position in the returned tuple (None: returned alone), the sampler's creation, the position
+    of the sampler itself in the tuple, and whether the sampler may be something else."""
+    out: list[tuple[int | None, ast.Call, int | None, bool]] = []
+
+    def is_loader(c: ast.Call) -> bool:
+        return sem.qualname(c.func) == "torch.utils.data.DataLoader"
+
+    def is_sampler(c: ast.Call) -> bool:
+        return sem.qualname(c.func) == DISTRIBUTED_SAMPLER
+
+    for value in sem.returns(func):
+        parts = list(enumerate(value.elts)) if isinstance(value, ast.Tuple) else [(None, value)]
+        for index, part in parts:
+            made, _other = kinds.constructions(sem, part, is_loader)
+            for loader in made:
+                sampler = argument(loader, "sampler", 3)
+                created, other = kinds.constructions(sem, sampler, is_sampler)
+                if not created or any(_no_shuffle(c) for c in created):
+                    continue
+                sampler_index = None
+                for j, elt in parts:
+                    if j is not None and j != index:
+                        found, _ = kinds.constructions(sem, elt, is_sampler)
+                        if any(c in created for c in found):
+                            sampler_index = j
+                out.append((index, created[0], sampler_index, other))
+    return out

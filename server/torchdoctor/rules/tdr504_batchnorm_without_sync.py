@@ -8,8 +8,8 @@ from ..core import fixes
 from ..core.context import Context
 from ..core.kinds import MODULE_SELF_METHODS
 from ..core.model import Applicability, Edit, Fix, Severity, Text
-from ..core.semantic import argument, dotted
-from .base import Invalid, Rule
+from ..core.semantic import FUNCTION_NODES, argument, dotted
+from .base import Invalid, Rule, Valid
 
 DDP = "torch.nn.parallel.DistributedDataParallel"
 _BATCH_NORMS = frozenset(f"torch.nn.BatchNorm{d}d" for d in (1, 2, 3)) | {
@@ -24,6 +24,18 @@ _TORCHVISION_BN = re.compile(
     r"vgg\d+_bn|deeplabv3_\w+|fcn_resnet\d+|lraspp_\w+)$"
 )
 _HEAD = "import torch\nfrom torch import nn\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+# Model classes and factories of another module (the multi-file examples' models.py).
+_MODELS_PY = (
+    "from torch import nn\n"
+    "class Backbone(nn.Module):\n"
+    "    def __init__(self):\n"
+    "        super().__init__()\n"
+    "        self.bn = nn.BatchNorm2d(8)\n"
+    "def build_model():\n"
+    "    return Backbone()\n"
+    "def build_synced():\n"
+    "    return nn.SyncBatchNorm.convert_sync_batchnorm(Backbone())\n"
+)
 _NET = "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
 
 
@@ -32,7 +44,8 @@ class BatchnormWithoutSync(Rule):
     Checks for a model with BatchNorm layers (a class of the file that uses `nn.BatchNorm1d/2d/
     3d`, an `nn.Sequential` holding one, or a torchvision model built with them, such as
     `resnet50`) wrapped in `DistributedDataParallel` when the file never calls
-    `nn.SyncBatchNorm.convert_sync_batchnorm`.
+    `nn.SyncBatchNorm.convert_sync_batchnorm`. The model may be held on `self`, and its class
+    or the factory that builds it may be in another module of the project.
 
     ## Why is this bad?
     DDP synchronises gradients, not BatchNorm statistics: each process normalises with the
@@ -77,7 +90,8 @@ class BatchnormWithoutSync(Rule):
     zh = """## 功能
     检查带 BatchNorm 层的模型（文件中使用了 `nn.BatchNorm1d/2d/3d` 的类、包含它的 `nn.Sequential`，或
     `resnet50` 等含 BatchNorm 的 torchvision 模型）被 `DistributedDataParallel` 包装，而文件从未调用
-    `nn.SyncBatchNorm.convert_sync_batchnorm`。
+    `nn.SyncBatchNorm.convert_sync_batchnorm`。模型可以保存在 `self` 的属性上，其类或构造它的工厂函数也可以位于项目的
+    其他模块中。
 
     ## 为什么不好？
     DDP 同步的是梯度，而不是 BatchNorm 统计量：每个进程用自己那张 GPU 上批次的均值和方差做归一化。大模型
@@ -144,6 +158,12 @@ class BatchnormWithoutSync(Rule):
         _HEAD + "from mymodels import build\nmodel = DDP(build(cfg).cuda())\n",
         # A local class named like torchvision's builder.
         _HEAD + "def resnet50():\n    return nn.Linear(2, 2)\nmodel = DDP(resnet50())\n",
+        # The factory of another module converts the layers itself.
+        Valid(
+            _HEAD + "from models import build_synced\n"
+            "net = DDP(build_synced().cuda(), device_ids=[0])\n",
+            files=(("models.py", _MODELS_PY),),
+        ),
     )
     INVALID = (
         Invalid(
@@ -199,6 +219,32 @@ class BatchnormWithoutSync(Rule):
             "        self.model = DDP(self.model, device_ids=[rank])\n",
             lines=(8,),
         ),
+        # A model class of another module, held on `self`.
+        Invalid(
+            _HEAD + "from models import Backbone\n"
+            "class Trainer:\n"
+            "    def __init__(self, rank):\n"
+            "        self.model = Backbone().cuda(rank)\n"
+            "        self.ddp = DDP(self.model, device_ids=[rank])\n",
+            fixed=_HEAD + "from models import Backbone\n"
+            "class Trainer:\n"
+            "    def __init__(self, rank):\n"
+            "        self.model = Backbone().cuda(rank)\n"
+            "        self.model = nn.SyncBatchNorm.convert_sync_batchnorm(self.model)\n"
+            "        self.ddp = DDP(self.model, device_ids=[rank])\n",
+            files=(("models.py", _MODELS_PY),),
+            lines=(8,),
+        ),
+        # A factory of another module that returns such a model.
+        Invalid(
+            _HEAD + "from models import build_model\n"
+            "net = DDP(build_model().cuda(), device_ids=[0])\n",
+            fixed=_HEAD + "from models import build_model\n"
+            "net = DDP(nn.SyncBatchNorm.convert_sync_batchnorm(build_model().cuda()), "
+            "device_ids=[0])\n",
+            files=(("models.py", _MODELS_PY),),
+            lines=(5,),
+        ),
     )
 
     def check(self, ctx: Context) -> None:
@@ -223,8 +269,9 @@ class BatchnormWithoutSync(Rule):
 
 def _has_batchnorm(ctx: Context, expr: ast.AST, at: ast.AST, depth: int = 0) -> bool:
     """Whether the module ``expr`` holds BatchNorm layers, following ``.to()``/``.cuda()``
-    chains, assignments of names and ``self.attr``, classes of this file and their bases."""
-    sem = ctx.sem
+    chains, assignments of names and ``self.attr``, classes and factories of this file and of
+    the project's other modules, and their bases."""
+    sem = ctx.sem.owner(expr)
     if depth > 6:
         return False
     if isinstance(expr, ast.Call):
@@ -238,8 +285,15 @@ def _has_batchnorm(ctx: Context, expr: ast.AST, at: ast.AST, depth: int = 0) -> 
             return True
         if qual in ("torch.nn.Sequential", "torch.nn.ModuleList", "torch.nn.ModuleDict"):
             return any(_mentions_batchnorm(ctx, a) for a in (*expr.args, *expr.keywords))
-        cls = sem.local_class(func) if isinstance(func, ast.Name) else None
-        return cls is not None and _class_has_batchnorm(ctx, cls)
+        defined = sem.definition(func)
+        if defined is not None and isinstance(defined[1], ast.ClassDef):
+            return _class_has_batchnorm(ctx, defined[1])
+        if defined is not None and defined[0] is not sem and isinstance(defined[1], FUNCTION_NODES):
+            # a model factory of another module: what it returns
+            return any(
+                _has_batchnorm(ctx, r, at, depth + 1) for r in defined[0].returns(defined[1])
+            )
+        return False
     if isinstance(expr, ast.Name):
         binding = sem.lookup(expr.id, expr)
         if binding is not None and binding.how == "assign" and binding.value is not None:
@@ -268,9 +322,10 @@ def _class_has_batchnorm(ctx: Context, cls: ast.ClassDef, depth: int = 0) -> boo
     if _mentions_batchnorm(ctx, cls):
         return True
     for base in cls.bases:
-        local = ctx.sem.local_class(base)
-        if local is not None and local is not cls and _class_has_batchnorm(ctx, local, depth + 1):
-            return True
+        defined = ctx.sem.owner(base).class_def(base)
+        if defined is not None and defined[1] is not cls:
+            if _class_has_batchnorm(ctx, defined[1], depth + 1):
+                return True
     return False
 
 
@@ -279,7 +334,7 @@ def _nn_name(ctx: Context) -> tuple[str, list[Edit]] | None:
     for name, bindings in ctx.sem.scopes[ctx.sem.tree].bindings.items():
         if bindings and all(b.how == "import" and b.qualname == "torch.nn" for b in bindings):
             return name, []
-    ref = fixes.module_ref(ctx.sem, ctx.source, "torch")
+    ref = fixes.module_ref(ctx.sem, ctx.source, "torch", ctx.notebook)
     return (f"{ref[0]}.nn", ref[1]) if ref is not None else None
 
 

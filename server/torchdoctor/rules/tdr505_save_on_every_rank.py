@@ -3,7 +3,7 @@ from __future__ import annotations
 import ast
 from functools import partial
 
-from ..core import checkpoints, fixes, kinds
+from ..core import checkpoints, fixes, kinds, summaries
 from ..core.context import Context
 from ..core.distributed import (
     INIT_PROCESS_GROUP,
@@ -16,9 +16,10 @@ from ..core.distributed import (
 )
 from ..core.model import Applicability, Fix, Text
 from ..core.semantic import argument
-from .base import Invalid, Rule
+from .base import Invalid, Rule, Valid
 
 _HEAD = "import torch\nimport torch.distributed as dist\n"
+_SAVE_HELPER = "import torch\ndef save_checkpoint(state, path):\n    torch.save(state, path)\n"
 
 
 class SaveOnEveryRank(Rule):
@@ -28,7 +29,9 @@ class SaveOnEveryRank(Rule):
     `if rank == 0:`, `if dist.get_rank() == 0:`, `if is_main_process():`,
     `if local_rank in (-1, 0):`, an earlier `return` on the other ranks, or a helper that is
     only called under such a check. A save that the same function loads back (each process
-    round-tripping its own temporary file) is not reported.
+    round-tripping its own temporary file) is not reported. A saving helper of another module
+    of the project (`save_checkpoint(...)` from `utils.py`) is reported where it is called when
+    it saves without a rank check of its own; one that checks the rank (`save_on_master`) is not.
 
     ## Why is this bad?
     Under `torchrun` or `mp.spawn` every rank runs the same code, so every rank writes the same
@@ -91,7 +94,9 @@ class SaveOnEveryRank(Rule):
     检查在分布式任务的每个进程中都会运行的代码（调用了 `torch.distributed.init_process_group` 的脚本）
     里没有 rank 判断的 `torch.save(...)`。rank 判断包括：`if rank == 0:`、`if dist.get_rank() == 0:`、
     `if is_main_process():`、`if local_rank in (-1, 0):`、之前对其他 rank 提前 `return`，或只在这类判断下
-    调用的辅助函数。同一函数随后又读回的保存（每个进程往返读写自己的临时文件）不报告。
+    调用的辅助函数。同一函数随后又读回的保存（每个进程往返读写自己的临时文件）不报告。项目其他模块中的保存辅助函数
+    （来自 `utils.py` 的 `save_checkpoint(...)`）若自身没有 rank 判断，会在调用处报告；自身判断了 rank 的
+    （`save_on_master`）不报告。
 
     ## 为什么不好？
     在 `torchrun` 或 `mp.spawn` 下每个 rank 都运行同一份代码，于是每个 rank 都在同一时刻把同一个检查点写到
@@ -217,6 +222,29 @@ class SaveOnEveryRank(Rule):
         # Accelerate's / Lightning's own flag.
         _HEAD + "def main(accelerator):\n    dist.init_process_group('nccl')\n"
         "    if accelerator.is_main_process:\n        torch.save(model.state_dict(), 'm.pt')\n",
+        # Saving helpers of another module that check the rank themselves.
+        Valid(
+            _HEAD + "from utils import save_checkpoint, save_on_master\n"
+            "def main():\n    dist.init_process_group('nccl')\n"
+            "    save_checkpoint({'m': 1}, 'c.pt', rank=dist.get_rank())\n"
+            "    save_on_master({'m': 1}, 'c.pt')\n",
+            files=(
+                (
+                    "utils.py",
+                    "import torch\n"
+                    "def save_checkpoint(state, path, rank):\n"
+                    "    if rank == 0:\n        torch.save(state, path)\n"
+                    "def save_on_master(*args, **kwargs):\n    torch.save(*args, **kwargs)\n",
+                ),
+            ),
+        ),
+        # The helper of another module, called under a rank check here.
+        Valid(
+            _HEAD + "from utils import save_checkpoint\n"
+            "def main():\n    dist.init_process_group('nccl')\n"
+            "    if dist.get_rank() == 0:\n        save_checkpoint({'m': 1}, 'c.pt')\n",
+            files=(("utils.py", _SAVE_HELPER),),
+        ),
     )
     INVALID = (
         Invalid(
@@ -285,9 +313,9 @@ class SaveOnEveryRank(Rule):
         Invalid(
             "from torch import save\nfrom torch.distributed import init_process_group\n"
             "def main():\n    init_process_group('nccl')\n    save({}, 'c.pt')\n",
-            fixed="from torch import save\nfrom torch.distributed import init_process_group\n"
-            "import torch.distributed as dist\n"
-            "def main():\n    init_process_group('nccl')\n    if dist.get_rank() == 0:\n"
+            fixed="import torch.distributed as dist\nfrom torch import save\n"
+            "from torch.distributed import init_process_group\ndef main():\n"
+            "    init_process_group('nccl')\n    if dist.get_rank() == 0:\n"
             "        save({}, 'c.pt')\n",
             lines=(5,),
         ),
@@ -319,6 +347,20 @@ class SaveOnEveryRank(Rule):
             fixed=None,
             lines=(6,),
         ),
+        # A saving helper of another module, without a rank check of its own.
+        Invalid(
+            _HEAD + "from utils import save_checkpoint\n"
+            "def main():\n    dist.init_process_group('nccl')\n"
+            "    for epoch in range(3):\n"
+            "        save_checkpoint(model.state_dict(), 'c.pt')\n",
+            fixed=_HEAD + "from utils import save_checkpoint\n"
+            "def main():\n    dist.init_process_group('nccl')\n"
+            "    for epoch in range(3):\n"
+            "        if dist.get_rank() == 0:\n"
+            "            save_checkpoint(model.state_dict(), 'c.pt')\n",
+            files=(("utils.py", _SAVE_HELPER),),
+            lines=(7,),
+        ),
     )
 
     def check(self, ctx: Context) -> None:
@@ -342,6 +384,42 @@ class SaveOnEveryRank(Rule):
                 ),
                 fixes=partial(_fix, ctx, call),
             )
+        for call, helper in _helpers_saving_elsewhere(ctx, regions):
+            name = ctx.segment(call.func)
+            where = ctx.elsewhere(helper.func)
+            ctx.report(
+                call,
+                Text(
+                    f"`{name}` ({where}) calls `torch.save` on every rank of the process "
+                    "group; call it from rank 0 only",
+                    f"`{name}`（{where}）会在进程组的每个 rank 上调用 `torch.save`；"
+                    "请只在 rank 0 调用",
+                ),
+                fixes=partial(_fix, ctx, call),
+            )
+
+
+def _helpers_saving_elsewhere(
+    ctx: Context, regions: set[ast.AST]
+) -> list[tuple[ast.Call, summaries.Summary]]:
+    """Calls, in every rank's code, of a helper of another project module that saves without a
+    rank check of its own (``save_checkpoint(...)`` from ``utils.py``)."""
+    sem = ctx.sem
+    if sem.project is None:
+        return []
+    out = []
+    for call in sem.calls:
+        if not isinstance(call.func, ast.Name | ast.Attribute):
+            continue
+        helper = summaries.summary(sem, call.func)
+        if helper is None or helper.sem is sem or not helper.saves_on_every_rank:
+            continue
+        if not in_rank_process(sem, call, regions) or rank_guarded(sem, call):
+            continue
+        if _never_called(ctx, call):
+            continue
+        out.append((call, helper))
+    return out
 
 
 def _in_memory(ctx: Context, target: ast.expr | None) -> bool:
@@ -380,7 +458,7 @@ def _fix(ctx: Context, call: ast.Call) -> Fix | None:
     stmt = ctx.sem.statement_of(call)
     if not isinstance(stmt, ast.Expr) or stmt.value is not call:
         return None
-    ref = dist_ref(ctx.sem, ctx.source)
+    ref = dist_ref(ctx.sem, ctx.source, ctx.notebook)
     if ref is None:
         return None
     get_rank, edits = ref

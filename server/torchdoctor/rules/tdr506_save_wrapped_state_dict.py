@@ -7,8 +7,18 @@ from ..core import checkpoints, fixes, kinds
 from ..core.context import Context
 from ..core.distributed import wrapper_call
 from ..core.model import Applicability, Fix, Text
-from .base import Invalid, Rule
+from .base import Invalid, Rule, Valid
 
+# Wrapping helpers of another module (the multi-file examples' dist_utils.py).
+_WRAP_PY = (
+    "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+    "def wrap(model, rank):\n"
+    "    return DDP(model.cuda(rank), device_ids=[rank])\n"
+    "def maybe_wrap(model, rank):\n"
+    "    if rank < 0:\n"
+    "        return model\n"
+    "    return DDP(model.cuda(rank), device_ids=[rank])\n"
+)
 _HEAD = (
     "import torch\nfrom torch import nn\n"
     "from torch.nn.parallel import DistributedDataParallel as DDP\n"
@@ -19,7 +29,9 @@ class SaveWrappedStateDict(Rule):
     """## What it does
     Checks for `torch.save(m.state_dict(), ...)` (also as a value of a checkpoint dict, or
     through a name such as `sd = m.state_dict()`) where `m` is a `DistributedDataParallel` or
-    `DataParallel` wrapper rather than the model inside it.
+    `DataParallel` wrapper rather than the model inside it. The wrapper may be held on `self`,
+    or made by a helper of another module of the project that always returns one
+    (`model = wrap_ddp(model, rank)`); a checkpoint dict may be handed to a saving helper.
 
     Off by default (`extend-select = ["TDR506"]` turns it on): on real code its finding was a
     wrapper whose checkpoint the same code loads back into the wrapper (through a helper, with
@@ -83,7 +95,9 @@ class SaveWrappedStateDict(Rule):
 
     zh = """## 功能
     检查 `torch.save(m.state_dict(), ...)`（也包括作为检查点字典中的值，或经由 `sd = m.state_dict()` 这样的
-    名字）：其中 `m` 是 `DistributedDataParallel` 或 `DataParallel` 包装器，而不是其内部的模型。
+    名字）：其中 `m` 是 `DistributedDataParallel` 或 `DataParallel` 包装器，而不是其内部的模型。包装器可以保存在
+    `self` 上，或由项目其他模块中总是返回包装器的辅助函数创建（`model = wrap_ddp(model, rank)`）；检查点字典也可以
+    交给保存辅助函数。
 
     默认关闭（`extend-select = ["TDR506"]` 开启）：在真实代码中，它的发现是一个包装器，其检查点由同一份代码
     （通过辅助函数、以 `strict=False`）加载回包装器，项目的格式前后一致，修复会让每次恢复都什么也加载不到；
@@ -178,6 +192,13 @@ class SaveWrappedStateDict(Rule):
         # The optimizer's state dict is not prefixed.
         _HEAD + "model = DDP(nn.Linear(2, 2))\nopt = torch.optim.SGD(model.parameters())\n"
         "torch.save(opt.state_dict(), 'o.pt')\n",
+        # A helper of another module that may leave the model unwrapped.
+        Valid(
+            "import torch\nfrom dist_utils import maybe_wrap\n"
+            "model = maybe_wrap(torch.nn.Linear(2, 2), 0)\n"
+            "torch.save({'model': model.state_dict(), 'epoch': 1}, 'c.pt')\n",
+            files=(("dist_utils.py", _WRAP_PY),),
+        ),
     )
     INVALID = (
         Invalid(
@@ -278,6 +299,17 @@ class SaveWrappedStateDict(Rule):
             "torch.save(obj=model.module.state_dict(), f='m.pt')\n",
             notebook=True,
             lines=(5,),
+        ),
+        # The wrapper is made by a helper of another module.
+        Invalid(
+            "import torch\nfrom dist_utils import wrap\n"
+            "model = wrap(torch.nn.Linear(2, 2), 0)\n"
+            "torch.save({'model': model.state_dict(), 'epoch': 1}, 'c.pt')\n",
+            fixed="import torch\nfrom dist_utils import wrap\n"
+            "model = wrap(torch.nn.Linear(2, 2), 0)\n"
+            "torch.save({'model': model.module.state_dict(), 'epoch': 1}, 'c.pt')\n",
+            files=(("dist_utils.py", _WRAP_PY),),
+            lines=(4,),
         ),
     )
 

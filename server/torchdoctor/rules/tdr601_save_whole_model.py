@@ -8,10 +8,18 @@ from ..core.context import Context
 from ..core.kinds import MODEL_WRAPPERS, Kind
 from ..core.model import Applicability, Fix, Text
 from ..core.semantic import argument
-from .base import Invalid, Rule
+from .base import Invalid, Rule, Valid
 
 # Results whose state dict is not the plain model's (``_orig_mod.`` keys) or that have their own
 # format (TorchScript: ``torch.jit.save``).
+# A model factory of another module (the multi-file examples' models.py).
+_MODELS_PY = (
+    "from torch import nn\n"
+    "def build_model():\n"
+    "    return nn.Sequential(nn.Linear(2, 2), nn.ReLU())\n"
+    "def weights(model):\n"
+    "    return model.state_dict()\n"
+)
 NO_FIX = frozenset({"torch.compile", "torch.jit.script", "torch.jit.trace"})
 
 
@@ -21,7 +29,9 @@ SAFE_GLOBALS = ("torch.serialization.add_safe_globals", "torch.serialization.saf
 
 class SaveWholeModel(Rule):
     """## What it does
-    Checks for `torch.save(model, ...)` where `model` is an `nn.Module`, not its `state_dict()`.
+    Checks for `torch.save(model, ...)` where `model` is an `nn.Module`, not its `state_dict()`,
+    and for a module saved as a value of a checkpoint dict (`{"model": deepcopy(model).half()}`).
+    The model may be held on `self` or built by a factory or class of another module.
     A round trip is not reported: a function that saves the module to a temporary file or an
     in-memory buffer and loads it back with `torch.load` (tests of pickling itself).
 
@@ -81,7 +91,8 @@ class SaveWholeModel(Rule):
     """
 
     zh = """## 功能
-    检查 `torch.save(model, ...)`：`model` 是 `nn.Module`，保存的却不是它的 `state_dict()`。
+    检查 `torch.save(model, ...)`：`model` 是 `nn.Module`，保存的却不是它的 `state_dict()`；以及作为检查点字典的值
+    保存的模块（`{"model": deepcopy(model).half()}`）。模型可以保存在 `self` 上，或由其他模块的工厂函数或类构造。
     往返读写不报告：同一函数把模块保存到临时文件或内存缓冲区后又用 `torch.load` 读回（测试 pickle 本身）。
 
     在为加载放行了类的文件中（`torch.serialization.safe_globals` 或 `add_safe_globals`）不报告：项目是有意加载
@@ -181,6 +192,13 @@ class SaveWholeModel(Rule):
         "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\n"
         "class Store:\n    def save(self, obj, path):\n        pass\n"
         "Store().save(model, 'm.pt')",
+        # What a factory of another module returns is a state dict, not a module.
+        Valid(
+            "import torch\nfrom models import build_model, weights\n"
+            "model = build_model()\n"
+            "torch.save({'model': weights(model), 'epoch': 3}, 'last.pt')\n",
+            files=(("models.py", _MODELS_PY),),
+        ),
     )
     INVALID = (
         # Saved to a lasting file, then read back: the file outlives the script.
@@ -293,6 +311,30 @@ class SaveWholeModel(Rule):
             notebook=True,
             lines=(4,),
         ),
+        # A module inside a checkpoint dict (a copy in half precision, as some trainers do).
+        Invalid(
+            "import copy\nimport torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\n"
+            "torch.save({'model': copy.deepcopy(model).half(), 'epoch': 3}, 'last.pt')\n",
+            fixed=None,
+            lines=(5,),
+        ),
+        # A model built by a factory of another module, held on `self`, inside a dict.
+        Invalid(
+            "import torch\nfrom models import build_model\n"
+            "class Trainer:\n"
+            "    def __init__(self):\n"
+            "        self.model = build_model()\n"
+            "    def save(self, epoch):\n"
+            "        torch.save({'model': self.model, 'epoch': epoch}, 'last.pt')\n",
+            fixed="import torch\nfrom models import build_model\n"
+            "class Trainer:\n"
+            "    def __init__(self):\n"
+            "        self.model = build_model()\n"
+            "    def save(self, epoch):\n"
+            "        torch.save({'model': self.model.state_dict(), 'epoch': epoch}, 'last.pt')\n",
+            files=(("models.py", _MODELS_PY),),
+            lines=(7,),
+        ),
     )
 
     def check(self, ctx: Context) -> None:
@@ -312,11 +354,27 @@ class SaveWholeModel(Rule):
                     "`torch.save` pickles the whole module; save its `state_dict()` instead",
                     "`torch.save` 会 pickle 整个模块；请改为保存它的 `state_dict()`",
                 ),
-                fixes=partial(self._fix, ctx, obj),
+                fixes=partial(self._fix, ctx, obj, call),
             )
+        for call, data in checkpoints.saved_dicts(ctx.sem):
+            if checkpoints.round_trip(ctx.sem, call):
+                continue
+            for key, value in zip(data.keys, data.values, strict=True):
+                if key is None or ctx.kind(value) is not Kind.MODULE:
+                    continue
+                ctx.report(
+                    value,
+                    Text(
+                        f"the checkpoint pickles the whole module under `{ctx.segment(key)}`; "
+                        "save its `state_dict()` instead",
+                        f"检查点在 `{ctx.segment(key)}` 下 pickle 了整个模块；"
+                        "请改为保存它的 `state_dict()`",
+                    ),
+                    fixes=partial(self._fix, ctx, value, call),
+                )
 
     @staticmethod
-    def _fix(ctx: Context, obj: ast.expr) -> Fix | None:
+    def _fix(ctx: Context, obj: ast.expr, save: ast.Call) -> Fix | None:
         if not isinstance(obj, ast.Name | ast.Attribute):
             return None
         sem = ctx.sem
@@ -328,10 +386,7 @@ class SaveWholeModel(Rule):
         )
         if wrapped and other:
             return None
-        save = sem.parent(obj)
-        if isinstance(save, ast.keyword):
-            save = sem.parent(save)
-        if isinstance(save, ast.Call) and any(
+        if any(
             checkpoints.object_use(sem, load) is not None
             for load in checkpoints.loads_reading(sem, save)
         ):

@@ -8,9 +8,23 @@ from ..core.context import Context
 from ..core.kinds import Kind
 from ..core.model import Applicability, Fix, Severity, Text
 from ..core.semantic import argument, has_star_kwargs, is_false, is_none, keyword
-from .base import Invalid, Rule
+from .base import Invalid, Rule, Valid
 
 LOADS = ("torch.load", "torch.serialization.load")
+
+
+# A saving helper of another module (the multi-file examples' utils.py), and a script that
+# resumes from what it saves through it.
+_SAVE_HELPER = "import torch\ndef save_checkpoint(state, path):\n    torch.save(state, path)\n"
+_RESUME = (
+    "import argparse\nimport torch\nfrom utils import save_checkpoint\n"
+    "args = argparse.ArgumentParser().parse_args()\n"
+    "model = torch.nn.Linear(2, 2)\n"
+    "if args.resume:\n"
+    "    ckpt = torch.load(args.resume, map_location='cpu')\n"
+    "    model.load_state_dict(ckpt['model'])\n"
+    "    epochs = ckpt['args']['epochs']\n"
+)
 
 
 class LoadWeightsOnlyFalse(Rule):
@@ -34,7 +48,8 @@ class LoadWeightsOnlyFalse(Rule):
       `model = ckpt["model"]`, then `model.eval()` or `model(x)`, also after `model =
       model.cuda()`; only that variable's own uses count, not another value of the same
       name), a key of it is read through attributes (`ckpt["args"].lr`), or this file's own
-      `torch.save` writes such objects under the keys the load reads (`{"args": args}` with
+      `torch.save` (or a saving helper of another module of the project it hands the
+      checkpoint to, `save_checkpoint(state, path)`) writes such objects under the keys the load reads (`{"args": args}` with
       `args = parser.parse_args()`, a whole module, an optimizer object, a numpy array) or as
       the whole object to the path the load reads. Loads inside
       `torch.serialization.safe_globals([...])`, or in a file that calls `add_safe_globals`,
@@ -107,7 +122,7 @@ class LoadWeightsOnlyFalse(Rule):
       默认设置拒绝的对象：加载结果或其中的条目被当作模块使用（`model = torch.load(p)` 或
       `model = ckpt["model"]`，之后 `model.eval()` 或 `model(x)`，经过 `model = model.cuda()` 也算；只看这个
       变量自己的使用，不看同名的其他值），通过属性读取其中的键（`ckpt["args"].lr`），或本文件自己的
-      `torch.save` 在加载读取的键下写入了这类对象（`{"args": args}` 且 `args = parser.parse_args()`、整个模块、
+      `torch.save`（或它把检查点交给的、项目其他模块中的保存辅助函数 `save_checkpoint(state, path)`）在加载读取的键下写入了这类对象（`{"args": args}` 且 `args = parser.parse_args()`、整个模块、
       优化器对象、numpy 数组），或把这类对象整个写入了加载读取的路径。位于
       `torch.serialization.safe_globals([...])` 之内的加载，或文件中调用了 `add_safe_globals` 时，不报告；
     - 传入自定义 `pickle_module=` 时，任何版本的默认值都是 `False`，报告为警告。
@@ -216,6 +231,12 @@ class LoadWeightsOnlyFalse(Rule):
         # torch.load shadowed by a parameter.
         "from torch import load\ndef restore(load, path):\n"
         "    return load(path, weights_only=False)\n",
+        # The same through the helper, with the arguments saved as a dict.
+        Valid(
+            _RESUME
+            + "save_checkpoint({'model': model.state_dict(), 'args': vars(args)}, 'ckpt.pt')\n",
+            files=(("utils.py", _SAVE_HELPER),),
+        ),
     )
     INVALID = (
         Invalid(
@@ -311,6 +332,13 @@ class LoadWeightsOnlyFalse(Rule):
             fixed=None,
             notebook=True,
             lines=(2,),
+        ),
+        # The checkpoint it resumes from is written by a saving helper of another module.
+        Invalid(
+            _RESUME + "save_checkpoint({'model': model.state_dict(), 'args': args}, 'ckpt.pt')\n",
+            fixed=None,
+            files=(("utils.py", _SAVE_HELPER),),
+            lines=(7,),
         ),
     )
 

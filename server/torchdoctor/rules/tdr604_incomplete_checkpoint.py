@@ -7,17 +7,27 @@ from ..core import checkpoints, fixes, kinds
 from ..core.context import Context
 from ..core.kinds import Kind
 from ..core.model import Applicability, Fix, Severity, Text
-from .base import Invalid, Rule
+from .base import Invalid, Rule, Valid
 
 _COUNTER_KEY = re.compile(r"epoch|step|iter", re.I)
 _COUNTER_NAMES = ("epoch", "global_step", "step", "iteration")
+
+
+_OPTIM_PY = (
+    "import torch\n"
+    "def build_optimizer(model, lr):\n"
+    "    return torch.optim.AdamW(model.parameters(), lr=lr)\n"
+    "def build_scheduler(optimizer):\n"
+    "    return torch.optim.lr_scheduler.StepLR(optimizer, 30)\n"
+)
 
 
 class IncompleteCheckpoint(Rule):
     """## What it does
     Checks for a checkpoint dict passed to `torch.save` that holds a model's `state_dict()` but
     misses the optimizer's state (when the same function has an optimizer) or any epoch/step
-    counter. (A missing scheduler state is TDR704's.)
+    counter. (A missing scheduler state is TDR704's.) The optimizer may be held on `self` or
+    built by a helper of another module (`build_optimizer(model, cfg)`).
 
     A dict with only the model's weights and no optimizer in the function is read as an export
     of final weights, not a checkpoint for resuming, and is not reported.
@@ -51,7 +61,8 @@ class IncompleteCheckpoint(Rule):
 
     zh = """## 功能
     检查传给 `torch.save` 的检查点字典：保存了模型的 `state_dict()`，却缺少优化器状态（当同一函数中有优化器时）或
-    任何 epoch/step 计数。（缺少调度器状态的情况由 TDR704 负责。）
+    任何 epoch/step 计数。（缺少调度器状态的情况由 TDR704 负责。）优化器可以保存在 `self` 上，或由其他模块的辅助函数
+    构造（`build_optimizer(model, cfg)`）。
 
     如果字典中只有模型权重、且函数中没有优化器，则视为导出最终权重而不是用于恢复训练的检查点，不会报告。
 
@@ -96,6 +107,16 @@ class IncompleteCheckpoint(Rule):
         "import torch\ntorch.save({'mean': mean, 'std': std}, 'stats.pt')",
         "import torch\ntorch.save({'model': model.state_dict(), 'optimizer': opt.state_dict(), "
         "'global_step': step}, 'c.pt')",
+        # The optimizer comes from a helper of another module and is saved.
+        Valid(
+            "import torch\nfrom optim import build_optimizer\n"
+            "def train(model, epochs):\n"
+            "    optimizer = build_optimizer(model, 0.1)\n"
+            "    for epoch in range(epochs):\n"
+            "        torch.save({'model': model.state_dict(), "
+            "'optimizer': optimizer.state_dict(), 'epoch': epoch}, 'c.pt')\n",
+            files=(("optim.py", _OPTIM_PY),),
+        ),
     )
     INVALID = (
         Invalid(
@@ -119,6 +140,26 @@ class IncompleteCheckpoint(Rule):
             "torch.save({'net': net.state_dict(), 'opt': opt.state_dict()}, 'c.pt')",
             fixed=None,
             lines=(4,),
+        ),
+        # An optimizer held on `self`, made by a helper of another module.
+        Invalid(
+            "import torch\nfrom optim import build_optimizer\n"
+            "class Trainer:\n"
+            "    def __init__(self):\n"
+            "        self.model = torch.nn.Linear(4, 2)\n"
+            "        self.optimizer = build_optimizer(self.model, 0.1)\n"
+            "    def save(self, epoch):\n"
+            "        torch.save({'model': self.model.state_dict(), 'epoch': epoch}, 'c.pt')\n",
+            fixed="import torch\nfrom optim import build_optimizer\n"
+            "class Trainer:\n"
+            "    def __init__(self):\n"
+            "        self.model = torch.nn.Linear(4, 2)\n"
+            "        self.optimizer = build_optimizer(self.model, 0.1)\n"
+            "    def save(self, epoch):\n"
+            "        torch.save({'model': self.model.state_dict(), 'epoch': epoch, "
+            "\"optimizer\": self.optimizer.state_dict()}, 'c.pt')\n",
+            files=(("optim.py", _OPTIM_PY),),
+            lines=(8,),
         ),
     )
 
@@ -182,4 +223,12 @@ class IncompleteCheckpoint(Rule):
         for name, bindings in scope.bindings.items():
             if any(kinds.binding_kind(ctx.sem, b) is Kind.OPTIMIZER for b in bindings):
                 return name
+        cls = ctx.sem.enclosing_class(call)
+        if cls is not None:  # an optimizer held on ``self`` (made in ``__init__``, or a helper)
+            for owner, attr in ctx.sem.self_attr_values:
+                if owner is not cls:
+                    continue
+                values = ctx.sem.self_attr_values[(owner, attr)]
+                if values and all(ctx.kind(v) is Kind.OPTIMIZER for v in values):
+                    return f"self.{attr}"
         return None

@@ -70,12 +70,13 @@ class UnseededTraining(Rule):
 
     ## Fix safety
     The fix inserts a seeding block (`random`, NumPy when the file imports it, and `torch`)
-    right after the file's first run of top-level imports, before any other code draws a
-    random number. Each module is spelled by the name an import of that run binds to it
-    (`np` after `import numpy as np`); a module that the run does not import (`random`
-    usually, or a module imported only further down the file or in a later notebook cell) is
-    imported by the block itself, so every name it uses is bound where it runs. In a notebook
-    the block goes into the cell of the last of those imports, after them. No fix
+    right after the file's first run of top-level imports, a blank row between them, before
+    any other code draws a random number. Each module is spelled by the name an import of
+    that run binds to it (`np` after `import numpy as np`); a module that the run does not
+    import (`random` usually, or a module imported only further down the file or in a later
+    notebook cell) is imported in that run, where isort would sort it, so every name the
+    block uses is bound where it runs. In a notebook the block goes into the cell of the last
+    of those imports, after them, and the new imports into the first cell's imports. No fix
     is offered when one of those names means something else in the file (`from numpy import
     random`, a parameter called `random`); NumPy is then left out when only its name is taken.
     It is unsafe: results change to a fixed, repeatable sequence (two runs print the same
@@ -124,10 +125,11 @@ class UnseededTraining(Rule):
     ```
 
     ## 修复安全性
-    修复会在文件第一段顶层导入语句之后、其他代码取随机数之前，插入一段设定种子的代码（`random`、文件导入了 NumPy 时的
-    NumPy，以及 `torch`）。每个模块都沿用这段导入为它绑定的名字（`import numpy as np` 之后用 `np`）；这段导入没有导入的
-    模块（通常是 `random`，或只在文件更靠后处、之后的 notebook 单元格中才导入的模块）由插入的代码自己导入，因此它用到的
-    每个名字在运行处都已绑定。在 notebook 中，这段代码放在这些导入中最后一条所在的单元格里、导入之后。若其中某个名字在
+    修复会在文件第一段顶层导入语句之后（中间空一行）、其他代码取随机数之前，插入一段设定种子的代码（`random`、文件导入了
+    NumPy 时的 NumPy，以及 `torch`）。每个模块都沿用这段导入为它绑定的名字（`import numpy as np` 之后用 `np`）；这段导入
+    没有导入的模块（通常是 `random`，或只在文件更靠后处、之后的 notebook 单元格中才导入的模块）会被加进这段导入里 isort
+    排序后的位置，因此插入的代码用到的每个名字在运行处都已绑定。在 notebook 中，这段代码放在这些导入中最后一条所在的
+    单元格里、导入之后，新的导入则加进第一个单元格的导入中。若其中某个名字在
     文件中另有所指（`from numpy import random`、名为 `random` 的参数），则不提供修复；若只有 NumPy 的名字被占用，则不为
     NumPy 设定种子。它是不安全的：结果会变成一个固定、可重复的序列（两次运行打印相同的数字），这正是它的目的。
 
@@ -176,7 +178,7 @@ class UnseededTraining(Rule):
         Invalid(
             "import torch\nfor x in loader:\n    loss = model(x).sum()\n    loss.backward()\n"
             "    optimizer.step()\n",
-            fixed="import torch\nimport random\nrandom.seed(0)\ntorch.manual_seed(0)\n"
+            fixed="import random\n\nimport torch\n\nrandom.seed(0)\ntorch.manual_seed(0)\n"
             "for x in loader:\n    loss = model(x).sum()\n    loss.backward()\n"
             "    optimizer.step()\n",
             lines=(4,),
@@ -184,9 +186,9 @@ class UnseededTraining(Rule):
         Invalid(
             "import numpy as np\nimport torch as T\nimport random\n"
             "for x in loader:\n    crit(model(x)).backward()\n    opt.step()\n",
-            fixed="import numpy as np\nimport torch as T\nimport random\n"
-            "random.seed(0)\nnp.random.seed(0)\nT.manual_seed(0)\n"
-            "for x in loader:\n    crit(model(x)).backward()\n    opt.step()\n",
+            fixed="import numpy as np\nimport torch as T\nimport random\n\nrandom.seed(0)\n"
+            "np.random.seed(0)\nT.manual_seed(0)\nfor x in loader:\n"
+            "    crit(model(x)).backward()\n    opt.step()\n",
             lines=(5,),
         ),
         # A script whose training runs from its __main__ block.
@@ -194,10 +196,10 @@ class UnseededTraining(Rule):
             "import torch\ndef train(model, loader, opt):\n    for x in loader:\n"
             "        model(x).sum().backward()\n        opt.step()\n"
             "if __name__ == '__main__':\n    train(net, data, optimizer)\n",
-            fixed="import torch\nimport random\nrandom.seed(0)\ntorch.manual_seed(0)\n"
+            fixed="import random\n\nimport torch\n\nrandom.seed(0)\ntorch.manual_seed(0)\n"
             "def train(model, loader, opt):\n    for x in loader:\n"
-            "        model(x).sum().backward()\n        opt.step()\n"
-            "if __name__ == '__main__':\n    train(net, data, optimizer)\n",
+            "        model(x).sum().backward()\n        opt.step()\nif __name__ == '__main__':\n"
+            "    train(net, data, optimizer)\n",
             lines=(4,),
         ),
         # NumPy is imported after other code, and torch by alias: the block goes after the
@@ -205,7 +207,7 @@ class UnseededTraining(Rule):
         Invalid(
             "import torch as T\nmodel = build()\nimport numpy as np\n"
             "for x in loader:\n    crit(model(x)).backward()\n    opt.step()\n",
-            fixed="import torch as T\nimport random\nimport numpy\nrandom.seed(0)\n"
+            fixed="import random\n\nimport numpy\nimport torch as T\n\nrandom.seed(0)\n"
             "numpy.random.seed(0)\nT.manual_seed(0)\nmodel = build()\nimport numpy as np\n"
             "for x in loader:\n    crit(model(x)).backward()\n    opt.step()\n",
             lines=(5,),
@@ -214,7 +216,7 @@ class UnseededTraining(Rule):
         Invalid(
             '"""Train."""\nimport os\nroot = os.getcwd()\nimport random\nimport torch\n'
             "for x in loader:\n    model(x).sum().backward()\n    opt.step()\n",
-            fixed='"""Train."""\nimport os\nimport random\nimport torch\nrandom.seed(0)\n'
+            fixed='"""Train."""\nimport os\nimport random\n\nimport torch\n\nrandom.seed(0)\n'
             "torch.manual_seed(0)\nroot = os.getcwd()\nimport random\nimport torch\n"
             "for x in loader:\n    model(x).sum().backward()\n    opt.step()\n",
             lines=(7,),
@@ -235,9 +237,9 @@ class UnseededTraining(Rule):
         Invalid(
             "import torch\nimport numpy as np\n"
             "for x in loader:\n    model(x).sum().backward()\n    opt.step()\n",
-            fixed="import torch\nimport numpy as np\nimport random\nrandom.seed(0)\n"
-            "np.random.seed(0)\ntorch.manual_seed(0)\n"
-            "for x in loader:\n    model(x).sum().backward()\n    opt.step()\n",
+            fixed="import torch\nimport numpy as np\nimport random\n\nrandom.seed(0)\n"
+            "np.random.seed(0)\ntorch.manual_seed(0)\nfor x in loader:\n"
+            "    model(x).sum().backward()\n    opt.step()\n",
             notebook=True,
             lines=(4,),
         ),
@@ -296,10 +298,10 @@ class UnseededTraining(Rule):
             if line is not None:
                 imports.append(line)
             seeds.append(_SEED_CALLS[module].format(name))
-        block = ctx.source.newline.join([*imports, *seeds])
+        code = ctx.source.newline.join(seeds)
         return Fix(
             Text("Seed random, NumPy and torch", "为 random、NumPy 和 torch 设定种子"),
-            (fixes.header_edit(sem, ctx.source, block, ctx.notebook),),
+            tuple(fixes.header_edits(sem, ctx.source, imports, code, ctx.notebook)),
             Applicability.UNSAFE,
         )
 

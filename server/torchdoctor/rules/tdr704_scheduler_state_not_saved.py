@@ -4,15 +4,28 @@ import ast
 
 from ..core import checkpoints, fixes, kinds
 from ..core.context import Context
+from ..core.kinds import Kind
 from ..core.model import Applicability, Fix, Severity, Text
-from .base import Invalid, Rule
+from .base import Invalid, Rule, Valid
 
 _SCHEDULERS = "torch.optim.lr_scheduler."
 
 
+_OPTIM_PY = (
+    "import torch\n"
+    "def build_optimizer(model, lr):\n"
+    "    return torch.optim.AdamW(model.parameters(), lr=lr)\n"
+    "def build_scheduler(optimizer):\n"
+    "    return torch.optim.lr_scheduler.StepLR(optimizer, 30)\n"
+)
+
+
 def scheduler_names(ctx: Context) -> list[str]:
-    """Names (``sched``, ``self.scheduler``) bound to a learning-rate scheduler in this file."""
+    """Names (``sched``, ``self.scheduler``) bound to a learning-rate scheduler in this file:
+    made here, or by a helper of another project module (``build_scheduler(...)``)."""
     names: list[str] = []
+    if ctx.sem.project is not None:
+        names += _built_by_helpers(ctx)
     if "lr_scheduler" not in ctx.source.text:
         return names
     for call in ctx.sem.calls:
@@ -33,10 +46,35 @@ def scheduler_names(ctx: Context) -> list[str]:
     return names
 
 
+def _built_by_helpers(ctx: Context) -> list[str]:
+    """Names assigned a scheduler that a function of another module returns (alone or in a
+    returned tuple: ``optimizer, scheduler = build(cfg, model)``)."""
+    sem = ctx.sem
+    names: list[str] = []
+    for stmt in sem.assigns:
+        if len(stmt.targets) != 1 or not isinstance(stmt.value, ast.Call):
+            continue
+        defined = sem.function_def(stmt.value.func)
+        if defined is None or defined[0] is sem:
+            continue
+        target = stmt.targets[0]
+        parts = target.elts if isinstance(target, ast.Tuple | ast.List) else [target]
+        for part in parts:
+            if (
+                isinstance(part, ast.Name | ast.Attribute)
+                and kinds.kind(sem, part) is Kind.SCHEDULER
+            ):
+                name = ctx.segment(part)
+                if name not in names:
+                    names.append(name)
+    return names
+
+
 class SchedulerStateNotSaved(Rule):
     """## What it does
     Checks for a checkpoint dict passed to `torch.save` that holds the optimizer's
-    `state_dict()` but not the learning-rate scheduler's, in a file that creates a scheduler.
+    `state_dict()` but not the learning-rate scheduler's, in a file that creates a scheduler
+    (or gets one from a helper of another module, `build_scheduler(optimizer, cfg)`).
 
     Off by default (`extend-select = ["TDR704"]` turns it on): on real code its findings were schedules restored another way (`scheduler.last_epoch = start_epoch - 1`).
 
@@ -69,8 +107,8 @@ class SchedulerStateNotSaved(Rule):
     """
 
     zh = """## 功能
-    检查文件中创建了学习率调度器时，传给 `torch.save` 的检查点字典保存了优化器的 `state_dict()`、却没有保存调度器的
-    状态的情况。
+    检查文件中创建了学习率调度器（或从其他模块的辅助函数 `build_scheduler(optimizer, cfg)` 得到调度器）时，传给
+    `torch.save` 的检查点字典保存了优化器的 `state_dict()`、却没有保存调度器的状态的情况。
 
     默认关闭（`extend-select = ["TDR704"]` 开启）：在真实代码中，它的发现都是以其他方式恢复的调度（`scheduler.last_epoch = start_epoch - 1`）。
 
@@ -118,6 +156,15 @@ class SchedulerStateNotSaved(Rule):
         # The scheduler's state under another spelling.
         "import torch\nsched = torch.optim.lr_scheduler.StepLR(opt, 30)\n"
         "torch.save({'opt': opt.state_dict(), 'lr': sched.state_dict()}, 'c.pt')",
+        # The scheduler from a helper of another module is saved.
+        Valid(
+            "import torch\nfrom optim import build_optimizer, build_scheduler\n"
+            "optimizer = build_optimizer(model, 0.1)\n"
+            "scheduler = build_scheduler(optimizer)\n"
+            "torch.save({'optimizer': optimizer.state_dict(), "
+            "'scheduler': scheduler.state_dict()}, 'c.pt')\n",
+            files=(("optim.py", _OPTIM_PY),),
+        ),
     )
     INVALID = (
         Invalid(
@@ -137,6 +184,20 @@ class SchedulerStateNotSaved(Rule):
             "    torch.save(ckpt, 'c.pt')",
             fixed=None,
             lines=(6,),
+        ),
+        # The optimizer and scheduler come from helpers of another module.
+        Invalid(
+            "import torch\nfrom optim import build_optimizer, build_scheduler\n"
+            "optimizer = build_optimizer(model, 0.1)\n"
+            "scheduler = build_scheduler(optimizer)\n"
+            "torch.save({'optimizer': optimizer.state_dict(), 'epoch': 3}, 'c.pt')\n",
+            fixed="import torch\nfrom optim import build_optimizer, build_scheduler\n"
+            "optimizer = build_optimizer(model, 0.1)\n"
+            "scheduler = build_scheduler(optimizer)\n"
+            "torch.save({'optimizer': optimizer.state_dict(), 'epoch': 3, "
+            "\"scheduler\": scheduler.state_dict()}, 'c.pt')\n",
+            files=(("optim.py", _OPTIM_PY),),
+            lines=(5,),
         ),
     )
 

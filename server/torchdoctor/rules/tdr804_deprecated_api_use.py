@@ -190,7 +190,7 @@ class DeprecatedApiUse(Rule):
         # Imported by name in a file that never imports torch: the fix adds the import.
         Invalid(
             "from torch import qr\nq, r = qr(a)\n",
-            fixed="from torch import qr\nimport torch\nq, r = torch.linalg.qr(a)\n",
+            fixed="import torch\nfrom torch import qr\nq, r = torch.linalg.qr(a)\n",
             lines=(2,),
         ),
         # `torch` is another object here: no fix rather than a wrong one.

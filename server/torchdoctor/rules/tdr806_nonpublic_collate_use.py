@@ -98,7 +98,7 @@ class NonpublicCollateUse(Rule):
         ),
         Invalid(
             "import torch.utils.data._utils.collate as C\nb = C.default_convert(s)",
-            fixed="import torch.utils.data._utils.collate as C\nimport torch\n"
+            fixed="import torch\nimport torch.utils.data._utils.collate as C\n"
             "b = torch.utils.data.default_convert(s)",
             lines=(2,),
         ),

@@ -94,7 +94,7 @@ class LogOnePlus(Rule):
         ),
         Invalid(
             "from torch import log\ny = log(1 + a * b)",
-            fixed="from torch import log\nimport torch\ny = torch.log1p(a * b)",
+            fixed="import torch\nfrom torch import log\ny = torch.log1p(a * b)",
             lines=(2,),
         ),
         Invalid(

@@ -248,7 +248,7 @@ class TorchvisionPretrained(Rule):
         ),
         Invalid(
             "from torchvision.models import resnet18\nm = resnet18(pretrained=True)",
-            fixed="from torchvision.models import resnet18\nimport torchvision\n"
+            fixed="import torchvision\nfrom torchvision.models import resnet18\n"
             "m = resnet18(weights=torchvision.models.ResNet18_Weights.IMAGENET1K_V1)",
             lines=(2,),
         ),
@@ -263,7 +263,7 @@ class TorchvisionPretrained(Rule):
         ),
         Invalid(
             "from torchvision.models.resnet import resnet50\nm = resnet50(True)",
-            fixed="from torchvision.models.resnet import resnet50\nimport torchvision\n"
+            fixed="import torchvision\nfrom torchvision.models.resnet import resnet50\n"
             "m = resnet50(weights=torchvision.models.ResNet50_Weights.IMAGENET1K_V1)",
             lines=(2,),
         ),

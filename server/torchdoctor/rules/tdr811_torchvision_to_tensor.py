@@ -108,7 +108,7 @@ class TorchvisionV2ToTensor(Rule):
         ),
         Invalid(
             "from torchvision.transforms import v2 as T\nt = T.Compose([T.ToTensor()])",
-            fixed="from torchvision.transforms import v2 as T\nimport torch\n"
+            fixed="import torch\nfrom torchvision.transforms import v2 as T\n"
             "t = T.Compose([T.Compose([T.ToImage(), T.ToDtype(torch.float32, scale=True)])])",
             lines=(2,),
         ),
@@ -138,7 +138,7 @@ class TorchvisionV2ToTensor(Rule):
         if not isinstance(call, ast.Call) or call.func is not ref or call.args or call.keywords:
             return None
         v2 = ctx.segment(ref.value)
-        torch_ref = fixes.module_ref(ctx.sem, ctx.source, "torch")
+        torch_ref = fixes.module_ref(ctx.sem, ctx.source, "torch", ctx.notebook)
         if torch_ref is None:
             return None
         torch_name, edits = torch_ref

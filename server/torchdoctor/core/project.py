@@ -1,0 +1,522 @@
+"""The user's project: its own modules, and what a name imported from one of them refers to.
+
+Training code is spread over files: the sampler is built in ``data.py``, the epoch loop is in
+``train.py``, saving goes through a helper in ``utils.py``. ``Project`` resolves a name imported
+from the project's own code (the checked file's folder and the project's roots, packages,
+relative imports, re-exports in ``__init__.py``) to its definition, and hands out the parsed
+facts (``Semantic``) of the module that defines it, so that the subject modules (kinds,
+training, data, checkpoints) read a helper in another file as they read one in the same file.
+Where the files say it plainly (a module file on the search path, a ``def``, ``class`` or
+assignment of the name there, re-exports by import) the answer is read from them; otherwise (a
+star import, a name the module does not bind at its top level, a namespace package) jedi is
+asked.
+
+Names from torch, the standard library and other installed packages are never resolved here:
+only a module found as a ``.py`` file or package folder in the project's folders (the file's
+folder and those above it up to the project root) is asked about, and jedi's search path holds
+only those folders. jedi runs in this process (no virtual environment needed), never imports a
+module to inspect it (a compiled extension would run code), and each query has a time limit.
+Parsed modules are cached by file content; answers are cached until a file they depend on
+changes.
+"""
+
+from __future__ import annotations
+
+import ast
+import concurrent.futures
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .incremental import parse_text
+from .reading import read_source
+from .semantic import Binding, Semantic
+
+# How long one jedi query may take, and how many may time out before jedi is left alone for the
+# rest of the run (a project too large or too dynamic to resolve in time).
+QUERY_SECONDS = 2.0
+MAX_TIMEOUTS = 3
+MAX_MODULE_BYTES = 2 * 1024 * 1024
+_TEXT = "project-text"  # the checked text, in ``sem.memo``
+_NOT_PROJECT = frozenset(sys.stdlib_module_names) | {"torch", "torchvision", "numpy"}
+
+
+@dataclass(frozen=True)
+class Module:
+    """One parsed module of the project."""
+
+    path: str
+    text: str
+    sem: Semantic
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where jedi says an imported name is defined."""
+
+    path: str
+    name: str
+    type: str  # function | class | module | statement | ...
+    line: int
+
+
+Overlay = Callable[[str], "str | None"]
+# The files do not say plainly where an import leads: jedi is asked.
+_ASK_JEDI = Target("", "", "", 0)
+_NAMESPACE = "<namespace package>"
+
+
+class Project:
+    """The modules of one project and the definitions of names imported across them."""
+
+    def __init__(
+        self,
+        roots: Iterable[str | Path] = (),
+        *,
+        overlay: Overlay | None = None,
+        query_seconds: float = QUERY_SECONDS,
+    ) -> None:
+        self.roots: tuple[str, ...] = tuple(dict.fromkeys(os.path.abspath(r) for r in roots))
+        self._overlay = overlay  # the text of files open in an editor, by path
+        self._query_seconds = query_seconds
+        self._modules: dict[str, tuple[object, Module | None]] = {}
+        self._targets: dict[tuple[str, str, int, str], Target | None] = {}
+        self._used: dict[str, set[str]] = {}  # importer path -> module paths its checks read
+        self._searched: set[str] = set()  # importers whose checks looked for project modules
+        self._last_owner: Semantic | None = None
+        self._lock = threading.RLock()
+        self._timeouts = 0
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._jedi: Any = None
+        self._env: Any = None
+        self._jedi_projects: dict[tuple[str, ...], Any] = {}
+        self._paths: dict[str, tuple[str, ...]] = {}
+
+    # ------------------------------------------------------------------ modules ----------
+    def module(self, path: str) -> Module | None:
+        """The parsed facts of a project file (from the editor's text when it is open there),
+        cached by content; None when it cannot be read or parsed."""
+        path = os.path.abspath(path)
+        text = self._overlay(path) if self._overlay is not None else None
+        stamp: object
+        if text is not None:
+            stamp = ("text", hash(text), len(text))
+        else:
+            try:
+                st = os.stat(path)
+            except OSError:
+                return None
+            if st.st_size > MAX_MODULE_BYTES:
+                return None
+            stamp = ("disk", st.st_mtime_ns, st.st_size)
+        with self._lock:
+            cached = self._modules.get(path)
+            if cached is not None and cached[0] == stamp:
+                return cached[1]
+        if text is None:
+            text, _error = read_source(Path(path))
+        found: Module | None = None
+        if text is not None:
+            tree, _error = parse_text(text, path)
+            if tree is not None:
+                try:
+                    sem = Semantic(tree)
+                except RecursionError:
+                    sem = None
+                if sem is not None:
+                    self.adopt(sem, path, text)
+                    found = Module(path, text, sem)
+        with self._lock:
+            self._modules[path] = (stamp, found)
+        return found
+
+    def adopt(self, sem: Semantic, path: str, text: str | None = None) -> None:
+        """Let ``sem`` (the facts of ``text``, the file at ``path``) resolve names through this
+        project."""
+        sem.project = self
+        sem.path = os.path.abspath(path)
+        if text is not None:
+            sem.memo[_TEXT] = text
+
+    def owner(self, node: ast.AST) -> Semantic | None:
+        """The facts of the project module a node belongs to (for nodes of another module)."""
+        last = self._last_owner
+        if last is not None and (node is last.tree or node in last.parents):
+            return last  # nodes are mostly asked about many times over, module by module
+        with self._lock:
+            modules = [m for _s, m in self._modules.values() if m is not None]
+        for module in modules:
+            sem = module.sem
+            if node is sem.tree or node in sem.parents:
+                self._last_owner = sem
+                return sem
+        return None
+
+    def changed(self, path: str | None = None) -> None:
+        """A file of the project changed on disk or in the editor (None: files were added or
+        removed): answers that may depend on it are dropped."""
+        with self._lock:
+            if path is None or os.path.basename(path) == "__init__.py":
+                self._targets.clear()
+                return
+            path = os.path.abspath(path)
+            for key, target in list(self._targets.items()):
+                if target is not None and target.path == path:
+                    del self._targets[key]
+
+    def dependents(self, path: str) -> set[str]:
+        """The files whose last check read facts of the module at ``path``."""
+        path = os.path.abspath(path)
+        with self._lock:
+            return {who for who, used in self._used.items() if path in used and who != path}
+
+    def begin(self, path: str) -> None:
+        """A check of ``path`` starts: what it reads from other modules is recorded anew."""
+        path = os.path.abspath(path)
+        with self._lock:
+            self._used[path] = set()
+            self._searched.discard(path)
+
+    def reads(self, path: str) -> list[str]:
+        """What the last check of ``path`` depended on besides its own text: the project
+        modules it read, and (when it looked for any) the folders it looked for modules in,
+        whose listing decides what an import resolves to. A result kept for ``path`` is stale
+        when one of them changed."""
+        path = os.path.abspath(path)
+        with self._lock:
+            used = sorted(self._used.get(path, ()))
+            searched = path in self._searched
+        folders = {os.path.dirname(u) for u in used}
+        if searched:
+            folders.update(self._search_path(path))
+        # The packages a module was reached through may re-export it: their __init__.py too.
+        inits = set()
+        for folder in folders:
+            while os.path.isfile(os.path.join(folder, "__init__.py")):
+                inits.add(os.path.join(folder, "__init__.py"))
+                folder = os.path.dirname(folder)
+        return sorted({*used, *inits}) + sorted(folders)
+
+    # ------------------------------------------------------------------ resolution -------
+    def resolve(self, sem: Semantic, binding: Binding) -> tuple[Semantic, ast.AST] | None:
+        """The definition an import binding of ``sem`` refers to, in a project module: a
+        function, a class, a module, or the statement that assigns a module-level name."""
+        if binding.how != "import" or sem.path is None:
+            return None
+        alias = binding.node
+        stmt = sem.parent(alias)
+        if not isinstance(alias, ast.alias) or not isinstance(stmt, ast.Import | ast.ImportFrom):
+            return None
+        module = stmt.module or "" if isinstance(stmt, ast.ImportFrom) else ""
+        level = stmt.level if isinstance(stmt, ast.ImportFrom) else 0
+        key = (sem.path, module, level, alias.name)
+        with self._lock:
+            known = key in self._targets
+            target = self._targets.get(key)
+        if self._may_be_project(stmt, alias):
+            with self._lock:
+                self._searched.add(sem.path)
+        if not known:
+            if not self._in_project(sem.path, stmt, alias):
+                with self._lock:
+                    self._targets[key] = None
+                return None
+            target = self._direct(sem.path, stmt, alias)
+            if target is _ASK_JEDI:
+                line, column = _name_position(stmt, alias)
+                target = self._query(sem, line, column)
+            with self._lock:
+                self._targets[key] = target
+        if target is None:
+            return None
+        found = self.module(target.path)
+        if found is None:
+            return None
+        with self._lock:
+            self._used.setdefault(sem.path, set()).add(found.path)
+        if target.type == "module":
+            return found.sem, found.sem.tree
+        return _top_level(found.sem, target.name, target.line)
+
+    # -- the plain cases, read from the files ----------------------------------------------
+    def _direct(
+        self, importer: str, stmt: ast.Import | ast.ImportFrom, alias: ast.alias, depth: int = 0
+    ) -> Target | None:
+        """Where an import leads when the files say it plainly: a module file found on the
+        search path, and a ``def``, ``class`` or assignment of the name in it, following
+        re-exports (``from .data import build_loader`` in ``__init__.py``). ``_ASK_JEDI`` when
+        they do not (a star import, a name the module does not bind, a namespace package)."""
+        if depth > 6:
+            return _ASK_JEDI
+        if isinstance(stmt, ast.Import):
+            parts = alias.name.split(".")
+            if alias.asname is None:
+                parts = parts[:1]  # `import a.b` binds `a`
+            found = self._module_file(importer, 0, parts)
+            if found is None or found is _NAMESPACE:
+                return None if found is None else _ASK_JEDI
+            return Target(found, parts[-1], "module", 1)
+        parts = [p for p in (stmt.module or "").split(".") if p]
+        base = self._module_file(importer, stmt.level, parts)
+        if base is None or base is _NAMESPACE:
+            return None if base is None else _ASK_JEDI  # no such file: jedi finds none either
+        target = self._binding_target(base, alias.name, depth)
+        if target is not _ASK_JEDI:
+            return target
+        if os.path.basename(base) == "__init__.py":  # `from pkg import submodule`
+            sub = self._module_file(base, 1, [alias.name])
+            if sub is not None and sub is not _NAMESPACE:
+                return Target(sub, alias.name, "module", 1)
+        return _ASK_JEDI
+
+    def _binding_target(self, path: str, name: str, depth: int) -> Target | None:
+        module = self.module(path)
+        if module is None:
+            return _ASK_JEDI
+        tree = module.sem.tree
+        if any(
+            isinstance(s, ast.ImportFrom) and any(a.name == "*" for a in s.names) for s in tree.body
+        ):
+            return _ASK_JEDI
+        bindings = module.sem.scopes[tree].bindings.get(name)
+        if not bindings:
+            return _ASK_JEDI
+        last = bindings[-1]
+        if last.how in ("def", "class"):
+            kind = "class" if last.how == "class" else "function"
+            return Target(path, name, kind, getattr(last.node, "lineno", 1))
+        if last.how == "assign":
+            return Target(path, name, "statement", getattr(last.node, "lineno", 1))
+        if last.how == "import" and isinstance(last.node, ast.alias):
+            inner = module.sem.parent(last.node)
+            if isinstance(inner, ast.Import | ast.ImportFrom):
+                if not self._in_project(path, inner, last.node):
+                    return None  # re-exported from torch or another installed package
+                return self._direct(path, inner, last.node, depth + 1)
+        return _ASK_JEDI
+
+    def _module_file(self, importer: str, level: int, parts: list[str]) -> str | None:
+        """The ``.py`` file of a module (a package's ``__init__.py``), searched as the import
+        statement of ``importer`` would; None when there is none, ``_NAMESPACE`` for a folder
+        without ``__init__.py`` (a namespace package, or compiled modules)."""
+        if level:
+            folder = os.path.dirname(importer)
+            for _ in range(level - 1):
+                folder = os.path.dirname(folder)
+            folders: Sequence[str] = (folder,)
+        else:
+            folders = self._search_path(importer)
+        for folder in folders:
+            path = os.path.join(folder, *parts)
+            if parts and os.path.isfile(path + ".py"):
+                return path + ".py"
+            if os.path.isfile(os.path.join(path, "__init__.py")):
+                return os.path.join(path, "__init__.py")
+            if parts and os.path.isdir(path):
+                return _NAMESPACE  # a namespace package, or a package of compiled modules
+        return None
+
+    @staticmethod
+    def _may_be_project(stmt: ast.Import | ast.ImportFrom, alias: ast.alias) -> bool:
+        """Whether the import could name a project module (not torch, not the standard
+        library), wherever the project's files are."""
+        if isinstance(stmt, ast.ImportFrom) and stmt.level:
+            return True
+        name = stmt.module if isinstance(stmt, ast.ImportFrom) else alias.name
+        top = (name or "").split(".")[0]
+        return bool(top) and top not in _NOT_PROJECT
+
+    def _in_project(
+        self, importer: str, stmt: ast.Import | ast.ImportFrom, alias: ast.alias
+    ) -> bool:
+        if isinstance(stmt, ast.ImportFrom) and stmt.level:
+            return True
+        if not self._may_be_project(stmt, alias):
+            return False
+        name = stmt.module if isinstance(stmt, ast.ImportFrom) else alias.name
+        top = (name or "").split(".")[0]
+        for folder in self._search_path(importer):
+            base = os.path.join(folder, top)
+            if os.path.isfile(base + ".py") or os.path.isdir(base):
+                return True
+        return False
+
+    def _search_path(self, importer: str) -> tuple[str, ...]:
+        """Where a file's imports are looked for: its folder and the folders above it up to the
+        project's root (scripts in ``tools/`` import the root's packages, often after adding
+        the root to ``sys.path`` themselves), then the project's roots."""
+        known = self._paths.get(importer)
+        if known is not None:
+            return known
+        folders = [os.path.dirname(importer)]
+        if any(self._under_roots(importer, [root]) for root in self.roots):
+            while folders[-1] not in self.roots:
+                parent = os.path.dirname(folders[-1])
+                if parent == folders[-1]:
+                    break
+                folders.append(parent)
+        found = tuple(dict.fromkeys((*folders, *self.roots)))
+        self._paths[importer] = found
+        return found
+
+    def _query(self, sem: Semantic, line: int, column: int) -> Target | None:
+        """Ask jedi where the name at (line, column) of ``sem``'s file is defined, within the time
+        limit; None when jedi cannot say or takes too long."""
+        assert sem.path is not None
+        if self._timeouts >= MAX_TIMEOUTS:
+            return None
+        text = self._text_of(sem)
+        if text is None:
+            return None
+        with self._lock:
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    1, thread_name_prefix="torchdoctor-jedi"
+                )
+            executor = self._executor
+        future = executor.submit(self._goto, text, sem.path, line, column)
+        try:
+            return future.result(timeout=self._query_seconds)
+        except concurrent.futures.TimeoutError:
+            self._timeouts += 1
+            return None
+        except Exception:  # jedi failing on odd code must not fail the check
+            return None
+
+    def _text_of(self, sem: Semantic) -> str | None:
+        assert sem.path is not None
+        own = sem.memo.get(_TEXT)
+        if isinstance(own, str):
+            return own
+        with self._lock:
+            cached = self._modules.get(sem.path)
+        if cached is not None and cached[1] is not None and cached[1].sem is sem:
+            return cached[1].text
+        return None
+
+    def _goto(self, text: str, path: str, line: int, column: int) -> Target | None:
+        jedi = self._load_jedi()
+        if jedi is None:
+            return None
+        search = self._search_path(path)
+        project = self._jedi_projects.get(search)
+        if project is None:
+            project = jedi.Project(
+                self.roots[0] if self.roots else search[0],
+                sys_path=list(search),
+                load_unsafe_extensions=False,
+                smart_sys_path=False,
+            )
+            self._jedi_projects[search] = project
+        script = jedi.Script(text, path=path, project=project, environment=self._environment())
+        for name in script.goto(line, column, follow_imports=True):
+            where = name.module_path
+            if where is None or name.line is None:
+                continue
+            where = str(where)
+            if not where.endswith(".py") or not self._under_roots(where, search):
+                continue
+            return Target(os.path.abspath(where), name.name, name.type, name.line)
+        return None
+
+    @staticmethod
+    def _under_roots(path: str, roots: Sequence[str]) -> bool:
+        path = os.path.abspath(path)
+        return any(path.startswith(os.path.join(root, "")) for root in roots)
+
+    def _load_jedi(self) -> Any:
+        if self._jedi is None:
+            try:
+                import jedi
+            except ImportError:  # pragma: no cover - jedi is a dependency
+                self._jedi = False
+            else:
+                self._jedi = jedi
+        return self._jedi or None
+
+    def _environment(self) -> Any:
+        """jedi's view of the interpreter: this process (no virtual environment needed), where
+        a module that is not imported yet is never imported to be inspected. (jedi would import
+        a compiled extension it meets — ``from . import _C`` — and with it the package around
+        it, running its code.)"""
+        if self._env is None:
+            from jedi.api.environment import InterpreterEnvironment
+            from jedi.inference.compiled.subprocess import InferenceStateSameProcess
+
+            class NoImports(InferenceStateSameProcess):
+                def __getattr__(self, name: str) -> Any:
+                    found = super().__getattr__(name)
+                    if name != "load_module":
+                        return found
+
+                    def load_module(**kwargs: Any) -> Any:
+                        dotted = kwargs.get("dotted_name") or ""
+                        if dotted in sys.modules or dotted in sys.builtin_module_names:
+                            return found(**kwargs)  # already there: importing runs nothing
+                        return None
+
+                    return load_module
+
+            class Environment(InterpreterEnvironment):
+                def get_inference_state_subprocess(self, inference_state: Any) -> Any:
+                    return NoImports(inference_state)
+
+            self._env = Environment()
+        return self._env
+
+    def close(self) -> None:
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _name_position(stmt: ast.Import | ast.ImportFrom, alias: ast.alias) -> tuple[int, int]:
+    """Where jedi should look: the imported name itself (the last part of a dotted module)."""
+    line, column = alias.lineno, alias.col_offset
+    if isinstance(stmt, ast.Import) and "." in alias.name:
+        column += alias.name.rindex(".") + 1
+    return line, column
+
+
+def _top_level(sem: Semantic, name: str, line: int) -> tuple[Semantic, ast.AST] | None:
+    """The module-level definition of ``name`` that jedi placed at ``line``."""
+    scope = sem.scopes.get(sem.tree)
+    if scope is None:
+        return None
+    bindings = scope.bindings.get(name, [])
+    for binding in bindings:
+        node = binding.node
+        first = min(
+            [getattr(node, "lineno", 0)] + [d.lineno for d in getattr(node, "decorator_list", ())]
+        )
+        if first <= line <= getattr(node, "end_lineno", first) and binding.how in ("def", "class"):
+            return sem, node
+    for binding in reversed(bindings):
+        if binding.how in ("def", "class"):
+            return sem, binding.node
+        if binding.how == "assign":
+            return sem, binding.node
+    return None
+
+
+def project_roots(path: str | Path) -> list[str]:
+    """The roots a file's imports are searched from: the nearest folder above it holding
+    ``pyproject.toml``, ``setup.py``, ``setup.cfg`` or ``.git`` (the project root), and a
+    ``src/`` folder there."""
+    here = Path(os.path.abspath(path))
+    folder = here if here.is_dir() else here.parent
+    for candidate in (folder, *folder.parents):
+        if any(
+            (candidate / marker).exists()
+            for marker in ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+        ):
+            roots = [str(candidate)]
+            if (candidate / "src").is_dir():
+                roots.append(str(candidate / "src"))
+            return roots
+    return [str(folder)]

@@ -1,0 +1,93 @@
+"""One project, not one file: examples/project is a training script whose sampler, model
+and saving helpers live in a package of its own (re-exported through ``__init__.py``). Its
+pitfalls are found whether the folder or the one script is checked, from any working folder,
+and each finding names the other module its fact comes from."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+PROJECT = Path(__file__).resolve().parents[2] / "examples" / "project"
+EXPECTED = [
+    ("TDR105", 18),  # the model is a class of trainer/models.py, held on self
+    ("TDR502", 26),  # the DistributedSampler is built in trainer/data.py
+    ("TDR505", 31),  # save_checkpoint (trainer/utils.py) saves on every rank
+]
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    copy = tmp_path / "project"
+    shutil.copytree(PROJECT, copy)
+    return copy
+
+
+def _found(run) -> list[tuple[str, int]]:
+    return [(f["code"], f["location"]["row"]) for f in run.json()]
+
+
+@pytest.mark.parametrize("target", [".", "train.py"])
+def test_findings_rest_on_facts_of_other_modules(td, project: Path, target: str) -> None:
+    run = td("check", "--output-format", "json", "--no-cache", target, cwd=project)
+    assert run.code == 1, run.err
+    assert _found(run) == EXPECTED
+    messages = {f["code"]: f["message"] for f in run.json()}
+    assert "(`DistributedSampler` created in trainer/data.py:5)" in messages["TDR502"]
+    assert "`save_checkpoint` (trainer/utils.py:5)" in messages["TDR505"]
+
+
+def test_the_script_checked_from_another_folder(td, project: Path, tmp_path: Path) -> None:
+    run = td("check", "--output-format", "json", "--no-cache", str(project / "train.py"))
+    assert _found(run) == EXPECTED
+
+
+def test_a_helper_that_checks_the_rank_itself_is_not_reported(td, project: Path) -> None:
+    # save_on_master (line 32) checks the rank in trainer/utils.py; make save_checkpoint do
+    # the same and its call is no longer reported.
+    utils = project / "trainer" / "utils.py"
+    utils.write_text(
+        utils.read_text().replace(
+            "def save_checkpoint(state, path):\n    torch.save(state, path)\n",
+            "def save_checkpoint(state, path):\n    if dist.get_rank() == 0:\n"
+            "        torch.save(state, path)\n",
+        )
+    )
+    run = td("check", "--output-format", "json", "--no-cache", ".", cwd=project)
+    assert [code for code, _row in _found(run)] == ["TDR105", "TDR502"]
+
+
+def test_without_the_package_the_facts_are_unknown(td, project: Path) -> None:
+    shutil.rmtree(project / "trainer")
+    run = td("check", "--output-format", "json", "--no-cache", "train.py", cwd=project)
+    assert _found(run) == []
+
+
+def test_fix_seeds_the_sampler_returned_by_the_helper(td, project: Path) -> None:
+    run = td("check", "--fix", "--no-cache", "train.py", cwd=project)
+    assert run.code == 1, run.out + run.err
+    text = (project / "train.py").read_text()
+    assert "    for epoch in range(epochs):\n        sampler.set_epoch(epoch)\n" in text
+    again = td("check", "--output-format", "json", "--no-cache", "train.py", cwd=project)
+    assert [code for code, _row in _found(again)] == ["TDR105", "TDR505"]
+
+
+def test_a_cached_result_is_dropped_when_a_module_it_read_changes(td, project: Path) -> None:
+    first = td("check", "--output-format", "json", "train.py", cwd=project)
+    assert _found(first) == EXPECTED
+    assert (project / ".torchdoctor_cache").is_dir()
+    assert _found(td("check", "--output-format", "json", "train.py", cwd=project)) == EXPECTED
+    data = project / "trainer" / "data.py"
+    data.write_text(data.read_text().replace("(dataset)", "(dataset, shuffle=False)"))
+    again = td("check", "--output-format", "json", "train.py", cwd=project)
+    assert [code for code, _row in _found(again)] == ["TDR105", "TDR505"]
+    # A module that appears where an import is looked for changes what the import means.
+    (project / "trainer" / "utils.py").unlink()
+    (project / "trainer" / "__init__.py").write_text(
+        "from .data import build_loader\n\n\ndef save_checkpoint(state, path):\n    pass\n\n\n"
+        "def save_on_master(state, path):\n    pass\n"
+    )
+    final = td("check", "--output-format", "json", "train.py", cwd=project)
+    assert [code for code, _row in _found(final)] == ["TDR105"]
