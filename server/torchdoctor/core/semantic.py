@@ -24,7 +24,7 @@ import ast
 import functools
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -117,11 +117,9 @@ class Scope:
         return isinstance(self.node, ast.ClassDef)
 
 
+# Nodes the walk records (names, attributes and calls it records inline).
 _RECORDED = frozenset(
     {
-        ast.Call,
-        ast.Attribute,
-        ast.Name,
         ast.Assign,
         ast.AnnAssign,
         ast.AugAssign,
@@ -148,11 +146,39 @@ _RECORDED = frozenset(
 _SCOPE_TYPES = frozenset(SCOPE_NODES)
 # Fields that can hold child nodes, per node type (singleton operator/context nodes excluded).
 _NO_CHILD_FIELDS = frozenset({"ctx", "op", "ops", "type_comment", "kind", "conversion", "is_async"})
+# Fields that hold identifiers or constants, never nodes (the walk does not look into them).
+_SCALAR_FIELDS: dict[str, frozenset[str]] = {
+    "Name": frozenset({"id"}),
+    "Constant": frozenset({"value"}),
+    "Attribute": frozenset({"attr"}),
+    "alias": frozenset({"name", "asname"}),
+    "arg": frozenset({"arg"}),
+    "keyword": frozenset({"arg"}),
+    "FunctionDef": frozenset({"name"}),
+    "AsyncFunctionDef": frozenset({"name"}),
+    "ClassDef": frozenset({"name"}),
+    "ExceptHandler": frozenset({"name"}),
+    "ImportFrom": frozenset({"module", "level"}),
+    "Global": frozenset({"names"}),
+    "Nonlocal": frozenset({"names"}),
+    "MatchSingleton": frozenset({"value"}),
+    "MatchAs": frozenset({"name"}),
+    "MatchStar": frozenset({"name"}),
+    "MatchMapping": frozenset({"rest"}),
+    "MatchClass": frozenset({"kwd_attrs"}),
+    "TypeVar": frozenset({"name"}),
+    "ParamSpec": frozenset({"name"}),
+    "TypeVarTuple": frozenset({"name"}),
+}
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+_REVERSED_FIELDS: dict[type, tuple[str, ...]] = {}  # the same, last field first
 
 
 def _child_fields(kind: type) -> tuple[str, ...]:
-    fields = tuple(f for f in getattr(kind, "_fields", ()) if f not in _NO_CHILD_FIELDS)
+    scalar = _SCALAR_FIELDS.get(kind.__name__, frozenset())
+    fields = tuple(
+        f for f in getattr(kind, "_fields", ()) if f not in _NO_CHILD_FIELDS and f not in scalar
+    )
     _CHILD_FIELDS[kind] = fields
     return fields
 
@@ -335,51 +361,101 @@ class Semantic:
         self.path: str | None = None
         self._definitions: dict[ast.AST, tuple[Semantic, ast.AST] | None] = {}
 
+    def release(self) -> None:
+        """Drop the derived facts, which refer back to these (a function's summary, a name's
+        definition here): without them, the tree and its facts hold no reference cycle, and are
+        freed as soon as the last reference goes, without waiting for the cycle collector to
+        traverse them all."""
+        self.memo.clear()
+        self._definitions.clear()
+
     # ---------------------------------------------------------------- building ---------
     def _visit(self, stack: list[tuple[ast.AST, ast.AST | None, Scope]]) -> None:
         """Walk the subtrees on ``stack``, each entry: (node, parent, scope), in pre-order. This
         is the hot path of the whole linter: keep it free of per-node allocations beyond the
-        stack entries."""
+        stack entries, and the commonest nodes (names, constants, attributes, calls) handled
+        inline."""
         parents = self.parents
         record = self._record
         recorded = _RECORDED
         scope_types = _SCOPE_TYPES
-        fields_of = _CHILD_FIELDS
+        fields_of = _REVERSED_FIELDS
         push = stack.append
-        order = self.order
-        add = order.append
+        pop = stack.pop
+        add = self.order.append
+        names = self.names
+        name_scopes = self.name_scopes
+        attributes = self.attributes
+        calls = self.calls.append
+        calls_by_attr = self.calls_by_attr
+        calls_by_name = self.calls_by_name
+        name_type, load_type, constant_type = ast.Name, ast.Load, ast.Constant
+        attribute_type, call_type = ast.Attribute, ast.Call
+        node_type = ast.AST
         while stack:
-            node, parent, scope = stack.pop()
+            node, parent, scope = pop()
             if parent is not None:
                 parents[node] = parent
             add(node)
             kind = type(node)
-            inner = scope
+            if kind is name_type:
+                if type(node.ctx) is load_type:
+                    names[node.id].append(node)
+                    name_scopes[node] = scope
+                continue
+            if kind is constant_type:
+                continue
+            if kind is attribute_type:
+                attributes[node.attr].append(node)
+                push((node.value, node, scope))
+                continue
+            if kind is call_type:
+                calls(node)
+                func = node.func
+                if type(func) is attribute_type:
+                    calls_by_attr[func.attr].append(node)
+                elif type(func) is name_type:
+                    calls_by_name[func.id].append(node)
+                for keyword in reversed(node.keywords):
+                    push((keyword, node, scope))
+                for arg in reversed(node.args):
+                    push((arg, node, scope))
+                push((func, node, scope))
+                continue
             if kind in scope_types and parent is not None:
                 inner = self._enter_scope(node, scope)
+                if kind in recorded:
+                    record(node, scope, inner)
+                self._push_scope_children(node, scope, inner, push)
+                continue
             if kind in recorded:
-                record(node, scope, inner)
+                record(node, scope, scope)
             fields = fields_of.get(kind)
             if fields is None:
-                fields = _child_fields(kind)
-            header = inner is not scope
-            for name in reversed(fields):
+                fields = _child_fields(kind)[::-1]
+                fields_of[kind] = fields
+            for name in fields:
                 value = getattr(node, name, None)
                 if value is None:
                     continue
                 if type(value) is list:
                     for child in reversed(value):
-                        if isinstance(child, ast.AST):
-                            # Decorators, defaults, bases and annotations: the enclosing scope.
-                            if header and self._outside_scope(node, child):
-                                push((child, node, scope))
-                            else:
-                                push((child, node, inner))
-                elif isinstance(value, ast.AST):
-                    if header and self._outside_scope(node, value):
-                        push((value, node, scope))
-                    else:
-                        push((value, node, inner))
+                        if child is not None:  # a dict's keys hold None for ``**x``
+                            push((child, node, scope))
+                elif isinstance(value, node_type):
+                    push((value, node, scope))
+
+    def _push_scope_children(
+        self,
+        node: ast.AST,
+        scope: Scope,
+        inner: Scope,
+        push: Callable[[tuple[ast.AST, ast.AST | None, Scope]], None],
+    ) -> None:
+        """Push the children of a node that opens ``inner``: decorators, defaults, bases and
+        annotations, and the first iterable of a comprehension, belong to the enclosing scope."""
+        for child in reversed(_children(node)):
+            push((child, node, scope if self._outside_scope(node, child) else inner))
 
     def _subtrees(self) -> tuple[dict[ast.AST, Any], dict[ast.AST, int]]:
         """Pre-order index and subtree size of every node (computed on first use): a subtree
@@ -475,20 +551,7 @@ class Semantic:
         return scope
 
     def _record(self, node: ast.AST, scope: Scope, inner: Scope) -> None:
-        if isinstance(node, ast.Call):
-            self.calls.append(node)
-            func = node.func
-            if isinstance(func, ast.Attribute):
-                self.calls_by_attr[func.attr].append(node)
-            elif isinstance(func, ast.Name):
-                self.calls_by_name[func.id].append(node)
-        elif isinstance(node, ast.Attribute):
-            self.attributes[node.attr].append(node)
-        elif isinstance(node, ast.Name):
-            if isinstance(node.ctx, ast.Load):
-                self.names[node.id].append(node)
-                self.name_scopes[node] = scope
-        elif isinstance(node, ast.Assign):
+        if isinstance(node, ast.Assign):
             self.assigns.append(node)
             for target in node.targets:
                 self._bind_target(target, scope, "assign", node.value, None)

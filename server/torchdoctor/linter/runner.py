@@ -97,6 +97,29 @@ def check_text(
             result.probe = NO_PROBE
         return result
     project = projects.for_path(path) if projects is not None else None
+    # The tree and the facts die with _check's frame, before the collector comes back on:
+    # left alive then, they would all be traversed by the next collection.
+    with paused_gc():
+        _check(
+            text, path, settings, result, notebook, codes, parser, stop, live, probe, project, fixes
+        )
+    return result
+
+
+def _check(
+    text: str,
+    path: str,
+    settings: Settings,
+    result: FileResult,
+    notebook: Notebook | None,
+    codes: frozenset[str] | None,
+    parser: IncrementalParser | None,
+    stop: Callable[[], bool] | None,
+    live: LiveFacts | None,
+    probe: bool,
+    project: Project | None,
+    fixes: bool,
+) -> None:
     with analysed(
         text,
         path,
@@ -109,13 +132,12 @@ def check_text(
     ) as (ctx, errors):
         result.errors.extend(errors)
         if ctx is None:
-            return result
+            return
         enabled = codes if codes is not None else enabled_codes(settings, path)
         _run_rules(ctx, enabled, result, stop)
         if probe:
             result.probe = probe_request(ctx)
         result.findings = _kept_findings(ctx, ctx.notebook)
-    return result
 
 
 @contextmanager
@@ -164,12 +186,15 @@ def analysed(
         if project is not None:
             project.adopt(sem, path, text)
             project.begin(path)
-        yield (
-            Context(
-                Source(text), sem, path, settings, notebook, live=live, build_fixes=build_fixes
-            ),
-            errors,
-        )
+        try:
+            yield (
+                Context(
+                    Source(text), sem, path, settings, notebook, live=live, build_fixes=build_fixes
+                ),
+                errors,
+            )
+        finally:
+            sem.release()
 
 
 def _without_broken_cells(

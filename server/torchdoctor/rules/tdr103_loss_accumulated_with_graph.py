@@ -451,11 +451,11 @@ class LossAccumulatedWithGraph(Rule):
     def check(self, ctx: Context) -> None:
         sem = ctx.sem
         for node, acc, value in training.accumulations(sem):
-            loop = training.iteration_loop(sem, node)
             name = training.accumulator_name(acc)
-            if loop is None or name is None or training.grad_disabled(sem, node):
+            if name is None or not training.holds_loss(sem, value):
                 continue
-            if not training.holds_loss(sem, value):
+            loop = training.iteration_loop(sem, node)
+            if loop is None or training.grad_disabled(sem, node):
                 continue
             scope = sem.enclosing_function(node) or sem.tree
             # A loop that backpropagates each iteration cannot mean to differentiate the total

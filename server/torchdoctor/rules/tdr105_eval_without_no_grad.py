@@ -1818,6 +1818,9 @@ _ACCELERATOR_NAME = re.compile(
     r"cuda|device|gpu|accelerat|fabric|dataparallel|(^|_)(mps|xpu|tpu|npu|hpu)(_|$)", re.I
 )
 _ACCELERATOR_STRING = re.compile(r"^(cuda|mps|xpu|gpu|npu|hpu)(:\d+)?$", re.I)
+# What the source text holds where a device string is written (quotes around it): files with
+# none are spared a scan of every node.
+_QUOTED_ACCELERATOR = re.compile(r"[\"'](cuda|mps|xpu|gpu|npu|hpu)(:\d+)?[\"']", re.I)
 # Loops over these iterate data (``for batch in data_iter``, ``for x, y in val_batches``).
 _DATA_ITERABLE = re.compile(r"loader|iter|batch|(^|_)dl$|dataset", re.I)
 
@@ -1840,11 +1843,14 @@ def _uses_accelerator(ctx: Context) -> bool:
             for call in sem.calls
             for kw in call.keywords
         )
-        or any(
-            type(node) is ast.Constant
-            and isinstance(node.value, str)
-            and _ACCELERATOR_STRING.match(node.value) is not None
-            for node in sem.order  # every node, already listed (``ast.walk`` lists them again)
+        or (
+            _QUOTED_ACCELERATOR.search(ctx.source.text) is not None
+            and any(
+                type(node) is ast.Constant
+                and isinstance(node.value, str)
+                and _ACCELERATOR_STRING.match(node.value) is not None
+                for node in sem.order  # every node, already listed (``ast.walk`` lists them)
+            )
         )
     )
     sem.memo[key] = found
