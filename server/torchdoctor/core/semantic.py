@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import itertools
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -206,17 +207,32 @@ def _pos(node: ast.AST) -> tuple[int, int]:
     return (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
 
 
-def _subtrees(
-    order: list[ast.AST], parents: dict[ast.AST, ast.AST]
-) -> tuple[dict[ast.AST, int], dict[ast.AST, int]]:
-    """Index in ``order`` (a pre-order) and subtree size of each node of ``order``."""
-    index = {node: i for i, node in enumerate(order)}
-    size = dict.fromkeys(order, 1)
-    for node in reversed(order):
-        parent = parents.get(node)
-        if parent in size:
-            size[parent] += size[node]
-    return index, size
+def _pre_order_index(order: list[ast.AST]) -> dict[ast.AST, int]:
+    """The index of each node of ``order`` (a pre-order) in it."""
+    return dict(zip(order, range(len(order)), strict=True))
+
+
+class _Sizes(dict[ast.AST, int]):
+    """The subtree size of each node of a pre-order, worked out when first asked (most never
+    are): the distance to its last descendant, which is its last child's last descendant."""
+
+    def __init__(self, index: dict[ast.AST, Any]) -> None:
+        super().__init__()
+        self.index = index
+
+    def __missing__(self, node: ast.AST) -> int:
+        last = node
+        while True:
+            children = _children(last)
+            if not children:
+                break
+            last = children[-1]
+        first, end = self.index[node], self.index[last]
+        if type(first) is tuple:  # (a chunk's order, the index there)
+            first, end = first[1], end[1]
+        size = end - first + 1
+        self[node] = size
+        return size
 
 
 class Resolver(Protocol):
@@ -273,8 +289,10 @@ class _ChunkFacts:
         of its subtree."""
         if self._subtrees is None:
             order = self.part.order
-            index, size = _subtrees(order, self.part.parents)
-            self._subtrees = {node: (order, i) for node, i in index.items()}, size
+            index: dict[ast.AST, Any] = dict(
+                zip(order, zip(itertools.repeat(order), range(len(order))), strict=True)
+            )
+            self._subtrees = index, _Sizes(index)
         return self._subtrees
 
     def merge_into(self, sem: Semantic) -> None:
@@ -392,6 +410,7 @@ class Semantic:
         name_type, load_type, constant_type = ast.Name, ast.Load, ast.Constant
         attribute_type, call_type = ast.Attribute, ast.Call
         node_type = ast.AST
+        node: Any  # its type is told by ``kind``, which mypy does not follow
         while stack:
             node, parent, scope = pop()
             if parent is not None:
@@ -464,14 +483,16 @@ class Semantic:
         versions that reuse it."""
         if self._index is None:
             if self._chunks is None:
-                self._index, self._size = _subtrees(self.order, self.parents)
+                self._index = _pre_order_index(self.order)
+                self._size = _Sizes(self._index)
             else:
                 index: dict[ast.AST, Any] = {self.tree: (self.order, 0)}
-                size: dict[ast.AST, int] = {self.tree: len(self.order)}
+                size = _Sizes(index)
+                size[self.tree] = len(self.order)
                 for part in self._chunks:
                     part_index, part_size = part.subtrees()
                     index.update(part_index)
-                    size.update(part_size)
+                    size.update(part_size)  # what the chunk worked out already
                 self._index, self._size = index, size
         assert self._size is not None
         return self._index, self._size

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import re
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -85,7 +86,10 @@ def before(a: ast.AST, b: ast.AST) -> bool:
 
 
 # ------------------------------------------------------------------ loops ----------------
-@dataclass
+_UNKNOWN = object()
+
+
+@dataclass(eq=False)
 class LoopInfo:
     """A ``for``/``while`` loop: the loop it is nested in (same function), the function, class
     or lambda around it, and the DataLoader it iterates when it is a batch loop."""
@@ -93,7 +97,22 @@ class LoopInfo:
     node: ast.For | ast.AsyncFor | ast.While
     parent: LoopInfo | None
     function: ast.AST | None
-    loader: ast.expr | None  # the loader this loop iterates, when it is a batch loop
+    # The file's facts, to tell the loader on first use (weakly held: no reference cycle).
+    facts: weakref.ref[Semantic] | None = None
+    _loader: object = _UNKNOWN
+
+    @property
+    def loader(self) -> ast.expr | None:
+        """The loader this loop iterates, when it is a batch loop (worked out on first use:
+        most loops are never asked)."""
+        if self._loader is _UNKNOWN:
+            node = self.node
+            sem = self.facts() if self.facts is not None else None
+            found = None
+            if sem is not None and isinstance(node, ast.For | ast.AsyncFor):
+                found = _iterated_loader(sem, node.iter)
+            self._loader = found
+        return self._loader  # type: ignore[return-value]
 
     @property
     def is_batch_loop(self) -> bool:
@@ -123,7 +142,8 @@ def _loops(sem: Semantic) -> _Loops:
     known = sem.memo.get(_LOOPS)
     if known is not None:
         return known  # type: ignore[return-value]
-    table: dict[ast.AST, LoopInfo] = {node: LoopInfo(node, None, None, None) for node in sem.loops}
+    facts = weakref.ref(sem)
+    table: dict[ast.AST, LoopInfo] = {node: LoopInfo(node, None, None, facts) for node in sem.loops}
     inner: dict[ast.AST, list[LoopInfo]] = {}
     sem.memo[_LOOPS] = loops = (table, inner)
     for node, info in table.items():
@@ -135,8 +155,6 @@ def _loops(sem: Semantic) -> _Loops:
                 info.parent = table[anc]
                 inner.setdefault(anc, []).append(info)
                 break
-        if isinstance(node, ast.For | ast.AsyncFor):
-            info.loader = _iterated_loader(sem, node.iter)
     return loops
 
 
@@ -146,21 +164,28 @@ def _in_loop_body(sem: Semantic, loop: ast.AST, node: ast.AST) -> bool:
     ) and not (isinstance(loop, ast.While) and sem.is_inside(node, loop.test))
 
 
-def _iterated_loader(sem: Semantic, expr: ast.expr) -> ast.expr | None:
+def iterated_candidates(expr: ast.expr) -> list[ast.expr]:
+    """What a ``for`` loop over ``expr`` may iterate as its loader, seen through
+    ``enumerate``, ``tqdm``, ``iter``, ``zip``, ``track`` and ``islice``: the expressions one of
+    which ``LoopInfo.loader`` is, when it is any."""
     seen = 0
     while isinstance(expr, ast.Call) and seen < 4:
         seen += 1
         name = terminal_name(expr.func)
         if name in ("enumerate", "tqdm", "iter", "zip", "track", "islice") and expr.args:
             if name == "zip":
-                for arg in expr.args:
-                    if kinds.is_loader(sem, arg):
-                        return arg
-                return None
+                return list(expr.args)
             expr = expr.args[0]
         else:
-            return None
-    return expr if kinds.is_loader(sem, expr) else None
+            return []
+    return [expr]
+
+
+def _iterated_loader(sem: Semantic, expr: ast.expr) -> ast.expr | None:
+    for candidate in iterated_candidates(expr):
+        if kinds.is_loader(sem, candidate):
+            return candidate
+    return None
 
 
 def loop_info(sem: Semantic, loop: ast.AST) -> LoopInfo:

@@ -674,11 +674,14 @@ class EvalWithoutNoGrad(Rule):
     )
 
     def check(self, ctx: Context) -> None:
-        if _is_test_file(ctx.path) or _grad_off_globally(ctx) or not _uses_accelerator(ctx):
+        if _is_test_file(ctx.path) or _grad_off_globally(ctx):
+            return
+        regions = self._regions(ctx)
+        if not regions or not _uses_accelerator(ctx):
             return
         frozen = _frozen_models(ctx)
         claimed: set[ast.Call] = set()
-        for region in self._regions(ctx):
+        for region in regions:
             if _trains(ctx, region.stmts, set()):
                 continue
             forwards = _forward_calls(ctx, region.stmts)
@@ -723,6 +726,11 @@ class EvalWithoutNoGrad(Rule):
             for part in _split_by_cell(ctx, following):
                 regions.append(_Region(part, eval_call=call))
         for loop in training.all_loops(sem):
+            if not isinstance(loop.node, ast.For | ast.AsyncFor) or not any(
+                _EVAL_LOADER.search(terminal_name(candidate) or "")
+                for candidate in training.iterated_candidates(loop.node.iter)
+            ):
+                continue  # what it iterates is not named like an evaluation loader
             name = terminal_name(loop.loader) if loop.loader is not None else None
             if name and _EVAL_LOADER.search(name) and not _skipped_place(ctx, loop.node):
                 regions.append(_Region([loop.node]))

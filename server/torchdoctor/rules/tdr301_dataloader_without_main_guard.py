@@ -532,19 +532,21 @@ class DataLoaderWithoutMainGuard(Rule):
 def _walk_running(ctx: Context, top: ast.stmt) -> list[ast.Call]:
     """Calls in a module-level statement that run on import, in source order: not inside
     nested defs, lambdas or classes, nor under a nested ``if __name__ == "__main__":``."""
+    sem = ctx.sem
     calls: list[ast.Call] = []
-    stack: list[ast.AST] = [top]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.Call):
-            calls.append(node)
-        if node is not top and isinstance(node, (*FUNCTION_NODES, ast.Lambda, ast.ClassDef)):
-            continue
-        if is_main_guard(node):
-            assert isinstance(node, ast.If)
-            stack.extend([node.test, *node.orelse])
-            continue
-        stack.extend(ast.iter_child_nodes(node))
+    guards: list[ast.If] = []
+    for node in sem.walk(top):  # nested defs, lambdas and classes are not entered
+        kind = type(node)
+        if kind is ast.Call:
+            calls.append(node)  # type: ignore[arg-type]
+        elif kind is ast.If and is_main_guard(node):
+            guards.append(node)  # type: ignore[arg-type]
+    if guards:
+        calls = [
+            call
+            for call in calls
+            if not any(sem.is_inside(call, stmt) for guard in guards for stmt in guard.body)
+        ]
     return sorted(calls, key=lambda n: (n.lineno, n.col_offset))
 
 
