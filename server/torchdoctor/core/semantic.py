@@ -25,7 +25,7 @@ import functools
 import itertools
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -172,6 +172,12 @@ _SCALAR_FIELDS: dict[str, frozenset[str]] = {
     "TypeVarTuple": frozenset({"name"}),
 }
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+# The fields of a scope's node that belong to the enclosing scope (see ``_outside_scope``).
+_OUTSIDE_FIELDS: dict[type, frozenset[str]] = {
+    ast.FunctionDef: frozenset({"args", "decorator_list", "returns"}),
+    ast.AsyncFunctionDef: frozenset({"args", "decorator_list", "returns"}),
+    ast.ClassDef: frozenset({"bases", "keywords", "decorator_list"}),
+}
 _REVERSED_FIELDS: dict[type, tuple[str, ...]] = {}  # the same, last field first
 
 
@@ -205,6 +211,16 @@ def _children(node: ast.AST) -> list[ast.AST]:
 
 def _pos(node: ast.AST) -> tuple[int, int]:
     return (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+
+
+@functools.lru_cache(maxsize=1024)  # rules ask for the same names in every file
+def _targets(qualnames: tuple[str, ...]) -> tuple[frozenset[str], dict[str, frozenset[str]]]:
+    """The qualified names asked for, and them by their last part (``Linear`` for
+    ``torch.nn.Linear``)."""
+    by_last: dict[str, set[str]] = defaultdict(set)
+    for qualname in qualnames:
+        by_last[qualname.rsplit(".", 1)[-1]].add(qualname)
+    return frozenset(qualnames), {last: frozenset(q) for last, q in by_last.items()}
 
 
 def _pre_order_index(order: list[ast.AST]) -> dict[ast.AST, int]:
@@ -445,7 +461,23 @@ class Semantic:
                 inner = self._enter_scope(node, scope)
                 if kind in recorded:
                     record(node, scope, inner)
-                self._push_scope_children(node, scope, inner, push)
+                # Decorators, defaults, bases and annotations: the enclosing scope.
+                outside = _OUTSIDE_FIELDS.get(kind, ())
+                fields = fields_of.get(kind)
+                if fields is None:
+                    fields = _child_fields(kind)[::-1]
+                    fields_of[kind] = fields
+                for name in fields:
+                    value = getattr(node, name, None)
+                    if value is None:
+                        continue
+                    where = scope if name in outside else inner
+                    if type(value) is list:
+                        for child in reversed(value):
+                            if child is not None:
+                                push((child, node, where))
+                    elif isinstance(value, node_type):
+                        push((value, node, where))
                 continue
             if kind in recorded:
                 record(node, scope, scope)
@@ -463,18 +495,6 @@ class Semantic:
                             push((child, node, scope))
                 elif isinstance(value, node_type):
                     push((value, node, scope))
-
-    def _push_scope_children(
-        self,
-        node: ast.AST,
-        scope: Scope,
-        inner: Scope,
-        push: Callable[[tuple[ast.AST, ast.AST | None, Scope]], None],
-    ) -> None:
-        """Push the children of a node that opens ``inner``: decorators, defaults, bases and
-        annotations, and the first iterable of a comprehension, belong to the enclosing scope."""
-        for child in reversed(_children(node)):
-            push((child, node, scope if self._outside_scope(node, child) else inner))
 
     def _subtrees(self) -> tuple[dict[ast.AST, Any], dict[ast.AST, int]]:
         """Pre-order index and subtree size of every node (computed on first use): a subtree
@@ -890,25 +910,26 @@ class Semantic:
 
     def calls_to(self, *qualnames: str) -> Iterator[ast.Call]:
         """Calls whose callee resolves to one of ``qualnames``."""
-        wanted = set(qualnames)
-        last_parts = {q.rsplit(".", 1)[-1] for q in wanted}
-        for part in last_parts:
-            for call in (*self.calls_by_attr.get(part, ()), *self.calls_by_name.get(part, ())):
+        wanted, last_parts = _targets(qualnames)
+        by_attr, by_name = self.calls_by_attr, self.calls_by_name
+        for part in sorted(last_parts.keys() & (by_attr.keys() | by_name.keys())):
+            for call in (*by_attr.get(part, ()), *by_name.get(part, ())):
                 if self.qualname(call.func) in wanted:
                     yield call
         # Calls through an alias whose last part differs (from x import y as z).
         for _node, alias, qual in self.imports:
             if alias.asname and qual and canonical(qual) in wanted:
-                for call in self.calls_by_name.get(alias.asname, ()):
+                for call in by_name.get(alias.asname, ()):
                     if alias.asname not in last_parts and self.qualname(call.func) in wanted:
                         yield call
 
     def references_to(self, *qualnames: str) -> Iterator[ast.Name | ast.Attribute]:
         """Loads of a name or attribute that resolves to one of ``qualnames``."""
-        wanted = set(qualnames)
-        for q in wanted:
-            for attr in self.attributes.get(q.rsplit(".", 1)[-1], ()):
-                if self.qualname(attr) == q:
+        wanted, last_parts = _targets(qualnames)
+        attributes = self.attributes
+        for part in sorted(last_parts.keys() & attributes.keys()):
+            for attr in attributes[part]:
+                if self.qualname(attr) in last_parts[part]:
                     yield attr
         for _node, alias, qual in self.imports:
             if qual and canonical(qual) in wanted:

@@ -27,10 +27,16 @@ def split_rows(text: str) -> list[str]:
 class Source:
     def __init__(self, text: str) -> None:
         self.text = text
-        self.lines: list[str] = split_rows(text)
-        if not self.lines or self.lines[-1].endswith(("\n", "\r")):
-            self.lines.append("")
         self._line_starts: list[int] | None = None
+
+    @cached_property
+    def lines(self) -> list[str]:
+        """The rows, with their line endings, and an empty last row after a final line break
+        (split when first asked: a file without findings mostly never asks)."""
+        lines = split_rows(self.text)
+        if not lines or lines[-1].endswith(("\n", "\r")):
+            lines.append("")
+        return lines
 
     # -- positions -------------------------------------------------------------------------
     def line(self, row: int) -> str:

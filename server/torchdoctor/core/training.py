@@ -860,13 +860,16 @@ def accumulations(sem: Semantic) -> Iterator[tuple[ast.stmt | ast.Call, ast.expr
         if isinstance(aug.op, ast.Add):
             yield aug, aug.target, aug.value
     for node in sem.assigns:
-        if (
-            len(node.targets) == 1
-            and isinstance(node.value, ast.BinOp)
-            and isinstance(node.value.op, ast.Add)
-            and ast.dump(node.targets[0]).replace("Store", "Load") == ast.dump(node.value.left)
-        ):
-            yield node, node.targets[0], node.value.right
+        value = node.value
+        if type(value) is not ast.BinOp or type(value.op) is not ast.Add or len(node.targets) != 1:
+            continue
+        target, left = node.targets[0], value.left
+        if type(target) is ast.Name:
+            same = type(left) is ast.Name and left.id == target.id
+        else:
+            same = ast.dump(target).replace("Store", "Load") == ast.dump(left)
+        if same:
+            yield node, target, value.right
     for call in sem.calls_by_attr.get("append", ()):
         if len(call.args) == 1 and not call.keywords:
             assert isinstance(call.func, ast.Attribute)

@@ -259,10 +259,13 @@ class GraphBreakInCompiled(Rule):
 
     def check(self, ctx: Context) -> None:
         sem = ctx.sem
+        compiled = graphs.compiled_functions(sem)
+        if not compiled:
+            return
         text = ctx.source.text.lower()
         capture = "capture_scalar_outputs" in text
         reorder_print = "reorderable_logging_functions" in text
-        for func, where in graphs.compiled_functions(sem).items():
+        for func, where in compiled.items():
             related = [ctx.related(where, Text("compiled here", "在此处编译"))]
             for test, call in graphs.data_dependent_branches(sem, func):
                 if _method(call) in ("item", "tolist") and not capture:

@@ -365,10 +365,13 @@ class SaveOnEveryRank(Rule):
 
     def check(self, ctx: Context) -> None:
         sem = ctx.sem
+        saves = list(sem.calls_to("torch.save"))
+        if not saves and sem.project is None:
+            return  # nothing saves here, and no helper of another module can
         regions = rank_functions(sem)
         if not regions:
             return
-        for call in sem.calls_to("torch.save"):
+        for call in saves:
             if not in_rank_process(sem, call, regions) or rank_guarded(sem, call):
                 continue
             target = argument(call, "f", 1)
