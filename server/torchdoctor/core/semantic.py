@@ -295,10 +295,6 @@ class _ChunkFacts:
         self.module = module  # what the statements bound at module level
         self.top_scopes = [s for s in part.scopes.values() if s.parent is module]
         self.module_bindings = [b for bs in module.bindings.values() for b in bs]
-        # Names read at module level: their scope is the module's, a new object each time.
-        self.module_names = [n for n, scope in part.name_scopes.items() if scope is module]
-        for name in self.module_names:
-            del part.name_scopes[name]
 
     def subtrees(self) -> tuple[dict[ast.AST, Any], dict[ast.AST, int]]:
         """For each node of the chunk: ``(the chunk's order, its index there)`` and the size
@@ -319,8 +315,6 @@ class _ChunkFacts:
         for stmt in self.body:
             sem.parents[stmt] = tree
         sem.scopes.update(part.scopes)
-        sem.name_scopes.update(part.name_scopes)
-        sem.name_scopes.update(dict.fromkeys(self.module_names, module))
         for scope in self.top_scopes:
             scope.parent = module
         for binding in self.module_bindings:
@@ -380,7 +374,7 @@ class Semantic:
         self.classes: list[ast.ClassDef] = []
         self.self_attr_values: dict[tuple[ast.AST, str], list[ast.expr]] = defaultdict(list)
         self._qual_cache: dict[ast.AST, str | None] = {}
-        self.name_scopes: dict[ast.AST, Scope] = {}  # the scope of each name read
+        self.name_scopes: dict[ast.AST, Scope] = {}  # the scope of each node asked about
         # Facts derived by the subject modules (kinds, training, data...), computed once per file.
         self.memo: dict[object, object] = {}
         self._function_cache: dict[ast.AST, ast.FunctionDef | ast.AsyncFunctionDef | None] = {}
@@ -418,7 +412,6 @@ class Semantic:
         pop = stack.pop
         add = self.order.append
         names = self.names
-        name_scopes = self.name_scopes
         attributes = self.attributes
         calls = self.calls.append
         calls_by_attr = self.calls_by_attr
@@ -436,7 +429,6 @@ class Semantic:
             if kind is name_type:
                 if type(node.ctx) is load_type:
                     names[node.id].append(node)
-                    name_scopes[node] = scope
                 continue
             if kind is constant_type:
                 continue
@@ -791,16 +783,19 @@ class Semantic:
     def scope_of(self, node: ast.AST) -> Scope:
         """The scope ``node`` is evaluated in: decorators, return annotations, base classes and
         class keywords belong to the scope around their def or class."""
-        scope = self.name_scopes.get(node)
-        if scope is not None:
-            return scope
+        known = self.name_scopes.get(node)
+        if known is not None:
+            return known
+        found = self.scopes[self.tree]
         child = node
         for anc in self.ancestors(node):
             scope = self.scopes.get(anc)
             if scope is not None and not self._outside_scope(anc, child):
-                return scope
+                found = scope
+                break
             child = anc
-        return self.scopes[self.tree]
+        self.name_scopes[node] = found
+        return found
 
     def walk(self, node: ast.AST, *, into_functions: bool = False) -> Iterator[ast.AST]:
         """Nodes under ``node`` (itself excluded), by default not entering nested defs/classes."""
