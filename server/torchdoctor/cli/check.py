@@ -428,15 +428,29 @@ def _run_all(files: list[Path], opts: Options, jobs: int | None) -> list[Record]
                 records.append(check_file(path, opts))
                 progress.step(1)
             return records
-        size = max(1, min(64, len(files) // (jobs * 4) or 1))
-        chunks = [files[i : i + size] for i in range(0, len(files), size)]
+        # The largest files first, in small chunks: no worker is left with a long file while
+        # the others wait at the end. The records are put back in the files' order.
+        by_size = sorted(range(len(files)), key=lambda i: -_size_of(files[i]))
+        size = max(1, min(16, len(files) // (jobs * 8) or 1))
+        chunks = [by_size[i : i + size] for i in range(0, len(by_size), size)]
+        slots: list[Record | None] = [None] * len(files)
         with ProcessPoolExecutor(max_workers=jobs) as pool:
-            for batch in pool.map(_worker, [(c, opts) for c in chunks]):
-                records.extend(batch)
+            batches = pool.map(_worker, [([files[i] for i in c], opts) for c in chunks])
+            for chunk, batch in zip(chunks, batches, strict=True):
+                for i, record in zip(chunk, batch, strict=True):
+                    slots[i] = record
                 progress.step(len(batch))
+        records = [r for r in slots if r is not None]
         return records
     finally:
         progress.close()
+
+
+def _size_of(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _report(records: list[Record], args: argparse.Namespace, locale: str, zh: bool) -> int:
