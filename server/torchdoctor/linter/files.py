@@ -124,9 +124,14 @@ def _walk(
     except OSError:
         return
     for entry in entries:
-        path = Path(entry.path)
         try:
             is_dir = entry.is_dir()
+        except OSError:
+            continue
+        if not is_dir and not entry.name.endswith(SUFFIXES):
+            continue  # headers, stubs, binaries: not even a path object for them
+        path = Path(entry.path)
+        try:
             # The real path of an entry that is not a link is the real folder's path joined
             # with its name: no system call (``resolve`` makes one per part of the path).
             entry_real = None if entry.is_symlink() else real / entry.name
