@@ -250,8 +250,7 @@ class Fp16WithoutGradScaler(Rule):
 
     def check(self, ctx: Context) -> None:
         sem = ctx.sem
-        if _uses_a_scaler(ctx):
-            return
+        scaled: bool | None = None  # whether the file uses a scaler, asked once it matters
         for with_ in sem.withs:
             for item in with_.items:
                 expr = item.context_expr
@@ -274,6 +273,10 @@ class Fp16WithoutGradScaler(Rule):
                 ]
                 if not backwards:
                     continue
+                if scaled is None:
+                    scaled = _uses_a_scaler(ctx)
+                if scaled:
+                    return
                 assert isinstance(expr, ast.Call)
                 ctx.report(
                     expr,
