@@ -28,7 +28,6 @@ Func = ast.FunctionDef | ast.AsyncFunctionDef
 
 
 # Words without which no worker process can be started (a cheap first filter).
-_STARTERS = ("DataLoader", "Process", "Pool", "spawn", "multiprocessing", "start_processes")
 
 
 class DataLoaderWithoutMainGuard(Rule):
@@ -402,7 +401,7 @@ class DataLoaderWithoutMainGuard(Rule):
     )
 
     def check(self, ctx: Context) -> None:
-        if not any(word in ctx.source.text for word in _STARTERS):
+        if not _may_start_workers(ctx):
             return
         # The calls each module-level statement runs on import (walked once for both uses).
         running = [
@@ -529,6 +528,20 @@ class DataLoaderWithoutMainGuard(Rule):
 
 
 # ---- helpers ---------------------------------------------------------------------------------
+_STARTER_NAMES = frozenset({"DataLoader", "Process", "Pool", "spawn", "start_processes"})
+
+
+def _may_start_workers(ctx: Context) -> bool:
+    """Whether anything in the file may start worker processes: it calls one of the starters
+    by name, or imports one under another name."""
+    sem = ctx.sem
+    return (
+        not _STARTER_NAMES.isdisjoint(sem.calls_by_name)
+        or not _STARTER_NAMES.isdisjoint(sem.calls_by_attr)
+        or any(alias.name.rsplit(".", 1)[-1] in _STARTER_NAMES for _n, alias, _q in sem.imports)
+    )
+
+
 def _walk_running(ctx: Context, top: ast.stmt) -> list[ast.Call]:
     """Calls in a module-level statement that run on import, in source order: not inside
     nested defs, lambdas or classes, nor under a nested ``if __name__ == "__main__":``."""
