@@ -245,5 +245,8 @@ def _inner_lambdas(ctx: Context, value: ast.expr) -> list[tuple[str, ast.AST]]:
                 for returned in defined[0].returns(defined[1]):
                     visit(returned, depth + 1)
 
-    visit(value, 0)
+    try:
+        visit(value, 0)
+    finally:
+        del visit  # the function refers to itself: left, it would keep the facts alive
     return found
