@@ -215,12 +215,14 @@ def _inner_lambdas(ctx: Context, value: ast.expr) -> list[tuple[str, ast.AST]]:
     (where it is, for one in another module; "" for one here, the node to report)."""
     found: list[tuple[str, ast.AST]] = []
     seen: set[ast.AST] = set()
-
-    def visit(expr: ast.AST | None, depth: int) -> None:
+    todo: list[tuple[ast.AST | None, int]] = [(value, 0)]  # depth first, in source order
+    while todo:
+        expr, depth = todo.pop()
         if expr is None or depth > 6 or expr in seen:
-            return
+            continue
         seen.add(expr)
         sem = ctx.sem.owner(expr)
+        inner: list[ast.AST | None] = []
         if isinstance(expr, ast.Lambda):
             where = ctx.elsewhere(expr)
             if where is None:
@@ -228,25 +230,18 @@ def _inner_lambdas(ctx: Context, value: ast.expr) -> list[tuple[str, ast.AST]]:
             elif not any(node is value for _w, node in found):
                 found.append((where, value))
         elif isinstance(expr, ast.List | ast.Tuple):
-            for elt in expr.elts:
-                visit(elt, depth + 1)
+            inner = list(expr.elts)
         elif isinstance(expr, ast.Name):
             binding = sem.lookup(expr.id, expr)
             if binding is not None and binding.how == "assign" and binding.index is None:
-                visit(binding.value, depth + 1)
+                inner = [binding.value]
         elif isinstance(expr, ast.Call):
             qual = sem.qualname(expr.func) or ""
             if qual.startswith(_TRANSFORM_MODULES):
-                for arg in [*expr.args, *(k.value for k in expr.keywords)]:
-                    visit(arg, depth + 1)
-                return
-            defined = sem.function_def(expr.func)
-            if defined is not None:
-                for returned in defined[0].returns(defined[1]):
-                    visit(returned, depth + 1)
-
-    try:
-        visit(value, 0)
-    finally:
-        del visit  # the function refers to itself: left, it would keep the facts alive
+                inner = [*expr.args, *(k.value for k in expr.keywords)]
+            else:
+                defined = sem.function_def(expr.func)
+                if defined is not None:
+                    inner = list(defined[0].returns(defined[1]))
+        todo.extend((node, depth + 1) for node in reversed(inner))
     return found
