@@ -340,6 +340,9 @@ def dataset_on_device(sem: Semantic, loader: ast.Call) -> bool:
 
 
 # ------------------------------------------------------------------ datasets ---------------
+_DATASET_CLASSES = "dataset-classes"  # key of the file's dataset classes in ``sem.memo``
+
+
 def is_dataset_class(sem: Semantic, cls: ast.ClassDef) -> bool:
     """A subclass of ``torch.utils.data.Dataset``/``IterableDataset`` (also through classes of
     this file) or of a ``torchvision.datasets`` class."""
@@ -349,9 +352,11 @@ def is_dataset_class(sem: Semantic, cls: ast.ClassDef) -> bool:
 
 
 def dataset_classes(sem: Semantic) -> Iterator[ast.ClassDef]:
-    for cls in sem.classes:
-        if is_dataset_class(sem, cls):
-            yield cls
+    """The dataset classes of the file (worked out once per file)."""
+    known = sem.memo.get(_DATASET_CLASSES)
+    if known is None:
+        known = sem.memo[_DATASET_CLASSES] = [c for c in sem.classes if is_dataset_class(sem, c)]
+    yield from known  # type: ignore[misc]
 
 
 def method(cls: ast.ClassDef, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:

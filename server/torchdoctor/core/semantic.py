@@ -858,8 +858,10 @@ class Semantic:
                 scope = self.scopes[self.tree]
             bindings = scope.bindings.get(name)
             if bindings:
-                before = [b for b in bindings if b.pos <= pos and not self._in_own_value(b, at)]
-                return (before or bindings)[-1]
+                for binding in reversed(bindings):  # the latest one made before ``at``
+                    if binding.pos <= pos and not self._in_own_value(binding, at):
+                        return binding
+                return bindings[-1]
             first = False
             scope = scope.parent
         return None
@@ -1031,9 +1033,15 @@ class Semantic:
     def class_bases(self, cls: ast.ClassDef, _depth: int = 0) -> set[str]:
         """Qualified names of a class's bases, following classes defined in this file and in
         the project's other modules."""
+        key = ("class-bases", cls)
+        if _depth == 0:
+            known = self.memo.get(key)
+            if known is not None:
+                return set(known)  # type: ignore[call-overload]
         out: set[str] = set()
         if _depth > 10:
             return out
+        foreign = False
         for base in cls.bases:
             if isinstance(base, ast.Subscript):
                 base = base.value
@@ -1043,6 +1051,9 @@ class Semantic:
             defined = self.class_def(base) if isinstance(base, ast.Name | ast.Attribute) else None
             if defined is not None and defined[1] is not cls:
                 out |= defined[0].class_bases(defined[1], _depth + 1)
+                foreign = foreign or defined[0] is not self
+        if _depth == 0 and not foreign:  # another module's may change without this one
+            self.memo[key] = frozenset(out)
         return out
 
     # ---------------------------------------------------------------- control flow ---
