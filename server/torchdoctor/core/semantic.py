@@ -173,6 +173,7 @@ _SCALAR_FIELDS: dict[str, frozenset[str]] = {
 }
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 # The fields of a scope's node that belong to the enclosing scope (see ``_outside_scope``).
+_NO_FIELDS: frozenset[str] = frozenset()
 _OUTSIDE_FIELDS: dict[type, frozenset[str]] = {
     ast.FunctionDef: frozenset({"args", "decorator_list", "returns"}),
     ast.AsyncFunctionDef: frozenset({"args", "decorator_list", "returns"}),
@@ -449,30 +450,13 @@ class Semantic:
                     push((arg, node, scope))
                 push((func, node, scope))
                 continue
+            inner, outside = scope, _NO_FIELDS
             if kind in scope_types and parent is not None:
                 inner = self._enter_scope(node, scope)
-                if kind in recorded:
-                    record(node, scope, inner)
                 # Decorators, defaults, bases and annotations: the enclosing scope.
-                outside = _OUTSIDE_FIELDS.get(kind, ())
-                fields = fields_of.get(kind)
-                if fields is None:
-                    fields = _child_fields(kind)[::-1]
-                    fields_of[kind] = fields
-                for name in fields:
-                    value = getattr(node, name, None)
-                    if value is None:
-                        continue
-                    where = scope if name in outside else inner
-                    if type(value) is list:
-                        for child in reversed(value):
-                            if child is not None:
-                                push((child, node, where))
-                    elif isinstance(value, node_type):
-                        push((value, node, where))
-                continue
+                outside = _OUTSIDE_FIELDS.get(kind, _NO_FIELDS)
             if kind in recorded:
-                record(node, scope, scope)
+                record(node, scope, inner)
             fields = fields_of.get(kind)
             if fields is None:
                 fields = _child_fields(kind)[::-1]
@@ -481,12 +465,13 @@ class Semantic:
                 value = getattr(node, name, None)
                 if value is None:
                     continue
+                where = scope if name in outside else inner
                 if type(value) is list:
                     for child in reversed(value):
                         if child is not None:  # a dict's keys hold None for ``**x``
-                            push((child, node, scope))
+                            push((child, node, where))
                 elif isinstance(value, node_type):
-                    push((value, node, scope))
+                    push((value, node, where))
 
     def _subtrees(self) -> tuple[dict[ast.AST, Any], dict[ast.AST, int]]:
         """Pre-order index and subtree size of every node (computed on first use): a subtree
