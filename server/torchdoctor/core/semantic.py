@@ -172,6 +172,7 @@ _SCALAR_FIELDS: dict[str, frozenset[str]] = {
     "TypeVarTuple": frozenset({"name"}),
 }
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+_REVERSED_FIELDS: dict[type, tuple[str, ...]] = {}  # the same, last field first
 # The fields of a scope's node that belong to the enclosing scope (see ``_outside_scope``).
 _NO_FIELDS: frozenset[str] = frozenset()
 _OUTSIDE_FIELDS: dict[type, frozenset[str]] = {
@@ -179,7 +180,6 @@ _OUTSIDE_FIELDS: dict[type, frozenset[str]] = {
     ast.AsyncFunctionDef: frozenset({"args", "decorator_list", "returns"}),
     ast.ClassDef: frozenset({"bases", "keywords", "decorator_list"}),
 }
-_REVERSED_FIELDS: dict[type, tuple[str, ...]] = {}  # the same, last field first
 
 
 def _child_fields(kind: type) -> tuple[str, ...]:
