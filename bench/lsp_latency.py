@@ -384,6 +384,10 @@ async def run(
         print(f"server RSS with {opened} documents: {session.rss_mb():6.1f} MB")
         if not many:
             return
+        # A fresh server for the many documents: its memory is theirs, not what the largest
+        # files above left allocated.
+        await stop(session)
+        session = await start(command, options)
         text = generate(1_000, DENSITIES[args.densities[0]])
         uris = [f"file:///bench/many/doc_{i}.py" for i in range(args.docs)]
         for uri in uris:
@@ -396,12 +400,17 @@ async def run(
             f"{session.rss_mb():6.1f} MB; {args.edits} edits: {summary(result)}"
         )
     finally:
-        try:
-            await asyncio.wait_for(session.client.shutdown_async(None), 10)
-            session.client.exit(None)
-        except Exception:
-            pass
-        await session.client.stop()
+        await stop(session)
+
+
+async def stop(session: Session) -> None:
+    """Shut the server down (politely, then by stopping the client)."""
+    try:
+        await asyncio.wait_for(session.client.shutdown_async(None), 10)
+        session.client.exit(None)
+    except Exception:
+        pass
+    await session.client.stop()
 
 
 async def main() -> None:
