@@ -11,8 +11,8 @@ resident memory, and the same with 100 documents open. When ``fixit`` is importa
 ``--fixit-python`` names a Python that has ``fixit[lsp]``), ``fixit lsp`` runs through the same
 steps for comparison.
 
-Goals (issue #15): p50 <= 30 ms on the dense 1,000-line file,
-<= 250 ms on 10,000 lines; <= 150 MB RSS with 100 documents.
+Goals: p50 <= 30 ms on the dense 1,000-line file (issue #15), <= 250 ms on 10,000 lines;
+<= 150 MB RSS with 100 documents open (issue #4), measured in a fresh server.
 
     python bench/lsp_latency.py [--edits 30] [--docs 100] [--densities dense,sparse]
                                 [--fixit-python PATH]
