@@ -894,7 +894,8 @@ class Semantic:
         """Calls whose callee resolves to one of ``qualnames``."""
         wanted, last_parts = _targets(qualnames)
         by_attr, by_name = self.calls_by_attr, self.calls_by_name
-        for part in sorted(last_parts.keys() & (by_attr.keys() | by_name.keys())):
+        wanted_parts = last_parts.keys()
+        for part in sorted((wanted_parts & by_attr.keys()) | (wanted_parts & by_name.keys())):
             for call in (*by_attr.get(part, ()), *by_name.get(part, ())):
                 if self.qualname(call.func) in wanted:
                     yield call

@@ -7,6 +7,7 @@ import ast
 import bisect
 import contextlib
 import dataclasses
+import functools
 import gc
 import threading
 import traceback
@@ -26,6 +27,7 @@ from ..core.notebook import Notebook, NotebookError
 from ..core.project import Project
 from ..core.semantic import Chunk, Semantic
 from ..core.source import Source
+from ..rules.base import Rule
 from ..rules.live import probe_request
 from .projects import DEFAULT as DEFAULT_PROJECTS
 from .projects import Projects
@@ -218,17 +220,21 @@ def _without_broken_cells(
     return None, notebook, [error]
 
 
+@functools.lru_cache(maxsize=64)  # the same selection for most files of a run
+def _rules_for(enabled: frozenset[str], notebook: bool) -> tuple[type[Rule], ...]:
+    """The rules to run, in order, for a selection and a kind of file."""
+    return tuple(
+        rule
+        for rule in all_rules()
+        if rule.code in enabled and (rule.notebooks if notebook else rule.scripts)
+    )
+
+
 def _run_rules(
     ctx: Context, enabled: frozenset[str], result: FileResult, stop: Callable[[], bool] | None
 ) -> None:
     path = ctx.path
-    for rule in all_rules():
-        if rule.code not in enabled:
-            continue
-        if ctx.notebook is not None and not rule.notebooks:
-            continue
-        if ctx.notebook is None and not rule.scripts:
-            continue
+    for rule in _rules_for(enabled, ctx.notebook is not None):
         if stop is not None and stop():
             raise Superseded
         ctx.rule = rule
