@@ -15,11 +15,11 @@ import { StateEffect } from '@codemirror/state';
 import { EditorView, hoverTooltip } from '@codemirror/view';
 
 import { LanguageClient } from './client';
-import { applyToView, paint } from './editor';
+import { applyToShared, applyToView, paint } from './editor';
 import { CellRef, Finding } from './findings';
 import { ExecuteReplyContent, IopubMessage, LiveController, ProbeKernel } from './kernelProbe';
 import { LiveState, ProbeHelper } from './live';
-import { Fix, TextEdit, toChanges } from './lsp';
+import { Fix, TextEdit } from './lsp';
 import { CellSnapshot, NotebookSync } from './notebookSync';
 import { DocumentKind } from './panel';
 import { TextDocumentSync } from './textSync';
@@ -361,12 +361,7 @@ export class NotebookBinding extends EditorBinding implements Binding {
       }
       const shared = this.widgetOf(id)?.model.sharedModel;
       if (shared) {
-        const text = shared.getSource();
-        shared.transact(() => {
-          for (const change of toChanges(text, list)) {
-            shared.updateSource(change.from, change.to, change.insert);
-          }
-        });
+        applyToShared(shared, list);
       }
     }
     return true;
@@ -502,13 +497,7 @@ export class FileBinding extends EditorBinding implements Binding {
     if (view) {
       applyToView(view, list);
     } else {
-      const shared = this.widget.content.model.sharedModel;
-      const text = shared.getSource();
-      shared.transact(() => {
-        for (const change of toChanges(text, list)) {
-          shared.updateSource(change.from, change.to, change.insert);
-        }
-      });
+      applyToShared(this.widget.content.model.sharedModel, list);
     }
     return true;
   }

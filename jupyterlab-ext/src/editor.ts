@@ -92,3 +92,20 @@ export function applyToView(view: EditorView, edits: readonly TextEdit[]): void 
   const text = view.state.doc.toString();
   view.dispatch({ changes: toChanges(text, edits), userEvent: 'input.torchdoctor.fix' });
 }
+
+/** What a shared text model (a cell's or a file's) offers to edits made without its editor. */
+export interface SharedSource {
+  getSource(): string;
+  updateSource(start: number, end: number, value: string): void;
+  transact(f: () => void): void;
+}
+
+/** Apply LSP edits to a shared text model whose editor is not open, in one transaction. */
+export function applyToShared(shared: SharedSource, edits: readonly TextEdit[]): void {
+  const text = shared.getSource();
+  shared.transact(() => {
+    for (const change of toChanges(text, edits)) {
+      shared.updateSource(change.from, change.to, change.insert);
+    }
+  });
+}
