@@ -49,27 +49,13 @@ def test_shift_range() -> None:
 
 
 def test_diff_edits_apply_back() -> None:
-    old = "a\nb\nc"
-    new = "a\nB\nc\nd\n"
     for old, new in [
         ("a\nb\nc", "a\nB\nc\nd\n"),
         ("a\nb\n", "x\na\nb\n"),
         ("import torch\nx = 1\ny = 2", "import torch\ny = 2"),
         ("", "a"),
     ]:
-        edits = diff_edits(old, new)
-        applied = apply_edits(
-            old,
-            [
-                Edit(
-                    Pos(e.range.start.line + 1, e.range.start.character),
-                    Pos(e.range.end.line + 1, e.range.end.character),
-                    e.new_text,
-                )
-                for e in edits
-            ],
-        )
-        assert applied == new
+        assert _apply_back(old, diff_edits(old, new)) == new
     assert diff_edits("same", "same") == []
     # Only the changed line is touched.
     assert diff_edits("a\nb\nc\n", "a\nB\nc\n") == [types.TextEdit(rng(1, 0, 2, 0), "B\n")]
