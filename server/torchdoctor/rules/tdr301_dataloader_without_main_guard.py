@@ -223,6 +223,21 @@ class DataLoaderWithoutMainGuard(Rule):
             "    main()\n",
             lines=(5,),
         ),
+        # The class imported under another name.
+        Invalid(
+            "from torch.utils.data import DataLoader as Loader\n"
+            "for batch in Loader(ds, num_workers=4):\n"
+            "    print(batch)\n",
+            fixed="from torch.utils.data import DataLoader as Loader\n"
+            "def main():\n"
+            "    for batch in Loader(ds, num_workers=4):\n"
+            "        print(batch)\n"
+            "\n"
+            "\n"
+            'if __name__ == "__main__":\n'
+            "    main()\n",
+            lines=(2,),
+        ),
         # Aliased import, loader iterated inline, a multi-line string left as it is.
         Invalid(
             "import torch.utils.data as tud\n"
