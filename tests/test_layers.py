@@ -24,7 +24,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("torchdoctor.bridge",),  # the kernel bridge (its kernel side: stdlib + torch only)
     ("torchdoctor.lsp",),  # the language server
     ("torchdoctor.cli",),  # the command line (it starts the server)
-    ("torchdoctor.__main__", "torchdoctor.jupyter_lsp"),  # entry points
+    # entry points, and how they are started with nothing of the workspace on sys.path
+    ("torchdoctor.__main__", "torchdoctor.jupyter_lsp", "torchdoctor.launch"),
 )
 # Third-party packages of the editor and the kernel: not below the layer that talks to them.
 OUTSIDE_ALLOWED_FROM = {

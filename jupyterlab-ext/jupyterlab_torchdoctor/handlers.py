@@ -18,7 +18,6 @@ import contextlib
 import json
 import os
 import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from jupyter_core.utils import ensure_async
 from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from jupyter_server.base.websocket import WebSocketMixin
 from jupyter_server.utils import url_path_join
+from torchdoctor import launch
 from tornado import web
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
@@ -39,11 +39,12 @@ _STOPPING: set[asyncio.Future[None]] = set()  # keeps the stop tasks alive until
 
 def server_command() -> list[str]:
     """The language server's command line: ``$TORCHDOCTOR_SERVER_COMMAND`` (shell words) or
-    ``torchdoctor server`` run by this Python."""
+    ``torchdoctor server`` run by this Python, with the working folder (the Jupyter root) off
+    ``sys.path`` so that no module of the workspace can be imported in its place."""
     given = os.environ.get(COMMAND_ENV, "").strip()
     if given:
         return shlex.split(given)
-    return [sys.executable, "-m", "torchdoctor", "server"]
+    return launch.server_command()
 
 
 def frame(body: str) -> bytes:

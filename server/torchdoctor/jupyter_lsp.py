@@ -8,8 +8,9 @@ jupyter-lsp is imported here, so this module costs nothing where JupyterLab is n
 
 from __future__ import annotations
 
-import sys
 from typing import Any
+
+from .launch import server_command
 
 #: The spec format version that jupyter-lsp 2.x expects.
 SPEC_VERSION = 2
@@ -25,7 +26,8 @@ def spec(manager: Any = None) -> dict[str, dict[str, Any]]:
     return {
         KEY: {
             "version": SPEC_VERSION,
-            "argv": [sys.executable, "-m", "torchdoctor", "server"],
+            # Started so that no module of the Jupyter root (its working folder) can be imported.
+            "argv": server_command(),
             "languages": ["python"],
             "mime_types": ["text/python", "text/x-python", "text/x-ipython"],
             "display_name": "torchdoctor",

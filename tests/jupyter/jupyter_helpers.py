@@ -4,6 +4,7 @@ extensions) is found, and stop it with everything it started."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -20,9 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tornado.websocket import WebSocketClientConnection
 
 # Generous: a cold start of the Jupyter server and of the language server on a busy 2-core machine.
 START_TIMEOUT_S = 90.0
+MESSAGE_TIMEOUT_S = 60.0
 
 DIRECTORIES = [
     ("JUPYTER_CONFIG_DIR", "config"),
@@ -85,24 +88,32 @@ def running_jupyter(
     tmp_path: Path,
     module: str = "jupyter_server",
     lab_settings: dict[str, dict[str, Any]] | None = None,
+    console_script: bool = False,
+    env_extra: dict[str, str] | None = None,
 ) -> Iterator[JupyterServer]:
     """``python -m <module>`` (``jupyter_server`` or ``jupyterlab``) serving ``tmp_path/work``,
-    with ``lab_settings`` as the user's JupyterLab settings."""
+    with ``lab_settings`` as the user's JupyterLab settings. ``console_script`` starts it as a
+    user does (``jupyter-server``, ``jupyter-lab``: the working folder is not on its own
+    ``sys.path``); ``env_extra`` is added to its environment. ``tmp_path/work`` may exist."""
     root = tmp_path / "work"
-    root.mkdir()
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    root.mkdir(exist_ok=True)
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **(env_extra or {}))
     for var, name in DIRECTORIES:
-        (tmp_path / name).mkdir()
+        (tmp_path / name).mkdir(exist_ok=True)
         env[var] = str(tmp_path / name)
     env.pop("JUPYTER_PATH", None)
     env.pop("JUPYTER_CONFIG_PATH", None)
     write_lab_settings(tmp_path / "lab-settings", lab_settings or {})
 
     port = free_port()
+    scripts = {"jupyter_server": "jupyter-server", "jupyterlab": "jupyter-lab"}
+    start = (
+        [str(Path(sys.executable).with_name(scripts[module]))]
+        if console_script
+        else [sys.executable, "-m", module]
+    )
     argv = [
-        sys.executable,
-        "-m",
-        module,
+        *start,
         "--no-browser",
         "--ServerApp.ip=127.0.0.1",
         f"--ServerApp.port={port}",
@@ -147,3 +158,51 @@ def running_jupyter(
         yield server
     finally:
         _stop(proc)
+
+
+class LspOverWebsocket:
+    """A minimal LSP client over jupyter-lsp's websocket: one JSON-RPC message per frame."""
+
+    def __init__(self, conn: WebSocketClientConnection) -> None:
+        self.conn = conn
+        self.next_id = 0
+        self.seen: list[dict[str, Any]] = []
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await self.conn.write_message(json.dumps({"jsonrpc": "2.0", **message}))
+
+    async def notify(self, method: str, params: Any = None) -> None:
+        await self.send({"method": method, "params": params})
+
+    async def receive(self) -> dict[str, Any]:
+        """The next message from the server; answers its requests (none is needed) with null."""
+        while True:
+            raw = await asyncio.wait_for(self.conn.read_message(), MESSAGE_TIMEOUT_S)
+            if raw is None:
+                raise AssertionError(f"the websocket closed; messages so far: {self.seen}")
+            message = json.loads(raw)
+            self.seen.append(message)
+            if "method" in message and "id" in message:
+                await self.send({"id": message["id"], "result": None})
+                continue
+            return message
+
+    async def request(self, method: str, params: Any = None) -> Any:
+        self.next_id += 1
+        request_id = self.next_id
+        await self.send({"id": request_id, "method": method, "params": params})
+        while True:
+            message = await self.receive()
+            if message.get("id") == request_id and "method" not in message:
+                assert "error" not in message, message
+                return message.get("result")
+
+    async def diagnostics_for(self, uri: str, code: str) -> list[dict[str, Any]]:
+        """Wait for a publishDiagnostics of ``uri`` that contains ``code``."""
+        while True:
+            message = await self.receive()
+            if message.get("method") != "textDocument/publishDiagnostics":
+                continue
+            params = message["params"]
+            if params["uri"] == uri and any(d.get("code") == code for d in params["diagnostics"]):
+                return list(params["diagnostics"])

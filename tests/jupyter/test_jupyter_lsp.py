@@ -9,16 +9,12 @@ websocket frame.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from jupyter_helpers import START_TIMEOUT_S, JupyterServer, running_jupyter
-from tornado.websocket import WebSocketClientConnection, websocket_connect
-
-MESSAGE_TIMEOUT_S = 60.0
+from jupyter_helpers import START_TIMEOUT_S, JupyterServer, LspOverWebsocket, running_jupyter
+from tornado.websocket import websocket_connect
 
 SOURCE = 'import torch\nstate = torch.load("x.pt", weights_only=True)\n'
 
@@ -27,54 +23,6 @@ SOURCE = 'import torch\nstate = torch.load("x.pt", weights_only=True)\n'
 def jupyter_server(tmp_path: Path) -> Iterator[JupyterServer]:
     with running_jupyter(tmp_path) as server:
         yield server
-
-
-class LspOverWebsocket:
-    """A minimal LSP client over jupyter-lsp's websocket: one JSON-RPC message per frame."""
-
-    def __init__(self, conn: WebSocketClientConnection) -> None:
-        self.conn = conn
-        self.next_id = 0
-        self.seen: list[dict[str, Any]] = []
-
-    async def send(self, message: dict[str, Any]) -> None:
-        await self.conn.write_message(json.dumps({"jsonrpc": "2.0", **message}))
-
-    async def notify(self, method: str, params: Any = None) -> None:
-        await self.send({"method": method, "params": params})
-
-    async def receive(self) -> dict[str, Any]:
-        """The next message from the server; answers its requests (none is needed) with null."""
-        while True:
-            raw = await asyncio.wait_for(self.conn.read_message(), MESSAGE_TIMEOUT_S)
-            if raw is None:
-                raise AssertionError(f"the websocket closed; messages so far: {self.seen}")
-            message = json.loads(raw)
-            self.seen.append(message)
-            if "method" in message and "id" in message:
-                await self.send({"id": message["id"], "result": None})
-                continue
-            return message
-
-    async def request(self, method: str, params: Any = None) -> Any:
-        self.next_id += 1
-        request_id = self.next_id
-        await self.send({"id": request_id, "method": method, "params": params})
-        while True:
-            message = await self.receive()
-            if message.get("id") == request_id and "method" not in message:
-                assert "error" not in message, message
-                return message.get("result")
-
-    async def diagnostics_for(self, uri: str, code: str) -> list[dict[str, Any]]:
-        """Wait for a publishDiagnostics of ``uri`` that contains ``code``."""
-        while True:
-            message = await self.receive()
-            if message.get("method") != "textDocument/publishDiagnostics":
-                continue
-            params = message["params"]
-            if params["uri"] == uri and any(d.get("code") == code for d in params["diagnostics"]):
-                return list(params["diagnostics"])
 
 
 def test_jupyter_lsp_finds_torchdoctor_by_entry_point(jupyter_server: JupyterServer) -> None:

@@ -16,6 +16,8 @@ sys.path.insert(0, str(EXT))
 import jupyterlab_torchdoctor  # noqa: E402
 from jupyterlab_torchdoctor import handlers  # noqa: E402
 
+from torchdoctor import launch  # noqa: E402
+
 
 def test_frame_and_read_back() -> None:
     body = json.dumps({"jsonrpc": "2.0", "method": "x", "params": {"text": "张量 🔥"}})
@@ -46,7 +48,7 @@ def test_reads_other_headers() -> None:
 
 def test_command(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(handlers.COMMAND_ENV, raising=False)
-    assert handlers.server_command() == [sys.executable, "-m", "torchdoctor", "server"]
+    assert handlers.server_command() == launch.server_command()
     monkeypatch.setenv(handlers.COMMAND_ENV, "/opt/td/bin/torchdoctor server --log-level debug")
     assert handlers.server_command() == [
         "/opt/td/bin/torchdoctor",

@@ -10,6 +10,7 @@ import {
   probe,
   pythonEnv,
   run,
+  serverArgs,
   stderrLevel,
   venvPython,
   type RunResult,
@@ -77,6 +78,24 @@ describe("probe (real processes)", () => {
     const bare = script("bare-python-2", `exec ${JSON.stringify(haveRepoPython ? REPO_PYTHON : "python3")} -S "$@"`);
     const r = await run(bare, ["-c", "import torchdoctor"], { cwd: path.dirname(trap), env: pythonEnv() });
     expect(r.stderr + r.stdout).not.toContain("imported from the working directory");
+  });
+
+  it.runIf(haveRepoPython)("starts the server with no module of its working folder imported", async () => {
+    // Modules a cloned repository may hold: each leaves a mark when imported.
+    const work = path.join(scratch, "planted");
+    const marks = path.join(scratch, "marks");
+    fs.mkdirSync(work, { recursive: true });
+    fs.mkdirSync(marks, { recursive: true });
+    const names = ["json", "argparse", "ast", "dataclasses", "typing", "typing_extensions", "pygls", "lsprotocol", "libcst", "jedi", "runpy", "importlib", "encodings", "sitecustomize", "torchdoctor"];
+    for (const name of names) {
+      const pkg = path.join(work, name);
+      fs.mkdirSync(pkg, { recursive: true });
+      fs.writeFileSync(path.join(pkg, "__init__.py"), `open(${JSON.stringify(path.join(marks, name))}, "w").close()\n`);
+    }
+    // stdin is closed: the server starts, imports all it needs, reads the end of input and exits.
+    const r = await run(REPO_PYTHON, serverArgs(), { cwd: work, env: pythonEnv(), timeoutMs: 60_000 });
+    expect(r.timedOut).toBe(false);
+    expect(fs.readdirSync(marks)).toEqual([]);
   });
 });
 
