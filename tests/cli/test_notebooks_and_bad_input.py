@@ -159,3 +159,28 @@ def test_a_cell_no_python_source_can_hold_is_an_error_of_that_cell(
     assert "n.ipynb:cell 3:1:9: TDR602" in run.out
     assert "error: n.ipynb:cell 2: cannot parse" in run.err
     assert "Traceback" not in run.err
+
+
+def test_a_symlink_loop_is_reported_like_a_dangling_link(td, tmp_path: Path) -> None:
+    (tmp_path / "a.py").symlink_to("b.py")
+    (tmp_path / "b.py").symlink_to("a.py")
+    (tmp_path / "gone.py").symlink_to("nowhere.py")
+    run = td("check", "a.py", "gone.py")
+    assert run.code == 2 or run.code == 1
+    assert "a.py: cannot read: " in run.err and "symbolic links" in run.err
+    assert "gone.py: no such file or folder" in run.err
+    assert "Traceback" not in run.err
+    assert "2 files could not be checked" in run.out
+
+
+def test_a_cell_whose_source_is_not_text_is_reported(td, tmp_path: Path, notebook) -> None:
+    raw = json.loads(notebook("import torch", "x = 1", "state = torch.load('w.pt')"))
+    raw["cells"][1]["source"] = 42
+    raw["cells"][0]["source"] = ["import torch\n", None]
+    (tmp_path / "n.ipynb").write_text(json.dumps(raw))
+    run = td("check", "n.ipynb")
+    assert "All checks passed" not in run.out
+    assert "n.ipynb:cell 2: cannot read: its source is not text (int)" in run.err
+    assert "n.ipynb:cell 1: cannot read: its source is not text" in run.err
+    assert "Traceback" not in run.err
+    assert run.code == 1

@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import pickle
+import signal
 import sys
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
@@ -404,8 +405,37 @@ def run_check(args: argparse.Namespace) -> int:
     else:
         if cache is not None:
             _init_cache(cache.parent)
-        records = _run_all(files, opts, args.jobs)
+        try:
+            records = _run_all(files, opts, args.jobs)
+        except Interrupted as stop:
+            return _interrupted(stop, args, zh)
     return _report(records, args, locale, zh)
+
+
+def _interrupted(stop: Interrupted, args: argparse.Namespace, zh: bool) -> int:
+    """What Ctrl-C left: the files fixed before it, and that the others are as they were."""
+    done = len(stop.records)
+    if args.fix and not args.diff:
+        written = [r for r in stop.records if r.fixed]
+        fixes = sum(r.fixed for r in written)
+        if zh:
+            line = (
+                f"torchdoctor：已中断。已修复 {len(written)} 个文件（{fixes} 处修复）；"
+                f"其余 {stop.total - len(written)} 个文件未被修改。"
+            )
+        else:
+            line = (
+                f"torchdoctor: interrupted. Fixed {len(written)} "
+                f"{'file' if len(written) == 1 else 'files'} ({fixes} "
+                f"{'fix' if fixes == 1 else 'fixes'}); the other {stop.total - len(written)} "
+                f"{'file is' if stop.total - len(written) == 1 else 'files are'} untouched."
+            )
+    elif zh:
+        line = f"torchdoctor：已中断（已检查 {done}/{stop.total} 个文件）；没有修改任何文件。"
+    else:
+        line = f"torchdoctor: interrupted after checking {done} of {stop.total} files; no file was changed."
+    print(line, file=sys.stderr)
+    return EXIT_ERROR
 
 
 def _init_cache(root: Path) -> None:
@@ -418,15 +448,34 @@ def _init_cache(root: Path) -> None:
         pass
 
 
+class Interrupted(Exception):
+    """Ctrl-C during a run: the records of the files finished before it (each file is written
+    whole or not at all)."""
+
+    def __init__(self, records: list[Record], total: int) -> None:
+        super().__init__("interrupted")
+        self.records = records
+        self.total = total
+
+
+def _ignore_interrupts() -> None:
+    """Worker processes finish the files they have when Ctrl-C comes; the main process stops
+    handing out more and waits for them."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _run_all(files: list[Path], opts: Options, jobs: int | None) -> list[Record]:
     jobs = jobs or os.cpu_count() or 1
     progress = _Progress(len(files))
     records: list[Record] = []
     try:
         if jobs <= 1 or len(files) < 8:
-            for path in files:
-                records.append(check_file(path, opts))
-                progress.step(1)
+            try:
+                for path in files:
+                    records.append(check_file(path, opts))
+                    progress.step(1)
+            except KeyboardInterrupt:
+                raise Interrupted(records, len(files)) from None
             return records
         # The largest files first, in small chunks: no worker is left with a long file while
         # the others wait at the end. The records are put back in the files' order.
@@ -434,12 +483,27 @@ def _run_all(files: list[Path], opts: Options, jobs: int | None) -> list[Record]
         size = max(1, min(16, len(files) // (jobs * 8) or 1))
         chunks = [by_size[i : i + size] for i in range(0, len(by_size), size)]
         slots: list[Record | None] = [None] * len(files)
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            batches = pool.map(_worker, [([files[i] for i in c], opts) for c in chunks])
-            for chunk, batch in zip(chunks, batches, strict=True):
-                for i, record in zip(chunk, batch, strict=True):
-                    slots[i] = record
-                progress.step(len(batch))
+        with ProcessPoolExecutor(max_workers=jobs, initializer=_ignore_interrupts) as pool:
+            futures = [pool.submit(_worker, ([files[i] for i in c], opts)) for c in chunks]
+            try:
+                for chunk, future in zip(chunks, futures, strict=True):
+                    batch = future.result()
+                    for i, record in zip(chunk, batch, strict=True):
+                        slots[i] = record
+                    progress.step(len(batch))
+            except KeyboardInterrupt:
+                for future in futures:
+                    future.cancel()
+                for chunk, future in zip(chunks, futures, strict=True):
+                    if future.cancelled():
+                        continue
+                    try:
+                        batch = future.result()
+                    except Exception:
+                        continue
+                    for i, record in zip(chunk, batch, strict=True):
+                        slots[i] = record
+                raise Interrupted([r for r in slots if r is not None], len(files)) from None
         records = [r for r in slots if r is not None]
         return records
     finally:

@@ -103,7 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run a command; output cut short by a closed pipe (``| head``) ends it quietly."""
     try:
         code = _main(argv)
-        sys.stdout.flush()
+        if not sys.stdout.closed:  # the language server's transport closes it at `exit`
+            sys.stdout.flush()
         return code
     except BrokenPipeError:
         # Nothing more can be written; point stdout at /dev/null so that the flush at exit

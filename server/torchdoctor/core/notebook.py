@@ -137,6 +137,7 @@ class Notebook:
             "name"
         ) or "python"
         spans = _source_spans(raw)
+        self.bad_sources: dict[int, str] = {}  # cell index -> why its source cannot be read
         self.cells: list[Cell] = []
         row = 1
         chunks: list[str] = []
@@ -147,7 +148,14 @@ class Notebook:
                 continue
             src = cell.get("source", "")
             as_list = isinstance(src, list)
-            text = "".join(src) if as_list else str(src)
+            if as_list and all(isinstance(line, str) for line in src):
+                text = "".join(src)
+            elif isinstance(src, str):
+                text = src
+            else:  # reported by unparsable_cells; its rows stay, empty
+                kind = "a list with items that are not text" if as_list else type(src).__name__
+                self.bad_sources[i + 1] = f"cannot read: its source is not text ({kind})"
+                text = ""
             masked = mask_magics(text)
             rows = masked.count("\n") + 1
             span = spans.get(i, (-1, -1))
@@ -166,6 +174,7 @@ class Notebook:
         nb = cls.__new__(cls)
         nb.raw = ""
         nb.language = language
+        nb.bad_sources = {}
         nb.cells = []
         row = 1
         chunks: list[str] = []
@@ -184,6 +193,9 @@ class Notebook:
         cell."""
         out: list[tuple[Cell, str, int | None]] = []
         for cell in self.cells:
+            if cell.index in self.bad_sources:
+                out.append((cell, self.bad_sources[cell.index], None))
+                continue
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")

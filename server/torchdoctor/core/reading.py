@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import codecs
 import io
+import os
 import tokenize
 from pathlib import Path
 
 from .model import FileError
 
 MAX_BYTES = 10 * 1024 * 1024
+
+
+def real_path(path: Path) -> Path:
+    """``path.resolve()``, or its absolute path where links cannot be resolved (a symlink loop:
+    reading the file then reports it)."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return Path(os.path.abspath(path))
 
 
 def read_source(path: Path) -> tuple[str | None, FileError | None]:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.config import ConfigError, Settings
+from ..core.reading import real_path
 from ..core.torch_version import parse_version
 from .selection import check_selectors
 
@@ -105,7 +106,7 @@ class ConfigFinder:
         known = self._by_path.get(path)
         if known is not None:
             return known
-        start = resolved if resolved is not None else path.resolve()
+        start = resolved if resolved is not None else real_path(path)
         if is_dir is None:
             is_dir = start.is_dir()
         found = self._for_dir(start if is_dir else start.parent)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pathspec
 
+from ..core.reading import real_path
 from .configuration import ConfigFinder
 
 SUFFIXES = (".py", ".ipynb")
@@ -70,7 +71,7 @@ def discover(paths: list[str], finder: ConfigFinder) -> Iterator[Path]:
             continue
         specs: list[tuple[Path, pathspec.PathSpec]] = []
         # .gitignore files above the starting folder, up to the repository root.
-        for parent in reversed(path.resolve().parents):
+        for parent in reversed(real_path(path).parents):
             spec = _gitignore(parent)
             if spec is not None:
                 specs.append((parent, spec))
@@ -92,7 +93,7 @@ def _ignored(
     if not specs:
         return False
     if resolved is None:
-        resolved = path.resolve()
+        resolved = real_path(path)
     for base, spec in specs:
         try:
             rel = resolved.relative_to(base).as_posix()

@@ -328,7 +328,15 @@ def check_notebook(
         )
     if nb.language.lower() != "python" or not nb.cells:
         return FileResult(path, notebook=nb, text=raw)
-    return check_text(nb.text, path, settings, notebook=nb, codes=codes, live=live)
+    result = check_text(nb.text, path, settings, notebook=nb, codes=codes, live=live)
+    # A cell whose source is not text was checked as empty: it is reported as unreadable.
+    reported = {e.cell for e in result.errors}
+    result.errors.extend(
+        FileError(path, reason, None, index, ErrorKind.SYNTAX)
+        for index, reason in nb.bad_sources.items()
+        if index not in reported
+    )
+    return result
 
 
 def check_any(

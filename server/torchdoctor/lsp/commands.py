@@ -11,6 +11,7 @@ from typing import Any
 from lsprotocol import types
 
 from .. import __version__
+from ..linter.registry import all_rules
 from ..linter.selection import enabled_codes
 from ..rules.docs import rule_url
 from .state import Doctor
@@ -90,8 +91,11 @@ def _dist_version(name: str) -> str | None:
 
 async def open_guide(doctor: Doctor, *args: Any) -> dict[str, Any]:
     """Arguments: a rule code, and optionally the URI of the document it was found in."""
-    code = str(args[0]).upper() if args else ""
+    code = str(args[0]).strip().upper() if args else ""
     uri = str(args[1]) if len(args) > 1 else ""
+    if code not in {rule.code for rule in all_rules()}:
+        doctor.log("warning", f"torchdoctor.openGuide: {str(args[0])[:80]!r} is not a rule code")
+        return {"shown": False, "error": f"not a rule code: {str(args[0])[:80]!r}"}
     url = rule_url(code, await doctor.docs_base(uri) if uri else None, doctor.locale)
     result = await doctor.server.window_show_document_async(
         types.ShowDocumentParams(uri=url, external=True)

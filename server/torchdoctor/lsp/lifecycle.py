@@ -95,6 +95,7 @@ def _registrations(ws: types.WorkspaceClientCapabilities | None) -> list[types.R
 
 
 async def shutdown(doctor: Doctor, params: None) -> None:
+    doctor.shut_down = True
     for unit in list(doctor.units.values()):
         doctor.stop_work(unit)
     await doctor.live.shutdown()

@@ -16,7 +16,8 @@ Where things are:
 - ``settings.py``: parsing and layering of the editor's settings;
 - ``convert.py``: pure conversions between engine results and LSP types;
 - ``notebook_sync.py``: checking and fixing notebook cells as one module;
-- ``kernels.py``: live facts from the notebooks' running kernels (the kernel bridge).
+- ``kernels.py``: live facts from the notebooks' running kernels (the kernel bridge);
+- ``transport.py``: stdin with a bound on the size of a message.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import Any
 
 from lsprotocol import types
 
-from . import actions, commands, diagnostics, documents, hover, lifecycle, workspace
+from . import actions, commands, diagnostics, documents, hover, lifecycle, transport, workspace
 from .settings import ClientSettings
 from .state import TorchDoctorServer, logger
 
@@ -67,6 +68,7 @@ def create_server() -> TorchDoctorServer:
     feature(types.CODE_ACTION_RESOLVE, actions.code_action_resolve)
     feature(types.SHUTDOWN, lifecycle.shutdown)
     feature(types.TEXT_DOCUMENT_HOVER, hover.hover)
+    feature(transport.REJECTED, transport.rejected)
     server.command(commands.CMD_APPLY_FIXES)(guard(commands.apply_fixes, {"applied": False}))
     server.command(commands.CMD_DEBUG_INFO)(guard(commands.debug_info, {}))
     server.command(commands.CMD_OPEN_GUIDE)(guard(commands.open_guide, {"shown": False}))
@@ -127,5 +129,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"torchdoctor server: --tcp expects HOST:PORT, got {args.tcp!r}", file=sys.stderr)
             return 2
         return 0
-    server.start_io()
-    return 0
+    bounded = transport.BoundedInput(sys.stdin.buffer, transport.message_limit())
+    server.start_io(stdin=bounded)  # type: ignore[arg-type]  # pygls calls readline and read
+    # The protocol's exit code: 0 when `exit` followed `shutdown`, 1 otherwise (`exit` alone, or
+    # the editor's end of the pipe closed without either).
+    return 0 if server.doctor.shut_down else 1

@@ -32,6 +32,7 @@ from urllib.parse import unquote
 import attrs
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import default_converter
 from pygls.uris import to_fs_path, uri_scheme
 
 from .. import __version__
@@ -113,6 +114,22 @@ class Unit:
         return self.diagnostics[key] if key is not None else []
 
 
+def _converter() -> Any:
+    """pygls' converter, reading a ``null`` answer to ``window/showDocument`` (some clients send
+    it) as "not shown": as it stands the answer cannot be read and the request never ends."""
+    converter = default_converter()
+
+    def show_document_response(obj: dict[str, Any], _type: Any) -> types.ShowDocumentResponse:
+        result = obj.get("result")
+        success = isinstance(result, dict) and result.get("success") is True
+        return types.ShowDocumentResponse(
+            id=obj["id"], result=types.ShowDocumentResult(success=success)
+        )
+
+    converter.register_structure_hook(types.ShowDocumentResponse, show_document_response)
+    return converter
+
+
 class TorchDoctorServer(LanguageServer):
     """pygls server that logs, never pops up, errors in handlers."""
 
@@ -129,6 +146,7 @@ class TorchDoctorServer(LanguageServer):
                 ],
                 save=False,
             ),
+            converter_factory=_converter,
         )
         self.doctor = Doctor(self)
 
@@ -147,6 +165,7 @@ class Doctor:
     def __init__(self, server: TorchDoctorServer) -> None:
         self.server = server
         self.locale: str | None = None
+        self.shut_down = False  # `shutdown` answered: `exit` then ends the process with 0
         self.log_level = "info"
         self.client_logs = False  # set at initialize: messages go to window/logMessage
         self.base_settings = ClientSettings()  # from the command line
