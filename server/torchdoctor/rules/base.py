@@ -1,6 +1,6 @@
 """The rule framework: a rule is one class in one module, its docstring is its documentation
-(English), ``zh`` holds the same sections in Simplified Chinese, and ``VALID``/``INVALID``
-examples in the class run as tests."""
+(English), ``zh/TDRnnn.md`` beside the modules holds the same sections in Simplified Chinese
+(see ``docs``), and ``VALID``/``INVALID`` examples in the class run as tests."""
 
 from __future__ import annotations
 
@@ -63,7 +63,6 @@ class Rule:
     tags: ClassVar[tuple[str, ...]] = ()  # "deprecated", "unnecessary"
     notebooks: ClassVar[bool] = True  # run on notebooks
     scripts: ClassVar[bool] = True  # run on .py files
-    zh: ClassVar[str] = ""  # the docstring's sections in Simplified Chinese
     VALID: ClassVar[Sequence[Valid | str]] = ()
     INVALID: ClassVar[Sequence[Invalid]] = ()
     # Names of other tools' codes that mean this rule (``TOR102``...), for noqa and --select.

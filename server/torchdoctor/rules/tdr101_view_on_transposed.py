@@ -74,52 +74,6 @@ class ViewOnTransposed(Rule):
     - [Tensor views](https://pytorch.org/docs/stable/tensor_view.html)
     """
 
-    zh = """## 功能
-    检查在 `.t()`、`.T`、`.mT`、`.transpose()`、`.permute()`、`.swapaxes()`、`.swapdims()`、
-    `.movedim()` 或 `.expand()` 的结果上（直接调用，或通过由它们赋值的局部变量）调用 `.view(...)`，
-    且新形状的维数太少、必须合并在内存中已不相邻的两个维度。只拆分维度、或只合并转置后仍保持顺序的维度
-    （`x.permute(0, 2, 3, 1).view(n, -1, c)`）的视图可以成功，不报告；代码中看不出维数的形状
-    （`.view(*size)`）也不报告。
-
-    ## 为什么不好？
-    这些操作返回的张量与输入共享内存，但步长（stride）不同，因此通常不是连续的。`.view()` 从不拷贝：
-    新形状无法用现有步长表示时会报错 `RuntimeError: view size is not compatible with input tensor's
-    size and stride (at least one dimension spans across two contiguous subspaces). Use
-    .reshape(...) instead.`。是否失败取决于形状和步长（`x.t().view(4, 3, 1)` 可以，
-    `x.t().view(-1)` 不行），所以本规则说这个调用*很可能*失败；只有运行到这一行时才会暴露。
-
-    指南中说 `.view()` 要求张量连续；在 PyTorch 2.13 中，只要步长与新形状兼容，`.view()` 就能工作
-    （对 3×4 的 `x`，`x.t().view(4, 3, 1)` 可以成功），这也是部分此类调用不会出错、本规则无法百分之百
-    确定的原因。
-
-    ## 示例
-    ```python
-    import torch
-
-    x = torch.randn(8, 16, 32)
-    y = x.transpose(1, 2).view(8, -1)
-    ```
-
-    ## 改为
-    ```python
-    import torch
-
-    x = torch.randn(8, 16, 32)
-    y = x.transpose(1, 2).reshape(8, -1)
-    ```
-
-    ## 修复安全性
-    把 `.view(` 换成 `.reshape(` 是安全的：步长允许时 `reshape` 返回视图，否则返回拷贝。另一个修复是在
-    `.view(` 前插入 `.contiguous()`，同样安全。两种方式的结果都可能是拷贝而非原张量的视图，对它的写入不再
-    影响原张量；但目前会报错的代码本就不可能依赖这一点。拷贝有代价：在 H200 上实测，8192×8192 float32
-    张量的 `t().contiguous()` 耗时 0.473 ms，而连续张量的 `view(-1)` 只需 0.0044 ms。
-
-    ## 参考
-    - [`torch.Tensor.view`](https://pytorch.org/docs/stable/generated/torch.Tensor.view.html)
-    - [`torch.reshape`](https://pytorch.org/docs/stable/generated/torch.reshape.html)
-    - [张量视图](https://pytorch.org/docs/stable/tensor_view.html)
-    """
-
     code = "TDR101"
     name = "view-on-transposed"
     fix_safety = Applicability.SAFE

@@ -88,43 +88,6 @@ class RedundantContiguous(Rule):
     - [`Tensor.is_contiguous`](https://pytorch.org/docs/stable/generated/torch.Tensor.is_contiguous.html)
     """
 
-    zh = """## 功能
-    检查可以证明毫无作用的 `.contiguous()` 调用：直接作用于张量工厂函数的结果（`torch.zeros`、`ones`、
-    `empty`、`full`、`rand`、`randn`、`randint`、`randperm`、`arange`、`linspace`、`logspace`、`eye`，
-    以及字面量的 `torch.tensor([...])`），
-    作用于只被这样赋值一次、且之后没有原地改变步长的局部变量，或紧跟在另一个 `.contiguous()` 之后。
-
-    ## 为什么不好？
-    这些张量本来就是连续的，而对连续张量调用 `.contiguous()` 返回的就是张量本身。这个调用没有开销，却让读代码的人
-    去找一个并不存在的布局问题，还会养成指南所反对的习惯：为了“保险”到处调用 `.contiguous()`。当张量*不*连续时，
-    这个调用是一次完整的拷贝——在 H200 上实测，8192² float32 张量的 `t().contiguous()` 耗时 0.473 ms，而
-    `view` 只需 0.0044 ms；在 CPU 上（`bench/cpu_contiguous.py`，torch 2.13，4096² float32），对连续张量
-    `t.contiguous()` 耗时 0.0002 ms 并返回同一块存储，而 `t.t().contiguous()` 会拷贝 64 MiB。
-
-    本规则只报告能证明多余的调用。规则目录中还列出了结果只传给 `.reshape()` 的 `.contiguous()`；本规则不报告
-    这种情况，因为删除它可能改变行为：`x.contiguous().reshape(s)` 总是返回一个连续的、不与非连续的 `x` 共享内存
-    的张量，而 `x.reshape(s)` 可能返回 `x` 的一个非连续视图，之后的 `.view()` 调用或原地写入的行为就不同了。
-    传入了 `memory_format` 或 `layout` 的工厂函数，以及对另一个张量调用的 `torch.tensor(t)`（它会保留步长），
-    也不报告。
-
-    ## 示例
-    ```python
-    mask = torch.zeros(batch, seq_len).contiguous()
-    ```
-
-    ## 改为
-    ```python
-    mask = torch.zeros(batch, seq_len)
-    ```
-
-    ## 修复安全性
-    修复会删除 `.contiguous()` 调用。这是安全的：对连续张量，该调用原样返回输入。
-
-    ## 参考
-    - [`Tensor.contiguous`](https://pytorch.org/docs/stable/generated/torch.Tensor.contiguous.html)
-    - [`Tensor.is_contiguous`](https://pytorch.org/docs/stable/generated/torch.Tensor.is_contiguous.html)
-    """
-
     code = "TDR102"
     name = "redundant-contiguous"
     severity = Severity.HINT

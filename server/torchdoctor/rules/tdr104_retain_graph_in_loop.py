@@ -57,46 +57,6 @@ class RetainGraphInLoop(Rule):
     - [Autograd mechanics](https://pytorch.org/docs/stable/notes/autograd.html)
     """
 
-    zh = """## 功能
-    检查训练循环中作为本次迭代最后一次反向传播的 `.backward(retain_graph=True)`（或
-    `torch.autograd.grad/backward(..., retain_graph=True)`）。循环中反复对同一张图做反向传播（损失在循环之前
-    构建、循环中不再赋值）时需要 `retain_graph=True`，不报告。
-
-    默认关闭（`extend-select = ["TDR104"]` 开启）：在真实代码中，它的发现有一半确实需要 `retain_graph`（损失依赖循环之前构建的张量）。
-
-    ## 为什么不好？
-    `retain_graph=True` 会在反向传播之后继续保留整张自动求导图以及其中保存的所有激活值。只有当同一次迭代中还要
-    对同一张图再做一次反向传播时（两个损失共享主干、GAN 的一步）才需要它。若只是为了“让报错消失”而加上，每次
-    迭代的图都要等到下一次迭代才被替换；如果图还能从跨迭代保留的张量（隐藏状态、累加的损失）访问到，显存会每一步
-    都在增长。
-
-    如果 `retain_graph=True` 之后同一次迭代中还有另一次反向传播，则不会报告。
-
-    ## 示例
-    ```python
-    for x, y in loader:
-        loss = loss_fn(model(x), y)
-        loss.backward(retain_graph=True)
-        optimizer.step()
-    ```
-
-    ## 改为
-    ```python
-    for x, y in loader:
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        optimizer.step()
-    ```
-    对于跨 batch 携带状态的循环网络，请将其分离：`hidden = hidden.detach()`。
-
-    ## 修复安全性
-    不提供修复：图是否还会再被使用，只能通过阅读代码来判断。
-
-    ## 参考
-    - [`Tensor.backward`](https://pytorch.org/docs/stable/generated/torch.Tensor.backward.html)
-    - [自动求导机制](https://pytorch.org/docs/stable/notes/autograd.html)
-    """
-
     code = "TDR104"
     default = False
     name = "retain-graph-in-loop"

@@ -67,55 +67,6 @@ class ZeroGradInAccumulation(Rule):
     - [Gradient accumulation with AMP](https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-accumulation)
     """
 
-    zh = """## 功能
-    检查梯度累积循环：优化器只在计数条件下更新（例如 `if (i + 1) % accum_steps == 0:`），
-    但 `optimizer.zero_grad()`（或 `model.zero_grad()`）在每次迭代都无条件调用。
-
-    默认关闭（`extend-select = ["TDR107"]` 开启）：在真实代码中，它的发现都是在同一条件下调用 `backward()` 并更新优化器的调度（GAN 判别器的多次更新），这时每次迭代调用 `zero_grad` 是正确的。
-
-    ## 为什么不好？
-    梯度累积依赖 `.backward()` 把每个 micro-batch 的梯度*累加*到 `.grad` 中，直到更新为止。每次迭代都
-    执行的 `zero_grad()` 会反复清空这些梯度，于是更新只用到最后一个 micro-batch：有效 batch 比预期小
-    `accum_steps` 倍，梯度噪声更大，每 `accum_steps` 次反向传播中有 `accum_steps - 1` 次白做。程序不会报错，
-    只是模型训练得更差。
-
-    指南正是在提醒这个问题。它把累积完成后的顺序写成“先 zero_grad、再 step”；实际可行的顺序是先 `step()`，
-    紧接着再 `zero_grad()`，否则更新时已经没有梯度了。指南还说 `zero_grad()` 会把梯度置零；从 PyTorch 2.0
-    起，它默认把梯度设为 `None`（`set_to_none=True`），在下一次反向传播之前释放这部分内存。
-
-    只考虑处于“计数”条件下的更新（`%` 取余，或名字与累积有关，如 `accum_steps`）：因为其他原因跳过的更新
-    （`if torch.isfinite(norm):`）配合每次迭代的 `zero_grad()` 是正常的循环。之前的 `continue` 可能跳过的 `zero_grad()` 也不报告。
-
-    ## 示例
-    ```python
-    for i, (x, y) in enumerate(loader):
-        optimizer.zero_grad()
-        loss = loss_fn(model(x), y) / accum_steps
-        loss.backward()
-        if (i + 1) % accum_steps == 0:
-            optimizer.step()
-    ```
-
-    ## 改为
-    ```python
-    for i, (x, y) in enumerate(loader):
-        loss = loss_fn(model(x), y) / accum_steps
-        loss.backward()
-        if (i + 1) % accum_steps == 0:
-            optimizer.step()
-            optimizer.zero_grad()
-    ```
-
-    ## 修复安全性
-    修复会把 `zero_grad()` 移入条件块，放在更新之后（若更新后紧跟 `scaler.update()`，则放在它之后）。
-    它是不安全的：训练行为会改变——变为代码本意的梯度累积。若该调用与其他代码同在一行，或是所在代码块中
-    唯一的语句，则不提供修复。
-
-    ## 参考
-    - [`Optimizer.zero_grad`](https://pytorch.org/docs/stable/generated/torch.optim.Optimizer.zero_grad.html)
-    - [AMP 下的梯度累积](https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-accumulation)
-    """
-
     code = "TDR107"
     default = False
     name = "zero-grad-in-accumulation"

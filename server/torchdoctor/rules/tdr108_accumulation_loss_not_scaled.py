@@ -60,50 +60,6 @@ class AccumulationLossNotScaled(Rule):
     - [`Tensor.backward`](https://pytorch.org/docs/stable/generated/torch.Tensor.backward.html)
     """
 
-    zh = """## 功能
-    检查梯度累积循环（优化器只在计数条件下更新，例如 `if (i + 1) % accum_steps == 0:`）中，传给
-    `.backward()` 的损失是普通损失——`criterion(...)`、`F.cross_entropy(...)` 等——却从未除以累积的
-    micro-batch 数量。
-
-    ## 为什么不好？
-    `.backward()` 会把每个 micro-batch 的梯度累加到 `.grad` 中。累积 `k` 个 micro-batch 后，梯度是 `k` 个
-    平均梯度之*和*，是同样大小的一个大 batch 梯度的 `k` 倍。使用 SGD 时这相当于把学习率乘以 `k`；在不累积时
-    调好的 `clip_grad_norm_` 阈值会裁剪得重得多；对于按梯度幅值归一化的 Adam 类优化器，影响基本只体现在
-    `eps` 项上。因此本规则默认关闭，且只作提示。
-
-    当无法追踪损失的来源（来自辅助函数或模型输出）、损失在途中被缩放过（`/ k`、`* w`、`.div(k)`、
-    `loss /= k`），或梯度本身被缩放（`p.grad /= k`）时，本规则不报告。
-
-    ## 示例
-    ```python
-    for i, (x, y) in enumerate(loader):
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        if (i + 1) % accum_steps == 0:
-            optimizer.step()
-            optimizer.zero_grad()
-    ```
-
-    ## 改为
-    ```python
-    for i, (x, y) in enumerate(loader):
-        loss = loss_fn(model(x), y)
-        loss = loss / accum_steps
-        loss.backward()
-        if (i + 1) % accum_steps == 0:
-            optimizer.step()
-            optimizer.zero_grad()
-    ```
-
-    ## 修复安全性
-    当能从条件中的 `%` 读出累积次数时，修复会在反向传播之前把损失除以它。这只是建议，不会批量应用：它改变了
-    每次更新的大小，按累加梯度调好的学习率需要重新调整。若在除法之后读取损失用于日志，记录的数值也会变小。
-
-    ## 参考
-    - [AMP 下的梯度累积](https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-accumulation)
-    - [`Tensor.backward`](https://pytorch.org/docs/stable/generated/torch.Tensor.backward.html)
-    """
-
     code = "TDR108"
     name = "accumulation-loss-not-scaled"
     severity = Severity.INFO

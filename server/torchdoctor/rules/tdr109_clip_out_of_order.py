@@ -58,48 +58,6 @@ class ClipOutOfOrder(Rule):
     - [`clip_grad_value_`](https://pytorch.org/docs/stable/generated/torch.nn.utils.clip_grad_value_.html)
     """
 
-    zh = """## 功能
-    检查在训练迭代中位置错误的 `torch.nn.utils.clip_grad_norm_` / `clip_grad_value_` 调用：在
-    `optimizer.step()` 之后（中间没有反向传播），或在本次迭代的 `.backward()` 之前。
-
-    ## 为什么不好？
-    梯度裁剪修改的是 `.grad` 张量，而只有优化器的 step 会读取它们。在 step 之后裁剪时，更新已经用了未裁剪的
-    梯度——爆炸的梯度直接写进了权重——而裁剪后的值会被下一次 `zero_grad()` 丢掉。在 `.backward()` 之前裁剪时，
-    它作用于上一次迭代的梯度（或 `zero_grad()` 之后的 `None`），step 使用的梯度从未被裁剪。两种情况下代码看起来
-    有保护，实际上没有。
-
-    正如指南所说，梯度裁剪应放在反向传播之后、参数更新之前。
-
-    一次迭代指调用所在训练循环的循环体，或其所在的函数（例如 `train_step(batch)` 方法）。`if` 另一分支中的调用
-    不计入；若反向传播在本规则看不到的地方（辅助函数中），则不报告。
-
-    ## 示例
-    ```python
-    for x, y in loader:
-        optimizer.zero_grad()
-        loss_fn(model(x), y).backward()
-        optimizer.step()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    ```
-
-    ## 改为
-    ```python
-    for x, y in loader:
-        optimizer.zero_grad()
-        loss_fn(model(x), y).backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-    ```
-
-    ## 修复安全性
-    修复会把裁剪语句移到反向传播之后的那次优化器更新之前。它是不安全的：更新会改变（按预期被裁剪）。若该语句与
-    其他代码同在一行、跨越多行，或它赋值的名字在新旧位置之间被读取，则不提供修复。
-
-    ## 参考
-    - [`clip_grad_norm_`](https://pytorch.org/docs/stable/generated/torch.nn.utils.clip_grad_norm_.html)
-    - [`clip_grad_value_`](https://pytorch.org/docs/stable/generated/torch.nn.utils.clip_grad_value_.html)
-    """
-
     code = "TDR109"
     name = "clip-out-of-order"
     severity = Severity.ERROR

@@ -67,55 +67,6 @@ class ClipWithoutUnscale(Rule):
     - [`GradScaler.unscale_`](https://pytorch.org/docs/stable/amp.html#torch.amp.GradScaler.unscale_)
     """
 
-    zh = """## 功能
-    检查在 `scaler.scale(loss).backward()` 之后、中间没有 `scaler.unscale_(optimizer)` 就调用的
-    `clip_grad_norm_` / `clip_grad_value_`。
-
-    ## 为什么不好？
-    `scaler.scale(loss)` 会把损失（因而每个梯度）乘以缩放因子（初始为 65,536）。在调用
-    `scaler.unscale_(optimizer)` 之前，`.grad` 中保存的都是放大后的值，梯度裁剪会拿它们与针对真实梯度设定的
-    阈值比较（`GradScaler` 文档正是因此要求先 unscale）。使用 `clip_grad_norm_(params, 1.0)` 时，测得的范数
-    大约大了 65,536 倍，于是每一步都会被裁剪，随后 `scaler.step()` 再把已经裁剪过的梯度除以缩放因子：更新量比
-    预期小数千倍。使用 `clip_grad_value_` 时，真实梯度被限制在 `clip_value / scale` 以内。
-
-    ## 示例
-    ```python
-    for x, y in loader:
-        optimizer.zero_grad()
-        with torch.autocast("cuda"):
-            loss = loss_fn(model(x), y)
-        scaler.scale(loss).backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        scaler.step(optimizer)
-        scaler.update()
-    ```
-
-    ## 改为
-    ```python
-    for x, y in loader:
-        optimizer.zero_grad()
-        with torch.autocast("cuda"):
-            loss = loss_fn(model(x), y)
-        scaler.scale(loss).backward()
-        scaler.unscale_(optimizer)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        scaler.step(optimizer)
-        scaler.update()
-    ```
-
-    ## 修复安全性
-    修复会在裁剪之前插入 `scaler.unscale_(optimizer)`，其中的优化器取自 `scaler.step(...)` 所更新的那个。
-    它是不安全的：更新量会改变，变成代码本意的裁剪后的更新（在 CPU 上以 `init_scale=1024` 运行时，范数为
-    1/1024 的更新变为 1），因此训练结果与之前的运行不同。除此之外没有变化：`scaler.step()` 会发现梯度已经
-    unscale，不会再除一次；缩放器被禁用（`enabled=False`）时 `unscale_` 什么也不做。只有当裁剪与 `scaler.step(...)` 处于相同条件下、且只更新一个优化器时才提供修复：
-    在 `update()` 之前第二次调用 `unscale_` 会抛出 `RuntimeError`——例如在梯度累积循环中每个 micro-batch
-    都执行裁剪时。
-
-    ## 参考
-    - [使用未缩放的梯度](https://pytorch.org/docs/stable/notes/amp_examples.html#working-with-unscaled-gradients)
-    - [`GradScaler.unscale_`](https://pytorch.org/docs/stable/amp.html#torch.amp.GradScaler.unscale_)
-    """
-
     code = "TDR110"
     name = "clip-without-unscale"
     severity = Severity.ERROR

@@ -43,40 +43,6 @@ class CompileInLoop(Rule):
     - [torch.compile troubleshooting: recompilation](https://pytorch.org/docs/stable/torch.compiler_troubleshooting.html)
     """
 
-    zh = """## 功能
-    检查在训练或评估循环（遍历 DataLoader 的循环、外层的 epoch 循环、`while` 循环或 `for ... in
-    range(...)`）中调用的 `torch.compile(...)`。
-
-    ## 为什么不好？
-    每次调用 `torch.compile` 都会返回一个新的包装对象。在每次迭代中调用它，会丢掉上一次的包装（常常连同已编译的图），
-    一遍又一遍地承担 Dynamo 追踪和 Inductor 编译的开销（每次数秒到数分钟），或者在达到缓存上限后悄悄退回到
-    eager 执行。应当在循环之前编译一次，然后复用结果。
-
-    遍历一组对象的循环（`for m in models: compiled[m] = torch.compile(m)`）不会被报告：每个对象编译一次是正常的。
-
-    ## 示例
-    ```python
-    for epoch in range(epochs):
-        for x, y in loader:
-            loss = loss_fn(torch.compile(model)(x), y)
-    ```
-
-    ## 改为
-    ```python
-    compiled = torch.compile(model)
-    for epoch in range(epochs):
-        for x, y in loader:
-            loss = loss_fn(compiled(x), y)
-    ```
-
-    ## 修复安全性
-    不提供修复：编译结果应放在哪里取决于程序本身。
-
-    ## 参考
-    - [`torch.compile`](https://pytorch.org/docs/stable/generated/torch.compile.html)
-    - [torch.compile 故障排查：重新编译](https://pytorch.org/docs/stable/torch.compiler_troubleshooting.html)
-    """
-
     code = "TDR201"
     name = "compile-in-loop"
     severity = Severity.WARNING

@@ -68,58 +68,6 @@ class JitTraceDataDependent(Rule):
     - [`torch.cond`](https://pytorch.org/docs/stable/generated/torch.cond.html)
     """
 
-    zh = """## 功能
-    检查 `torch.jit.trace(m, ...)` 调用：`m` 是本文件中定义的类的实例（或本文件的函数），而其 `forward`
-    （或函数体）基于张量值做分支：`if x.sum() > 0:`、`while mask.any():`、
-    `a if torch.equal(x, y) else b`、`if x.max().item() > 1:`。
-
-    ## 为什么不好？
-    追踪（trace）会用示例输入运行一次模型，记录执行过的张量运算；Python 控制流不会被记录。示例输入走过的
-    那条分支被固化进追踪结果，之后对任何输入都默默地走同一条路径。已在 2.13 上核实：一个在
-    `x.sum() > 0` 时返回 `x + 1`、否则返回 `x - 1` 的 `forward`，用 `torch.ones(3)` 追踪后，对
-    `-torch.ones(3)` 返回 `0.` 而不是 `-2.`。唯一的迹象是一条 `TracerWarning: Converting a tensor to
-    a Python boolean might cause the trace to be incorrect`，很容易被其他警告淹没。指南也指出，导出是把
-    动态图追踪成静态图，模型中的动态控制流可能无法正确导出。
-
-    指南把 TorchScript（脚本化或追踪）列为两条导出路径之一；在 PyTorch 2.13 中，`torch.jit.trace` 本身会
-    警告 "`torch.jit.trace` is deprecated. Please switch to `torch.compile` or `torch.export`."。
-    `torch.export` 配合 `torch.cond` 能同时捕获两个分支，遇到依赖数据的 Python 分支时会明确报错，而不是
-    默默选一条。
-
-    基于形状的分支同样会被追踪固化，但不会被报告：模型常常依据部署时固定的形状做分支。输入检查
-    （`if torch.isnan(x).any(): raise ...`，或只发警告、写日志的分支）也不报告：追踪到的是正常路径，
-    丢失的只是检查本身。位于 `if torch.jit.is_tracing():` 之下或仅在训练时运行（`if self.training:`；
-    模型通常在 eval 模式下追踪）的分支，以及从未被追踪的类或函数也不会被报告。
-
-    ## 示例
-    ```python
-    class Gate(nn.Module):
-        def forward(self, x):
-            if x.mean() > 0:
-                return self.a(x)
-            return self.b(x)
-
-    traced = torch.jit.trace(Gate(), (example,))
-    ```
-
-    ## 改为
-    ```python
-    class Gate(nn.Module):
-        def forward(self, x):
-            return torch.cond(x.mean() > 0, self.a, self.b, (x,))
-
-    ep = torch.export.export(Gate(), (example,))
-    ```
-
-    ## 修复安全性
-    不提供修复：如何改写取决于分支做什么（逐元素选择用 `torch.where`，不同计算用 `torch.cond`）。
-
-    ## 参考
-    - [`torch.jit.trace`](https://pytorch.org/docs/stable/generated/torch.jit.trace.html)
-    - [`torch.export`](https://pytorch.org/docs/stable/export.html)
-    - [`torch.cond`](https://pytorch.org/docs/stable/generated/torch.cond.html)
-    """
-
     code = "TDR204"
     name = "jit-trace-data-dependent"
     severity = Severity.WARNING

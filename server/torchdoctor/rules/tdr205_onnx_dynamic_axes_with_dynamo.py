@@ -62,53 +62,6 @@ class OnnxDynamicAxesWithDynamo(Rule):
     - [`torch.export`: expressing dynamism](https://pytorch.org/docs/stable/export.html)
     """
 
-    zh = """## 功能
-    检查使用默认（基于 `torch.export` 的）导出器的 `torch.onnx.export(..., dynamic_axes=...)` 调用：
-    没有 `dynamo=False`，也没有 `dynamic_shapes=`。
-
-    ## 为什么不好？
-    `dynamic_axes` 属于旧的 TorchScript 导出器。自 PyTorch 2.9 起，`torch.onnx.export` 默认
-    `dynamo=True`，而该导出器只会尽力转换 `dynamic_axes`。PyTorch 2.13 对每个这样的调用都会警告（已核实）：
-    "'dynamic_axes' is not recommended when dynamo=True, and may lead to
-    'torch._dynamo.exc.UserError: Constraints violated.' Supply the 'dynamic_shapes' argument
-    instead if export is unsuccessful."，随后还有一条 `DeprecationWarning`，说明转换函数
-    `from_dynamic_axes_to_dynamic_shapes` "will be removed in a future release"。转换失败时，导出会以
-    "Failed to convert 'dynamic_axes' to 'dynamic_shapes'. Please provide 'dynamic_shapes'
-    directly." 终止。为旧导出器写的代码暂时还能运行，但走的是一条即将被移除的路径。
-
-    带 `dynamo=False` 的调用（旧导出器，`dynamic_axes` 正是它的选项）、`dynamo=` 不是字面量、已经给出
-    `dynamic_shapes=`、带 `**kwargs` 的调用，以及导出本文件中生成的 `ExportedProgram` 的调用不会被报告。
-
-    ## 示例
-    ```python
-    torch.onnx.export(
-        model, (x,), "model.onnx", input_names=["x"], output_names=["y"],
-        dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}},
-    )
-    ```
-
-    ## 改为
-    ```python
-    torch.onnx.export(
-        model, (x,), "model.onnx", input_names=["x"], output_names=["y"],
-        dynamic_shapes=({0: "batch"},),
-    )
-    ```
-    `dynamic_shapes` 的结构与示例输入一致（位置输入对应一个元组），且只描述输入：输出的维度会被推断出来。
-    `torch.onnx.export` 接受 `"batch"` 这样的字符串名，它们会成为 ONNX 图中的轴名；
-    `torch.export.Dim("batch")` 同样可用。
-
-    ## 修复安全性
-    建议修复把 `dynamic_axes=` 替换为等价的 `dynamic_shapes=` 元组，依据 `input_names=` 和字面量示例输入
-    生成（输出的条目被去掉，没有动态轴的输入对应 `None`，轴列表 `[0, 1]` 会生成名字）。它只是建议：仅当
-    `input_names`、`dynamic_axes` 和示例输入都是字面量时才提供，而且若模型把某个维度特化了，`torch.export`
-    仍可能拒绝它。
-
-    ## 参考
-    - [`torch.onnx.export`](https://pytorch.org/docs/stable/onnx_export.html)
-    - [`torch.export`：表达动态性](https://pytorch.org/docs/stable/export.html)
-    """
-
     code = "TDR205"
     name = "onnx-dynamic-axes-with-dynamo"
     severity = Severity.INFO

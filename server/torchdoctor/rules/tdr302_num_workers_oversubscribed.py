@@ -48,39 +48,6 @@ class NumWorkersOversubscribed(Rule):
     - [`torch.utils.data.DataLoader`](https://pytorch.org/docs/stable/data.html#multi-process-data-loading)
     """
 
-    zh = """## 功能
-    检查 DataLoader 中字面量 `num_workers=N` 大于编辑器所在机器 CPU 数的情况（在命令行中，由于不知道训练机器，
-    以大于 32 为准）。
-
-    ## 为什么不好？
-    每个 worker 都是一个完整的进程，持有一份自己的数据集对象副本。worker 数超过核心数并不会加快加载：它们彼此争抢
-    同样的核心（也与主训练进程争抢），成倍增加内存占用，还可能耗尽共享内存（`/dev/shm`），表现为 "bus error" 或
-    "DataLoader worker (pid X) is killed by signal"。当 `num_workers` 超过进程可用的 CPU 数时，PyTorch 自己也会给出
-    警告（"This DataLoader will create N worker processes in total. Our suggested max number of worker in
-    current system is M"）。
-
-    ## 示例
-    ```python
-    loader = DataLoader(dataset, batch_size=64, num_workers=64)
-    ```
-
-    ## 改为
-    ```python
-    import os
-
-    loader = DataLoader(dataset, batch_size=64, num_workers=min(64, os.cpu_count() or 1))
-    ```
-
-    ## 修复安全性
-    修复会用 `min(N, os.cpu_count() or 1)` 加以限制（并添加 `import os`）。它是不安全的：在至少有 N 个核心的
-    机器上，这个上限不起作用；在核心更少的机器上，加载数据的 worker 变少，速度也随之改变。map 风格的数据集仍然按
-    同样的顺序给出同样的 batch，但按 worker 划分数据（`get_worker_info()`）的 `IterableDataset` 会给出
-    不同的 batch，顺序也不同。
-
-    ## 参考
-    - [`torch.utils.data.DataLoader`](https://pytorch.org/docs/stable/data.html#multi-process-data-loading)
-    """
-
     code = "TDR302"
     name = "num-workers-oversubscribed"
     severity = Severity.INFO

@@ -63,53 +63,6 @@ class PinMemoryMissing(Rule):
     - [A guide on good usage of `non_blocking` and `pin_memory()`](https://pytorch.org/tutorials/intermediate/pinmem_nonblock.html)
     """
 
-    zh = """## 功能
-    检查没有 `pin_memory=` 的 `DataLoader`，且它产出的 batch 被移到 CUDA 设备上：在遍历该加载器的循环中对
-    batch 调用 `.cuda()` 或 `.to(device)`，其中 `device` 是 `"cuda"`、`"cuda:N"`、`torch.device("cuda", ...)`，
-    或被赋值为上述之一的名字（`"cuda" if torch.cuda.is_available() else "cpu"` 也算）。
-
-    只报告在同一文件中能看到其 batch 被移到 CUDA 的加载器，而不是使用 CUDA 的文件中的所有加载器：用
-    `model.cuda()` 移动的模型不是 batch；在其他文件中构造的加载器，或文件中没有写明的设备（`args.device`），
-    都不会被报告。
-
-    默认关闭（`extend-select = ["TDR303"]` 开启）：在真实训练代码中，它匹配到的加载器大多没有 worker 进程或数据很小且已在内存中，锁页内存没有收益。
-
-    ## 为什么不好？
-    从普通（可分页）主机内存拷贝到 GPU 时，驱动要先把数据填入一块锁页的中转缓冲区，所以拷贝较慢，
-    `non_blocking=True` 也无法让它异步。设置 `pin_memory=True` 后，加载器把每个 batch 放进锁页内存，GPU 可以
-    直接通过 DMA 拷贝。在 H200 上对 512 MiB 的 batch 实测：可分页内存 20.9 GB/s，可分页加
-    `non_blocking=True` 20.7 GB/s（没有提升），锁页内存加 `non_blocking=True` 55.0 GB/s（2.6 倍）。当拷贝在
-    训练步中占比明显时收益才显著；每个 batch 计算量很大时收益很小，而且锁页内存是有限资源（指南也提到了
-    这两点）。
-
-    显式给出 `pin_memory=` 的加载器（包括 `False`）不会被报告：那是有意的选择。
-
-    ## 示例
-    ```python
-    loader = DataLoader(train_set, batch_size=256, shuffle=True, num_workers=8)
-    for images, labels in loader:
-        images, labels = images.to("cuda"), labels.to("cuda")
-    ```
-
-    ## 改为
-    ```python
-    loader = DataLoader(
-        train_set, batch_size=256, shuffle=True, num_workers=8, pin_memory=True
-    )
-    for images, labels in loader:
-        images = images.to("cuda", non_blocking=True)
-        labels = labels.to("cuda", non_blocking=True)
-    ```
-
-    ## 修复安全性
-    修复会给 `DataLoader` 调用加上 `pin_memory=True`。它是安全的：batch 的数值不变，只是所在的主机内存
-    不同。在没有 GPU 的机器上，PyTorch 只会警告一次并且不做锁页。
-
-    ## 参考
-    - [内存锁页](https://pytorch.org/docs/stable/data.html#memory-pinning)
-    - [`non_blocking` 与 `pin_memory()` 的正确用法](https://pytorch.org/tutorials/intermediate/pinmem_nonblock.html)
-    """
-
     code = "TDR303"
     default = False
     name = "pin-memory-missing"

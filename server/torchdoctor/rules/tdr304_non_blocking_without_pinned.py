@@ -55,44 +55,6 @@ class NonBlockingWithoutPinned(Rule):
     - [A guide on good usage of `non_blocking` and `pin_memory()`](https://pytorch.org/tutorials/intermediate/pinmem_nonblock.html)
     """
 
-    zh = """## 功能
-    检查对未设置 `pin_memory=` 的 `DataLoader` 产出的 batch 调用 `.to(..., non_blocking=True)` 或
-    `.cuda(non_blocking=True)` 的情况。
-
-    以下情况不报告：显式写出 `pin_memory=False` 的加载器（有意关闭锁页）、选项来自 `**kwargs` 的加载器、
-    手动锁页的 batch（`x.pin_memory().to(...)`）或由本文件中调用 `.pin_memory()` 的 `collate_fn` 锁页的
-    batch，以及拷贝目标已知是 CPU 的情况。
-
-    ## 为什么不好？
-    只有源张量位于锁页内存中时，`non_blocking=True` 才能让主机到设备的拷贝异步进行。从可分页内存拷贝时，
-    驱动要先把数据拷进锁页的中转缓冲区，调用要等这一步完成才返回：这个参数承诺的拷贝与计算重叠并不会发生。
-    在 H200 上实测（拷贝 512 MiB）：可分页内存 20.9 GB/s，可分页加 `non_blocking=True` 20.7 GB/s，锁页内存加
-    `non_blocking=True` 55.0 GB/s；先拷贝 512 MiB 再做一次 8192² 矩阵乘，从可分页内存（阻塞）每轮 46.5 ms，
-    从锁页内存加 `non_blocking=True` 每轮 31.6 ms，因为拷贝与计算重叠了。
-
-    ## 示例
-    ```python
-    loader = DataLoader(train_set, batch_size=256, num_workers=8)
-    for x, y in loader:
-        x = x.to(device, non_blocking=True)
-    ```
-
-    ## 改为
-    ```python
-    loader = DataLoader(train_set, batch_size=256, num_workers=8, pin_memory=True)
-    for x, y in loader:
-        x = x.to(device, non_blocking=True)
-    ```
-
-    ## 修复安全性
-    修复会给 `DataLoader` 调用加上 `pin_memory=True`。它是安全的：batch 的数值不变；拷贝变成异步，而
-    PyTorch 会保证同一个流上读取这些数据的 kernel 排在拷贝之后。
-
-    ## 参考
-    - [内存锁页](https://pytorch.org/docs/stable/data.html#memory-pinning)
-    - [`non_blocking` 与 `pin_memory()` 的正确用法](https://pytorch.org/tutorials/intermediate/pinmem_nonblock.html)
-    """
-
     code = "TDR304"
     name = "non-blocking-without-pinned"
     severity = Severity.INFO

@@ -144,56 +144,6 @@ class DatasetEagerLoad(Rule):
     - [Multi-process data loading](https://pytorch.org/docs/stable/data.html#multi-process-data-loading)
     """
 
-    zh = """## 功能
-    检查 torch `Dataset` 子类的 `__init__`（或它在 `self` 上调用的方法）把每个样本都读进 Python 对象的情况：
-    循环把 `Image.open`、`cv2.imread`、`torch.load`、`np.load`、`open(...).read()`、`decode_image`、
-    `torchaudio.load` 等的返回值追加到 list 或 dict 中，或者用列表/字典推导式构造它们。
-
-    以下情况不报告：样本被堆叠成一个数组或张量（`np.stack([...])`、`torch.stack(...)`，在循环之后堆叠也算）、
-    循环只保留元信息（`Image.open(p).size`）、加载位于 `if` 之下（可选的 `preload`/`cache` 开关）、不是 torch
-    Dataset 的类，以及本文件中所有 `DataLoader` 都不带 worker 使用的数据集。
-
-    ## 为什么不好？
-    每个 `DataLoader` worker 都会得到数据集对象的一份拷贝。使用 `fork` 时，这份拷贝起初以写时复制的方式共享，
-    但每个 Python 对象都带有引用计数，每次访问对象都会写它，所以读取图像或数组列表中的样本会把它们所在的内存页
-    一页页地复制到每个 worker 中：内存在一个 epoch 中持续增长，直到达到数据集的 `num_workers + 1` 倍。使用
-    `spawn`（macOS、Windows）时，整个数据集在启动时就被 pickle 到每个 worker 中。在 CPU 上实测
-    （`bench/cpu_dataset_reads.py`）：39 MiB 的样本以 40,000 个 `bytes` 对象保存时，两个 `fork` worker 在一个
-    epoch 中各复制了 24.6 MiB 内存（即各自读取的那一半样本）；同样的字节放在一个对象中时，只有 3.5 MiB（worker
-    的基线）。指南的说法是“让 Dataset 保持
-    轻量，只存必要的元信息，实际数据在 `__getitem__` 里按需读取”。
-
-    ## 示例
-    ```python
-    class Images(Dataset):
-        def __init__(self, paths):
-            self.images = [Image.open(p).convert("RGB") for p in paths]
-
-        def __getitem__(self, i):
-            return self.images[i]
-    ```
-
-    ## 改为
-    在需要时才读取样本：
-    ```python
-    class Images(Dataset):
-        def __init__(self, paths):
-            self.paths = list(paths)
-
-        def __getitem__(self, i):
-            return Image.open(self.paths[i]).convert("RGB")
-    ```
-    或者在数据必须常驻内存时，把它放进一个 numpy 数组（一个对象、一个引用计数：
-    `self.images = np.stack([...])`），或使用内存映射文件（`np.load(path, mmap_mode="r")`）。
-
-    ## 修复安全性
-    不提供修复：改为按需加载会改变耗时的位置以及错误出现的方式。
-
-    ## 参考
-    - [DataLoader 内存随 worker 增长（读时复制）](https://github.com/pytorch/pytorch/issues/13246)
-    - [多进程数据加载](https://pytorch.org/docs/stable/data.html#multi-process-data-loading)
-    """
-
     code = "TDR305"
     name = "dataset-eager-load"
     severity = Severity.WARNING

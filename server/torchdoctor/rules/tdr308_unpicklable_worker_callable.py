@@ -55,37 +55,6 @@ class UnpicklableWorkerCallable(Rule):
     - [Platform-specific behaviours of multi-process data loading](https://pytorch.org/docs/stable/data.html#platform-specific-behaviors)
     """
 
-    zh = """## 功能
-    检查带有 worker 的 DataLoader，其 `collate_fn=` 或 `worker_init_fn=` 是 `lambda` 或嵌套函数，或者其数据集是用
-    `lambda` 变换构造的，或所用的变换流水线中含有 lambda（`transforms.Compose([transforms.Lambda(lambda x: ...)])`，
-    经由变量，或由本文件或项目中其他模块的函数返回）的情况。
-
-    ## 为什么不好？
-    在 `spawn` 启动方式下（macOS 和 Windows 的默认方式，许多集群环境也这样选择），DataLoader 需要把这些可调用对象
-    pickle 后发送给每个 worker。lambda 以及定义在其他函数内部的函数无法被 pickle，迭代时会报
-    `AttributeError: Can't pickle local object '...<lambda>'`（或 `Can't get local object`）。代码在 Linux 笔记本上
-    （fork）能跑，换一台机器就坏了。
-
-    ## 示例
-    ```python
-    loader = DataLoader(ds, num_workers=4, collate_fn=lambda batch: pad(batch, 0))
-    ```
-
-    ## 改为
-    ```python
-    import functools
-
-    loader = DataLoader(ds, num_workers=4, collate_fn=functools.partial(pad, value=0))
-    ```
-    或者把函数定义在模块顶层。
-
-    ## 修复安全性
-    不提供修复：需要把可调用对象移到模块顶层，或改写成 `functools.partial`。
-
-    ## 参考
-    - [多进程数据加载的平台差异](https://pytorch.org/docs/stable/data.html#platform-specific-behaviors)
-    """
-
     code = "TDR308"
     name = "unpicklable-worker-callable"
     severity = Severity.WARNING

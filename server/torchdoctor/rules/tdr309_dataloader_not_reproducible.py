@@ -63,50 +63,6 @@ class DataLoaderNotReproducible(Rule):
     - [Randomness in multi-process data loading](https://pytorch.org/docs/stable/data.html#randomness-in-multi-process-data-loading)
     """
 
-    zh = """## 功能
-    在调用了 `torch.manual_seed` 的文件中，检查 `shuffle=True`、`num_workers` 不为 0 却没有 `generator=` 的
-    `DataLoader`。
-
-    ## 为什么不好？
-    没有 generator 时，加载器从全局 torch 生成器获取随机性：每个 epoch 采样器都从中抽取一个新种子来决定打乱
-    顺序，迭代器也从中抽取 worker 的基础种子（它用来设置每个 worker 中的 `random`、`torch` 和 `np.random`）。
-    `torch.manual_seed` 只有在对全局生成器的其他所有抽取都保持不变时才能让这一切可复现。加一层网络、改一下初始化、
-    在主进程中抽一个随机数、从检查点恢复训练，数据顺序和每个 worker 的数据增强都会随之改变。用 PyTorch 2.13
-    验证过：在 `torch.manual_seed(0)` 之后、构造加载器之前多建一个 `nn.Linear`，打乱后的顺序就变了；使用
-    `generator=torch.Generator().manual_seed(0)` 时顺序保持不变。PyTorch 的可复现性说明建议为加载器使用专门的
-    generator。
-
-    该规则默认关闭：只有在需要相互比较多次运行时它才重要。
-
-    ## 示例
-    ```python
-    torch.manual_seed(42)
-    loader = DataLoader(train_set, batch_size=64, shuffle=True, num_workers=4)
-    ```
-
-    ## 改为
-    ```python
-    torch.manual_seed(42)
-    loader = DataLoader(
-        train_set,
-        batch_size=64,
-        shuffle=True,
-        num_workers=4,
-        generator=torch.Generator().manual_seed(42),
-    )
-    ```
-
-    ## 修复安全性
-    修复会添加 `generator=torch.Generator().manual_seed(SEED)`，复用传给 `torch.manual_seed` 的种子（字面量，
-    或在加载器处可见的名字）。它不安全：与之前的运行相比，数据顺序和各 worker 的种子都会改变；而且加载器
-    不再从全局生成器取随机数，因此程序之后从全局生成器取得的随机数（初始化、dropout）也会改变。当文件用多个
-    不同的值设置种子，或种子的名字在构造加载器的位置不可见时，不提供修复。
-
-    ## 参考
-    - [可复现性：DataLoader](https://pytorch.org/docs/stable/notes/randomness.html#dataloader)
-    - [多进程数据加载中的随机性](https://pytorch.org/docs/stable/data.html#randomness-in-multi-process-data-loading)
-    """
-
     code = "TDR309"
     name = "dataloader-not-reproducible"
     severity = Severity.INFO

@@ -38,32 +38,6 @@ class NumWorkersZero(Rule):
     - [Performance tuning guide](https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html)
     """
 
-    zh = """## 功能
-    检查未指定 `num_workers` 或 `num_workers=0` 的 DataLoader。默认关闭；与 TorchFix 的 TOR401 检查相同。
-
-    ## 为什么不好？
-    没有 worker 时，每个 batch 都在训练进程中、在两步之间完成读取、解码和增强：GPU 在等 CPU。`num_workers > 0`
-    时，batch 会在模型训练的同时并行准备好。小型的内存数据集可能用不着 worker，所以该规则默认关闭。
-
-    ## 示例
-    ```python
-    loader = DataLoader(dataset, batch_size=64, shuffle=True)
-    ```
-
-    ## 改为
-    ```python
-    loader = DataLoader(dataset, batch_size=64, shuffle=True, num_workers=4, pin_memory=True)
-    ```
-    并用 `if __name__ == "__main__":` 保护脚本入口（TDR301）。
-
-    ## 修复安全性
-    不提供修复：合适的 worker 数取决于机器和数据集。
-
-    ## 参考
-    - [单进程与多进程数据加载](https://pytorch.org/docs/stable/data.html#single-and-multi-process-data-loading)
-    - [性能调优指南](https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html)
-    """
-
     code = "TDR310"
     name = "num-workers-zero"
     severity = Severity.INFO

@@ -96,54 +96,6 @@ class DeprecatedCudaAmp(Rule):
     - [Automatic Mixed Precision examples](https://pytorch.org/docs/stable/notes/amp_examples.html)
     """
 
-    zh = """## 功能
-    检查对设备专用混合精度 API 的使用：`torch.cuda.amp.autocast`、`torch.cuda.amp.GradScaler`、
-    `torch.cpu.amp.autocast`、`torch.cpu.amp.GradScaler`、`torch.cuda.amp.custom_fwd` 和
-    `torch.cuda.amp.custom_bwd`，无论是写全名还是通过 `from torch.cuda.amp import ...` 导入。
-
-    ## 为什么不好？
-    它们已被弃用，改为与设备无关的 `torch.amp`，使用时会发出 `FutureWarning`（默认会显示给最终用户）。
-    例如 PyTorch 2.13 的提示是：`` `torch.cuda.amp.autocast(args...)` is deprecated. Please use
-    `torch.amp.autocast('cuda', args...)` instead. `` 以及 `` `torch.cuda.amp.GradScaler(args...)`
-    is deprecated. Please use `torch.amp.GradScaler('cuda', args...)` instead. ``
-    弃用的 API 终将被移除，而这些警告会淹没真正重要的警告。
-
-    指南说 PyTorch 通过 `torch.cuda.amp` 提供 `autocast` 和 `GradScaler`；自 PyTorch 2.4 起这些写法已弃用，
-    请使用 `torch.amp.autocast` 和 `torch.amp.GradScaler`，它们以设备类型作为第一个参数。
-
-    ## 示例
-    ```python
-    import torch
-
-    scaler = torch.cuda.amp.GradScaler()
-    with torch.cuda.amp.autocast(dtype=torch.bfloat16):
-        loss = model(inputs).sum()
-    ```
-
-    ## 改为
-    ```python
-    import torch
-
-    scaler = torch.amp.GradScaler("cuda")
-    with torch.amp.autocast("cuda", dtype=torch.bfloat16):
-        loss = model(inputs).sum()
-    ```
-
-    ## 修复安全性
-    修复是安全的：旧类只是薄薄的子类，会带上设备去调用新类。修复会添加设备参数，并把位置参数改为关键字参数，
-    因为两者的参数顺序不同（`torch.cuda.amp.autocast(enabled, dtype, cache_enabled)` 而
-    `torch.amp.autocast(device_type, dtype, enabled, cache_enabled)`；`GradScaler` 前面多了 `device`）。
-    `@torch.cuda.amp.custom_fwd` 会变为 `@torch.amp.custom_fwd(device_type="cuda")`。对于
-    `from torch.cuda.amp import ...`，一个修复会同时改写导入语句和所有导入名称的用法。一个细节：不传 `dtype=` 时，
-    `torch.amp.autocast` 从 `torch.get_autocast_dtype` 读取默认值（CUDA 上为 float16，CPU 上为 bfloat16，
-    与旧类写死的值相同），除非程序用 `torch.set_autocast_dtype` 改过它。既不是调用、也不是装饰器或类型注解的引用
-    （`cls = torch.cuda.amp.GradScaler`）只报告、不修复。
-
-    ## 参考
-    - [自动混合精度包 `torch.amp`](https://pytorch.org/docs/stable/amp.html)
-    - [自动混合精度示例](https://pytorch.org/docs/stable/notes/amp_examples.html)
-    """
-
     code = "TDR401"
     name = "deprecated-cuda-amp"
     fix_safety = Applicability.SAFE

@@ -54,44 +54,6 @@ class BackwardInsideAutocast(Rule):
     - [Automatic Mixed Precision examples](https://pytorch.org/docs/stable/notes/amp_examples.html)
     """
 
-    zh = """## 功能
-    检查在 `with torch.autocast(...)` 块内（或被 autocast 装饰的函数内）执行的 `.backward()` 调用
-    （包括 `scaler.scale(loss).backward()`）。
-
-    ## 为什么不好？
-    autocast 只应包住前向传播和损失计算。PyTorch 文档明确写道："Backward passes under autocast are
-    not recommended. Backward ops run in the same type that autocast used for corresponding
-    forward ops."（不建议在 autocast 下做反向传播；反向算子会使用前向对应算子的类型。）在区域内调用
-    `backward()` 没有任何好处，而区域内的额外计算（梯度惩罚、闭包中的再次前向、基于梯度的指标）也会被悄悄转成半精度。
-
-    指南要求“前向传播放在 autocast 上下文里，损失计算和反向传播配合 GradScaler”；本规则检查反向调用确实位于上下文之外。
-
-    ## 示例
-    ```python
-    with torch.autocast("cuda"):
-        output = model(inputs)
-        loss = criterion(output, targets)
-        scaler.scale(loss).backward()
-    ```
-
-    ## 改为
-    ```python
-    with torch.autocast("cuda"):
-        output = model(inputs)
-        loss = criterion(output, targets)
-    scaler.scale(loss).backward()
-    ```
-
-    ## 修复安全性
-    当反向语句是 `with` 块的最后几条语句（且块内至少还剩一条语句）时，修复会通过减少缩进把它们移出该块。
-    这是安全的：反向传播本来就使用 autocast 为前向算子选定的类型，其他代码都不移动。若反向调用之后还有其他语句、
-    它嵌套得更深（在 `if` 中），或该 `with` 语句同时进入了其他上下文管理器，则不提供修复。
-
-    ## 参考
-    - [`torch.autocast`](https://pytorch.org/docs/stable/amp.html#torch.autocast)
-    - [自动混合精度示例](https://pytorch.org/docs/stable/notes/amp_examples.html)
-    """
-
     code = "TDR402"
     name = "backward-inside-autocast"
     fix_safety = Applicability.SAFE

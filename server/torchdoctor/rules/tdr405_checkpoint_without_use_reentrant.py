@@ -73,58 +73,6 @@ class CheckpointWithoutUseReentrant(Rule):
     - [`torch.utils.checkpoint`](https://pytorch.org/docs/stable/checkpoint.html)
     """
 
-    zh = """## 功能
-    检查未传入 `use_reentrant=` 的 `torch.utils.checkpoint.checkpoint(...)` 与
-    `checkpoint_sequential(...)` 调用。
-
-    传入 `**kwargs` 的调用也会被报告，但严重级别较低（信息），除非代码表明该字典包含 `use_reentrant`：
-    带有该键的字典字面量或 `dict(...)` 调用，或者某个名字在其作用域内经赋值（`kw = {...}`、
-    `kw["use_reentrant"] = ...`）或更新（`kw.setdefault(...)`、`kw.update(use_reentrant=...)`）
-    获得了该键。
-
-    ## 为什么不好？
-    不传 `use_reentrant` 时，PyTorch 2.13 仍会退回旧的可重入（reentrant）实现，并在每次调用时警告：
-    `torch.utils.checkpoint: the use_reentrant parameter should be passed explicitly. ...
-    use_reentrant=False is recommended, but if you need to preserve the current default
-    behavior, you can pass use_reentrant=True.` 该警告曾预告“从 PyTorch 2.9 起”会抛出异常；
-    到 2.13 为止仍只是警告，因此依赖默认值的代码可能在将来的版本中报错。
-
-    可重入实现有实际限制：至少要有一个输入 `requires_grad=True`（否则被检查点包住的层得不到梯度，只有一条警告
-    `None of the inputs have requires_grad=True. Gradients will be None` 提示；对模型第一块做检查点、
-    输入只是数据时这是典型陷阱）；只支持不带 `inputs=` 的 `backward()`（不支持
-    `torch.autograd.grad`）；不接受传给被包函数的关键字参数。`use_reentrant=False` 没有这些限制，
-    并且会提前停止重计算。
-
-    指南只说用 `torch.utils.checkpoint` 把模块包一层，没有选择实现；如今 PyTorch 要求显式选择
-    （已在 2.13 上核实：调用会发出警告），其文档推荐 `use_reentrant=False`。指南提到的 dropout 随机状态问题由 `preserve_rng_state=True`
-    处理，这在两种实现中都是默认值。
-
-    ## 示例
-    ```python
-    from torch.utils.checkpoint import checkpoint
-
-    def forward(self, x):
-        return checkpoint(self.block, x)
-    ```
-
-    ## 改为
-    ```python
-    from torch.utils.checkpoint import checkpoint
-
-    def forward(self, x):
-        return checkpoint(self.block, x, use_reentrant=False)
-    ```
-
-    ## 修复安全性
-    修复会添加 `use_reentrant=False`。它是不安全的：非可重入实现以不同方式记录计算图，之前得不到梯度的层
-    （输入不需要梯度时）会开始训练，块内的钩子或自定义 autograd 代码也可能表现不同。若必须保持旧行为，
-    请改传 `use_reentrant=True`。传入 `**kwargs` 的调用没有修复：若该字典已包含 `use_reentrant`，
-    再添加关键字参数会使调用失败（`got multiple values for keyword argument`）。请在构建该字典的地方添加这个键。
-
-    ## 参考
-    - [`torch.utils.checkpoint`](https://pytorch.org/docs/stable/checkpoint.html)
-    """
-
     code = "TDR405"
     name = "checkpoint-without-use-reentrant"
     fix_safety = Applicability.UNSAFE

@@ -54,45 +54,6 @@ class EmptyCacheInLoop(Rule):
     - [`torch.cuda.empty_cache`](https://pytorch.org/docs/stable/generated/torch.cuda.empty_cache.html)
     """
 
-    zh = """## 功能
-    检查训练或评估循环中的 `torch.cuda.empty_cache()`。以下情况不报告：调用之后紧跟 `break`（只运行一次）；
-    捕获异常后重试的 `while` 循环（timm 的 `benchmark.py` 中的显存不足回退：减半批大小、清空缓存、再试）。
-
-    默认关闭（`extend-select = ["TDR406"]` 开启）：在真实代码中，它的发现都位于周期性条件之下（删除流水线后的验证阶段）或长时间的生成步骤前后，这些释放缓存是有意为之。
-
-    ## 为什么不好？
-    PyTorch 的缓存分配器会保留已释放的显存块，让下一次迭代无需再向驱动申请即可复用。`empty_cache()`
-    会把这些块交还出去，于是下一次迭代又要付出 `cudaMalloc`/`cudaFree` 的代价并同步设备。它并不会让你自己的进程
-    获得更多可用显存，只会让*其他*进程受益。在 H200 上实测（ResNet-18，batch 64，128²，SGD 一步）：不调用时
-    7.95 ms/步，每步调用 `empty_cache()` 时 9.21 ms/步（慢 16%）。
-
-    如果显存随迭代不断增长，原因通常是某个张量一直被引用着（见 TDR103）；`empty_cache()` 掩盖不了这一点。
-
-    ## 示例
-    ```python
-    for x, y in loader:
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        optimizer.step()
-        torch.cuda.empty_cache()
-    ```
-
-    ## 改为
-    ```python
-    for x, y in loader:
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        optimizer.step()
-    ```
-
-    ## 修复安全性
-    不提供修复：删除这一调用通常是对的，但与其他进程共享 GPU 的程序可能依赖它。
-
-    ## 参考
-    - [CUDA 显存管理](https://pytorch.org/docs/stable/notes/cuda.html#memory-management)
-    - [`torch.cuda.empty_cache`](https://pytorch.org/docs/stable/generated/torch.cuda.empty_cache.html)
-    """
-
     code = "TDR406"
     default = False
     name = "empty-cache-in-loop"

@@ -79,59 +79,6 @@ class HalfModelTraining(Rule):
     - [Mixed precision training (Micikevicius et al., 2018)](https://arxiv.org/abs/1710.03740)
     """
 
-    zh = """## 功能
-    检查用 `model.half()` 或 `model.to(torch.float16)` 转换为 float16、随后又被训练的模型：文件中有基于它的
-    参数构建的优化器，并且在转换之后执行 `.backward()`。
-
-    ## 为什么不好？
-    这是“纯” fp16 训练：权重、梯度和优化器状态都是 float16，没有 float32 的主权重副本。float16 只有 10 位
-    尾数：在 1.0 附近相邻值相差 0.0005 到 0.001，小于约 0.00025 的更新会被舍入掉，权重完全不动。Adam 默认的
-    `eps=1e-8` 小于 float16 能表示的最小正数，会变成零，于是梯度为零或较小的参数在第一步就变成 NaN 或 inf。
-    在 CPU 上用 `bench/cpu_half_training.py` 验证（对值为 1.0 的权重更新一步，lr 1e-3，梯度 0、1e-3、0.1、
-    0.4）：SGD 对梯度为 1e-3 和 0.1 的 float16 权重毫无改变（更新量 1e-6 和 1e-4，float32 会正常应用），而
-    Adam 把梯度为 0 和 1e-3 的权重变成 NaN 和 -inf。
-
-    混合精度能获得同样的速度而没有这些问题：模型保持 float32，在 `torch.autocast("cuda")` 下运行前向传播并
-    配合 `GradScaler`（或 `dtype=torch.bfloat16`）；autocast 用 float16 计算，而优化器更新的是 float32 权重。
-    只为评估或导出而 `.half()` 的模型，以及文件中没有 `torch.optim` 优化器直接更新其参数的模型，不会报告；
-    使用 apex 或 DeepSpeed 的文件也不会报告，它们的 fp16 优化器会为 `.half()` 模型保留 float32 主权重副本。
-
-    ## 示例
-    ```python
-    model = Net().cuda().half()
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    for inputs, targets in loader:
-        loss = criterion(model(inputs.cuda().half()), targets.cuda())
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    ```
-
-    ## 改为
-    ```python
-    model = Net().cuda()
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    scaler = torch.amp.GradScaler("cuda")
-    for inputs, targets in loader:
-        with torch.autocast("cuda"):
-            loss = criterion(model(inputs.cuda()), targets.cuda())
-        optimizer.zero_grad()
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-    ```
-
-    ## 修复安全性
-    该建议删除转换（`.half()`，或 `.to(...)` 的 float16 参数），让模型以 float32 训练。它不会被批量应用：
-    在你按上文加入 `torch.autocast` 和 `GradScaler` 之前，模型会更慢、占用更多显存；其他地方用 `.half()`
-    转换的输入也必须保持 float32。
-
-    ## 参考
-    - [自动混合精度示例](https://pytorch.org/docs/stable/notes/amp_examples.html)
-    - [`torch.autocast`](https://pytorch.org/docs/stable/amp.html#torch.autocast)
-    - [混合精度训练（Micikevicius 等，2018）](https://arxiv.org/abs/1710.03740)
-    """
-
     code = "TDR407"
     name = "half-model-training"
     severity = Severity.INFO

@@ -50,44 +50,6 @@ class DataParallel(Rule):
     - [Use DistributedDataParallel instead of DataParallel](https://pytorch.org/docs/stable/notes/cuda.html#cuda-nn-ddp-instead)
     """
 
-    zh = """## 功能
-    检查 `nn.DataParallel(...)`（也写作 `torch.nn.parallel.DataParallel`），测试代码除外（`unittest.TestCase`
-    类、`test_*.py` 文件）：测试会有意用它包装模型，以检查检查点和包装器仍然兼容。
-
-    默认关闭（`extend-select = ["TDR501"]` 开启）：在真实代码中，大多数 `DataParallel` 调用是 `DistributedDataParallel` 分支旁的后备路径，或出现在推理脚本中，这条建议并不适用。
-
-    ## 为什么不好？
-    `DataParallel` 在单个 Python 进程中把每个 batch 分发到各 GPU，每次前向都复制一遍模型，并在 0 号卡上汇总
-    输出和梯度。GIL、模型复制以及 0 号卡的负载不均，使它即使在单机上也比 `DistributedDataParallel` 慢，而且无法
-    扩展到多机。PyTorch 文档推荐改用 `DistributedDataParallel`（PyTorch 2.13 在运行时并不会给出弃用警告）。
-
-    ## 示例
-    ```python
-    model = nn.DataParallel(model).cuda()
-    ```
-
-    ## 改为
-    ```python
-    # torchrun --nproc-per-node=NUM_GPUS train.py
-    import os
-    import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    dist.init_process_group("nccl")
-    local_rank = int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(local_rank)
-    model = DDP(model.cuda(local_rank), device_ids=[local_rank])
-    ```
-    并为 DataLoader 配上 `DistributedSampler`，每个 epoch 调用 `sampler.set_epoch(epoch)`（TDR502）。
-
-    ## 修复安全性
-    不提供修复：改用 DDP 会改变脚本的启动方式。
-
-    ## 参考
-    - [`DataParallel`](https://pytorch.org/docs/stable/generated/torch.nn.DataParallel.html)
-    - [用 DistributedDataParallel 代替 DataParallel](https://pytorch.org/docs/stable/notes/cuda.html#cuda-nn-ddp-instead)
-    """
-
     code = "TDR501"
     default = False
     name = "data-parallel"

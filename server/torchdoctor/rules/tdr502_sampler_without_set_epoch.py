@@ -94,50 +94,6 @@ class SamplerWithoutSetEpoch(Rule):
     - [Getting started with distributed data parallel](https://pytorch.org/tutorials/intermediate/ddp_tutorial.html)
     """
 
-    zh = """## 功能
-    检查这样的 `DistributedSampler`：它所属的 `DataLoader` 在按 epoch 的循环中被迭代，而该循环从不调用采样器的
-    `set_epoch`（无论是直接调用、通过 `loader.sampler.set_epoch(...)`，还是在循环调用的函数中，无论函数在本文件还是项目的其他模块）。加载器及其采样器也可以来自其他模块的函数
-    （`loader, sampler = build_loader(ds)`，`build_loader` 位于 `data.py`）；此时报告会指出采样器在何处创建。
-
-    ## 为什么不好？
-    `DistributedSampler` 用以 `seed + epoch` 为种子的随机数生成器打乱数据，而它的 epoch 只有在调用
-    `set_epoch` 时才会改变。不调用的话，每个 rank 在每个 epoch 分到的数据子集和顺序都完全相同：训练悄悄失去了单进程
-    训练中 `shuffle=True` 带来的重新打乱，往往会损失精度，而且没有任何警告。正如 PyTorch 文档所说，必须“在每个
-    epoch 开始、创建 DataLoader 迭代器之前”调用 `set_epoch`，打乱才能正常工作。
-
-    名字表明用于评估的加载器（含 `val`、`test`、`eval`）以及用 `shuffle=False` 创建的采样器不会被报告：它们的
-    顺序无关紧要。
-
-    ## 示例
-    ```python
-    sampler = DistributedSampler(train_set)
-    loader = DataLoader(train_set, batch_size=64, sampler=sampler)
-    for epoch in range(epochs):
-        for images, labels in loader:
-            train_step(images, labels)
-    ```
-
-    ## 改为
-    ```python
-    sampler = DistributedSampler(train_set)
-    loader = DataLoader(train_set, batch_size=64, sampler=sampler)
-    for epoch in range(epochs):
-        sampler.set_epoch(epoch)
-        for images, labels in loader:
-            train_step(images, labels)
-    ```
-
-    ## 修复安全性
-    修复会在 epoch 循环的第一条语句处插入 `sampler.set_epoch(epoch)`（采样器在那里没有名字时插入
-    `loader.sampler.set_epoch(epoch)`）；当采样器只在分布式运行时存在时，用 `if sampler is not None:` 保护。
-    该修复是安全的：它恢复了创建采样器时本就期望的每个 epoch 重新打乱。循环没有可传入的 epoch 计数
-    （`for _ in ...`、`while` 循环、遍历的不是 `range`/`enumerate`），或采样器在循环内部创建时，不提供修复。
-
-    ## 参考
-    - [`DistributedSampler`](https://pytorch.org/docs/stable/data.html#torch.utils.data.distributed.DistributedSampler)
-    - [分布式数据并行入门](https://pytorch.org/tutorials/intermediate/ddp_tutorial.html)
-    """
-
     code = "TDR502"
     name = "sampler-without-set-epoch"
     fix_safety = Applicability.SAFE

@@ -74,48 +74,6 @@ class SamplerWithShuffle(Rule):
     - [`DistributedSampler`](https://pytorch.org/docs/stable/data.html#torch.utils.data.distributed.DistributedSampler)
     """
 
-    zh = """## 功能
-    检查 `DataLoader(..., sampler=..., shuffle=True)`，以及 `batch_sampler=` 与 `shuffle=True`、
-    `sampler=`、不等于 1 的 `batch_size` 或 `drop_last=True` 同时使用的情况。
-
-    ## 为什么不好？
-    采样器（sampler）已经决定了样本的顺序，`shuffle` 无事可做，`DataLoader` 在创建时就会拒绝这种组合：
-    `ValueError: sampler option is mutually exclusive with shuffle`。批采样器（batch sampler）连批次也
-    一并决定，会报 `ValueError: batch_sampler option is mutually exclusive with batch_size, shuffle,
-    sampler, and drop_last`。
-
-    分布式训练中很容易犯这个错：把 `shuffle=True` 从 `DataLoader` 挪到 `DistributedSampler`（它默认就会打乱）
-    时，旧的关键字参数留在了原处。错误要到任务在集群上启动时才出现。
-
-    ## 示例
-    ```python
-    from torch.utils.data import DataLoader, DistributedSampler
-
-    sampler = DistributedSampler(dataset)
-    loader = DataLoader(dataset, batch_size=64, sampler=sampler, shuffle=True)
-    ```
-
-    ## 改为
-    ```python
-    from torch.utils.data import DataLoader, DistributedSampler
-
-    sampler = DistributedSampler(dataset, shuffle=True)
-    loader = DataLoader(dataset, batch_size=64, sampler=sampler)
-    ```
-    如果只在分布式运行时才使用采样器，其余情况让 `DataLoader` 自己打乱：
-    `DataLoader(dataset, sampler=sampler, shuffle=sampler is None)`。
-
-    ## 修复安全性
-    修复会删除冲突的关键字参数（带着它们调用本来就会报错），并给本文件中创建、未写 `shuffle=` 的
-    `DistributedSampler(...)` 加上 `shuffle=True`（即写明它的默认值）。当采样器可能为 `None` 时，
-    `shuffle=True` 会改为 `shuffle=sampler is None`，两条路径的行为都保持不变。该修复是安全的。批采样器可能为
-    `None`，或冲突的值是按位置传入时，不提供修复。
-
-    ## 参考
-    - [`torch.utils.data.DataLoader`](https://pytorch.org/docs/stable/data.html#torch.utils.data.DataLoader)
-    - [`DistributedSampler`](https://pytorch.org/docs/stable/data.html#torch.utils.data.distributed.DistributedSampler)
-    """
-
     code = "TDR503"
     name = "sampler-with-shuffle"
     severity = Severity.ERROR

@@ -87,47 +87,6 @@ class BatchnormWithoutSync(Rule):
     - [`DistributedDataParallel`](https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html)
     """
 
-    zh = """## 功能
-    检查带 BatchNorm 层的模型（文件中使用了 `nn.BatchNorm1d/2d/3d` 的类、包含它的 `nn.Sequential`，或
-    `resnet50` 等含 BatchNorm 的 torchvision 模型）被 `DistributedDataParallel` 包装，而文件从未调用
-    `nn.SyncBatchNorm.convert_sync_batchnorm`。模型可以保存在 `self` 的属性上，其类或构造它的工厂函数也可以位于项目的
-    其他模块中。
-
-    ## 为什么不好？
-    DDP 同步的是梯度，而不是 BatchNorm 统计量：每个进程用自己那张 GPU 上批次的均值和方差做归一化。大模型
-    迫使每张 GPU 的批次很小（检测和分割中常为 2 到 16 张图），这些统计量噪声很大，训练效果不如全局批大小
-    所暗示的那样好；评估时使用的滑动统计量也只来自 rank 0 的批次（DDP 会广播 rank 0 的缓冲区）。正如指南
-    所说，`SyncBatchNorm` 在全局批次上计算统计量，代价是每次前向传播中每个 BatchNorm 层一次 all-reduce，
-    所以在每张 GPU 批次较小时才划算。这只是提示而非错误：每张 GPU 的批次较大时，普通 BatchNorm 就足够而且
-    更快。
-
-    没有 BatchNorm 的模型、已经用 `SyncBatchNorm` 构建的模型，以及在任何地方调用了
-    `convert_sync_batchnorm` 的文件（通常在 `--sync-bn` 选项下）不会报告。
-
-    ## 示例
-    ```python
-    model = torchvision.models.resnet50().cuda(local_rank)
-    model = DDP(model, device_ids=[local_rank])
-    ```
-
-    ## 改为
-    ```python
-    model = torchvision.models.resnet50().cuda(local_rank)
-    model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
-    model = DDP(model, device_ids=[local_rank])
-    ```
-
-    ## 修复安全性
-    修复在包装模型的语句之前插入 `model = nn.SyncBatchNorm.convert_sync_batchnorm(model)`（模型在调用中
-    直接构建时，则就地转换该参数）。该修复不安全：它改变训练的数值行为，给每次前向传播增加通信；而且
-    SyncBatchNorm 只能在 GPU 上使用：对含 SyncBatchNorm 层的 CPU 模块调用 `DistributedDataParallel` 会抛出
-    `ValueError: SyncBatchNorm layers only work with GPU modules`。
-
-    ## 参考
-    - [`torch.nn.SyncBatchNorm`](https://pytorch.org/docs/stable/generated/torch.nn.SyncBatchNorm.html)
-    - [`DistributedDataParallel`](https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html)
-    """
-
     code = "TDR504"
     name = "batchnorm-without-sync"
     severity = Severity.INFO

@@ -60,45 +60,6 @@ class DdpWithoutDeviceIds(Rule):
     - [Getting started with distributed data parallel](https://pytorch.org/tutorials/intermediate/ddp_tutorial.html)
     """
 
-    zh = """## 功能
-    检查不带 `device_ids=` 的 `DistributedDataParallel(model)`，而模型已被移到按进程 rank 选定的一张 GPU
-    上（`.cuda(local_rank)`、`.to(rank)`、`device = torch.device("cuda", local_rank)` 时的 `.to(device)`）：
-    这正是 PyTorch 文档中用 `device_ids=[i]` 描述的“每进程一张 GPU”的用法。
-
-    ## 为什么不好？
-    对于位于单张 GPU 上的模块，`device_ids=[i]` 告诉 DDP 本进程拥有哪个设备。有了它，DDP 会自己把前向传播的
-    输入移到该设备并设置 `output_device`；没有它（`device_ids=None`）时 DDP 什么都不移动，每个输入都必须已经
-    在正确的 GPU 上，而依赖当前设备的代码（不带编号的 `.cuda()`、没有绑定设备的集合通信）在未调用
-    `torch.cuda.set_device` 时会退回到 GPU 0：所有 rank 都会在 GPU 0 上创建上下文，或在集合通信中挂起。
-    PyTorch 的文档和 DDP 教程在这种用法下都以 `device_ids=[rank]` 构造 DDP。其他一切都放置正确时代码也能
-    运行，所以该规则默认关闭。
-
-    模型所在的 GPU 必须能从文件中读出：用不带编号的 `.cuda()` 移动、移到不含 rank 的设备、分布在多张 GPU 上
-    或留在 CPU 上（此时 `device_ids` 必须为 `None`）的模型不会报告。
-
-    ## 示例
-    ```python
-    local_rank = int(os.environ["LOCAL_RANK"])
-    model = Net().cuda(local_rank)
-    model = DDP(model)
-    ```
-
-    ## 改为
-    ```python
-    local_rank = int(os.environ["LOCAL_RANK"])
-    model = Net().cuda(local_rank)
-    model = DDP(model, device_ids=[local_rank])
-    ```
-
-    ## 修复安全性
-    该建议添加 `device_ids=[<模型所在设备>]`，复用移动模型时的表达式。它不会被批量应用：设置 `device_ids`
-    后 DDP 还会移动输入，传给模型的张量所在的设备会随之改变。
-
-    ## 参考
-    - [`DistributedDataParallel`](https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html)
-    - [分布式数据并行入门](https://pytorch.org/tutorials/intermediate/ddp_tutorial.html)
-    """
-
     code = "TDR507"
     name = "ddp-without-device-ids"
     severity = Severity.INFO

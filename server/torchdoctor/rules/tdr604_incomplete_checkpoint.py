@@ -59,39 +59,6 @@ class IncompleteCheckpoint(Rule):
     - [Saving and loading a general checkpoint](https://pytorch.org/tutorials/recipes/recipes/saving_and_loading_a_general_checkpoint.html)
     """
 
-    zh = """## 功能
-    检查传给 `torch.save` 的检查点字典：保存了模型的 `state_dict()`，却缺少优化器状态（当同一函数中有优化器时）或
-    任何 epoch/step 计数。（缺少调度器状态的情况由 TDR704 负责。）优化器可以保存在 `self` 上，或由其他模块的辅助函数
-    构造（`build_optimizer(model, cfg)`）。
-
-    如果字典中只有模型权重、且函数中没有优化器，则视为导出最终权重而不是用于恢复训练的检查点，不会报告。
-
-    默认关闭（`extend-select = ["TDR604"]` 开启）：在真实代码中，它的发现都是推理导出文件，或把步数写在文件名里的检查点。
-
-    ## 为什么不好？
-    检查点是用来恢复训练的。只有权重时，恢复的训练会从一个全新的优化器开始——Adam 的矩估计和动量缓冲都重新归零，
-    损失会出现尖峰，在没有预热的调度下甚至可能发散；它也不知道自己停在哪里，于是会重复 epoch、以不同方式重新打乱
-    数据并重新开始调度。
-
-    ## 示例
-    ```python
-    torch.save({"model": model.state_dict()}, "ckpt.pt")
-    ```
-
-    ## 改为
-    ```python
-    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "epoch": epoch}, "ckpt.pt")
-    ```
-
-    ## 修复安全性
-    当相应的名字在作用域中时，修复会添加 `"optimizer": <optimizer>.state_dict()` 和 `"epoch": <计数>`。它是不安全的：
-    加载一侧也必须读取这些新键。
-
-    ## 参考
-    - [保存和加载通用检查点](https://pytorch.org/tutorials/recipes/recipes/saving_and_loading_a_general_checkpoint.html)
-    """
-
     code = "TDR604"
     default = False
     name = "incomplete-checkpoint"

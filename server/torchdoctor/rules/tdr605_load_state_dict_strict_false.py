@@ -48,39 +48,6 @@ class LoadStateDictStrictFalse(Rule):
     - [`consume_prefix_in_state_dict_if_present`](https://pytorch.org/docs/stable/generated/torch.nn.modules.utils.consume_prefix_in_state_dict_if_present.html)
     """
 
-    zh = """## 功能
-    检查丢弃了返回值的 `model.load_state_dict(..., strict=False)`。以下情况不报告：状态字典的键取自同一模型的
-    `state_dict()`（YOLOv5 的 `intersect_dicts(csd, model.state_dict())`）；函数自己检查了
-    `missing_keys`/`unexpected_keys`；调用所在行或其上两行有关于 `strict` 的注释（有意且有说明的部分加载）。
-
-    默认关闭（`extend-select = ["TDR605"]` 开启）：在真实代码中，大多数 `strict=False` 加载是有意的：先加载基础权重再加载适配器权重、有意删除或新增头部、根据模型自身的 state dict 重映射键。
-
-    ## 为什么不好？
-    `strict=False` 会跳过不匹配的键而不报错。当预期缺少一个新的输出头时，这正是你想要的——但它也会吞掉所有错误：
-    从 `DistributedDataParallel` 包装器保存的检查点，键名都带有 `module.` 前缀，一个都匹配不上，模型便悄悄地保留着
-    随机初始化。`load_state_dict` 会返回 `missing_keys` 和 `unexpected_keys`；忽略它们，问题就被掩盖了。
-
-    ## 示例
-    ```python
-    model.load_state_dict(torch.load("ckpt.pt", map_location="cpu"), strict=False)
-    ```
-
-    ## 改为
-    ```python
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    assert not unexpected, f"unexpected keys: {unexpected[:5]}"
-    ```
-    或者先去掉包装器的前缀：
-    `torch.nn.modules.utils.consume_prefix_in_state_dict_if_present(state, "module.")`。
-
-    ## 修复安全性
-    建议的修改会把结果赋给 `missing_keys, unexpected_keys` 并打印出来；它只作为代码操作显示，不会被批量应用。
-
-    ## 参考
-    - [`Module.load_state_dict`](https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.load_state_dict)
-    - [`consume_prefix_in_state_dict_if_present`](https://pytorch.org/docs/stable/generated/torch.nn.modules.utils.consume_prefix_in_state_dict_if_present.html)
-    """
-
     code = "TDR605"
     default = False
     name = "load-state-dict-strict-false"

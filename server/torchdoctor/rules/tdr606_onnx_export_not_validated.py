@@ -48,40 +48,6 @@ class OnnxExportNotValidated(Rule):
     - [`torch.export`](https://pytorch.org/docs/stable/export.html)
     """
 
-    zh = """## 功能
-    检查用 `torch.onnx.export` 或 `torch.export.export` 导出了模型、却从未运行导出产物、也没有与原模型比较输出
-    （`onnxruntime.InferenceSession`、`torch.testing.assert_close`、`torch.allclose`、
-    `numpy.testing.assert_allclose`）的文件。默认关闭。
-
-    只检查脚本和 notebook（导出位于模块顶层、在 `if __name__ == "__main__":` 块中，或在模块顶层调用本文件的函数）：
-    代替调用方导出的库函数（`LightningModule.to_onnx`、导出器后端）把验证留给调用方。
-
-    ## 为什么不好？
-    导出可能成功却算出不一样的东西：依赖数据的分支被固定在示例输入走过的那条路径上，形状被特化为示例的 batch，
-    某个算子被替换成数值行为不同的实现，训练与部署的前处理不一致。指南建议在导出后立即用真实输入比较输出；这只需
-    几行代码，就能在部署之前发现这些问题。
-
-    ## 示例
-    ```python
-    torch.onnx.export(model, (x,), "model.onnx")
-    ```
-
-    ## 改为
-    ```python
-    torch.onnx.export(model, (x,), "model.onnx")
-    session = onnxruntime.InferenceSession("model.onnx")
-    (out,) = session.run(None, {session.get_inputs()[0].name: x.numpy()})
-    torch.testing.assert_close(torch.from_numpy(out), model(x), rtol=1e-3, atol=1e-4)
-    ```
-
-    ## 修复安全性
-    不提供修复。
-
-    ## 参考
-    - [`torch.onnx`](https://pytorch.org/docs/stable/onnx.html)
-    - [`torch.export`](https://pytorch.org/docs/stable/export.html)
-    """
-
     code = "TDR606"
     name = "onnx-export-not-validated"
     severity = Severity.HINT

@@ -86,57 +86,6 @@ class UnseededTraining(Rule):
     - [Reproducibility](https://pytorch.org/docs/stable/notes/randomness.html)
     """
 
-    zh = """## 功能
-    检查含有训练循环（`.backward()` 与优化器更新）、却从未给随机数生成器设定种子（`torch.manual_seed`、Lightning 的
-    `seed_everything`、transformers 的 `set_seed`、`random.seed`、`np.random.seed`，或名称中含 `seed` 的项目函数，如 timm 的 `random_seed`、YOLOv5 的
-    `init_seeds`）的脚本。默认关闭。
-
-    只检查脚本：notebook，以及运行时执行训练的文件（有 `if __name__ == "__main__":` 块、循环位于模块顶层，或在模块
-    顶层调用本文件的函数）。带训练步骤的库模块（优化器封装、训练器类）和测试文件不检查：种子应由使用它们的脚本设定。
-
-    ## 为什么不好？
-    权重初始化、数据打乱、dropout 和数据增强都要取随机数。不设种子时，同一份代码跑两次得到的曲线不同，无法区分一次
-    修改带来的变化与随机波动。设定种子是指南中可复现性步骤的第一步（其后是 `torch.use_deterministic_algorithms(True)`、
-    `CUBLAS_WORKSPACE_CONFIG`，以及为 DataLoader 提供带种子的 `generator=`，见 TDR309）。
-
-    ## 示例
-    ```python
-    import torch
-
-    for x, y in loader:
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        optimizer.step()
-    ```
-
-    ## 改为
-    ```python
-    import random
-
-    import torch
-
-    random.seed(0)
-    torch.manual_seed(0)
-
-    for x, y in loader:
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        optimizer.step()
-    ```
-
-    ## 修复安全性
-    修复会在文件第一段顶层导入语句之后（中间空一行）、其他代码取随机数之前，插入一段设定种子的代码（`random`、文件导入了
-    NumPy 时的 NumPy，以及 `torch`）。每个模块都沿用这段导入为它绑定的名字（`import numpy as np` 之后用 `np`）；这段导入
-    没有导入的模块（通常是 `random`，或只在文件更靠后处、之后的 notebook 单元格中才导入的模块）会被加进这段导入里 isort
-    排序后的位置，因此插入的代码用到的每个名字在运行处都已绑定。在 notebook 中，这段代码放在这些导入中最后一条所在的
-    单元格里、导入之后，新的导入则加进第一个单元格的导入中。若其中某个名字在
-    文件中另有所指（`from numpy import random`、名为 `random` 的参数），则不提供修复；若只有 NumPy 的名字被占用，则不为
-    NumPy 设定种子。它是不安全的：结果会变成一个固定、可重复的序列（两次运行打印相同的数字），这正是它的目的。
-
-    ## 参考
-    - [可复现性](https://pytorch.org/docs/stable/notes/randomness.html)
-    """
-
     code = "TDR701"
     name = "unseeded-training"
     severity = Severity.INFO

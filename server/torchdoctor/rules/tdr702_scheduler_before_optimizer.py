@@ -52,44 +52,6 @@ class SchedulerBeforeOptimizer(Rule):
     - [How to adjust the learning rate](https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate)
     """
 
-    zh = """## 功能
-    检查在同一个循环中先于 `optimizer.step()`（或 `scaler.step(optimizer)`）调用的 `scheduler.step()`。
-
-    ## 为什么不好？
-    从 PyTorch 1.1 起，调度器必须在优化器*之后*调用 step。若在之前调用，调度的第一个取值会被跳过：第一个 epoch
-    （或迭代）就已经用上了第二个学习率，warm-up 晚一步开始，整个调度都发生了偏移。PyTorch 在运行时会警告：
-    "Detected call of `lr_scheduler.step()` before `optimizer.step()`. In PyTorch 1.1.0 and later, you should
-    call them in the opposite order"。
-
-    指南中逐步介绍了这一顺序，本规则给出的是同样的建议。
-
-    ## 示例
-    ```python
-    for epoch in range(epochs):
-        scheduler.step()
-        for x, y in loader:
-            optimizer.zero_grad()
-            loss_fn(model(x), y).backward()
-            optimizer.step()
-    ```
-
-    ## 改为
-    ```python
-    for epoch in range(epochs):
-        for x, y in loader:
-            optimizer.zero_grad()
-            loss_fn(model(x), y).backward()
-            optimizer.step()
-        scheduler.step()
-    ```
-
-    ## 修复安全性
-    修复会把 `scheduler.step()` 移到更新优化器的语句之后。它是不安全的：每一步使用的学习率会改变（变为预期的值）。
-
-    ## 参考
-    - [如何调整学习率](https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate)
-    """
-
     code = "TDR702"
     name = "scheduler-before-optimizer"
     severity = Severity.WARNING

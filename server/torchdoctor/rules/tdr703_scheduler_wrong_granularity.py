@@ -63,48 +63,6 @@ class SchedulerWrongGranularity(Rule):
     - [`StepLR`](https://pytorch.org/docs/stable/generated/torch.optim.lr_scheduler.StepLR.html)
     """
 
-    zh = """## 功能
-    检查每个 epoch 只调用一次 step 的按迭代调度器（`OneCycleLR`、`CyclicLR`），以及在 batch 循环内调用 step 的按
-    epoch 调度器（`StepLR`、`MultiStepLR`、`ExponentialLR`、`ReduceLROnPlateau`）。
-
-    默认关闭（`extend-select = ["TDR703"]` 开启）：在真实代码中，它的发现是在批次循环内的周期性评估下调用 `ReduceLROnPlateau`，这是正确的。
-
-    ## 为什么不好？
-    `OneCycleLR` 和 `CyclicLR` 按优化器的每一步描述学习率：它们的 `total_steps`/`steps_per_epoch` 与
-    `step_size_up` 计数的是 batch。若每个 epoch 只 step 一次，one-cycle 的预热永远走不完，学习率一直停留在初始值附近。
-    按 epoch 的调度器正相反：每个 batch 都 step 的 `StepLR(step_size=30)` 每 30 个 *batch* 就衰减一次，
-    `ExponentialLR(gamma=0.95)` 会在第一个 epoch 内把学习率压到几乎为零。程序不会报错，只是模型训练得很差。
-
-    为避免对按迭代计数的训练产生误报，batch 循环中的按 epoch 调度器只有在以下情况下才会被报告：该 batch 循环位于
-    epoch 循环之内，且字面量的 step_size 或 milestones 小于 1,000（更大的值视为迭代数）；对于 `ExponentialLR` 和
-    `ReduceLROnPlateau`，则不论参数如何都会报告。
-
-    ## 示例
-    ```python
-    scheduler = OneCycleLR(optimizer, max_lr=0.1, epochs=10, steps_per_epoch=len(loader))
-    for epoch in range(10):
-        for x, y in loader:
-            train_step(x, y)
-        scheduler.step()
-    ```
-
-    ## 改为
-    ```python
-    scheduler = OneCycleLR(optimizer, max_lr=0.1, epochs=10, steps_per_epoch=len(loader))
-    for epoch in range(10):
-        for x, y in loader:
-            train_step(x, y)
-            scheduler.step()
-    ```
-
-    ## 修复安全性
-    不提供修复：移动这一调用还会改变每个学习率对应的 epoch 或 batch，这是关于调度方案的决定。
-
-    ## 参考
-    - [`OneCycleLR`](https://pytorch.org/docs/stable/generated/torch.optim.lr_scheduler.OneCycleLR.html)
-    - [`StepLR`](https://pytorch.org/docs/stable/generated/torch.optim.lr_scheduler.StepLR.html)
-    """
-
     code = "TDR703"
     default = False
     name = "scheduler-wrong-granularity"

@@ -106,38 +106,6 @@ class SchedulerStateNotSaved(Rule):
     - [`LRScheduler.state_dict`](https://pytorch.org/docs/stable/generated/torch.optim.lr_scheduler.LRScheduler.html)
     """
 
-    zh = """## 功能
-    检查文件中创建了学习率调度器（或从其他模块的辅助函数 `build_scheduler(optimizer, cfg)` 得到调度器）时，传给
-    `torch.save` 的检查点字典保存了优化器的 `state_dict()`、却没有保存调度器的状态的情况。
-
-    默认关闭（`extend-select = ["TDR704"]` 开启）：在真实代码中，它的发现都是以其他方式恢复的调度（`scheduler.last_epoch = start_epoch - 1`）。
-
-    ## 为什么不好？
-    调度器有自己的状态：它已经走到的 epoch 或 step，以及 `ReduceLROnPlateau` 的最佳值和耐心计数。从不含这些状态的
-    检查点恢复训练，调度会从头开始：预热再跑一遍，阶梯衰减推迟发生，one-cycle 重新开始——全都不会报错。
-
-    ## 示例
-    ```python
-    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "epoch": epoch}, "ckpt.pt")
-    ```
-
-    ## 改为
-    ```python
-    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(), "epoch": epoch}, "ckpt.pt")
-    ```
-    恢复时再调用 `scheduler.load_state_dict(ckpt["scheduler"])`。
-
-    ## 修复安全性
-    当文件中恰好只有一个调度器时，修复会在字典中添加 `"scheduler": <scheduler>.state_dict()`。它是不安全的：加载
-    一侧也必须读取这个新键。
-
-    ## 参考
-    - [保存和加载通用检查点](https://pytorch.org/tutorials/recipes/recipes/saving_and_loading_a_general_checkpoint.html)
-    - [`LRScheduler.state_dict`](https://pytorch.org/docs/stable/generated/torch.optim.lr_scheduler.LRScheduler.html)
-    """
-
     code = "TDR704"
     default = False
     name = "scheduler-state-not-saved"

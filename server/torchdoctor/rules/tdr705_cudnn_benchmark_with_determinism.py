@@ -43,35 +43,6 @@ class CudnnBenchmarkWithDeterminism(Rule):
     - [`torch.use_deterministic_algorithms`](https://pytorch.org/docs/stable/generated/torch.use_deterministic_algorithms.html)
     """
 
-    zh = """## 功能
-    检查同一文件中既设置了 `torch.backends.cudnn.benchmark = True`、又要求确定性结果
-    （`torch.use_deterministic_algorithms(True)` 或 `torch.backends.cudnn.deterministic = True`）的情况。
-
-    ## 为什么不好？
-    `benchmark = True` 时，cuDNN 会在每种输入形状的第一个 batch 上对几种卷积算法计时并选出最快的一种。由于计时
-    存在波动，每次运行选中的算法可能不同，结果也可能不同，这就违背了你所要求的确定性。两个设置方向相反：要么要速度，
-    要么要可复现。
-
-    ## 示例
-    ```python
-    torch.use_deterministic_algorithms(True)
-    torch.backends.cudnn.benchmark = True
-    ```
-
-    ## 改为
-    ```python
-    torch.use_deterministic_algorithms(True)
-    torch.backends.cudnn.benchmark = False
-    ```
-
-    ## 修复安全性
-    不提供修复：两个设置中保留哪一个由你决定。
-
-    ## 参考
-    - [可复现性](https://pytorch.org/docs/stable/notes/randomness.html)
-    - [`torch.use_deterministic_algorithms`](https://pytorch.org/docs/stable/generated/torch.use_deterministic_algorithms.html)
-    """
-
     code = "TDR705"
     name = "cudnn-benchmark-with-determinism"
     severity = Severity.INFO

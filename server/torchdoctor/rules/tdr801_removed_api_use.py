@@ -44,40 +44,6 @@ class RemovedApiUse(Rule):
     - [Migrating from TorchFix](../torchfix-migration.md) (TorchFix code TOR001)
     """
 
-    zh = """## 功能
-    检查对目标 torch 版本中已经移除的 PyTorch 函数的调用：`torch.solve`、`torch.symeig`、
-    `torch.eig`、`torch.lstsq`、`torch.matrix_rank`（1.9 弃用，1.13 前已移除）。清单保存在一张数据表
-    `rules/api_table.py` 中，与 TDR803、TDR804、TDR805 共用。
-
-    ## 为什么不好？
-    这些名字在 torch 2.13 中仍然存在，但只是占位：调用会抛出 `RuntimeError: This function was
-    deprecated since version 1.9 and is now removed.`（已在 2.13 上核实）。代码会在第一次执行到该行时失败，
-    可能已经训练了很久。
-
-    只报告适用于你的 torch 版本的条目：在 `[tool.torchdoctor]` 中设置 `target-version`；否则使用环境中安装的版本。
-
-    ## 示例
-    ```python
-    import torch
-
-    x = torch.solve(b, A).solution
-    ```
-
-    ## 改为
-    ```python
-    import torch
-
-    x = torch.linalg.solve(A, b)
-    ```
-
-    ## 修复安全性
-    不提供修复：每个替代函数都改变了参数顺序或返回类型（消息中有说明）。
-
-    ## 参考
-    - [`torch.linalg`](https://pytorch.org/docs/stable/linalg.html)
-    - [从 TorchFix 迁移](../torchfix-migration.md)（TorchFix 代码 TOR001）
-    """
-
     code = "TDR801"
     name = "removed-api-use"
     severity = Severity.ERROR

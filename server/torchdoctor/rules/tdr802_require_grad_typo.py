@@ -42,36 +42,6 @@ class RequireGradTypo(Rule):
     - [Migrating from TorchFix](../torchfix-migration.md) (TorchFix code TOR002)
     """
 
-    zh = """## 功能
-    检查对名为 `require_grad` 的属性赋值，这是 `requires_grad` 的笔误。
-
-    ## 为什么不好？
-    Python 允许给张量或参数设置任意属性，所以 `param.require_grad = False` 只是悄悄地新建了一个毫无意义的属性：
-    参数仍会被训练。用这种方式冻结主干网络不起任何作用，也没有任何警告。
-
-    如果文件中也在某处读取 `.require_grad`，则不报告：那里的属性显然是项目自己对象上有意定义的。
-
-    ## 示例
-    ```python
-    for p in backbone.parameters():
-        p.require_grad = False
-    ```
-
-    ## 改为
-    ```python
-    for p in backbone.parameters():
-        p.requires_grad = False
-    ```
-
-    ## 修复安全性
-    修复会把属性改名。它是不安全的，因为会按预期改变行为：该标志开始生效（参数被冻结或解冻），
-    并且在非叶子张量上设置 `requires_grad` 会报错。
-
-    ## 参考
-    - [`Tensor.requires_grad`](https://pytorch.org/docs/stable/generated/torch.Tensor.requires_grad.html)
-    - [从 TorchFix 迁移](../torchfix-migration.md)（TorchFix 代码 TOR002）
-    """
-
     code = "TDR802"
     name = "require-grad-typo"
     severity = Severity.ERROR

@@ -36,32 +36,6 @@ class RemovedApiImport(Rule):
     - [Migrating from TorchFix](../torchfix-migration.md) (TorchFix code TOR004)
     """
 
-    zh = """## 功能
-    检查从 PyTorch 导入目标版本中已移除函数的 `from ... import` 语句（如 `from torch import solve`），
-    与 TDR801 使用同一张表。
-
-    ## 为什么不好？
-    在 torch 2.13 中这类导入仍然成功（名字只是占位），直到调用时才抛出 `RuntimeError: This function was
-    deprecated since version 1.9 and is now removed.`（已在 2.13 上核实）。在导入处报告，便于整个文件一次改好。
-
-    ## 示例
-    ```python
-    from torch import symeig
-    ```
-
-    ## 改为
-    ```python
-    from torch.linalg import eigh
-    ```
-
-    ## 修复安全性
-    不提供修复：替代函数的参数不同，每处调用也必须修改（TDR801 会逐个报告调用）。
-
-    ## 参考
-    - [`torch.linalg`](https://pytorch.org/docs/stable/linalg.html)
-    - [从 TorchFix 迁移](../torchfix-migration.md)（TorchFix 代码 TOR004）
-    """
-
     code = "TDR803"
     name = "removed-api-import"
     severity = Severity.ERROR

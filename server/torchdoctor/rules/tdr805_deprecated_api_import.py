@@ -38,34 +38,6 @@ class DeprecatedApiImport(Rule):
     - [Migrating from TorchFix](../torchfix-migration.md) (TorchFix code TOR103)
     """
 
-    zh = """## 功能
-    检查导入已弃用 PyTorch API 的 `from ... import` 语句，与 TDR804 使用同一张表
-    （`from torch import qr`、`from functorch import vmap`、`from torch.nn.utils import weight_norm` 等）。
-
-    ## 为什么不好？
-    导入已弃用的名字会让它以一个看不出来源的短名字散布在整个文件中；导入处是唯一需要修改的地方。TDR804
-    也会逐个报告使用处。
-
-    ## 示例
-    ```python
-    from functorch import vmap, grad
-    ```
-
-    ## 改为
-    ```python
-    from torch.func import vmap, grad
-    ```
-
-    ## 修复安全性
-    只有当每个导入的名字在同一个模块中都有同名、可直接替换的新版本时才改写导入（`functorch` → `torch.func`、
-    `torch.nn.utils.stateless.functional_call` → `torch.func.functional_call` 等）。这是安全的：
-    绑定的名字相同，行为也相同。其他导入不提供修复，因为调用处也必须修改。
-
-    ## 参考
-    - [从 functorch 迁移到 `torch.func`](https://pytorch.org/docs/stable/func.migrating.html)
-    - [从 TorchFix 迁移](../torchfix-migration.md)（TorchFix 代码 TOR103）
-    """
-
     code = "TDR805"
     name = "deprecated-api-import"
     severity = Severity.INFO

@@ -47,37 +47,6 @@ class NonpublicCollateUse(Rule):
     - [Migrating from TorchFix](../torchfix-migration.md) (TorchFix code TOR104)
     """
 
-    zh = """## 功能
-    检查对私有的 `torch.utils.data._utils.collate.default_collate` 与 `default_convert` 的使用
-    （调用，或作为 `collate_fn=` 传入）。
-
-    ## 为什么不好？
-    `_utils` 是私有模块：任何版本都可能不经通知地移动或修改它。同样的函数以
-    `torch.utils.data.default_collate` 与 `torch.utils.data.default_convert` 公开（在
-    `torch.utils.data.__all__` 中，已在 2.13 上核实）。
-
-    ## 示例
-    ```python
-    import torch
-
-    batch = torch.utils.data._utils.collate.default_collate(samples)
-    ```
-
-    ## 改为
-    ```python
-    import torch
-
-    batch = torch.utils.data.default_collate(samples)
-    ```
-
-    ## 修复安全性
-    安全：公开名字指向同一个函数。通过从私有模块导入的名字进行的使用在这里不提供修复；由 TDR807 修复导入本身。
-
-    ## 参考
-    - [`torch.utils.data.default_collate`](https://pytorch.org/docs/stable/data.html#torch.utils.data.default_collate)
-    - [从 TorchFix 迁移](../torchfix-migration.md)（TorchFix 代码 TOR104）
-    """
-
     code = "TDR806"
     name = "nonpublic-collate-use"
     severity = Severity.WARNING

@@ -39,30 +39,6 @@ class NonpublicCollateImport(Rule):
     - [Migrating from TorchFix](../torchfix-migration.md) (TorchFix code TOR105)
     """
 
-    zh = """## 功能
-    检查从私有模块 `torch.utils.data._utils.collate` 导入 `default_collate` / `default_convert`。
-
-    ## 为什么不好？
-    私有模块在任何版本都可能改变；`torch.utils.data` 公开导出了同样的函数（已在 2.13 上核实）。
-
-    ## 示例
-    ```python
-    from torch.utils.data._utils.collate import default_collate
-    ```
-
-    ## 改为
-    ```python
-    from torch.utils.data import default_collate
-    ```
-
-    ## 修复安全性
-    安全：以同一个名字绑定同一个函数。如果同一条导入还从私有模块导入了其他名字，则不提供修复。
-
-    ## 参考
-    - [`torch.utils.data.default_collate`](https://pytorch.org/docs/stable/data.html#torch.utils.data.default_collate)
-    - [从 TorchFix 迁移](../torchfix-migration.md)（TorchFix 代码 TOR105）
-    """
-
     code = "TDR807"
     name = "nonpublic-collate-import"
     severity = Severity.WARNING

@@ -41,32 +41,6 @@ class LogOnePlus(Rule):
     - [Migrating from TorchFix](../torchfix-migration.md) (TorchFix code TOR106)
     """
 
-    zh = """## 功能
-    检查 `torch.log(1 + x)` 与 `torch.log(x + 1)`。
-
-    ## 为什么不好？
-    当 `x` 很小时，`1 + x` 在取对数之前就舍掉了 `x` 的大部分有效数字：在 float32 下
-    `torch.log(1 + 1e-8)` 恰好为 `0`。`torch.log1p(x)` 不构造 `1 + x` 就能算出相同的值，保持完整精度，
-    而且只需一个内核而不是两个。
-
-    ## 示例
-    ```python
-    y = torch.log(1 + x)
-    ```
-
-    ## 改为
-    ```python
-    y = torch.log1p(x)
-    ```
-
-    ## 修复安全性
-    修复之所以标为不安全，只是因为结果的最后几位会变化（变得更精确）；请检查比较精确数值的测试。
-
-    ## 参考
-    - [`torch.log1p`](https://pytorch.org/docs/stable/generated/torch.log1p.html)
-    - [从 TorchFix 迁移](../torchfix-migration.md)（TorchFix 代码 TOR106）
-    """
-
     code = "TDR808"
     name = "log-one-plus"
     severity = Severity.INFO

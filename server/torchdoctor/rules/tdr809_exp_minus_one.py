@@ -40,34 +40,6 @@ class ExpMinusOne(Rule):
     - [Migrating from TorchFix](../torchfix-migration.md) (TorchFix code TOR107)
     """
 
-    zh = """## 功能
-    检查 `torch.exp(x) - 1`。
-
-    默认关闭（`extend-select = ["TDR809"]` 开启）：在真实代码中，它的发现是一个激活函数，损失的精度（约 1e-7）无关紧要。
-
-    ## 为什么不好？
-    当 `x` 很小时，`exp(x)` 接近 `1`，相减会抵消掉大部分有效数字：在 float32 下，`x = 1e-8` 时
-    `torch.exp(x) - 1` 恰好为 `0`。`torch.expm1(x)`（也即 `torch.special.expm1`）以完整精度计算同一个值，
-    且只需一个内核。
-
-    ## 示例
-    ```python
-    y = torch.exp(x) - 1
-    ```
-
-    ## 改为
-    ```python
-    y = torch.expm1(x)
-    ```
-
-    ## 修复安全性
-    标为不安全只是因为结果的最后几位会变化（变得更精确）。
-
-    ## 参考
-    - [`torch.expm1`](https://pytorch.org/docs/stable/generated/torch.expm1.html)
-    - [从 TorchFix 迁移](../torchfix-migration.md)（TorchFix 代码 TOR107）
-    """
-
     code = "TDR809"
     default = False
     name = "exp-minus-one"

@@ -184,38 +184,6 @@ class TorchvisionPretrained(Rule):
     - [Migrating from TorchFix](../torchfix-migration.md) (TorchFix code TOR201)
     """
 
-    zh = """## 功能
-    检查使用已弃用参数 `pretrained=` 或 `pretrained_backbone=` 调用 torchvision 模型构造函数
-    （如 `resnet50(pretrained=True)`）。
-
-    ## 为什么不好？
-    自 torchvision 0.13 起，构造函数接受 `weights=` / `weights_backbone=`：一个权重枚举，明确说明加载哪个检查点，
-    并附带其预处理（`weights.transforms()`）和元数据。`pretrained=` 仍可通过一个会发出警告、将被移除的兼容层使用。
-
-    ## 示例
-    ```python
-    from torchvision import models
-
-    model = models.resnet50(pretrained=True)
-    ```
-
-    ## 改为
-    ```python
-    from torchvision import models
-
-    model = models.resnet50(weights=models.ResNet50_Weights.IMAGENET1K_V1)
-    ```
-
-    ## 修复安全性
-    安全：`pretrained=True` 会变成它原本加载的那份权重（`IMAGENET1K_V1`、`COCO_V1` 等；不是可能指向更新检查点的
-    `DEFAULT`），`pretrained=False` 变成 `weights=None`。取值不是字面量 `True`/`False` 的不提供修复，
-    从未有过预训练权重的模型也不提供。
-
-    ## 参考
-    - [torchvision 多权重支持](https://pytorch.org/vision/stable/models.html)
-    - [从 TorchFix 迁移](../torchfix-migration.md)（TorchFix 代码 TOR201）
-    """
-
     code = "TDR810"
     name = "torchvision-pretrained"
     severity = Severity.WARNING

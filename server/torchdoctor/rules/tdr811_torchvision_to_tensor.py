@@ -51,40 +51,6 @@ class TorchvisionV2ToTensor(Rule):
     - [Migrating from TorchFix](../torchfix-migration.md) (TorchFix code TOR202)
     """
 
-    zh = """## 功能
-    检查 `torchvision.transforms.v2.ToTensor`：它的导入，以及通过 `v2` 模块的使用（`v2.ToTensor()`）。
-
-    ## 为什么不好？
-    在 v2 变换 API 中，`ToTensor` 已弃用并将被移除。它把两步（转换为张量图像、缩放到 `[0, 1]` 浮点数）
-    混在一起，而 v2 把它们分开，以便图像、框和掩码都能被正确转换。
-
-    ## 示例
-    ```python
-    from torchvision.transforms import v2
-
-    transform = v2.Compose([v2.RandomResizedCrop(224), v2.ToTensor()])
-    ```
-
-    ## 改为
-    ```python
-    import torch
-    from torchvision.transforms import v2
-
-    transform = v2.Compose([
-        v2.RandomResizedCrop(224),
-        v2.Compose([v2.ToImage(), v2.ToDtype(torch.float32, scale=True)]),
-    ])
-    ```
-
-    ## 修复安全性
-    修复会把 `v2.ToTensor()` 替换为上面的组合，并在需要时添加 `import torch`。它是不安全的：结果是
-    `tv_tensors.Image`（张量子类）而不是普通张量，检查精确类型的代码可能会注意到差别。导入不提供修复。
-
-    ## 参考
-    - [torchvision transforms v2](https://pytorch.org/vision/stable/transforms.html)
-    - [从 TorchFix 迁移](../torchfix-migration.md)（TorchFix 代码 TOR202）
-    """
-
     code = "TDR811"
     name = "torchvision-v2-to-tensor"
     severity = Severity.WARNING

@@ -39,31 +39,6 @@ class TorchvisionModuleImport(Rule):
     - [Migrating from TorchFix](../torchfix-migration.md) (TorchFix code TOR203)
     """
 
-    zh = """## 功能
-    检查 `import torchvision.models as models`（以及 `datasets`、`transforms`）这类别名与模块本名相同的导入。
-
-    ## 为什么不好？
-    这是 `from torchvision import models` 的绕弯写法：两者把同一个模块绑定到同一个名字上，而 `from`
-    写法直接表达了这一点。这是一条风格规则，为与 TorchFix 保持一致而保留，默认关闭（`extend-select = ["TDR812"]` 开启）。
-
-    ## 示例
-    ```python
-    import torchvision.models as models
-    ```
-
-    ## 改为
-    ```python
-    from torchvision import models
-    ```
-
-    ## 修复安全性
-    安全：同一个模块绑定到同一个名字。一条语句同时导入多个模块时不提供修复。
-
-    ## 参考
-    - [import 语句](https://docs.python.org/zh-cn/3/reference/simple_stmts.html#import)
-    - [从 TorchFix 迁移](../torchfix-migration.md)（TorchFix 代码 TOR203）
-    """
-
     code = "TDR812"
     default = False
     name = "torchvision-module-import"

@@ -57,50 +57,6 @@ class LegacyApiUse(Rule):
     - [Migrating from TorchFix](../torchfix-migration.md) (TorchFix code TOR101)
     """
 
-    zh = """## 功能
-    根据与 TDR804 相同的数据表（`rules/api_table.py`）检查只在文档中宣布弃用的 PyTorch API，以及行为一如既往的
-    旧式写法：`torch.norm`、`torch.svd`、`torch.ger`、`nn.UpsamplingNearest2d/Bilinear2d`、
-    `torch.autograd.Variable`、`torch.FloatTensor(...)`、`torch.LongTensor(...)` 等 CPU 旧式构造函数，以及
-    TorchScript（`torch.jit.script`、`trace`、`save`、`load` 等）。
-
-    默认关闭（`extend-select = ["TDR813"]` 开启）：这些写法在训练运行中都不会打印警告，也不会改变结果，
-    因此在真实代码中属于风格问题。会警告或行为有变的弃用由 TDR804 负责。
-
-    ## 为什么不好？
-    这些写法仍然可用，但新功能和修复都落在它们的替代品上：`torch.linalg.vector_norm`/`matrix_norm` 和
-    `torch.linalg.svd` 才是持续维护的线性代数接口（而且 `torch.svd` 返回 `V` 而不是 `Vh`）；自 PyTorch 0.4
-    起张量自己记录梯度，`Variable(x)` 就是 `x`；以尺寸调用旧式构造函数会返回未初始化的内存，而
-    `torch.empty` 的名字就说明了这一点；TorchScript 不再获得新功能，由 `torch.compile`/`torch.export` 取代。
-    在顺手修改这段代码时迁移是值得的。
-
-    ## 示例
-    ```python
-    import torch
-    from torch.autograd import Variable
-
-    x = Variable(torch.FloatTensor([1.0, 2.0]))
-    n = torch.norm(x)
-    ```
-
-    ## 改为
-    ```python
-    import torch
-
-    x = torch.tensor([1.0, 2.0])
-    n = torch.linalg.vector_norm(x)
-    ```
-
-    ## 修复安全性
-    与 TDR804 相同：只有在已知替代品对给定参数行为相同时才提供修复（`torch.ger`、上采样模块、带字面量尺寸或
-    数据的旧式构造函数），这些修复是安全的。`Variable(x)` 不提供修复：它还会把 `x` 从计算图上分离，删掉它可能
-    改变梯度。
-
-    ## 参考
-    - [`torch.linalg` 中的弃用](https://pytorch.org/docs/stable/linalg.html)
-    - [张量创建操作](https://pytorch.org/docs/stable/torch.html#creation-ops)
-    - [从 TorchFix 迁移](../torchfix-migration.md)（TorchFix 代码 TOR101）
-    """
-
     code = "TDR813"
     name = "legacy-api-use"
     severity = Severity.INFO

@@ -52,38 +52,6 @@ class LiveViewWillFail(Rule):
     - [Tensor views](https://pytorch.org/docs/stable/tensor_view.html)
     """
 
-    zh = """## 功能
-    检查 `x.view(shape)`：其中 `x` 是正在运行的 Jupyter 内核里的张量，并且用 `x` 的尺寸、步长和
-    dtype 在 meta 张量上重放这次 view 会报错。报告 PyTorch 自己的错误信息。仅在内核桥接连接时运行。
-
-    ## 为什么不好？
-    `.view()` 从不复制数据：它要求步长能表达新形状。这取决于张量是怎么得到的（转置、channels-last
-    转换、切片），而眼前的代码往往看不出来。`is_contiguous()` 不是正确的判断：
-    `torch.randn(10, 10)[:, ::2].view(5, 2, 5)` 在不连续的张量上也能成功。桥接通过在
-    `torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")` 上重放 `view`
-    给出确切答案，不触碰数据，也从不让 GPU 同步。
-
-    ## 示例
-    ```python
-    # In [7]: b = a.t()
-    flat = b.view(-1)
-    ```
-
-    ## 改为
-    ```python
-    flat = b.reshape(-1)
-    ```
-
-    ## 修复安全性
-    把 `.view(` 换成 `.reshape(` 是安全的：能返回视图时 `reshape` 就返回视图，否则复制；这里视图不可能
-    存在，所以不会改变任何原本能运行的代码的含义。
-
-    ## 参考
-    - [`torch.Tensor.view`](https://pytorch.org/docs/stable/generated/torch.Tensor.view.html)
-    - [`torch.reshape`](https://pytorch.org/docs/stable/generated/torch.reshape.html)
-    - [张量视图](https://pytorch.org/docs/stable/tensor_view.html)
-    """
-
     code = "TDR901"
     name = "live-view-will-fail"
     fix_safety = Applicability.SAFE

@@ -54,37 +54,6 @@ class LiveDeviceMismatch(Rule):
     - [`torch.Tensor.to`](https://pytorch.org/docs/stable/generated/torch.Tensor.to.html)
     """
 
-    zh = """## 功能
-    检查把正在运行的 Jupyter 内核里位于不同设备上的实时张量组合在一起的表达式：二元运算符
-    （`x @ w`、`a + b`）、`torch.*` 或 `torch.nn.functional.*` 调用（`torch.cat([a, b])`）、张量方法
-    （`a.matmul(b)`），或模块调用（`model(x)`，模块的设备取其第一个参数的设备）。仅在内核桥接连接时
-    运行。
-
-    ## 为什么不好？
-    该单元会以 `RuntimeError: Expected all tensors to be on the same device` 失败，而且往往是在
-    单元前面的代码已经运行了好几分钟之后。设备信息来自内核中的实时对象，读取时不触碰数据，也不会让
-    GPU 同步。0 维的 CPU 张量可以和任何设备上的张量一起运算，不会被报告。
-
-    ## 示例
-    ```python
-    # In [12]: x 在 cpu 上，model 在 cuda:0 上
-    y = model(x)
-    ```
-
-    ## 改为
-    ```python
-    y = model(x.to(next(model.parameters()).device))
-    ```
-
-    ## 修复安全性
-    修复只是建议：把 CPU 上的操作数移到另一个操作数所在的设备。也许你想要的是反方向移动，或者一开始
-    就在正确的设备上创建它。
-
-    ## 参考
-    - [张量属性：`torch.device`](https://pytorch.org/docs/stable/tensor_attributes.html#torch-device)
-    - [`torch.Tensor.to`](https://pytorch.org/docs/stable/generated/torch.Tensor.to.html)
-    """
-
     code = "TDR902"
     name = "live-device-mismatch"
     fix_safety = Applicability.SUGGESTION

@@ -65,42 +65,6 @@ class NotebookDatasetWithSpawn(Rule):
     - [`multiprocessing` start methods](https://docs.python.org/3/library/multiprocessing.html#contexts-and-start-methods)
     """
 
-    zh = """## 功能
-    检查这样的 notebook：在单元中定义了 `Dataset` 类，并用带工作进程（`num_workers` 不为 0）的
-    `DataLoader` 加载它，而正在运行的内核的 multiprocessing 启动方式是 `spawn` 或 `forkserver`
-    （macOS 和 Windows 上的默认值；从 Python 3.14 起 Linux 默认 `forkserver`），或者 loader 通过
-    `multiprocessing_context=` 指定了这种方式。仅在内核桥接连接时运行。
-
-    ## 为什么不好？
-    以 spawn 方式启动的工作进程会把数据集 pickle 后在一个全新的解释器里反序列化，这需要从类所在的模块
-    导入它。在 notebook 单元中定义的类位于内核的 `__main__` 中，工作进程无法导入：每个工作进程都会以
-    `AttributeError: Can't get attribute 'Squares' on <module '__main__' (built-in)>` 退出，而
-    notebook 里只显示笼统的 "DataLoader worker exited unexpectedly"，因为工作进程的输出去了内核的终端。
-
-    ## 示例
-    ```python
-    class Squares(Dataset):  # 定义在 notebook 单元中
-        ...
-
-    loader = DataLoader(Squares(), batch_size=8, num_workers=2)
-    ```
-
-    ## 改为
-    ```python
-    from squares import Squares  # 把类移到 notebook 旁边的 squares.py 中
-
-    loader = DataLoader(Squares(), batch_size=8, num_workers=2)
-    ```
-
-    ## 修复安全性
-    真正的修复是把类移到 `.py` 模块里，这无法通过编辑 notebook 完成。提供的修复只是建议：
-    `num_workers=0`，即在内核进程里加载数据：可以运行，但失去了并行加载。
-
-    ## 参考
-    - [多进程数据加载：平台相关行为](https://pytorch.org/docs/stable/data.html#platform-specific-behaviors)
-    - [`multiprocessing` 启动方式](https://docs.python.org/3/library/multiprocessing.html#contexts-and-start-methods)
-    """
-
     code = "TDR903"
     name = "notebook-dataset-with-spawn"
     fix_safety = Applicability.SUGGESTION

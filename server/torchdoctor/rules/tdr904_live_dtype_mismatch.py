@@ -56,37 +56,6 @@ class LiveDtypeMismatch(Rule):
     - [`torch.autocast`](https://pytorch.org/docs/stable/amp.html#torch.autocast)
     """
 
-    zh = """## 功能
-    检查正在运行的 Jupyter 内核中实时张量之间、或实时模块作用于实时张量时，浮点 dtype 不同的矩阵乘法
-    （不在 `autocast` 内）：`x @ w`、`torch.matmul`/`mm`/`bmm`、`F.linear(x, w)`、`a.matmul(b)`、
-    `model(x)`。仅在内核桥接连接时运行。
-
-    ## 为什么不好？
-    矩阵乘法不做类型提升：该单元会以 `RuntimeError: expected m1 and m2 to have the same dtype`
-    （或 `mat1 and mat2 must have the same dtype`）失败。常见原因是从 NumPy 数组得到了 `float64`
-    张量，或者把模型转换成了 `bfloat16` 却输入 `float32`。逐元素运算会做类型提升，不会被报告；在
-    `autocast` 内部乘法会被自动转换，也不会被报告。
-
-    ## 示例
-    ```python
-    # In [4]: x = torch.from_numpy(array)   # float64；model 是 float32
-    y = model(x)
-    ```
-
-    ## 改为
-    ```python
-    y = model(x.to(next(model.parameters()).dtype))
-    ```
-
-    ## 修复安全性
-    修复只是建议：把输入转换为另一个操作数的 dtype。向下转换会损失精度；在创建张量时就使用正确的
-    dtype（`torch.from_numpy(a).float()`）可能是更好的改法。
-
-    ## 参考
-    - [类型提升](https://pytorch.org/docs/stable/tensor_attributes.html#type-promotion-doc)
-    - [`torch.autocast`](https://pytorch.org/docs/stable/amp.html#torch.autocast)
-    """
-
     code = "TDR904"
     name = "live-dtype-mismatch"
     fix_safety = Applicability.SUGGESTION
