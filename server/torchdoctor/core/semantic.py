@@ -21,6 +21,7 @@ is), ``training`` (loops, backward, optimizer steps, grad mode, autocast), ``dat
 from __future__ import annotations
 
 import ast
+import bisect
 import functools
 import itertools
 import re
@@ -389,6 +390,10 @@ class Semantic:
         self.project: Resolver | None = None
         self.path: str | None = None
         self._definitions: dict[ast.AST, tuple[Semantic, ast.AST] | None] = {}
+        # A name's bindings in a scope ordered by position, made when a lookup first needs
+        # them: (how many bindings it was made from, their positions, the bindings).
+        self._by_position: dict[int, tuple[int, list[tuple[int, int]], list[Binding]]] = {}
+        self._blocks: dict[ast.AST, tuple[list[ast.stmt], int]] = {}  # statement -> its block
 
     def release(self) -> None:
         """Drop the derived facts, which refer back to these (a function's summary, a name's
@@ -397,6 +402,8 @@ class Semantic:
         traverse them all."""
         self.memo.clear()
         self._definitions.clear()
+        self._by_position.clear()
+        self._blocks.clear()
 
     # ---------------------------------------------------------------- building ---------
     def _visit(self, stack: list[tuple[ast.AST, ast.AST | None, Scope]]) -> None:
@@ -673,16 +680,21 @@ class Semantic:
         other = self._foreign(stmt) if self.project is not None else None
         if other is not None:
             return other.block_of(stmt)
+        known = self._blocks.get(stmt)
+        if known is not None:
+            return known
         parent = self.parents.get(stmt)
         if parent is None:
             raise ValueError("statement has no parent")
         for fld in ("body", "orelse", "finalbody", "handlers", "cases"):
             block = getattr(parent, fld, None)
-            if isinstance(block, list):
+            if isinstance(block, list):  # every statement of the parent's blocks, at once
                 for i, item in enumerate(block):
-                    if item is stmt:
-                        return block, i
-        raise ValueError("statement not found in its parent")
+                    self._blocks[item] = (block, i)
+        known = self._blocks.get(stmt)
+        if known is None:
+            raise ValueError("statement not found in its parent")
+        return known
 
     def in_version_fallback(self, node: ast.AST, errors: Iterable[str]) -> bool:
         """Whether ``node`` is code for other PyTorch versions: inside an ``except`` handler
@@ -843,13 +855,27 @@ class Semantic:
                 scope = self.scopes[self.tree]
             bindings = scope.bindings.get(name)
             if bindings:
-                for binding in reversed(bindings):  # the latest one made before ``at``
-                    if binding.pos <= pos and not self._in_own_value(binding, at):
-                        return binding
-                return bindings[-1]
+                return self._latest_before(bindings, pos, at)
             first = False
             scope = scope.parent
         return None
+
+    def _latest_before(self, bindings: list[Binding], pos: tuple[int, int], at: ast.AST) -> Binding:
+        """The latest of ``bindings`` made before ``pos`` (whose value ``at`` is not inside),
+        else the last one: a binary search, so that a name bound thousands of times (``x``,
+        ``model`` and ``loss`` in a long notebook) costs no more per use than one bound once."""
+        ordered = self._by_position.get(id(bindings))
+        if ordered is None or ordered[0] != len(bindings):
+            by_pos = sorted(bindings, key=lambda b: b.pos)  # stable: equal positions in order
+            ordered = (len(bindings), [b.pos for b in by_pos], by_pos)
+            self._by_position[id(bindings)] = ordered
+        _count, positions, by_pos = ordered
+        i = bisect.bisect_right(positions, pos)
+        while i > 0:
+            i -= 1
+            if not self._in_own_value(by_pos[i], at):
+                return by_pos[i]
+        return bindings[-1]
 
     def _in_own_value(self, binding: Binding, at: ast.AST) -> bool:
         """``x`` on the right of ``x = f(x)`` still reads the previous ``x``."""
