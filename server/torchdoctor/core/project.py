@@ -27,6 +27,7 @@ import concurrent.futures
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,31 @@ MAX_TIMEOUTS = 3
 MAX_MODULE_BYTES = 2 * 1024 * 1024
 _TEXT = "project-text"  # the checked text, in ``sem.memo``
 _NOT_PROJECT = frozenset(sys.stdlib_module_names) | {"torch", "torchvision", "numpy"}
+
+
+class _QueryStopped(BaseException):
+    """Raised inside a jedi query past its time limit (a BaseException: jedi's own ``except
+    Exception`` handlers let it through)."""
+
+
+def _bounded(deadline: float, stop: threading.Event, query: Callable[[], Any]) -> Any:
+    """``query()`` in this thread, stopped at the first Python call after ``deadline`` or after
+    ``stop`` is set: a query past its limit ends and uses no more CPU, instead of running on in
+    a thread nobody waits for (which also kept the command line from exiting)."""
+
+    def tracer(_frame: Any, event: str, _arg: Any) -> None:
+        if event == "call" and (stop.is_set() or time.monotonic() > deadline):
+            raise _QueryStopped
+        return None  # no line events: only calls are watched
+
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        return query()
+    except _QueryStopped:
+        return None
+    finally:
+        sys.settrace(previous)
 
 
 @dataclass(frozen=True)
@@ -378,14 +404,24 @@ class Project:
                     1, thread_name_prefix="torchdoctor-jedi"
                 )
             executor = self._executor
-        future = executor.submit(self._goto, text, sem.path, line, column)
+        path = sem.path
+        stop = threading.Event()
+        deadline = time.monotonic() + self._query_seconds
+        future = executor.submit(
+            _bounded, deadline, stop, lambda: self._goto(text, path, line, column)
+        )
         try:
-            return future.result(timeout=self._query_seconds)
+            # The query stops itself at its deadline; the wait allows for a query queued behind
+            # one that is stopping.
+            result = future.result(timeout=self._query_seconds + 5.0)
         except concurrent.futures.TimeoutError:
-            self._timeouts += 1
-            return None
+            stop.set()
+            result = None
         except Exception:  # jedi failing on odd code must not fail the check
             return None
+        if result is None and time.monotonic() > deadline:
+            self._timeouts += 1
+        return result if isinstance(result, Target) else None
 
     def _text_of(self, sem: Semantic) -> str | None:
         assert sem.path is not None
