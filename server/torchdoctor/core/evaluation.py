@@ -925,8 +925,6 @@ _ACCELERATOR_STRING = re.compile(r"^(cuda|mps|xpu|gpu|npu|hpu)(:\d+)?$", re.I)
 # What the source text holds where a device string is written (quotes around it): files with
 # none are spared a scan of every node.
 _QUOTED_ACCELERATOR = re.compile(r"[\"'](cuda|mps|xpu|gpu|npu|hpu)(:\d+)?[\"']", re.I)
-# Loops over these iterate data (``for batch in data_iter``, ``for x, y in val_batches``).
-_DATA_ITERABLE = re.compile(r"loader|iter|batch|(^|_)dl$|dataset", re.I)
 
 
 def uses_accelerator(ctx: Context) -> bool:
@@ -963,17 +961,17 @@ def uses_accelerator(ctx: Context) -> bool:
 
 def repeats(ctx: Context, call: ast.Call) -> bool:
     """Whether a forward call runs again and again: inside a loop (same function) over a
-    DataLoader or another iterator of data, over ``range(...)``, a ``while`` loop, a loop around
-    a batch loop, or any loop that appends or adds its output to something that outlives the
+    DataLoader, over ``range(...)``, a ``while`` loop, a loop around a batch loop, a loop whose
+    items reach the call's arguments (``for x, y in val_data: model(x)``, whatever the iterable
+    is called), or any loop that appends or adds its output to something that outlives the
     iteration. A single forward (a demo cell, ``predict(sentence)``) keeps one graph until its
     output is dropped, which is not worth reporting."""
     sem = ctx.sem
     for loop in training.enclosing_loops(sem, call):
         if training.repeats(sem, loop):
             return True
-        node = loop.node
-        if isinstance(node, ast.For | ast.AsyncFor) and _iterates_data(node.iter):
-            return True
+        if _feeds(sem, call, loop.node):
+            return True  # each iteration feeds the model what the loop iterates
         if _accumulates(ctx, call, loop.node):
             return True
     child: ast.AST = call
@@ -986,7 +984,7 @@ def repeats(ctx: Context, call: ast.Call) -> bool:
                 continue
             for gen in anc.generators:
                 it = gen.iter
-                if _iterates_data(it) or (
+                if _feeds(sem, call, gen) or (
                     isinstance(it, ast.Call) and terminal_name(it.func) in ("range", "count")
                 ):
                     return True
@@ -996,24 +994,32 @@ def repeats(ctx: Context, call: ast.Call) -> bool:
     return False
 
 
-def _iterates_data(expr: ast.expr) -> bool:
-    for _ in range(4):
-        if isinstance(expr, ast.Call) and terminal_name(expr.func) in (
-            "enumerate", "tqdm", "iter", "zip", "track", "islice"
-        ):  # fmt: skip
-            if terminal_name(expr.func) == "iter":
-                return True
-            if not expr.args:
-                return False
-            if terminal_name(expr.func) == "zip":
-                return any(_iterates_data(a) for a in expr.args)
-            expr = expr.args[0]
-        else:
-            break
-    name = terminal_name(expr)
-    if isinstance(expr, ast.Subscript):
-        name = terminal_name(expr.value)  # loaders["test"]
-    return bool(name) and _DATA_ITERABLE.search(name or "") is not None
+def _feeds(sem: Semantic, call: ast.Call, loop: ast.AST) -> bool:
+    """Whether what a ``for`` loop (or comprehension) iterates reaches the arguments of
+    ``call``: a name its target binds, or one assigned in its body from such a name before the
+    call (``x, y = batch`` then ``model(x.cuda())``). A loop over a literal list or tuple runs a
+    fixed handful of times and does not count."""
+    if not isinstance(loop, ast.For | ast.AsyncFor | ast.comprehension):
+        return False
+    if isinstance(loop.iter, ast.List | ast.Tuple | ast.Set):
+        return False
+    fed = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+    if not fed:
+        return False
+    if isinstance(loop, ast.For | ast.AsyncFor):
+        end = (call.lineno, call.col_offset)
+        for node in sem.walk_body(loop.body):
+            if (getattr(node, "lineno", 0), getattr(node, "col_offset", 0)) >= end:
+                continue
+            if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign) and node.value:
+                if _mentions(node.value, fed):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    fed |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return any(_mentions(arg, fed) for arg in (*call.args, *(k.value for k in call.keywords)))
+
+
+def _mentions(expr: ast.AST, names: set[str]) -> bool:
+    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(expr))
 
 
 def _accumulates(ctx: Context, call: ast.Call, loop: ast.AST) -> bool:
