@@ -277,6 +277,7 @@ _CHUNK_LISTS = (
     "aug_assigns",
     "functions",
     "classes",
+    "star_imports",
 )
 _CHUNK_INDEXES = ("calls_by_attr", "calls_by_name", "attributes", "names", "self_attr_values")
 
@@ -373,6 +374,7 @@ class Semantic:
         self.aug_assigns: list[ast.AugAssign] = []
         self.functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
         self.classes: list[ast.ClassDef] = []
+        self.star_imports: list[ast.ImportFrom] = []  # ``from m import *`` at module level
         self.self_attr_values: dict[tuple[ast.AST, str], list[ast.expr]] = defaultdict(list)
         self._qual_cache: dict[ast.AST, str | None] = {}
         self.name_scopes: dict[ast.AST, Scope] = {}  # the scope of each node asked about
@@ -603,6 +605,8 @@ class Semantic:
             base = node.module if not node.level else None
             for alias in node.names:
                 if alias.name == "*":
+                    if scope.node is self.tree:
+                        self.star_imports.append(node)
                     continue
                 name = alias.asname or alias.name
                 from_qual = f"{base}.{alias.name}" if base else None
@@ -850,6 +854,23 @@ class Semantic:
             first = False
             scope = scope.parent
         return None
+
+    def bind_star_import(self, node: ast.ImportFrom, names: dict[str, str | None]) -> None:
+        """Bind at module level the names ``from m import *`` (``node``) brings in, as the
+        project module ``m`` exports them: each name with its qualified name when ``m`` imports
+        it from an installed package (``torch``, ``nn``...), else None (resolved through the
+        project)."""
+        star = node.names[0]
+        module = self.scopes[self.tree]
+        for name, qual in names.items():
+            binding = Binding(name, star, "import", self.tree, qualname=qual)
+            bindings = module.bindings[name]
+            at = len(bindings)
+            while at and bindings[at - 1].pos > binding.pos:
+                at -= 1
+            bindings.insert(at, binding)
+        self._qual_cache.clear()
+        self._definitions.clear()
 
     def _in_own_value(self, binding: Binding, at: ast.AST) -> bool:
         """``x`` on the right of ``x = f(x)`` still reads the previous ``x``."""
