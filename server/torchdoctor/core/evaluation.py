@@ -10,7 +10,6 @@ cached per file in ``sem.memo``.
 from __future__ import annotations
 
 import ast
-import re
 from enum import Enum
 
 from . import kinds, summaries, training
@@ -916,49 +915,7 @@ def backpropagated(ctx: Context, call: ast.Call) -> bool:
     return False
 
 
-# ---- evidence that the forward matters -------------------------------------------------------
-# Names, attributes and keywords that show a file places work on an accelerator.
-_ACCELERATOR_NAME = re.compile(
-    r"cuda|device|gpu|accelerat|fabric|dataparallel|(^|_)(mps|xpu|tpu|npu|hpu)(_|$)", re.I
-)
-_ACCELERATOR_STRING = re.compile(r"^(cuda|mps|xpu|gpu|npu|hpu)(:\d+)?$", re.I)
-# What the source text holds where a device string is written (quotes around it): files with
-# none are spared a scan of every node.
-_QUOTED_ACCELERATOR = re.compile(r"[\"'](cuda|mps|xpu|gpu|npu|hpu)(:\d+)?[\"']", re.I)
-
-
-def uses_accelerator(ctx: Context) -> bool:
-    """Whether anything in the file may run on an accelerator: a name, attribute or keyword
-    about CUDA, devices or GPUs (``.cuda()``, ``.to(device)``, ``device=``,
-    ``torch.cuda.is_available()``, ``train_on_gpu``), MPS/XPU/TPU, Accelerate, Fabric or
-    DataParallel, or a device string (``"cuda:0"``)."""
-    sem = ctx.sem
-    key = "evaluation-accelerator"
-    known = sem.memo.get(key)
-    if isinstance(known, bool):
-        return known
-    found = (
-        any(_ACCELERATOR_NAME.search(name) for name in sem.names)
-        or any(_ACCELERATOR_NAME.search(attr) for attr in sem.attributes)
-        or any(
-            kw.arg is not None and _ACCELERATOR_NAME.search(kw.arg)
-            for call in sem.calls
-            for kw in call.keywords
-        )
-        or (
-            _QUOTED_ACCELERATOR.search(ctx.source.text) is not None
-            and any(
-                type(node) is ast.Constant
-                and isinstance(node.value, str)
-                and _ACCELERATOR_STRING.match(node.value) is not None
-                for node in sem.order  # every node, already listed (``ast.walk`` lists them)
-            )
-        )
-    )
-    sem.memo[key] = found
-    return found
-
-
+# ---- evidence that the forward repeats ----------------------------------------------------
 def repeats(ctx: Context, call: ast.Call) -> bool:
     """Whether a forward call runs again and again: inside a loop (same function) over a
     DataLoader, over ``range(...)``, a ``while`` loop, a loop around a batch loop, a loop whose

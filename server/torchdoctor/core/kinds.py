@@ -131,7 +131,13 @@ def _kind(sem: Semantic, expr: ast.AST, depth: int) -> Kind | None:
         binding = sem.lookup(expr.id, expr)
         if binding is None:
             return None
-        return binding_kind(sem, binding, depth)
+        found = binding_kind(sem, binding, depth)
+        if found is None:  # a value bound in another branch of an `if` before the use
+            others = {binding_kind(sem, b, depth) for b in sem.reaching(expr.id, expr)[1:]}
+            others.discard(None)
+            if len(others) == 1:
+                found = others.pop()
+        return found
     if isinstance(expr, ast.Attribute):
         if isinstance(expr.value, ast.Name) and expr.value.id == "self":
             cls = sem.enclosing_class(expr)

@@ -855,6 +855,51 @@ class Semantic:
             scope = scope.parent
         return None
 
+    def reaching(self, name: str, at: ast.AST) -> list[Binding]:
+        """The bindings of ``name`` whose value may be what a use at ``at`` reads: the one
+        ``lookup`` gives, and earlier ones of the same scope that no later binding before
+        ``at`` replaces on every path (``loader`` bound in both branches of ``if distributed:
+        ... else: ...``, ``model = DDP(model)`` inside ``if args.distributed:``)."""
+        latest = self.lookup(name, at)
+        if latest is None:
+            return []
+        out = [latest]
+        scope = self.scopes.get(latest.scope)
+        bindings = scope.bindings.get(name, []) if scope is not None else []
+        pos = _pos(at)
+        if latest.pos > pos or latest not in bindings:
+            return out
+        for binding in reversed(bindings[: bindings.index(latest)]):
+            if binding.pos > pos:
+                continue
+            if any(self._replaces(later, binding) for later in out):
+                break
+            out.append(binding)
+        return out
+
+    def _replaces(self, later: Binding, earlier: Binding) -> bool:
+        """Whether ``later`` runs on every path from ``earlier`` on: its statement sits in the
+        block (or a ``with`` body inside the block) that holds ``earlier``'s statement or one
+        of its ancestors."""
+        try:
+            block, _ = self.block_of(self.statement_of(later.node))
+        except ValueError:
+            return True
+        owner = self.parent(block[0]) if block else None
+        while isinstance(owner, ast.With | ast.AsyncWith) and owner.body is block:
+            try:
+                block, _ = self.block_of(owner)
+            except ValueError:
+                break
+            owner = self.parent(block[0]) if block else None
+        if isinstance(earlier.node, ast.arg):  # a parameter: replaced in the function's body
+            return block is getattr(earlier.scope, "body", None)
+        mine = self.statement_of(earlier.node)
+        holders = {id(s) for s in block}
+        if id(mine) in holders:
+            return True
+        return any(id(anc) in holders for anc in self.ancestors(mine))
+
     def bind_star_import(self, node: ast.ImportFrom, names: dict[str, str | None]) -> None:
         """Bind at module level the names ``from m import *`` (``node``) brings in, as the
         project module ``m`` exports them: each name with its qualified name when ``m`` imports

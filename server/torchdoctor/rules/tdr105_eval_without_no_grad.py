@@ -22,7 +22,6 @@ from ..core.evaluation import (
     repeats,
     safe_to_turn_grad_off,
     trains,
-    uses_accelerator,
 )
 from ..core.kinds import Kind
 from ..core.model import Applicability, Edit, Fix, Text
@@ -280,9 +279,6 @@ class EvalWithoutNoGrad(Rule):
         # A loop over a few models is not a loop over data.
         "import torch\nmodels = [torch.nn.Linear(2, 2).cuda() for _ in range(3)]\n"
         "for m in models:\n    m.eval()\n    print(m(x_test.cuda()).argmax(1))\n",
-        # A file that never uses an accelerator.
-        "import torch\nmodel = torch.nn.Linear(2, 2)\nmodel.eval()\n"
-        "for x, y in test_loader:\n    print((model(x).argmax(1) == y).sum().item())\n",
         # A smoke test in a model file: `test` without a loader is not an evaluation loop.
         "import torch\nclass Net(torch.nn.Module):\n    pass\n"
         "def test():\n    net = Net().cuda()\n    for _ in range(3):\n"
@@ -682,7 +678,7 @@ class EvalWithoutNoGrad(Rule):
         if _is_test_file(ctx.path) or grad_off_globally(ctx):
             return
         regions = self._regions(ctx)
-        if not regions or not uses_accelerator(ctx):
+        if not regions:
             return
         frozen = frozen_models(ctx)
         claimed: set[ast.Call] = set()

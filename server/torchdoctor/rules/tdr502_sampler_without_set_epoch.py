@@ -586,8 +586,8 @@ class SamplerWithoutSetEpoch(Rule):
                 continue
             if loader.binding is not None:
                 assert isinstance(loader.target, ast.Name)
-                if sem.lookup(loader.target.id, info.node) is not loader.binding:
-                    continue
+                if loader.binding not in sem.reaching(loader.target.id, info.node):
+                    continue  # (a binding in one branch of an `if` before the loop reaches it)
             elif sem.enclosing_class(info.node) is not loader.cls:
                 continue
             if training.loop_uses_loader(sem, info, loader.target) and want:
@@ -684,6 +684,9 @@ class SamplerWithoutSetEpoch(Rule):
         for made in (loader.creation, loader.inline_with_loader, loader.target):
             if sem.is_inside(made, loop.node):
                 return None
+        if isinstance(loader.target, ast.Name) and loader.binding is not None:
+            if sem.lookup(loader.target.id, loop.node) is not loader.binding:
+                return None  # built in one branch of an `if`: the other's loader may differ
         ref = loader.sampler_ref
         if isinstance(ref, ast.Name) and (
             loader.sampler_binding is None
