@@ -423,6 +423,12 @@ class EvalWithoutNoGrad(Rule):
                 ),
             ),
         ),
+        # A loop over a literal tuple runs a fixed handful of forwards.
+        "import torch\nmodel = torch.nn.Linear(2, 2)\nmodel.eval()\n"
+        "for size in (1, 8):\n    print(model(torch.randn(size, 2)).shape)\n",
+        # The loop's items never reach the forward: one input, printed once per name.
+        "import torch\nmodel = torch.nn.Linear(2, 2)\nx = torch.randn(1, 2)\nmodel.eval()\n"
+        "y = model(x)\nfor name in names:\n    print(name, y)\n",
     )
     INVALID = (
         Invalid(
@@ -671,6 +677,94 @@ class EvalWithoutNoGrad(Rule):
             "                out = self.model(x.cuda())\n",
             files=(("models.py", _NET_PY),),
             lines=(10,),
+        ),
+        # The iterable's name says nothing (`val_data`): its items are fed to the forward.
+        Invalid(
+            "import torch\n"
+            "model = torch.nn.Linear(2, 2)\n"
+            "val_data = [(torch.randn(4, 2), torch.randn(4)) for _ in range(8)]\n"
+            "model.eval()\n"
+            "correct = 0\n"
+            "for x, y in val_data:\n"
+            "    correct += (model(x).argmax(1) == y).sum().item()\n",
+            fixed="import torch\n"
+            "model = torch.nn.Linear(2, 2)\n"
+            "val_data = [(torch.randn(4, 2), torch.randn(4)) for _ in range(8)]\n"
+            "model.eval()\n"
+            "correct = 0\n"
+            "with torch.no_grad():\n"
+            "    for x, y in val_data:\n"
+            "        correct += (model(x).argmax(1) == y).sum().item()\n",
+            lines=(7,),
+        ),
+        # On the CPU too: the loop keeps autograd's bookkeeping whatever the device.
+        Invalid(
+            "import torch\nmodel = torch.nn.Linear(2, 2)\nmodel.eval()\n"
+            "for x, y in test_loader:\n    print((model(x).argmax(1) == y).sum().item())\n",
+            fixed="import torch\nmodel = torch.nn.Linear(2, 2)\nmodel.eval()\n"
+            "with torch.no_grad():\n    for x, y in test_loader:\n"
+            "        print((model(x).argmax(1) == y).sum().item())\n",
+            lines=(5,),
+        ),
+        # `self.model` holds a constructor parameter: a module by its use (`.eval()`). Its
+        # forward cannot be read, so no fix.
+        Invalid(
+            "import torch\n"
+            "class Evaluator:\n"
+            "    def __init__(self, model, data):\n"
+            "        self.model = model\n"
+            "        self.data = data\n"
+            "    def run(self):\n"
+            "        self.model.eval()\n"
+            "        outs = []\n"
+            "        for batch in self.data:\n"
+            "            outs.append(self.model(batch).argmax(1))\n"
+            "        return outs\n",
+            fixed=None,
+            lines=(10,),
+        ),
+        # torch, nn and DataLoader come from a star import of a project module.
+        Invalid(
+            "from models.common import *\n"
+            "model = nn.Linear(2, 2)\n"
+            "model.eval()\n"
+            "for x in DataLoader(torch.randn(64, 2), batch_size=8):\n"
+            "    print(model(x).sum().item())\n",
+            fixed="from models.common import *\n"
+            "model = nn.Linear(2, 2)\n"
+            "model.eval()\n"
+            "with torch.no_grad():\n"
+            "    for x in DataLoader(torch.randn(64, 2), batch_size=8):\n"
+            "        print(model(x).sum().item())\n",
+            files=(
+                ("models/__init__.py", ""),
+                (
+                    "models/common.py",
+                    "import torch\nimport torch.nn as nn\n"
+                    "from torch.utils.data import DataLoader\n",
+                ),
+            ),
+            lines=(5,),
+        ),
+        # An evaluation helper with no device in its module; the caller runs it on the GPU.
+        Invalid(
+            "import torch\n"
+            "def evaluate(model, loader):\n"
+            "    model.eval()\n"
+            "    correct = 0\n"
+            "    for x, y in loader:\n"
+            "        correct += (model(x).argmax(1) == y).sum().item()\n"
+            "    return correct\n",
+            fixed=None,
+            filename="evaluation.py",
+            files=(
+                (
+                    "train.py",
+                    "import torch\nfrom evaluation import evaluate\n"
+                    "model = torch.nn.Linear(2, 2).cuda()\nprint(evaluate(model, loader))\n",
+                ),
+            ),
+            lines=(6,),
         ),
     )
 

@@ -472,6 +472,19 @@ class SamplerWithoutSetEpoch(Rule):
             ),
             lines=(4,),
         ),
+        # The loader is bound in both branches of an `if`: the distributed one reaches the
+        # epoch loop. No fix: the other branch's loader has no `set_epoch`.
+        Invalid(
+            _HEAD + "if distributed:\n"
+            "    loader = DataLoader(ds, batch_size=32, sampler=DistributedSampler(ds))\n"
+            "else:\n"
+            "    loader = DataLoader(ds, batch_size=32, shuffle=True)\n"
+            "for epoch in range(10):\n"
+            "    for batch in loader:\n"
+            "        step(batch)\n",
+            fixed=None,
+            lines=(7,),
+        ),
     )
 
     def check(self, ctx: Context) -> None:
