@@ -867,9 +867,10 @@ class Semantic:
         scope = self.scopes.get(latest.scope)
         bindings = scope.bindings.get(name, []) if scope is not None else []
         pos = _pos(at)
-        if latest.pos > pos or latest not in bindings:
+        index = next((i for i, b in enumerate(bindings) if b is latest), None)
+        if latest.pos > pos or index is None:
             return out
-        for binding in reversed(bindings[: bindings.index(latest)]):
+        for binding in reversed(bindings[:index]):
             if binding.pos > pos:
                 continue
             if any(self._replaces(later, binding) for later in out):
@@ -894,7 +895,10 @@ class Semantic:
             owner = self.parent(block[0]) if block else None
         if isinstance(earlier.node, ast.arg):  # a parameter: replaced in the function's body
             return block is getattr(earlier.scope, "body", None)
-        mine = self.statement_of(earlier.node)
+        try:
+            mine = self.statement_of(earlier.node)
+        except ValueError:
+            return True
         holders = {id(s) for s in block}
         if id(mine) in holders:
             return True
