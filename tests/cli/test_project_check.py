@@ -60,9 +60,13 @@ def test_a_helper_that_checks_the_rank_itself_is_not_reported(td, project: Path)
 
 
 def test_without_the_package_the_facts_are_unknown(td, project: Path) -> None:
+    # The sampler and the saving helper are unknown; the model is still one by its use
+    # (`self.model.eval()`, `self.model.parameters()` given to the optimizer), with no fix:
+    # its forward cannot be read.
     shutil.rmtree(project / "trainer")
     run = td("check", "--output-format", "json", "--no-cache", "train.py", cwd=project)
-    assert _found(run) == []
+    assert _found(run) == [("TDR105", 18)]
+    assert not run.json()[0]["fix"]
 
 
 def test_fix_seeds_the_sampler_returned_by_the_helper(td, project: Path) -> None:

@@ -64,9 +64,10 @@ def test_a_single_forward_in_a_demo_cell_is_not_reported() -> None:
     assert [f.cell for f in check_any(raw, "eval.ipynb", codes=CODES).findings] == [3]
 
 
-def test_a_notebook_that_never_uses_an_accelerator_is_not_reported() -> None:
+def test_a_notebook_on_the_cpu_is_reported_too() -> None:
+    # A loop of forwards keeps autograd's bookkeeping whatever the device.
     raw = _notebook(SETUP.replace(".cuda()", ""), LOOP.replace(".cuda()", ""))
-    assert check_any(raw, "eval.ipynb", codes=CODES).findings == []
+    assert [f.cell for f in check_any(raw, "eval.ipynb", codes=CODES).findings] == [2]
 
 
 def test_train_in_a_later_cell_ends_the_region() -> None:

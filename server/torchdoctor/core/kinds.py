@@ -18,7 +18,15 @@ import re
 from collections.abc import Callable
 from enum import Enum
 
-from .semantic import FUNCTION_NODES, Binding, Semantic, has_star_kwargs, keyword, terminal_name
+from .semantic import (
+    FUNCTION_NODES,
+    Binding,
+    Semantic,
+    has_star_kwargs,
+    is_none,
+    keyword,
+    terminal_name,
+)
 
 
 class Kind(str, Enum):
@@ -123,17 +131,25 @@ def _kind(sem: Semantic, expr: ast.AST, depth: int) -> Kind | None:
         binding = sem.lookup(expr.id, expr)
         if binding is None:
             return None
-        return binding_kind(sem, binding, depth)
+        found = binding_kind(sem, binding, depth)
+        if found is None:  # a value bound in another branch of an `if` before the use
+            others = {binding_kind(sem, b, depth) for b in sem.reaching(expr.id, expr)[1:]}
+            others.discard(None)
+            if len(others) == 1:
+                found = others.pop()
+        return found
     if isinstance(expr, ast.Attribute):
         if isinstance(expr.value, ast.Name) and expr.value.id == "self":
             cls = sem.enclosing_class(expr)
             if cls is not None:
-                kinds = {
-                    kind(sem, v, depth + 1) for v in sem.self_attr_values.get((cls, expr.attr), ())
-                }
-                if len(kinds) == 1:
-                    return kinds.pop()
-                if not kinds:
+                values = sem.self_attr_values.get((cls, expr.attr), ())
+                if any(_plain_data(v) and not is_none(v) for v in values):
+                    return None
+                kinds = {kind(sem, v, depth + 1) for v in values}
+                known = kinds - {None}
+                if len(known) == 1:
+                    return known.pop()
+                if not known:  # ``self.model = model`` of a parameter: how it is used
                     return _use_evidence(sem).get((cls, "self." + expr.attr))
         return None
     if isinstance(expr, ast.Call):

@@ -121,6 +121,7 @@ class Project:
         self._env: Any = None
         self._jedi_projects: dict[tuple[str, ...], Any] = {}
         self._paths: dict[str, tuple[str, ...]] = {}
+        self._starring: set[str] = set()  # modules whose star imports are being bound
 
     # ------------------------------------------------------------------ modules ----------
     def module(self, path: str) -> Module | None:
@@ -167,6 +168,81 @@ class Project:
         sem.path = os.path.abspath(path)
         if text is not None:
             sem.memo[_TEXT] = text
+        if sem.star_imports:
+            self._bind_stars(sem)
+
+    # -- star imports ----------------------------------------------------------------------
+    def _bind_stars(self, sem: Semantic) -> None:
+        """Bind the names each ``from m import *`` of a project module ``m`` brings into
+        ``sem`` (``torch``, ``nn``, ``DataLoader`` that ``m`` imports, its functions and
+        classes), so that they resolve as if imported one by one."""
+        path = sem.path
+        assert path is not None
+        with self._lock:
+            if path in self._starring:
+                return  # modules that star-import each other
+            self._starring.add(path)
+        try:
+            for stmt in sem.star_imports:
+                module = self._star_module(sem, stmt)
+                if module is not None:
+                    sem.bind_star_import(stmt, self._exports(module))
+        finally:
+            with self._lock:
+                self._starring.discard(path)
+
+    def _star_module(self, sem: Semantic, stmt: ast.ImportFrom) -> Module | None:
+        """The project module a ``from m import *`` of ``sem`` reads, if it is one."""
+        path = sem.path
+        if path is None or not self._in_project(path, stmt, stmt.names[0]):
+            return None
+        parts = [p for p in (stmt.module or "").split(".") if p]
+        base = self._module_file(path, stmt.level, parts)
+        if base is None or base is _NAMESPACE:
+            return None
+        module = self.module(base)
+        if module is not None:
+            with self._lock:
+                self._used.setdefault(path, set()).add(module.path)
+        return module
+
+    def _exports(self, module: Module) -> dict[str, str | None]:
+        """The names ``from module import *`` binds (``__all__`` when it lists them, else the
+        public module-level names), each with its qualified name when the module imports it
+        from an installed package, else None."""
+        sem = module.sem
+        public = _listed_names(sem.tree)
+        out: dict[str, str | None] = {}
+        for name, bindings in sem.scopes[sem.tree].bindings.items():
+            if (name not in public) if public is not None else name.startswith("_"):
+                continue
+            last = bindings[-1]
+            qual = None
+            if last.how == "import" and isinstance(last.node, ast.alias):
+                stmt = sem.parent(last.node)
+                if last.node.name == "*" or (
+                    isinstance(stmt, ast.Import | ast.ImportFrom)
+                    and not self._in_project(module.path, stmt, last.node)
+                ):
+                    qual = last.qualname
+            out[name] = qual
+        return out
+
+    def _star_definition(self, sem: Semantic, binding: Binding) -> tuple[Semantic, ast.AST] | None:
+        """What a name bound by ``from m import *`` stands for in the project module ``m``."""
+        stmt = sem.parent(binding.node)
+        if not isinstance(stmt, ast.ImportFrom):
+            return None
+        module = self._star_module(sem, stmt)
+        if module is None:
+            return None
+        bindings = module.sem.scopes[module.sem.tree].bindings.get(binding.name)
+        if not bindings:
+            return None
+        last = bindings[-1]
+        if last.how == "assign":
+            return _top_level(module.sem, binding.name, getattr(last.node, "lineno", 0))
+        return module.sem.binding_definition(last)
 
     def owner(self, node: ast.AST) -> Semantic | None:
         """The facts of the project module a node belongs to (for nodes of another module)."""
@@ -237,6 +313,8 @@ class Project:
         stmt = sem.parent(alias)
         if not isinstance(alias, ast.alias) or not isinstance(stmt, ast.Import | ast.ImportFrom):
             return None
+        if alias.name == "*":
+            return self._star_definition(sem, binding)
         module = stmt.module or "" if isinstance(stmt, ast.ImportFrom) else ""
         level = stmt.level if isinstance(stmt, ast.ImportFrom) else 0
         key = (sem.path, module, level, alias.name)
@@ -517,6 +595,22 @@ def _name_position(stmt: ast.Import | ast.ImportFrom, alias: ast.alias) -> tuple
     if isinstance(stmt, ast.Import) and "." in alias.name:
         column += alias.name.rindex(".") + 1
     return line, column
+
+
+def _listed_names(tree: ast.Module) -> set[str] | None:
+    """The names a module's ``__all__`` lists (a literal list or tuple of strings), else None."""
+    for stmt in tree.body:
+        if (
+            isinstance(stmt, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "__all__" for t in stmt.targets)
+            and isinstance(stmt.value, ast.List | ast.Tuple)
+        ):
+            return {
+                e.value
+                for e in stmt.value.elts
+                if isinstance(e, ast.Constant) and isinstance(e.value, str)
+            }
+    return None
 
 
 def _top_level(sem: Semantic, name: str, line: int) -> tuple[Semantic, ast.AST] | None:

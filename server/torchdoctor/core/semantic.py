@@ -278,6 +278,7 @@ _CHUNK_LISTS = (
     "aug_assigns",
     "functions",
     "classes",
+    "star_imports",
 )
 _CHUNK_INDEXES = ("calls_by_attr", "calls_by_name", "attributes", "names", "self_attr_values")
 
@@ -374,6 +375,7 @@ class Semantic:
         self.aug_assigns: list[ast.AugAssign] = []
         self.functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
         self.classes: list[ast.ClassDef] = []
+        self.star_imports: list[ast.ImportFrom] = []  # ``from m import *`` at module level
         self.self_attr_values: dict[tuple[ast.AST, str], list[ast.expr]] = defaultdict(list)
         self._qual_cache: dict[ast.AST, str | None] = {}
         self.name_scopes: dict[ast.AST, Scope] = {}  # the scope of each node asked about
@@ -610,6 +612,8 @@ class Semantic:
             base = node.module if not node.level else None
             for alias in node.names:
                 if alias.name == "*":
+                    if scope.node is self.tree:
+                        self.star_imports.append(node)
                     continue
                 name = alias.asname or alias.name
                 from_qual = f"{base}.{alias.name}" if base else None
@@ -876,6 +880,72 @@ class Semantic:
             if not self._in_own_value(by_pos[i], at):
                 return by_pos[i]
         return bindings[-1]
+
+    def reaching(self, name: str, at: ast.AST) -> list[Binding]:
+        """The bindings of ``name`` whose value may be what a use at ``at`` reads: the one
+        ``lookup`` gives, and earlier ones of the same scope that no later binding before
+        ``at`` replaces on every path (``loader`` bound in both branches of ``if distributed:
+        ... else: ...``, ``model = DDP(model)`` inside ``if args.distributed:``)."""
+        latest = self.lookup(name, at)
+        if latest is None:
+            return []
+        out = [latest]
+        scope = self.scopes.get(latest.scope)
+        bindings = scope.bindings.get(name, []) if scope is not None else []
+        pos = _pos(at)
+        index = next((i for i, b in enumerate(bindings) if b is latest), None)
+        if latest.pos > pos or index is None:
+            return out
+        for binding in reversed(bindings[:index]):
+            if binding.pos > pos:
+                continue
+            if any(self._replaces(later, binding) for later in out):
+                break
+            out.append(binding)
+        return out
+
+    def _replaces(self, later: Binding, earlier: Binding) -> bool:
+        """Whether ``later`` runs on every path from ``earlier`` on: its statement sits in the
+        block (or a ``with`` body inside the block) that holds ``earlier``'s statement or one
+        of its ancestors."""
+        try:
+            block, _ = self.block_of(self.statement_of(later.node))
+        except ValueError:
+            return True
+        owner = self.parent(block[0]) if block else None
+        while isinstance(owner, ast.With | ast.AsyncWith) and owner.body is block:
+            try:
+                block, _ = self.block_of(owner)
+            except ValueError:
+                break
+            owner = self.parent(block[0]) if block else None
+        if isinstance(earlier.node, ast.arg):  # a parameter: replaced in the function's body
+            return block is getattr(earlier.scope, "body", None)
+        try:
+            mine = self.statement_of(earlier.node)
+        except ValueError:
+            return True
+        holders = {id(s) for s in block}
+        if id(mine) in holders:
+            return True
+        return any(id(anc) in holders for anc in self.ancestors(mine))
+
+    def bind_star_import(self, node: ast.ImportFrom, names: dict[str, str | None]) -> None:
+        """Bind at module level the names ``from m import *`` (``node``) brings in, as the
+        project module ``m`` exports them: each name with its qualified name when ``m`` imports
+        it from an installed package (``torch``, ``nn``...), else None (resolved through the
+        project)."""
+        star = node.names[0]
+        module = self.scopes[self.tree]
+        for name, qual in names.items():
+            binding = Binding(name, star, "import", self.tree, qualname=qual)
+            bindings = module.bindings[name]
+            at = len(bindings)
+            while at and bindings[at - 1].pos > binding.pos:
+                at -= 1
+            bindings.insert(at, binding)
+        self._qual_cache.clear()
+        self._definitions.clear()
 
     def _in_own_value(self, binding: Binding, at: ast.AST) -> bool:
         """``x`` on the right of ``x = f(x)`` still reads the previous ``x``."""

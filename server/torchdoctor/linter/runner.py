@@ -9,6 +9,7 @@ import contextlib
 import dataclasses
 import functools
 import gc
+import re
 import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -56,6 +57,10 @@ def mentions_torch(text: str) -> bool:
     return "torch" in text
 
 
+# ``from models.common import *``: torch may come in through a project module.
+_STAR_IMPORT = re.compile(r"\bimport\s*\*")
+
+
 # Where the first finds the same range as the second, only the first is kept: a view that fails
 # on the live tensor (TDR901) says more than one that likely fails (TDR101).
 SUPERSEDES: dict[str, tuple[str, ...]] = {"TDR901": ("TDR101",)}
@@ -94,7 +99,7 @@ def check_text(
     """
     settings = settings or Settings()
     result = FileResult(path, notebook=notebook, text=notebook.raw if notebook else text)
-    if not mentions_torch(text):
+    if not mentions_torch(text) and not (projects is not None and _STAR_IMPORT.search(text)):
         if probe:
             result.probe = NO_PROBE
         return result
@@ -186,8 +191,8 @@ def analysed(
             yield None, errors
             return
         if project is not None:
-            project.adopt(sem, path, text)
             project.begin(path)
+            project.adopt(sem, path, text)
         try:
             yield (
                 Context(

@@ -428,6 +428,19 @@ class SamplerWithoutSetEpoch(Rule):
             ),
             lines=(4,),
         ),
+        # The loader is bound in both branches of an `if`: the distributed one reaches the
+        # epoch loop. No fix: the other branch's loader has no `set_epoch`.
+        Invalid(
+            _HEAD + "if distributed:\n"
+            "    loader = DataLoader(ds, batch_size=32, sampler=DistributedSampler(ds))\n"
+            "else:\n"
+            "    loader = DataLoader(ds, batch_size=32, shuffle=True)\n"
+            "for epoch in range(10):\n"
+            "    for batch in loader:\n"
+            "        step(batch)\n",
+            fixed=None,
+            lines=(7,),
+        ),
     )
 
     def check(self, ctx: Context) -> None:
@@ -542,8 +555,8 @@ class SamplerWithoutSetEpoch(Rule):
                 continue
             if loader.binding is not None:
                 assert isinstance(loader.target, ast.Name)
-                if sem.lookup(loader.target.id, info.node) is not loader.binding:
-                    continue
+                if loader.binding not in sem.reaching(loader.target.id, info.node):
+                    continue  # (a binding in one branch of an `if` before the loop reaches it)
             elif sem.enclosing_class(info.node) is not loader.cls:
                 continue
             if training.loop_uses_loader(sem, info, loader.target) and want:
@@ -640,6 +653,9 @@ class SamplerWithoutSetEpoch(Rule):
         for made in (loader.creation, loader.inline_with_loader, loader.target):
             if sem.is_inside(made, loop.node):
                 return None
+        if isinstance(loader.target, ast.Name) and loader.binding is not None:
+            if sem.lookup(loader.target.id, loop.node) is not loader.binding:
+                return None  # built in one branch of an `if`: the other's loader may differ
         ref = loader.sampler_ref
         if isinstance(ref, ast.Name) and (
             loader.sampler_binding is None
