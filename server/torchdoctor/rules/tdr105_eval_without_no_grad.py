@@ -331,6 +331,10 @@ class EvalWithoutNoGrad(Rule):
                 ),
             ),
         ),
+        # `model = model.cuda()` keeps the model evaluated before it: the training after it
+        # is still part of the region, which needs autograd.
+        "import torch\nmodel = torch.nn.Linear(2, 2)\nmodel.eval()\nmodel = model.cuda()\n"
+        "for x, y in loader:\n    loss = model(x.cuda()).sum()\n    loss.backward()\n",
         # A loop over a literal tuple runs a fixed handful of forwards.
         "import torch\nmodel = torch.nn.Linear(2, 2)\nmodel.eval()\n"
         "for size in (1, 8):\n    print(model(torch.randn(size, 2)).shape)\n",
@@ -379,6 +383,36 @@ class EvalWithoutNoGrad(Rule):
             "model.eval()\nwith torch.no_grad():\n    for batch in test_loader:\n"
             "        preds = model(batch.cuda())\n        print(preds.argmax(1).tolist())\n",
             lines=(5,),
+        ),
+        # A notebook-like script: the evaluation of one model, then a new model trained under
+        # the same name (it starts in training mode, so the first evaluation ends there).
+        Invalid(
+            "import torch\n"
+            "from torch import nn\n"
+            "model = nn.Linear(4, 2).cuda()\n"
+            "model.eval()\n"
+            "for batch in test_loader:\n"
+            "    print(model(batch.cuda()).argmax(1))\n"
+            "model = nn.Linear(4, 2).cuda()\n"
+            "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "for x, y in train_loader:\n"
+            "    opt.zero_grad()\n"
+            "    nn.functional.mse_loss(model(x.cuda()), y.cuda()).backward()\n"
+            "    opt.step()\n",
+            fixed="import torch\n"
+            "from torch import nn\n"
+            "model = nn.Linear(4, 2).cuda()\n"
+            "model.eval()\n"
+            "with torch.no_grad():\n"
+            "    for batch in test_loader:\n"
+            "        print(model(batch.cuda()).argmax(1))\n"
+            "model = nn.Linear(4, 2).cuda()\n"
+            "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "for x, y in train_loader:\n"
+            "    opt.zero_grad()\n"
+            "    nn.functional.mse_loss(model(x.cuda()), y.cuda()).backward()\n"
+            "    opt.step()\n",
+            lines=(6,),
         ),
         # An alias of torch is reused; a loop over a test loader needs no eval().
         Invalid(
@@ -720,8 +754,9 @@ class EvalWithoutNoGrad(Rule):
                 continue
             block, index = sem.block_of(stmt)
             following: list[ast.stmt] = []
+            receiver = dotted(call.func.value)
             for item in block[index + 1 :]:
-                if calls_train(ctx, item):
+                if _ends_eval_mode(item, receiver) or calls_train(ctx, item):
                     break
                 following.append(item)
             if trains(ctx, following):
@@ -832,6 +867,32 @@ def _is_test_file(path: str) -> bool:
         or base in ("tests.py", "conftest.py")
         or "tests" in parts
     )
+
+
+def _ends_eval_mode(stmt: ast.stmt, receiver: str | None) -> bool:
+    """Whether ``stmt`` ends what a ``receiver.eval()`` before it governs: it binds
+    ``receiver`` to another value (a new model starts in training mode), or switches it to
+    evaluation again (the region of that call follows from there)."""
+    if receiver is None:
+        return False
+    if isinstance(stmt, ast.Assign | ast.AnnAssign):
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        if not any(dotted(t) == receiver for t in targets) or stmt.value is None:
+            return False
+        # `model = model.to(device)`, `model = DDP(model)`: the same model, still evaluating.
+        return not any(
+            isinstance(n, ast.Name | ast.Attribute) and dotted(n) == receiver
+            for n in ast.walk(stmt.value)
+        )
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        func = stmt.value.func
+        return (
+            isinstance(func, ast.Attribute)
+            and func.attr == "eval"
+            and not stmt.value.args
+            and dotted(func.value) == receiver
+        )
+    return False
 
 
 def _split_by_cell(ctx: Context, stmts: list[ast.stmt]) -> list[list[ast.stmt]]:
