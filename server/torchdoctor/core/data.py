@@ -371,13 +371,42 @@ def loaders_of_class(sem: Semantic, cls: ast.ClassDef) -> tuple[list[ast.Call], 
     subclass defined here), and whether some of them may also get another dataset."""
     out: list[ast.Call] = []
     unknown = False
+    for call, found, maybe in _loaders_by_class(sem).get(cls, ()):
+        made = [v for v in found if isinstance(v, ast.Call) and _instance_of(sem, v, cls)]
+        out.append(call)
+        unknown = unknown or maybe or len(made) != len(found)
+    return out, unknown
+
+
+_LOADERS_BY_CLASS = "data-loaders-by-class"
+
+
+def _loaders_by_class(
+    sem: Semantic,
+) -> dict[ast.ClassDef, list[tuple[ast.Call, list[ast.expr], bool]]]:
+    """{a class of this file: the DataLoader calls whose dataset may be one of its instances
+    (or of a subclass defined here), with where their dataset comes from}, worked out once per
+    file rather than once per class."""
+    known = sem.memo.get(_LOADERS_BY_CLASS)
+    if isinstance(known, dict):
+        return known
+    out: dict[ast.ClassDef, list[tuple[ast.Call, list[ast.expr], bool]]] = {}
     for call in sem.calls_to(DATALOADER):
         found, maybe = sources(sem, loader_argument(call, "dataset"))
-        made = [v for v in found if isinstance(v, ast.Call) and _instance_of(sem, v, cls)]
-        if made:
-            out.append(call)
-            unknown = unknown or maybe or len(made) != len(found)
-    return out, unknown
+        classes: dict[ast.ClassDef, None] = {}
+        for value in found:
+            made = sem.local_class(value.func) if isinstance(value, ast.Call) else None
+            if made is None:
+                continue
+            classes[made] = None
+            for base in made.bases:
+                local = sem.local_class(base) if isinstance(base, ast.Name) else None
+                if local is not None:
+                    classes[local] = None
+        for cls in classes:
+            out.setdefault(cls, []).append((call, found, maybe))
+    sem.memo[_LOADERS_BY_CLASS] = out
+    return out
 
 
 def _instance_of(sem: Semantic, call: ast.Call, cls: ast.ClassDef) -> bool:

@@ -396,6 +396,7 @@ class Semantic:
         # them: (how many bindings it was made from, their positions, the bindings).
         self._by_position: dict[int, tuple[int, list[tuple[int, int]], list[Binding]]] = {}
         self._blocks: dict[ast.AST, tuple[list[ast.stmt], int]] = {}  # statement -> its block
+        self._binding_index: dict[int, tuple[int, dict[int, int]]] = {}
 
     def release(self) -> None:
         """Drop the derived facts, which refer back to these (a function's summary, a name's
@@ -406,6 +407,7 @@ class Semantic:
         self._definitions.clear()
         self._by_position.clear()
         self._blocks.clear()
+        self._binding_index.clear()
 
     # ---------------------------------------------------------------- building ---------
     def _visit(self, stack: list[tuple[ast.AST, ast.AST | None, Scope]]) -> None:
@@ -893,7 +895,7 @@ class Semantic:
         scope = self.scopes.get(latest.scope)
         bindings = scope.bindings.get(name, []) if scope is not None else []
         pos = _pos(at)
-        index = next((i for i, b in enumerate(bindings) if b is latest), None)
+        index = self._index_of(bindings, latest)
         if latest.pos > pos or index is None:
             return out
         for binding in reversed(bindings[:index]):
@@ -903,6 +905,14 @@ class Semantic:
                 break
             out.append(binding)
         return out
+
+    def _index_of(self, bindings: list[Binding], binding: Binding) -> int | None:
+        """Where ``binding`` is in ``bindings`` (an index made once per list and length)."""
+        known = self._binding_index.get(id(bindings))
+        if known is None or known[0] != len(bindings):
+            known = (len(bindings), {id(b): i for i, b in enumerate(bindings)})
+            self._binding_index[id(bindings)] = known
+        return known[1].get(id(binding))
 
     def _replaces(self, later: Binding, earlier: Binding) -> bool:
         """Whether ``later`` runs on every path from ``earlier`` on: its statement sits in the
@@ -925,10 +935,17 @@ class Semantic:
             mine = self.statement_of(earlier.node)
         except ValueError:
             return True
-        holders = {id(s) for s in block}
-        if id(mine) in holders:
-            return True
-        return any(id(anc) in holders for anc in self.ancestors(mine))
+        return any(self._in_block(stmt, block) for stmt in (mine, *self.ancestors(mine)))
+
+    def _in_block(self, node: ast.AST, block: list[ast.stmt]) -> bool:
+        """Whether the statement ``node`` is one of ``block`` (from the index of blocks: no
+        scan of the block)."""
+        if not isinstance(node, ast.stmt):
+            return False
+        try:
+            return self.block_of(node)[0] is block
+        except ValueError:
+            return False
 
     def bind_star_import(self, node: ast.ImportFrom, names: dict[str, str | None]) -> None:
         """Bind at module level the names ``from m import *`` (``node``) brings in, as the

@@ -320,15 +320,40 @@ def grad_disabled(sem: Semantic, node: ast.AST) -> bool:
                 block, index = sem.block_of(child)
             except ValueError:
                 block, index = [], 0
-            for prev in block[:index]:
-                if (
-                    isinstance(prev, ast.Expr)
-                    and isinstance(prev.value, ast.Call)
-                    and _is_set_grad_false(sem, prev.value)
-                ):
-                    return True
+            earliest = _grad_off_statements(sem).get(id(block))
+            if earliest is not None and earliest < index:
+                return True
         child = anc
     return False
+
+
+_GRAD_OFF_STATEMENTS = "training-grad-off-statements"
+
+
+def _grad_off_statements(sem: Semantic) -> dict[int, int]:
+    """{id of a block: index of its first ``torch.set_grad_enabled(False)`` statement}, worked
+    out once per file (asking each block again per node made long files quadratic)."""
+    known = sem.memo.get(_GRAD_OFF_STATEMENTS)
+    if isinstance(known, dict):
+        return known
+    out: dict[int, int] = {}
+    named = [
+        *sem.calls_by_attr.get("set_grad_enabled", ()),
+        *sem.calls_by_name.get("set_grad_enabled", ()),
+    ]
+    for call in dict.fromkeys([*named, *sem.calls_to("torch.set_grad_enabled")]):
+        stmt = sem.parent(call)
+        if not isinstance(stmt, ast.Expr) or stmt.value is not call:
+            continue
+        if not isinstance(call, ast.Call) or not _is_set_grad_false(sem, call):
+            continue
+        try:
+            block, index = sem.block_of(stmt)
+        except ValueError:
+            continue
+        out[id(block)] = min(index, out.get(id(block), index))
+    sem.memo[_GRAD_OFF_STATEMENTS] = out
+    return out
 
 
 def is_grad_off(sem: Semantic, expr: ast.expr) -> bool:

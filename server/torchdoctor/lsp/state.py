@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import ctypes.util
 import dataclasses
 import functools
 import gc
@@ -114,6 +116,17 @@ class Unit:
         return self.diagnostics[key] if key is not None else []
 
 
+def _trim_heap() -> None:
+    """Return the C heap's free memory to the system (glibc's ``malloc_trim``; elsewhere
+    nothing)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):
+        return
+    trim(0)
+
+
 def _converter() -> Any:
     """pygls' converter, reading a ``null`` answer to ``window/showDocument`` (some clients send
     it) as "not shown": as it stands the answer cannot be read and the request never ends."""
@@ -191,6 +204,7 @@ class Doctor:
         self.live = LiveManager(self.schedule_key, self.log_once)
         self.collect_timer: asyncio.TimerHandle | None = None
         self.checks_since_collect = 0
+        self.closed_since_collect = False
         # The projects of the open files: names imported from their other modules resolve
         # there, reading open documents as the editor has them.
         self.projects = Projects(overlay=self.open_text)
@@ -427,6 +441,9 @@ class Doctor:
             self.cell_owner.pop(norm_uri(uri), None)
             self.publish(uri, [], None)
         unit.diagnostics = {}
+        self.closed_since_collect = True
+        with contextlib.suppress(RuntimeError):  # no event loop: nothing to schedule on
+            self.collect_when_idle()
 
     # -- scheduling ------------------------------------------------------------------------------
     def collect_when_idle(self) -> None:
@@ -449,6 +466,10 @@ class Doctor:
         self.checks_since_collect = 0
         start = time.perf_counter()
         found = gc.collect()
+        if self.closed_since_collect:
+            # Closed documents freed memory the C allocator keeps for itself: hand it back.
+            self.closed_since_collect = False
+            _trim_heap()
         spent = (time.perf_counter() - start) * 1000
         self.log("debug", f"cycle collector: {found} objects freed in {spent:.0f} ms")
 
