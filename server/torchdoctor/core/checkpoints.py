@@ -650,12 +650,10 @@ def value_uses(sem: Semantic, load: ast.expr) -> list[ast.expr] | None:
             return None
         scope = sem.scope_of(parent)
         out: list[ast.expr] = []
-        for use in sem.names.get(target.id, ()):
-            binding = sem.lookup(target.id, use)
-            if binding is not None and binding.node is target:
-                if sem.scope_of(use) is not scope:
-                    return None  # read in a nested function: not followed
-                out.append(use)
+        for use in sem.reads(target.id).get(target, ()):
+            if sem.scope_of(use) is not scope:
+                return None  # read in a nested function: not followed
+            out.append(use)
         return out
     return [load]
 

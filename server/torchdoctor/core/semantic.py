@@ -397,6 +397,7 @@ class Semantic:
         self._by_position: dict[int, tuple[int, list[tuple[int, int]], list[Binding]]] = {}
         self._blocks: dict[ast.AST, tuple[list[ast.stmt], int]] = {}  # statement -> its block
         self._binding_index: dict[int, tuple[int, dict[int, int]]] = {}
+        self._reads: dict[str, dict[ast.AST, list[ast.Name]]] = {}  # see ``reads``
 
     def release(self) -> None:
         """Drop the derived facts, which refer back to these (a function's summary, a name's
@@ -408,6 +409,7 @@ class Semantic:
         self._by_position.clear()
         self._blocks.clear()
         self._binding_index.clear()
+        self._reads.clear()
 
     # ---------------------------------------------------------------- building ---------
     def _visit(self, stack: list[tuple[ast.AST, ast.AST | None, Scope]]) -> None:
@@ -865,6 +867,20 @@ class Semantic:
             first = False
             scope = scope.parent
         return None
+
+    def reads(self, name: str) -> dict[ast.AST, list[ast.Name]]:
+        """{the node of a binding of ``name``: the reads of ``name`` that see it}, in source
+        order, made once per name (following one value by asking every read of its name
+        again was quadratic in a file that rebinds the name many times)."""
+        known = self._reads.get(name)
+        if known is None:
+            known = {}
+            for use in self.names.get(name, ()):
+                binding = self.lookup(name, use)
+                if binding is not None:
+                    known.setdefault(binding.node, []).append(use)
+            self._reads[name] = known
+        return known
 
     def _latest_before(self, bindings: list[Binding], pos: tuple[int, int], at: ast.AST) -> Binding:
         """The latest of ``bindings`` made before ``pos`` (whose value ``at`` is not inside),
