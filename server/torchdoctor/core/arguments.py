@@ -70,6 +70,7 @@ CUDA_GRAD_SCALER = "torch.cuda.amp.GradScaler"
 AUTOCAST = "torch.autocast"
 CUDA_AUTOCAST = "torch.cuda.amp.autocast"
 JIT_TRACE = "torch.jit.trace"
+COMPILE = "torch.compile"
 SUM = "torch.sum"
 # Methods, bound without ``self``.
 ZERO_GRAD = "zero_grad"  # torch.optim.Optimizer.zero_grad, torch.nn.Module.zero_grad
@@ -125,6 +126,9 @@ SIGNATURES: dict[str, Signature] = {
         "func, example_inputs, optimize, check_trace, check_inputs, check_tolerance, strict, "
         "_force_outplace, _module_class, _compilation_unit, example_kwarg_inputs, _store_inputs"
     ),
+    "torch.optim.lr_scheduler.StepLR": _sig("optimizer, step_size, gamma, last_epoch"),
+    "torch.optim.lr_scheduler.MultiStepLR": _sig("optimizer, milestones, gamma, last_epoch"),
+    COMPILE: _sig("model, *, fullgraph, dynamic, backend, mode, options, name, disable"),
     # torch.sum(input, dim, keepdim=False, *, dtype=None); torch.sum(input, *, dtype=None).
     SUM: _sig("input, dim, keepdim, *, dtype, out"),
     ZERO_GRAD: _sig("set_to_none"),
@@ -134,6 +138,8 @@ SIGNATURES: dict[str, Signature] = {
 # Other names of the same callables.
 SIGNATURES["torch.utils.data.dataloader.DataLoader"] = SIGNATURES[DATALOADER]
 SIGNATURES["torch.utils.data.DistributedSampler"] = SIGNATURES[DISTRIBUTED_SAMPLER]
+SIGNATURES["torch.serialization.load"] = SIGNATURES[LOAD]
+SIGNATURES["torch.serialization.save"] = SIGNATURES[SAVE]
 SIGNATURES["torch.nn.DataParallel"] = SIGNATURES[DATA_PARALLEL]
 SIGNATURES["torch.nn.parallel.distributed.DistributedDataParallel"] = SIGNATURES[DDP]
 SIGNATURES["torch.nn.utils.clip_grad.clip_grad_norm_"] = SIGNATURES[CLIP_GRAD_NORM]
@@ -214,3 +220,27 @@ def bind(call: ast.Call, api: str | Signature) -> Bound:
 def value(call: ast.Call, api: str | Signature, name: str) -> ast.expr | None:
     """Shorthand for ``bind(call, api).value(name)``."""
     return bind(call, api).value(name)
+
+
+def signature_of(func: ast.FunctionDef | ast.AsyncFunctionDef, method: bool = False) -> Signature:
+    """The signature of a function defined in the analysed code; ``method``: called through
+    an instance or class, so its first parameter (``self``/``cls``) is not passed."""
+    args = func.args
+    positional = [a.arg for a in (*args.posonlyargs, *args.args)]
+    if method and positional:
+        positional = positional[1:]
+    return Signature(
+        tuple(positional),
+        tuple(a.arg for a in args.kwonlyargs),
+        var_positional=args.vararg is not None,
+        var_keyword=args.kwarg is not None,
+    )
+
+
+def bind_as(call: ast.Call, qualname: str | None) -> Bound:
+    """Bind ``call`` to the signature of ``qualname`` when the table has it; otherwise only
+    its keywords are known (a positional argument binds to nothing)."""
+    signature = SIGNATURES.get(qualname or "")
+    if signature is None:
+        signature = Signature((), var_positional=True, var_keyword=True)
+    return bind(call, signature)

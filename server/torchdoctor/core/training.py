@@ -19,7 +19,7 @@ import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from . import kinds
+from . import arguments, kinds
 from .kinds import Kind
 from .semantic import (
     FUNCTION_NODES,
@@ -398,11 +398,10 @@ def enclosing_autocast(sem: Semantic, node: ast.AST) -> ast.With | ast.AsyncWith
 
 def autocast_disabled(sem: Semantic, expr: ast.expr) -> bool:
     """``autocast(..., enabled=False)``: positional ``enabled`` is the first argument of
-    ``torch.cuda/cpu.amp.autocast`` and the third of ``torch.amp.autocast``."""
+    ``torch.cuda/cpu.amp.autocast`` and the third of ``torch.autocast``."""
     if not isinstance(expr, ast.Call):
         return False
-    index = 2 if sem.qualname(expr.func) == "torch.amp.autocast" else 0
-    return is_false(argument(expr, "enabled", index))
+    return is_false(arguments.bind_as(expr, sem.qualname(expr.func)).value("enabled"))
 
 
 def autocast_device(sem: Semantic, expr: ast.expr) -> str | None:
@@ -413,7 +412,7 @@ def autocast_device(sem: Semantic, expr: ast.expr) -> str | None:
     qual = sem.qualname(expr.func)
     if qual in ("torch.cuda.amp.autocast", "torch.cpu.amp.autocast"):
         return qual.split(".")[1]
-    value = argument(expr, "device_type", 0)
+    value = arguments.bind_as(expr, qual).value("device_type")
     if isinstance(value, ast.Constant) and isinstance(value.value, str):
         return value.value.split(":")[0]
     return None
@@ -425,7 +424,7 @@ def autocast_dtype(sem: Semantic, expr: ast.expr) -> str | None:
     ``torch.get_autocast_dtype``); None when it cannot be told from the source."""
     if not isinstance(expr, ast.Call):
         return None
-    value = argument(expr, "dtype", 1)
+    value = arguments.bind_as(expr, sem.qualname(expr.func)).value("dtype")
     if value is None:
         return {"cuda": "float16", "cpu": "bfloat16"}.get(autocast_device(sem, expr) or "")
     names = {"torch.float16": "float16", "torch.half": "float16", "torch.bfloat16": "bfloat16"}

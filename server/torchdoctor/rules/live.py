@@ -413,5 +413,3 @@ def dataset_class(ctx: Context, expr: ast.expr | None) -> ast.ClassDef | None:
     if cls is None or kinds.class_kind(ctx.sem, cls) is not Kind.DATASET:
         return None
     return cls
-
-

@@ -128,9 +128,7 @@ class NumWorkersOversubscribed(Rule):
                         f"用 `min({n}, {os_name}.cpu_count() or 1)` 加以限制",
                     ),
                     (
-                        fixes.replace(
-                            ctx.source, given, f"min({n}, {os_name}.cpu_count() or 1)"
-                        ),
+                        fixes.replace(ctx.source, given, f"min({n}, {os_name}.cpu_count() or 1)"),
                         *extra,
                     ),
                     Applicability.UNSAFE,

@@ -2,14 +2,14 @@ from __future__ import annotations
 
 import ast
 
-from ..core import fixes
+from ..core import arguments, fixes
 from ..core.context import Context
 from ..core.model import Applicability, Fix, Severity, Text
-from ..core.semantic import dotted, keyword
+from ..core.semantic import dotted
 from .base import Invalid, Rule, Valid
 
-CHECKPOINT = "torch.utils.checkpoint.checkpoint"
-CHECKPOINT_SEQUENTIAL = "torch.utils.checkpoint.checkpoint_sequential"
+CHECKPOINT = arguments.CHECKPOINT
+CHECKPOINT_SEQUENTIAL = arguments.CHECKPOINT_SEQUENTIAL
 KEY = "use_reentrant"
 
 
@@ -254,13 +254,10 @@ class CheckpointWithoutUseReentrant(Rule):
 
     def check(self, ctx: Context) -> None:
         for call in ctx.sem.calls_to(CHECKPOINT, CHECKPOINT_SEQUENTIAL):
-            if keyword(call, "use_reentrant"):
-                continue
             sequential = ctx.qualname(call.func) == CHECKPOINT_SEQUENTIAL
-            if sequential and (
-                len(call.args) >= 4 or any(isinstance(a, ast.Starred) for a in call.args)
-            ):
-                continue
+            bound = arguments.bind(call, CHECKPOINT_SEQUENTIAL if sequential else CHECKPOINT)
+            if bound.value("use_reentrant") is not None or "use_reentrant" in bound.maybe:
+                continue  # given, or a `*args` spread reaches its position
             name = "checkpoint_sequential" if sequential else "checkpoint"
             spread = [kw.value for kw in call.keywords if kw.arg is None]
             if spread:
