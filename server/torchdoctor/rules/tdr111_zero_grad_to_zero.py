@@ -1,0 +1,165 @@
+from __future__ import annotations
+
+import ast
+
+from ..core import arguments, fixes, kinds
+from ..core.context import Context
+from ..core.kinds import Kind
+from ..core.model import Applicability, Fix, Severity, Text
+from ..core.semantic import is_false
+from .base import Invalid, Rule
+
+_GRAD_HOLDERS = (Kind.MODULE, Kind.OPTIMIZER)
+
+
+class ZeroGradToZero(Rule):
+    """## What it does
+    Checks for `zero_grad(set_to_none=False)` (or `zero_grad(False)`) on an optimizer or a
+    module. Off by default; the same check as TorchFix's TOR402.
+
+    ## Why is this bad?
+    With `set_to_none=False`, every step writes zeros into the `.grad` tensor of every
+    parameter (one memset per gradient, or a fused one per device), and the next `backward()`
+    then adds into those zeros instead of writing the gradient directly: extra memory traffic
+    on every iteration, and the gradient memory stays allocated between steps. The default,
+    `set_to_none=True` since PyTorch 2.0, drops the gradients instead; PyTorch's profiler
+    reports the zeroing pattern as `GradNotSetToNonePattern`.
+
+    ## Example
+    ```python
+    optimizer.zero_grad(set_to_none=False)
+    ```
+
+    ## Use instead
+    ```python
+    optimizer.zero_grad()
+    ```
+
+    ## Fix safety
+    The fix (remove `set_to_none=False`) is unsafe: after it, `.grad` is `None` rather than a
+    tensor of zeros until the next `backward()`. Code that reads `p.grad` in between (gradient
+    norms, logging, `p.grad.add_(...)`) then fails or takes another branch, and optimizers skip
+    parameters whose `.grad` is `None`, where with zeros they would still apply momentum and
+    weight decay to parameters that got no gradient in that step.
+
+    ## References
+    - [`torch.optim.Optimizer.zero_grad`](https://pytorch.org/docs/stable/generated/torch.optim.Optimizer.zero_grad.html)
+    - [Performance tuning guide: use `set_to_none`](https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html)
+    - [Migrating from TorchFix](../torchfix-migration.md) (TorchFix code TOR402)
+    """
+
+    zh = """## 功能
+    检查优化器或模块上的 `zero_grad(set_to_none=False)`（或 `zero_grad(False)`）。默认关闭；与 TorchFix 的 TOR402 检查相同。
+
+    ## 为什么不好？
+    使用 `set_to_none=False` 时，每一步都要把每个参数的 `.grad` 张量写成零（每个梯度一次 memset，或每个设备一次融合操作），
+    随后的 `backward()` 再把梯度累加到这些零上，而不是直接写入：每次迭代都多出内存读写，梯度内存也在两步之间一直占用。
+    默认值 `set_to_none=True`（自 PyTorch 2.0 起）直接丢弃梯度；PyTorch 的性能分析器把这种清零写法报告为
+    `GradNotSetToNonePattern`。
+
+    ## 示例
+    ```python
+    optimizer.zero_grad(set_to_none=False)
+    ```
+
+    ## 改为
+    ```python
+    optimizer.zero_grad()
+    ```
+
+    ## 修复安全性
+    修复（删除 `set_to_none=False`）不安全：修复后，直到下一次 `backward()` 之前，`.grad` 是 `None` 而不是全零张量。
+    在此期间读取 `p.grad` 的代码（梯度范数、日志、`p.grad.add_(...)`）会出错或走另一个分支；优化器也会跳过 `.grad`
+    为 `None` 的参数，而梯度为零时，它们仍会对该步没有得到梯度的参数施加动量和权重衰减。
+
+    ## 参考
+    - [`torch.optim.Optimizer.zero_grad`](https://pytorch.org/docs/stable/generated/torch.optim.Optimizer.zero_grad.html)
+    - [性能调优指南：使用 `set_to_none`](https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html)
+    - [从 TorchFix 迁移](../torchfix-migration.md)（TorchFix 代码 TOR402）
+    """
+
+    code = "TDR111"
+    name = "zero-grad-to-zero"
+    severity = Severity.INFO
+    default = False
+    fix_safety = Applicability.UNSAFE
+    aliases = ("TOR402",)
+
+    VALID = (
+        "import torch\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\nopt.zero_grad()",
+        "import torch\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "opt.zero_grad(set_to_none=True)",
+        "import torch.nn as nn\nmodel = nn.Linear(2, 2)\nmodel.zero_grad(True)",
+        # The value is computed: the choice is the caller's.
+        "import torch\nopt = torch.optim.SGD(ps, lr=0.1)\nopt.zero_grad(set_to_none=keep)",
+        "import torch\nopt = torch.optim.SGD(ps, lr=0.1)\nopt.zero_grad(**options)",
+        # Not an optimizer or a module: a class of the file, another library's object.
+        "import torch\nclass Meter:\n    def zero_grad(self, set_to_none=True):\n        pass\n"
+        "meter = Meter()\nmeter.zero_grad(set_to_none=False)",
+        "import torch\nfrom mylib import Accumulator\nacc = Accumulator()\n"
+        "acc.zero_grad(set_to_none=False)",
+        "import torch\nstate = {}\nstate.zero_grad(False)",
+        # A file that does not use torch.
+        "opt.zero_grad(set_to_none=False)",
+    )
+    INVALID = (
+        Invalid(
+            "import torch\nimport torch.nn as nn\nmodel = nn.Sequential()\n"
+            "optimizer = torch.optim.Adam(model.parameters())\n"
+            "optimizer.zero_grad(set_to_none=False)\nmodel.zero_grad(set_to_none=False)",
+            fixed="import torch\nimport torch.nn as nn\nmodel = nn.Sequential()\n"
+            "optimizer = torch.optim.Adam(model.parameters())\n"
+            "optimizer.zero_grad()\nmodel.zero_grad(set_to_none=False)",
+            lines=(5, 6),
+        ),
+        # Positional: set_to_none is zero_grad's only parameter.
+        Invalid(
+            "from torch.optim import SGD as Opt\nopt = Opt(ps, lr=0.1)\nopt.zero_grad(False)",
+            fixed="from torch.optim import SGD as Opt\nopt = Opt(ps, lr=0.1)\nopt.zero_grad()",
+            lines=(3,),
+        ),
+        # Through `self`, in a training step.
+        Invalid(
+            "import torch\nclass Trainer:\n    def __init__(self, net):\n"
+            "        self.opt = torch.optim.AdamW(net.parameters())\n"
+            "    def step(self):\n        self.opt.zero_grad(set_to_none=False)\n",
+            fixed="import torch\nclass Trainer:\n    def __init__(self, net):\n"
+            "        self.opt = torch.optim.AdamW(net.parameters())\n"
+            "    def step(self):\n        self.opt.zero_grad()\n",
+            lines=(6,),
+        ),
+        Invalid(
+            "import torch\nnet = torch.nn.Linear(2, 2)\nnet.zero_grad(set_to_none=False)\n",
+            fixed="import torch\nnet = torch.nn.Linear(2, 2)\nnet.zero_grad()\n",
+            notebook=True,
+            lines=(3,),
+        ),
+    )
+
+    def check(self, ctx: Context) -> None:
+        sem = ctx.sem
+        for call in sem.calls_by_attr.get("zero_grad", ()):
+            assert isinstance(call.func, ast.Attribute)
+            bound = arguments.bind(call, arguments.ZERO_GRAD)
+            if not is_false(bound.value("set_to_none")):
+                continue
+            if kinds.kind(sem, call.func.value) not in _GRAD_HOLDERS:
+                continue
+            node = bound.node("set_to_none")
+            assert node is not None
+            ctx.report(
+                node,
+                Text(
+                    "`zero_grad(set_to_none=False)` writes zeros into every gradient on every "
+                    "step: leave `set_to_none` at its default (`True`)",
+                    "`zero_grad(set_to_none=False)` 每一步都把所有梯度写成零：请保留 `set_to_none` "
+                    "的默认值（`True`）",
+                ),
+                fixes=[
+                    Fix(
+                        Text("Remove `set_to_none=False`", "删除 `set_to_none=False`"),
+                        (fixes.remove_argument(ctx.source, call, node),),
+                        Applicability.UNSAFE,
+                    )
+                ],
+            )
