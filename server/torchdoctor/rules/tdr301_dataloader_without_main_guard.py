@@ -196,6 +196,9 @@ class DataLoaderWithoutMainGuard(Rule):
             "loader = DataLoader(ds, num_workers=4)\nfor b in loader:\n    pass\n",
             notebook=True,
         ),
+        # `num_workers` passed by position: 0, no worker processes.
+        "import torch\nfrom torch.utils.data import DataLoader\n"
+        "loader = DataLoader(ds, 8, True, None, None, 0)\nfor b in loader:\n    pass\n",
     )
     INVALID = (
         Invalid(

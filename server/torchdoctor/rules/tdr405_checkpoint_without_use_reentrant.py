@@ -179,6 +179,9 @@ class CheckpointWithoutUseReentrant(Rule):
             "y = checkpoint(block, x, use_reentrant=False)",
             notebook=True,
         ),
+        # `use_reentrant` is checkpoint_sequential's fourth parameter.
+        "from torch.utils.checkpoint import checkpoint_sequential\n"
+        "y = checkpoint_sequential(fs, 2, x, False)\n",
     )
     INVALID = (
         Invalid(
@@ -249,6 +252,13 @@ class CheckpointWithoutUseReentrant(Rule):
             "def b(block, x, **kw):\n    return checkpoint(block, x, **kw)",
             fixed=None,
             lines=(7,),
+        ),
+        # checkpoint's extra positional arguments go to the function, not to `use_reentrant`.
+        Invalid(
+            "from torch.utils.checkpoint import checkpoint\ny = checkpoint(f, x, False)\n",
+            fixed="from torch.utils.checkpoint import checkpoint\n"
+            "y = checkpoint(f, x, False, use_reentrant=False)\n",
+            lines=(2,),
         ),
     )
 

@@ -261,6 +261,14 @@ class SamplerWithShuffle(Rule):
             notebook=True,
             lines=(3,),
         ),
+        # `shuffle` and `sampler` passed by position (third and fourth parameters).
+        Invalid(
+            "import torch\nfrom torch.utils.data import DataLoader\n"
+            "from torch.utils.data.distributed import DistributedSampler\n"
+            "sampler = DistributedSampler(ds)\nloader = DataLoader(ds, 8, True, sampler)\n",
+            fixed=None,
+            lines=(5,),
+        ),
     )
 
     def check(self, ctx: Context) -> None:

@@ -119,6 +119,10 @@ class DdpWithoutDeviceIds(Rule):
         # A local class named DDP.
         "import torch\nclass DDP:\n    def __init__(self, m):\n        self.m = m\n"
         "model = DDP(Net().cuda(rank))\n",
+        # `device_ids` passed by position.
+        "import torch.distributed as dist\n"
+        "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+        "dist.init_process_group('nccl')\nmodel = DDP(model.cuda(), [local_rank])\n",
     )
     INVALID = (
         Invalid(

@@ -203,6 +203,8 @@ class LoadWithoutMapLocation(Rule):
         "opt = optim.Adam(net.parameters())\n",
         # numpy data has no device.
         "import torch\ndata = torch.load('wave.pt')\nx = torch.from_numpy(data[3:, :-1])\n",
+        # `map_location` passed by position.
+        "import torch\nsd = torch.load(path, 'cpu')\n",
     )
     INVALID = (
         Invalid(

@@ -237,6 +237,8 @@ class LoadWeightsOnlyFalse(Rule):
             + "save_checkpoint({'model': model.state_dict(), 'args': vars(args)}, 'ckpt.pt')\n",
             files=(("utils.py", _SAVE_HELPER),),
         ),
+        # A positional spread may hold `pickle_module`.
+        "import torch\nsd = torch.load(path, 'cpu', *extra)\n",
     )
     INVALID = (
         Invalid(
@@ -339,6 +341,12 @@ class LoadWeightsOnlyFalse(Rule):
             fixed=None,
             files=(("utils.py", _SAVE_HELPER),),
             lines=(7,),
+        ),
+        # `pickle_module` passed by position.
+        Invalid(
+            "import dill\nimport torch\nsd = torch.load(path, 'cpu', dill)\n",
+            fixed=None,
+            lines=(3,),
         ),
     )
 
