@@ -73,6 +73,7 @@ JIT_TRACE = "torch.jit.trace"
 COMPILE = "torch.compile"
 SUM = "torch.sum"
 # Methods, bound without ``self``.
+TENSOR_BACKWARD = "backward"  # torch.Tensor.backward
 ZERO_GRAD = "zero_grad"  # torch.optim.Optimizer.zero_grad, torch.nn.Module.zero_grad
 LOAD_STATE_DICT = "load_state_dict"  # torch.nn.Module.load_state_dict
 MODULE_TRAIN = "train"  # torch.nn.Module.train
@@ -131,6 +132,16 @@ SIGNATURES: dict[str, Signature] = {
     COMPILE: _sig("model, *, fullgraph, dynamic, backend, mode, options, name, disable"),
     # torch.sum(input, dim, keepdim=False, *, dtype=None); torch.sum(input, *, dtype=None).
     SUM: _sig("input, dim, keepdim, *, dtype, out"),
+    "torch.autograd.backward": _sig(
+        "tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs"
+    ),
+    "torch.autograd.grad": _sig(
+        "outputs, inputs, grad_outputs, retain_graph, create_graph, only_inputs, allow_unused, "
+        "is_grads_batched, materialize_grads"
+    ),
+    TENSOR_BACKWARD: _sig("gradient, retain_graph, create_graph, inputs"),
+    "torch.inference_mode": _sig("mode"),
+    "torch.set_grad_enabled": _sig("mode"),
     ZERO_GRAD: _sig("set_to_none"),
     LOAD_STATE_DICT: _sig("state_dict, strict, assign"),
     MODULE_TRAIN: _sig("mode"),
@@ -146,6 +157,7 @@ SIGNATURES["torch.nn.utils.clip_grad.clip_grad_norm_"] = SIGNATURES[CLIP_GRAD_NO
 SIGNATURES["torch.nn.utils.clip_grad.clip_grad_value_"] = SIGNATURES[CLIP_GRAD_VALUE]
 SIGNATURES["torch.nn.utils.clip_grad_norm"] = SIGNATURES[CLIP_GRAD_NORM]
 SIGNATURES["torch.amp.autocast"] = SIGNATURES[AUTOCAST]
+SIGNATURES["torch.amp.autocast_mode.autocast"] = SIGNATURES[AUTOCAST]
 SIGNATURES["torch.cpu.amp.autocast"] = SIGNATURES[CUDA_AUTOCAST]
 SIGNATURES["torch.cpu.amp.GradScaler"] = SIGNATURES[CUDA_GRAD_SCALER]
 

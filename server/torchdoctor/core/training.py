@@ -25,7 +25,6 @@ from .semantic import (
     FUNCTION_NODES,
     LOOP_NODES,
     Semantic,
-    argument,
     dotted,
     is_false,
     terminal_name,
@@ -338,7 +337,7 @@ def is_grad_off(sem: Semantic, expr: ast.expr) -> bool:
     qual = torch_qualname(sem, target)
     if qual in GRAD_OFF_CALLS:
         if isinstance(expr, ast.Call) and qual == "torch.inference_mode":
-            return not is_false(argument(expr, "mode", 0))
+            return not is_false(arguments.value(expr, qual, "mode"))
         return True
     return isinstance(expr, ast.Call) and _is_set_grad_false(sem, expr)
 
@@ -346,7 +345,7 @@ def is_grad_off(sem: Semantic, expr: ast.expr) -> bool:
 def _is_set_grad_false(sem: Semantic, call: ast.Call) -> bool:
     if torch_qualname(sem, call.func) != "torch.set_grad_enabled":
         return False
-    return is_false(argument(call, "mode", 0))
+    return is_false(arguments.value(call, "torch.set_grad_enabled", "mode"))
 
 
 def torch_qualname(sem: Semantic, expr: ast.AST) -> str | None:

@@ -6,7 +6,7 @@ from functools import partial
 from ..core import arguments, data, fixes, graphs
 from ..core.context import Context, Fixes
 from ..core.model import Applicability, Fix, Severity, Text
-from ..core.semantic import Semantic, argument, terminal_name
+from ..core.semantic import Semantic, terminal_name
 from .base import Invalid, Rule, Valid
 
 
@@ -338,8 +338,9 @@ class ExportWithoutDynamicShapes(Rule):
         )
 
     def _report_legacy(self, ctx: Context, call: ast.Call) -> None:
-        inputs = graphs.literal_strings(argument(call, "input_names"))
-        outputs = graphs.literal_strings(argument(call, "output_names")) or []
+        bound = arguments.bind(call, arguments.ONNX_EXPORT)
+        inputs = graphs.literal_strings(bound.value("input_names"))
+        outputs = graphs.literal_strings(bound.value("output_names")) or []
         examples = graphs.export_inputs(call)
         fix = None
         if inputs:
