@@ -6,7 +6,7 @@ from ..core import arguments, fixes, kinds
 from ..core.context import Context
 from ..core.kinds import Kind
 from ..core.model import Applicability, Fix, Severity, Text
-from ..core.semantic import is_false
+from ..core.semantic import Semantic, is_false
 from .base import Invalid, Rule
 
 _GRAD_HOLDERS = (Kind.MODULE, Kind.OPTIMIZER)
@@ -24,6 +24,10 @@ class ZeroGradToZero(Rule):
     on every iteration, and the gradient memory stays allocated between steps. The default,
     `set_to_none=True` since PyTorch 2.0, drops the gradients instead; PyTorch's profiler
     reports the zeroing pattern as `GradNotSetToNonePattern`.
+
+    Not reported in a file that writes into gradients in place (`p.grad += g`,
+    `p.grad.add_(g)`, `p.grad[...] = ...`): such code needs `.grad` to be a tensor after
+    `zero_grad`, as a parameter server that sums workers' gradients does.
 
     ## Example
     ```python
@@ -56,6 +60,9 @@ class ZeroGradToZero(Rule):
     随后的 `backward()` 再把梯度累加到这些零上，而不是直接写入：每次迭代都多出内存读写，梯度内存也在两步之间一直占用。
     默认值 `set_to_none=True`（自 PyTorch 2.0 起）直接丢弃梯度；PyTorch 的性能分析器把这种清零写法报告为
     `GradNotSetToNonePattern`。
+
+    如果文件就地写入梯度（`p.grad += g`、`p.grad.add_(g)`、`p.grad[...] = ...`），则不报告：这样的代码需要
+    `.grad` 在 `zero_grad` 之后仍是张量，例如汇总各 worker 梯度的参数服务器。
 
     ## 示例
     ```python
@@ -101,6 +108,13 @@ class ZeroGradToZero(Rule):
         "import torch\nstate = {}\nstate.zero_grad(False)",
         # A file that does not use torch.
         "opt.zero_grad(set_to_none=False)",
+        # The file adds into the gradients in place: it needs them to be zero tensors.
+        "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "def update(grads):\n    for p, g in zip(model.parameters(), grads):\n"
+        "        p.grad += g\n    opt.step()\n    opt.zero_grad(set_to_none=False)\n",
+        "import torch\nnet = torch.nn.Linear(2, 2)\nnet.zero_grad(False)\n"
+        "for p in net.parameters():\n    p.grad.add_(1.0)\n",
     )
     INVALID = (
         Invalid(
@@ -138,6 +152,8 @@ class ZeroGradToZero(Rule):
 
     def check(self, ctx: Context) -> None:
         sem = ctx.sem
+        if _writes_into_grads(sem):
+            return
         for call in sem.calls_by_attr.get("zero_grad", ()):
             assert isinstance(call.func, ast.Attribute)
             bound = arguments.bind(call, arguments.ZERO_GRAD)
@@ -163,3 +179,23 @@ class ZeroGradToZero(Rule):
                     )
                 ],
             )
+
+
+def _writes_into_grads(sem: Semantic) -> bool:
+    """The file writes into a ``.grad`` tensor in place (``p.grad += g``, ``p.grad.add_(g)``,
+    ``p.grad[i] = v``): it needs gradients to be tensors, not None."""
+    for node in sem.attributes.get("grad", ()):
+        parent = sem.parent(node)
+        if isinstance(parent, ast.AugAssign) and parent.target is node:
+            return True
+        if isinstance(parent, ast.Subscript) and isinstance(parent.ctx, ast.Store):
+            return True
+        if (
+            isinstance(parent, ast.Attribute)
+            and parent.attr.endswith("_")
+            and not parent.attr.startswith("_")
+        ):
+            call = sem.parent(parent)
+            if isinstance(call, ast.Call) and call.func is parent:
+                return True
+    return False
