@@ -62,16 +62,14 @@ def param_values(sem: Semantic, binding: Binding) -> list[ast.expr] | None:
     func = binding.scope
     if binding.how != "param" or not isinstance(func, FUNCTION_NODES):
         return None
-    args = func.args
-    positional = [a.arg for a in (*args.posonlyargs, *args.args)]
+    signature = arguments.signature_of(func)
     values: list[ast.expr] = []
     for call in sem.calls_by_name.get(func.name, ()):
         if sem.local_function(call.func) is not func:
             continue
         if any(isinstance(a, ast.Starred) for a in call.args) or has_star_kwargs(call):
             return None
-        index = positional.index(binding.name) if binding.name in positional else None
-        value = argument(call, binding.name, index)
+        value = arguments.bind(call, signature).value(binding.name)
         if value is None:
             return None
         values.append(value)
