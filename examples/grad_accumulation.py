@@ -45,7 +45,7 @@ def finetune_head(model, loader, device: str, epochs: int = 1) -> None:
     optimizer = torch.optim.SGD(head.parameters(), lr=0.01, momentum=0.9)
     for _ in range(epochs):
         for images, labels in loader:
-            optimizer.zero_grad()
+            optimizer.zero_grad(set_to_none=False)
             loss = F.cross_entropy(model(images.to(device)), labels.to(device))
             loss.backward()
             optimizer.step()

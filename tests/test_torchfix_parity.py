@@ -24,7 +24,7 @@ EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>[A-Z0-9, ]+)")
 REGISTERED = frozenset(r.code for r in all_rules())
 TORCHFIX_CODES = (
     "TOR001", "TOR002", "TOR003", "TOR004", "TOR101", "TOR102", "TOR103", "TOR104", "TOR105",
-    "TOR106", "TOR107", "TOR201", "TOR202", "TOR203", "TOR401",
+    "TOR106", "TOR107", "TOR108", "TOR201", "TOR202", "TOR203", "TOR401", "TOR402",
 )  # fmt: skip
 # Every rule a TorchFix code maps to: the fixtures are checked with all of them on.
 PARITY_CODES = frozenset().union(*(resolve_selector(c) for c in TORCHFIX_CODES))
@@ -151,13 +151,14 @@ def test_noqa_torchfix_prefix() -> None:
 
 
 def test_select_and_ignore_accept_torchfix_codes() -> None:
-    assert resolve_selector("TOR101") == {"TDR804", "TDR813"}
+    assert resolve_selector("TOR101") == {"TDR401", "TDR804", "TDR813"}
     assert resolve_selector("tor102") == {"TDR602", "TDR603"}
     assert resolve_selector("TOR2") == {"TDR810", "TDR811", "TDR812"}
     assert resolve_selector("TOR003") == {"TDR405"} & REGISTERED
     code = "import torch\nq = torch.qr(a)\nsd = torch.load('m.pt')\n"
     assert _codes(code, Settings(select=["TOR101"])) == ["TDR804"]
     assert _codes(code, Settings(select=["TOR1"], ignore=["TOR102"])) == ["TDR804"]
+    assert resolve_selector("TOR108") == {"TDR814"} and resolve_selector("TOR402") == {"TDR111"}
     assert get_rule("TOR203") is not None and get_rule("TOR203").code == "TDR812"
 
 

@@ -1,4 +1,5 @@
-"""Fixes of tensor code (TDR101, TDR102, TDR802, TDR808, TDR809), run before and after."""
+"""Fixes of tensor code (TDR101, TDR102, TDR802, TDR808, TDR809, TDR814), run before and
+after."""
 
 from __future__ import annotations
 
@@ -65,6 +66,20 @@ print("moderate:", [round(v, 6) for v in y[1:].tolist()])
 print("tiny:", y[0].item())
 """
 
+LOGSUMEXP = """\
+import torch
+torch.manual_seed(0)
+x = torch.randn(4, 6)
+y = torch.log(torch.sum(torch.exp(x), 1, keepdim=True))
+big = torch.tensor([[100.0, 90.0], [1.0, 2.0]])
+z = torch.log(torch.sum(torch.exp(big), dim=1))
+# %%
+print("shape:", tuple(y.shape))
+print("moderate:", [round(v, 5) for v in y.flatten().tolist()])
+print("small row:", round(z[1].item(), 5))
+print("large row:", round(z[0].item(), 4))
+"""
+
 EXPM1 = """\
 import torch
 x = torch.tensor([1e-8, 0.5, 3.0])
@@ -123,6 +138,16 @@ CASES = [
         changes={"tiny": ("0.0", "9.99999993922529e-09")},
     ),
     Case("expm1", "TDR809", EXPM1, unsafe=True, changes={"tiny": ("0.0", "9.99999993922529e-09")}),
+    # The same values to float32 rounding; where exp overflows, a finite result instead of inf.
+    Case("logsumexp", "TDR814", LOGSUMEXP, unsafe=True, changes={"large row": ("inf", "100.0")}),
+    Case(
+        "logsumexp",
+        "TDR814",
+        LOGSUMEXP,
+        unsafe=True,
+        notebook=True,
+        changes={"large row": ("inf", "100.0")},
+    ),
     Case(
         "expm1",
         "TDR809",

@@ -1,5 +1,5 @@
-"""Fixes of training steps (TDR107, TDR109, TDR110, TDR402, TDR403, TDR405, TDR702), run
-before and after."""
+"""Fixes of training steps (TDR107, TDR109, TDR110, TDR111, TDR402, TDR403, TDR405, TDR702),
+run before and after."""
 
 from __future__ import annotations
 
@@ -215,6 +215,22 @@ print("weight:", [round(v, 4) for v in model.weight.flatten().tolist()])
 """
 )
 
+ZERO_TO_NONE = """\
+import torch
+from torch import nn
+torch.manual_seed(0)
+model = nn.Linear(3, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+# %%
+for _ in range(3):
+    optimizer.zero_grad(set_to_none=False)
+    model(torch.randn(5, 3)).pow(2).mean().backward()
+    optimizer.step()
+print("weights:", [round(w, 6) for w in model.weight.flatten().tolist()])
+optimizer.zero_grad(set_to_none=False)
+print("grad after zero_grad:", None if model.weight.grad is None else "zeros")
+"""
+
 CASES = [
     # The unsafe fixes change training, to what the code intended.
     Case(
@@ -264,6 +280,22 @@ CASES = [
         unsafe=True,
         notebook=True,
         changes={"update norm": ("0.000977", "1.0")},
+    ),
+    # The same training; `.grad` reads None instead of zeros between steps.
+    Case(
+        "set-to-none",
+        "TDR111",
+        ZERO_TO_NONE,
+        unsafe=True,
+        changes={"grad after zero_grad": ("zeros", "None")},
+    ),
+    Case(
+        "set-to-none",
+        "TDR111",
+        ZERO_TO_NONE,
+        unsafe=True,
+        notebook=True,
+        changes={"grad after zero_grad": ("zeros", "None")},
     ),
     Case("backward", "TDR402", BACKWARD_IN_AUTOCAST),
     Case("backward", "TDR402", BACKWARD_IN_AUTOCAST, notebook=True),

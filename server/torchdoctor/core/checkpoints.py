@@ -29,7 +29,7 @@ import re
 from collections.abc import Iterable, Iterator
 from itertools import islice, product
 
-from . import kinds, summaries
+from . import arguments, kinds, summaries
 from .kinds import Kind
 from .semantic import FUNCTION_NODES, Binding, Semantic, argument, dotted, keyword
 
@@ -70,7 +70,7 @@ _BRACES = re.compile(r"\{[^{}]*\}")
 # ------------------------------------------------------------------ what is saved --------
 def saved_object(call: ast.Call) -> ast.expr | None:
     """The object a ``torch.save`` call writes."""
-    return argument(call, "obj", 0)
+    return arguments.value(call, arguments.SAVE, "obj")
 
 
 def saved_dicts(sem: Semantic) -> list[tuple[ast.Call, ast.Dict]]:
@@ -128,8 +128,8 @@ def state_dict_owner(value: ast.AST) -> ast.expr | None:
 # ------------------------------------------------------------------ which file -----------
 def path_argument(sem: Semantic, call: ast.Call) -> ast.expr | None:
     """The file argument of a ``torch.save`` (second) or ``torch.load`` (first) call."""
-    position = 1 if sem.qualname(call.func) in SAVES else 0
-    return argument(call, "f", position)
+    api = arguments.SAVE if sem.qualname(call.func) in SAVES else arguments.LOAD
+    return arguments.value(call, api, "f")
 
 
 def path_keys(sem: Semantic, expr: ast.expr | None) -> frozenset[Key]:
@@ -313,9 +313,9 @@ def _index(sem: Semantic) -> tuple[dict[Key, list[ast.Call]], dict[Key, list[ast
     if cached is None:
         saves: dict[Key, list[ast.Call]] = {}
         loads: dict[Key, list[ast.Call]] = {}
-        for names, position, into in ((SAVES, 1, saves), (LOADS, 0, loads)):
+        for names, api, into in ((SAVES, arguments.SAVE, saves), (LOADS, arguments.LOAD, loads)):
             for call in sem.calls_to(*names):
-                for key in path_keys(sem, argument(call, "f", position)):
+                for key in path_keys(sem, arguments.value(call, api, "f")):
                     if key[0] != "node":
                         into.setdefault(key, []).append(call)
         cached = sem.memo[_INDEX] = (saves, loads)
@@ -326,7 +326,7 @@ def same_path_loads(sem: Semantic, load: ast.Call) -> list[ast.Call]:
     """The other ``torch.load`` calls of this file that read the path ``load`` reads."""
     _, loads = _index(sem)
     found: dict[ast.Call, None] = {}
-    for key in path_keys(sem, argument(load, "f", 0)):
+    for key in path_keys(sem, arguments.value(load, arguments.LOAD, "f")):
         found.update(dict.fromkeys(c for c in loads.get(key, ()) if c is not load))
     return list(found)
 
@@ -336,7 +336,7 @@ def saves_writing(sem: Semantic, load: ast.Call) -> list[ast.Call]:
     expression by structure, see ``path_keys``)."""
     saves, _ = _index(sem)
     found: dict[ast.Call, None] = {}
-    for key in path_keys(sem, argument(load, "f", 0)):
+    for key in path_keys(sem, arguments.value(load, arguments.LOAD, "f")):
         found.update(dict.fromkeys(saves.get(key, ())))
         if key[0] == "text" and not found:
             for pattern, calls in saves.items():
@@ -349,7 +349,7 @@ def loads_reading(sem: Semantic, save: ast.Call) -> list[ast.Call]:
     """The ``torch.load`` calls of this file that read the path ``save`` writes."""
     _, loads = _index(sem)
     found: dict[ast.Call, None] = {}
-    for key in path_keys(sem, argument(save, "f", 1)):
+    for key in path_keys(sem, arguments.value(save, arguments.SAVE, "f")):
         found.update(dict.fromkeys(loads.get(key, ())))
     return list(found)
 
@@ -372,7 +372,7 @@ _HANDLERS = (
 def downloaded(sem: Semantic, load: ast.Call) -> bool:
     """Whether the file downloads the path a load reads (``urlretrieve(url, path)``...): the
     checkpoint was made elsewhere, whatever this file also saves there."""
-    return bool(path_keys(sem, argument(load, "f", 0)) & _writers(sem)[0])
+    return bool(path_keys(sem, arguments.value(load, arguments.LOAD, "f")) & _writers(sem)[0])
 
 
 def written_here(sem: Semantic, load: ast.Call) -> bool:
@@ -382,7 +382,7 @@ def written_here(sem: Semantic, load: ast.Call) -> bool:
     (``ModelCheckpoint("/tmp/models", ...)``)."""
     if saves_writing(sem, load):
         return True
-    source = argument(load, "f", 0)
+    source = arguments.value(load, arguments.LOAD, "f")
     if source is None:
         return False
     _, directories, names = _writers(sem)
@@ -471,7 +471,7 @@ def round_trip(sem: Semantic, call: ast.Call, *, lasting: bool = False) -> bool:
         function = sem.enclosing_function(save)
         if function is not sem.enclosing_function(load):
             continue
-        if _temporary(sem, argument(save, "f", 1)):
+        if _temporary(sem, arguments.value(save, arguments.SAVE, "f")):
             return True
         if lasting and (function is not None or _same_block(sem, save, load)):
             return True
@@ -742,7 +742,7 @@ def _state_receiver(sem: Semantic, node: ast.expr) -> ast.expr | None:
         and call.func.attr == "load_state_dict"
     ):
         return None
-    if (call.args and call.args[0] is node) or argument(call, "state_dict") is node:
+    if arguments.value(call, arguments.LOAD_STATE_DICT, "state_dict") is node:
         return call.func.value
     return None
 
@@ -1185,7 +1185,9 @@ def resumes_from(sem: Semantic, save: ast.Call, reads: list[ast.expr]) -> bool:
         targets, _ = _state_uses(sem, load)
         if any(id(t) in ids for t in targets):
             return True
-    wanted = {k for k in path_keys(sem, argument(save, "f", 1)) if k[0] != "node"}
+    wanted = {
+        k for k in path_keys(sem, arguments.value(save, arguments.SAVE, "f")) if k[0] != "node"
+    }
     for read in reads:
         call = sem.parent(read)
         if isinstance(call, ast.keyword):
@@ -1217,7 +1219,7 @@ def _loading_at(sem: Semantic, read: ast.expr, depth: int) -> str | None:
     if isinstance(parent, ast.Attribute):
         call = sem.parent(parent)
         if parent.attr == "load_state_dict" and isinstance(call, ast.Call) and call.func is parent:
-            strict = argument(call, "strict", 1)
+            strict = arguments.value(call, arguments.LOAD_STATE_DICT, "strict")
             return (
                 "lenient"
                 if isinstance(strict, ast.Constant) and strict.value is False

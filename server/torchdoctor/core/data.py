@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from . import kinds, training
+from . import arguments, kinds, training
 from .kinds import Kind
 from .semantic import (
     FUNCTION_NODES,
@@ -24,24 +24,7 @@ from .semantic import (
     terminal_name,
 )
 
-DATALOADER = "torch.utils.data.DataLoader"
-# DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn,
-#            pin_memory, drop_last, timeout, worker_init_fn, multiprocessing_context, generator)
-_LOADER_POSITIONS = {
-    "dataset": 0,
-    "batch_size": 1,
-    "shuffle": 2,
-    "sampler": 3,
-    "batch_sampler": 4,
-    "num_workers": 5,
-    "collate_fn": 6,
-    "pin_memory": 7,
-    "drop_last": 8,
-    "timeout": 9,
-    "worker_init_fn": 10,
-    "multiprocessing_context": 11,
-    "generator": 12,
-}
+DATALOADER = arguments.DATALOADER
 _MAX_DEPTH = 6
 # Device strings that are not CUDA (pinning does not help copies to them).
 _HOST_DEVICES = frozenset({"cpu", "meta", "mps"})
@@ -49,16 +32,14 @@ _HOST_DEVICES = frozenset({"cpu", "meta", "mps"})
 
 def loader_argument(call: ast.Call, name: str) -> ast.expr | None:
     """The value a ``DataLoader(...)`` call passes for parameter ``name`` (keyword or
-    positional)."""
-    return argument(call, name, _LOADER_POSITIONS.get(name))
+    positional, bound to DataLoader's signature)."""
+    return arguments.value(call, DATALOADER, name)
 
 
 def passes(call: ast.Call, name: str) -> bool:
     """Whether a ``DataLoader(...)`` call may set ``name``: given explicitly, or through
     ``**kwargs`` / ``*args`` that could hold it."""
-    if loader_argument(call, name) is not None or has_star_kwargs(call):
-        return True
-    return any(isinstance(a, ast.Starred) for a in call.args)
+    return arguments.bind(call, DATALOADER).may_pass(name)
 
 
 def uses_workers(call: ast.Call) -> bool:
@@ -81,16 +62,14 @@ def param_values(sem: Semantic, binding: Binding) -> list[ast.expr] | None:
     func = binding.scope
     if binding.how != "param" or not isinstance(func, FUNCTION_NODES):
         return None
-    args = func.args
-    positional = [a.arg for a in (*args.posonlyargs, *args.args)]
+    signature = arguments.signature_of(func)
     values: list[ast.expr] = []
     for call in sem.calls_by_name.get(func.name, ()):
         if sem.local_function(call.func) is not func:
             continue
         if any(isinstance(a, ast.Starred) for a in call.args) or has_star_kwargs(call):
             return None
-        index = positional.index(binding.name) if binding.name in positional else None
-        value = argument(call, binding.name, index)
+        value = arguments.bind(call, signature).value(binding.name)
         if value is None:
             return None
         values.append(value)

@@ -9,9 +9,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from . import kinds
+from . import arguments, kinds
 from .kinds import MODULE_SELF_METHODS, Kind
-from .semantic import FUNCTION_NODES, Semantic, argument, keyword
+from .semantic import FUNCTION_NODES, Semantic, keyword
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -128,7 +128,7 @@ def compiled_functions(sem: Semantic) -> dict[Function, ast.AST]:
     for call in sem.calls_to(COMPILE):
         if not is_compile(sem, call):
             continue
-        target = argument(call, "model", 0)
+        target = arguments.value(call, arguments.COMPILE, "model")
         if isinstance(target, ast.Name):
             local = sem.local_function(target)
             if local is not None:
@@ -268,10 +268,11 @@ def _is_training(expr: ast.AST) -> bool:
 
 
 # ------------------------------------------------------------------ export calls -----------
-def export_inputs(call: ast.Call, position: int = 1) -> list[ast.expr] | None:
-    """The example positional inputs of an export call when they are a literal tuple (or
-    list), else None."""
-    args = argument(call, "args", position)
+def export_inputs(call: ast.Call) -> list[ast.expr] | None:
+    """The example positional inputs of an export call (``torch.export.export``,
+    ``torch.onnx.export``: both take them second) when they are a literal tuple (or list),
+    else None."""
+    args = arguments.value(call, arguments.EXPORT, "args")
     if isinstance(args, ast.Tuple | ast.List) and not any(
         isinstance(e, ast.Starred) for e in args.elts
     ):
@@ -283,7 +284,7 @@ def written_inputs(sem: Semantic, call: ast.Call) -> bool:
     """Whether an export call's example inputs are written in this file: a literal tuple or list,
     a ``torch.*`` call (``torch.randn(...)``), or a name assigned one of those. Inputs received
     from a caller (a generic export helper) or computed elsewhere are not."""
-    args = argument(call, "args", 1)
+    args = arguments.value(call, arguments.EXPORT, "args")
     if isinstance(args, ast.Name):
         binding = sem.lookup(args.id, args)
         if binding is None or binding.how != "assign" or binding.index is not None:

@@ -18,13 +18,13 @@ import re
 from collections.abc import Callable
 from enum import Enum
 
+from . import arguments
 from .semantic import (
     FUNCTION_NODES,
     Binding,
     Semantic,
     has_star_kwargs,
     is_none,
-    keyword,
     terminal_name,
 )
 
@@ -178,20 +178,14 @@ def argument_kind(sem: Semantic, binding: Binding) -> Kind | None:
     func = binding.scope
     if binding.how != "param" or not isinstance(func, FUNCTION_NODES):
         return None
-    args = func.args
-    positional = [a.arg for a in (*args.posonlyargs, *args.args)]
+    signature = arguments.signature_of(func)
     kinds: set[Kind | None] = set()
     for call in sem.calls_by_name.get(func.name, ()):
         if sem.local_function(call.func) is not func:
             continue
         if any(isinstance(a, ast.Starred) for a in call.args) or has_star_kwargs(call):
             return None
-        value: ast.expr | None = None
-        if binding.name in positional and positional.index(binding.name) < len(call.args):
-            value = call.args[positional.index(binding.name)]
-        else:
-            kw = keyword(call, binding.name)
-            value = kw.value if kw is not None else None
+        value = arguments.bind(call, signature).value(binding.name)
         if value is None:
             return None
         kinds.add(kind(sem, value))

@@ -12,8 +12,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from . import distributed, training
-from .semantic import Semantic, argument, keyword
+from . import arguments, distributed, training
+from .semantic import Semantic
 
 MAX_DEPTH = 3
 _SAVES = frozenset({"torch.save"})
@@ -35,16 +35,13 @@ class Summary:
         """What a call of the function hands over to be saved (the argument for a parameter
         in ``saved_params``), if it can be told."""
         args = self.func.args
-        positional = [a.arg for a in (*args.posonlyargs, *args.args)]
-        if positional and positional[0] in ("self", "cls"):
-            positional = positional[1:]
+        first = args.posonlyargs[0] if args.posonlyargs else args.args[0] if args.args else None
+        method = first is not None and first.arg in ("self", "cls")
+        bound = arguments.bind(call, arguments.signature_of(self.func, method))
         for name in self.saved_params:
-            if name in positional and positional.index(name) < len(call.args):
-                value = call.args[positional.index(name)]
-                return None if isinstance(value, ast.Starred) else value
-            kw = keyword(call, name)
-            if kw is not None:
-                return kw.value
+            value = bound.value(name)
+            if value is not None:
+                return value
         return None
 
 
@@ -84,7 +81,7 @@ def of_function(
             autograd = True
         if qual in _SAVES:
             saves = True
-            obj = argument(node, "obj", 0)
+            obj = arguments.value(node, arguments.SAVE, "obj")
             if isinstance(obj, ast.Name) and obj.id in params:
                 saved.add(obj.id)
             if not distributed.rank_guarded(sem, node):

@@ -19,13 +19,12 @@ import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from . import kinds
+from . import arguments, kinds
 from .kinds import Kind
 from .semantic import (
     FUNCTION_NODES,
     LOOP_NODES,
     Semantic,
-    argument,
     dotted,
     is_false,
     terminal_name,
@@ -363,7 +362,7 @@ def is_grad_off(sem: Semantic, expr: ast.expr) -> bool:
     qual = torch_qualname(sem, target)
     if qual in GRAD_OFF_CALLS:
         if isinstance(expr, ast.Call) and qual == "torch.inference_mode":
-            return not is_false(argument(expr, "mode", 0))
+            return not is_false(arguments.value(expr, qual, "mode"))
         return True
     return isinstance(expr, ast.Call) and _is_set_grad_false(sem, expr)
 
@@ -371,7 +370,7 @@ def is_grad_off(sem: Semantic, expr: ast.expr) -> bool:
 def _is_set_grad_false(sem: Semantic, call: ast.Call) -> bool:
     if torch_qualname(sem, call.func) != "torch.set_grad_enabled":
         return False
-    return is_false(argument(call, "mode", 0))
+    return is_false(arguments.value(call, "torch.set_grad_enabled", "mode"))
 
 
 def torch_qualname(sem: Semantic, expr: ast.AST) -> str | None:
@@ -423,11 +422,10 @@ def enclosing_autocast(sem: Semantic, node: ast.AST) -> ast.With | ast.AsyncWith
 
 def autocast_disabled(sem: Semantic, expr: ast.expr) -> bool:
     """``autocast(..., enabled=False)``: positional ``enabled`` is the first argument of
-    ``torch.cuda/cpu.amp.autocast`` and the third of ``torch.amp.autocast``."""
+    ``torch.cuda/cpu.amp.autocast`` and the third of ``torch.autocast``."""
     if not isinstance(expr, ast.Call):
         return False
-    index = 2 if sem.qualname(expr.func) == "torch.amp.autocast" else 0
-    return is_false(argument(expr, "enabled", index))
+    return is_false(arguments.bind_as(expr, sem.qualname(expr.func)).value("enabled"))
 
 
 def autocast_device(sem: Semantic, expr: ast.expr) -> str | None:
@@ -438,7 +436,7 @@ def autocast_device(sem: Semantic, expr: ast.expr) -> str | None:
     qual = sem.qualname(expr.func)
     if qual in ("torch.cuda.amp.autocast", "torch.cpu.amp.autocast"):
         return qual.split(".")[1]
-    value = argument(expr, "device_type", 0)
+    value = arguments.bind_as(expr, qual).value("device_type")
     if isinstance(value, ast.Constant) and isinstance(value.value, str):
         return value.value.split(":")[0]
     return None
@@ -450,7 +448,7 @@ def autocast_dtype(sem: Semantic, expr: ast.expr) -> str | None:
     ``torch.get_autocast_dtype``); None when it cannot be told from the source."""
     if not isinstance(expr, ast.Call):
         return None
-    value = argument(expr, "dtype", 1)
+    value = arguments.bind_as(expr, sem.qualname(expr.func)).value("dtype")
     if value is None:
         return {"cuda": "float16", "cpu": "bfloat16"}.get(autocast_device(sem, expr) or "")
     names = {"torch.float16": "float16", "torch.half": "float16", "torch.bfloat16": "bfloat16"}

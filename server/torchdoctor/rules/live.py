@@ -20,7 +20,7 @@ from ..core import kinds, training
 from ..core.kinds import Kind
 from ..core.live_facts import FactDict, LiveFacts, ProbeRequest, ViewItem, is_valid_name
 from ..core.model import Text
-from ..core.semantic import FUNCTION_NODES, dotted, int_literal, keyword
+from ..core.semantic import FUNCTION_NODES, dotted, int_literal
 
 if TYPE_CHECKING:
     from ..core.context import Context
@@ -413,14 +413,3 @@ def dataset_class(ctx: Context, expr: ast.expr | None) -> ast.ClassDef | None:
     if cls is None or kinds.class_kind(ctx.sem, cls) is not Kind.DATASET:
         return None
     return cls
-
-
-def loader_argument(call: ast.Call, name: str, index: int) -> ast.expr | None:
-    kw = keyword(call, name)
-    if kw is not None:
-        return kw.value
-    if len(call.args) > index and not any(
-        isinstance(a, ast.Starred) for a in call.args[: index + 1]
-    ):
-        return call.args[index]
-    return None

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import ast
 
-from ..core import training
+from ..core import arguments, training
 from ..core.context import Context
 from ..core.model import Severity, Text
-from ..core.semantic import is_true, keyword
+from ..core.semantic import is_true
 from .base import Invalid, Rule
 
 _GRAD_FUNCS = ("torch.autograd.backward", "torch.autograd.grad")
@@ -90,16 +90,26 @@ class RetainGraphInLoop(Rule):
             "import torch\nfor step in range(100):\n"
             "    torch.autograd.backward(loss, retain_graph=True)",
             fixed=None,
-            lines=(3, 3),
+            lines=(3,),
+        ),
+        # `retain_graph` passed by position: Tensor.backward(gradient, retain_graph).
+        Invalid(
+            "import torch\nfor x, y in loader:\n    loss = crit(model(x), y)\n"
+            "    loss.backward(None, True)\n    opt.step()",
+            fixed=None,
+            lines=(4,),
         ),
     )
 
     def check(self, ctx: Context) -> None:
         sem = ctx.sem
-        candidates = [c for c in sem.calls_by_attr.get("backward", ())]
-        candidates += list(sem.calls_to(*_GRAD_FUNCS))
+        candidates = dict.fromkeys(sem.calls_by_attr.get("backward", ()))
+        candidates.update(dict.fromkeys(sem.calls_to(*_GRAD_FUNCS)))
         for call in candidates:
-            if not is_true(getattr(keyword(call, "retain_graph"), "value", None)):
+            qual = ctx.qualname(call.func)
+            api = qual if qual in _GRAD_FUNCS else arguments.TENSOR_BACKWARD
+            bound = arguments.bind(call, api)
+            if not is_true(bound.value("retain_graph")):
                 continue
             loop = training.repeating_loop(sem, call)
             if loop is None or self._later_backward(ctx, loop.node, call):
@@ -107,7 +117,7 @@ class RetainGraphInLoop(Rule):
             if _graph_built_before(ctx, loop.node, call):
                 continue
             ctx.report(
-                keyword(call, "retain_graph") or call,
+                bound.node("retain_graph") or call,
                 Text(
                     "`retain_graph=True` on the last backward pass of the iteration keeps its "
                     "whole graph and activations alive",

@@ -3,11 +3,11 @@ from __future__ import annotations
 import ast
 from functools import partial
 
-from ..core import fixes, kinds, training
+from ..core import arguments, fixes, kinds, training
 from ..core.context import Context
 from ..core.kinds import Kind
 from ..core.model import Applicability, Fix, Severity, Text
-from ..core.semantic import FUNCTION_NODES, argument, is_false
+from ..core.semantic import FUNCTION_NODES, is_false
 from .base import Invalid, Rule, Valid
 
 
@@ -256,7 +256,7 @@ def _disabled(ctx: Context, scaler: ast.expr) -> bool:
     made = kinds.constructor_call(ctx.sem, scaler)
     if made is None:
         return False
-    enabled = argument(made, "enabled")
+    enabled = arguments.bind_as(made, ctx.qualname(made.func)).value("enabled")
     return is_false(enabled)
 
 

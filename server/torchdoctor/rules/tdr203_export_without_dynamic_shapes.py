@@ -3,10 +3,10 @@ from __future__ import annotations
 import ast
 from functools import partial
 
-from ..core import data, fixes, graphs
+from ..core import arguments, data, fixes, graphs
 from ..core.context import Context, Fixes
 from ..core.model import Applicability, Fix, Severity, Text
-from ..core.semantic import Semantic, argument, has_star_kwargs, keyword, terminal_name
+from ..core.semantic import Semantic, terminal_name
 from .base import Invalid, Rule, Valid
 
 
@@ -240,10 +240,11 @@ class ExportWithoutDynamicShapes(Rule):
     def check(self, ctx: Context) -> None:
         sem = ctx.sem
         for call in sem.calls_to(graphs.TORCH_EXPORT, graphs.ONNX_EXPORT):
-            if has_star_kwargs(call) or keyword(call, "dynamic_shapes"):
-                continue
             onnx = ctx.qualname(call.func) == graphs.ONNX_EXPORT
-            kwargs = argument(call, "kwargs", None if onnx else 2)
+            bound = arguments.bind(call, arguments.ONNX_EXPORT if onnx else arguments.EXPORT)
+            if bound.may_pass("dynamic_shapes"):
+                continue
+            kwargs = bound.value("kwargs")
             if not graphs.written_inputs(sem, call) and not isinstance(kwargs, ast.Dict):
                 continue  # inputs from a caller: a generic export helper
             inputs = graphs.export_inputs(call)
@@ -251,11 +252,11 @@ class ExportWithoutDynamicShapes(Rule):
                 if all(isinstance(e, ast.Constant) for e in inputs):
                     continue
             if onnx:
-                if graphs.is_exported_program(sem, argument(call, "model", 0)):
+                if graphs.is_exported_program(sem, bound.value("model")):
                     continue
-                dynamo = keyword(call, "dynamo")
-                dynamo_on = graphs.literal_bool(dynamo.value) if dynamo else True
-                if dynamo_on is None or keyword(call, "dynamic_axes"):
+                dynamo = bound.value("dynamo")
+                dynamo_on = graphs.literal_bool(dynamo) if dynamo is not None else True
+                if dynamo_on is None or bound.value("dynamic_axes") is not None:
                     continue
                 if dynamo_on:
                     self._report(ctx, call, "torch.onnx.export", partial(_shapes_fix, ctx, call))
@@ -279,8 +280,9 @@ class ExportWithoutDynamicShapes(Rule):
         )
 
     def _report_legacy(self, ctx: Context, call: ast.Call) -> None:
-        inputs = graphs.literal_strings(argument(call, "input_names"))
-        outputs = graphs.literal_strings(argument(call, "output_names")) or []
+        bound = arguments.bind(call, arguments.ONNX_EXPORT)
+        inputs = graphs.literal_strings(bound.value("input_names"))
+        outputs = graphs.literal_strings(bound.value("output_names")) or []
         examples = graphs.export_inputs(call)
         fix = None
         if inputs:
@@ -321,7 +323,8 @@ def _shapes_fix(ctx: Context, call: ast.Call) -> Fix | None:
     suggestion to check elsewhere (dim 0 may be channels, or a sequence)."""
     inputs = graphs.export_inputs(call)
     onnx = ctx.qualname(call.func) == graphs.ONNX_EXPORT
-    if not inputs or argument(call, "kwargs", None if onnx else 2) is not None:
+    api = arguments.ONNX_EXPORT if onnx else arguments.EXPORT
+    if not inputs or arguments.value(call, api, "kwargs") is not None:
         return None
     if any(
         isinstance(e, ast.Tuple | ast.List | ast.Dict | ast.Set) or graphs.batch_of_one(ctx.sem, e)

@@ -2,10 +2,9 @@ from __future__ import annotations
 
 import ast
 
-from ..core import graphs
+from ..core import arguments, graphs
 from ..core.context import Context
 from ..core.model import Severity, Text
-from ..core.semantic import argument
 from .base import Invalid, Rule, Valid
 
 
@@ -156,7 +155,7 @@ class JitTraceDataDependent(Rule):
     def check(self, ctx: Context) -> None:
         sem = ctx.sem
         for call in sem.calls_to(graphs.JIT_TRACE):
-            target = argument(call, "func", 0)
+            target = arguments.value(call, arguments.JIT_TRACE, "func")
             funcs: list[tuple[str, graphs.Function]] = []
             local = sem.local_function(target) if isinstance(target, ast.Name) else None
             if local is not None:

@@ -3,10 +3,9 @@ from __future__ import annotations
 import ast
 from functools import partial
 
-from ..core import fixes, graphs
+from ..core import arguments, fixes, graphs
 from ..core.context import Context
 from ..core.model import Applicability, Fix, Severity, Text
-from ..core.semantic import argument, has_star_kwargs, keyword
 from .base import Invalid, Rule, Valid
 
 
@@ -143,13 +142,14 @@ class OnnxDynamicAxesWithDynamo(Rule):
     def check(self, ctx: Context) -> None:
         sem = ctx.sem
         for call in sem.calls_to(graphs.ONNX_EXPORT):
-            axes = keyword(call, "dynamic_axes")
-            if axes is None or keyword(call, "dynamic_shapes") or has_star_kwargs(call):
+            bound = arguments.bind(call, arguments.ONNX_EXPORT)
+            axes = bound.keyword("dynamic_axes")
+            if axes is None or bound.may_pass("dynamic_shapes"):
                 continue
-            dynamo = keyword(call, "dynamo")
-            if dynamo is not None and graphs.literal_bool(dynamo.value) is not True:
+            dynamo = bound.value("dynamo")
+            if dynamo is not None and graphs.literal_bool(dynamo) is not True:
                 continue
-            if graphs.is_exported_program(sem, argument(call, "model", 0)):
+            if graphs.is_exported_program(sem, bound.value("model")):
                 continue
             ctx.report(
                 axes,
@@ -166,8 +166,9 @@ class OnnxDynamicAxesWithDynamo(Rule):
 
 def _convert(ctx: Context, call: ast.Call, axes: ast.keyword) -> Fix | None:
     """Replace ``dynamic_axes=`` with the ``dynamic_shapes=`` tuple it means for the inputs."""
-    names = graphs.literal_strings(argument(call, "input_names"))
-    args = argument(call, "args", 1)
+    bound = arguments.bind(call, arguments.ONNX_EXPORT)
+    names = graphs.literal_strings(bound.value("input_names"))
+    args = bound.value("args")
     if names is None or not isinstance(axes.value, ast.Dict) or args is None:
         return None
     if isinstance(args, ast.Tuple | ast.List):
@@ -176,7 +177,7 @@ def _convert(ctx: Context, call: ast.Call, axes: ast.keyword) -> Fix | None:
         inputs = [args]  # a single tensor
     else:
         return None
-    if not inputs or argument(call, "kwargs") is not None:
+    if not inputs or bound.value("kwargs") is not None:
         return None
     by_name: dict[str, str] = {}
     for key, value in zip(axes.value.keys, axes.value.values, strict=True):

@@ -3,10 +3,10 @@ from __future__ import annotations
 import ast
 from functools import partial
 
-from ..core import fixes
+from ..core import arguments, fixes
 from ..core.context import Context
 from ..core.model import Applicability, Edit, Fix, Pos, Text
-from ..core.semantic import FUNCTION_NODES, is_main_guard, keyword
+from ..core.semantic import FUNCTION_NODES, is_main_guard
 from .base import Invalid, Rule, Valid
 
 # Calls that start worker processes as soon as they run.
@@ -20,9 +20,6 @@ _PROCESS_STARTERS = frozenset(
     }
 )
 _PROCESS_CLASSES = frozenset({"multiprocessing.Process", "torch.multiprocessing.Process"})
-_NUM_WORKERS_POSITION = (
-    5  # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers)
-)
 _MAX_DEPTH = 8
 Func = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -143,6 +140,9 @@ class DataLoaderWithoutMainGuard(Rule):
             "loader = DataLoader(ds, num_workers=4)\nfor b in loader:\n    pass\n",
             notebook=True,
         ),
+        # `num_workers` passed by position: 0, no worker processes.
+        "import torch\nfrom torch.utils.data import DataLoader\n"
+        "loader = DataLoader(ds, 8, True, None, None, 0)\nfor b in loader:\n    pass\n",
     )
     INVALID = (
         Invalid(
@@ -534,16 +534,10 @@ def _called_functions(ctx: Context, nodes: object) -> list[Func]:
 
 def _is_worker_loader(ctx: Context, call: ast.Call) -> bool:
     """A ``DataLoader(...)`` whose ``num_workers`` is set and not literally 0."""
-    if ctx.qualname(call.func) != "torch.utils.data.DataLoader":
+    if ctx.qualname(call.func) != arguments.DATALOADER:
         return False
-    kw = keyword(call, "num_workers")
-    if kw is not None:
-        value: ast.expr = kw.value
-    elif len(call.args) > _NUM_WORKERS_POSITION and not any(
-        isinstance(a, ast.Starred) for a in call.args[: _NUM_WORKERS_POSITION + 1]
-    ):
-        value = call.args[_NUM_WORKERS_POSITION]
-    else:
+    value = arguments.value(call, arguments.DATALOADER, "num_workers")
+    if value is None:
         return False
     return not _is_zero(ctx, value)
 

@@ -2,10 +2,9 @@ from __future__ import annotations
 
 import ast
 
-from ..core import fixes
+from ..core import arguments, fixes
 from ..core.context import Context
 from ..core.model import Applicability, Fix, Severity, Text
-from ..core.semantic import keyword
 from .base import Invalid, Rule
 
 CLI_LIMIT = 32
@@ -79,10 +78,11 @@ class NumWorkersOversubscribed(Rule):
     def check(self, ctx: Context) -> None:
         limit = ctx.settings.machine_cpus or CLI_LIMIT
         for call in ctx.sem.calls_to("torch.utils.data.DataLoader"):
-            kw = keyword(call, "num_workers")
-            if kw is None or not isinstance(kw.value, ast.Constant):
+            bound = arguments.bind(call, arguments.DATALOADER)
+            given = bound.value("num_workers")
+            if not isinstance(given, ast.Constant):
                 continue
-            n = kw.value.value
+            n = given.value
             if not isinstance(n, int) or isinstance(n, bool) or n <= limit:
                 continue
             fix = None
@@ -95,9 +95,7 @@ class NumWorkersOversubscribed(Rule):
                         f"用 `min({n}, {os_name}.cpu_count() or 1)` 加以限制",
                     ),
                     (
-                        fixes.replace(
-                            ctx.source, kw.value, f"min({n}, {os_name}.cpu_count() or 1)"
-                        ),
+                        fixes.replace(ctx.source, given, f"min({n}, {os_name}.cpu_count() or 1)"),
                         *extra,
                     ),
                     Applicability.UNSAFE,
@@ -113,7 +111,7 @@ class NumWorkersOversubscribed(Rule):
                 else f"{limit}（多数机器没有这么多核心）"
             )
             ctx.report(
-                kw,
+                bound.node("num_workers") or given,
                 Text(
                     f"`num_workers={n}` exceeds {where}: extra workers compete for cores and memory",
                     f"`num_workers={n}` 超过了{where_zh}：多出的 worker 会争抢 CPU 和内存",

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import ast
 
-from ..core import kinds
+from ..core import arguments, kinds
 from ..core.context import Context
 from ..core.data import uses_workers
 from ..core.model import Severity, Text
@@ -128,13 +128,12 @@ class UnpicklableWorkerCallable(Rule):
         for call in ctx.sem.calls_to("torch.utils.data.DataLoader"):
             if not uses_workers(call):
                 continue
+            bound = arguments.bind(call, arguments.DATALOADER)
             for name in _CALLABLE_ARGS:
-                kw = keyword(call, name)
-                if kw is not None and self._unpicklable(ctx, kw.value):
-                    self._report(ctx, kw.value, f"`{name}`")
-            dataset = (
-                call.args[0] if call.args else getattr(keyword(call, "dataset"), "value", None)
-            )
+                given = bound.value(name)
+                if given is not None and self._unpicklable(ctx, given):
+                    self._report(ctx, given, f"`{name}`")
+            dataset = bound.value("dataset")
             made = kinds.constructor_call(ctx.sem, dataset) if dataset is not None else None
             if made is not None:
                 for name in _TRANSFORM_ARGS:

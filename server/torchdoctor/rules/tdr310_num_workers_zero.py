@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import ast
 
+from ..core import arguments
 from ..core.context import Context
 from ..core.model import Severity, Text
-from ..core.semantic import has_star_kwargs, keyword
 from .base import Invalid, Rule
 
 
@@ -49,6 +49,9 @@ class NumWorkersZero(Rule):
         "from torch.utils.data import DataLoader\nDataLoader(ds, num_workers=args.workers)",
         "from torch.utils.data import DataLoader\nDataLoader(ds, **loader_kwargs)",
         "import torch\nfrom mylib import DataLoader\nDataLoader(ds)",
+        # Positional: num_workers is DataLoader's sixth parameter.
+        "import torch\nloader = torch.utils.data.DataLoader(ds, 10, False, None, None, 2)",
+        "from torch.utils.data import DataLoader\nDataLoader(ds, 10, *rest)",
     )
     INVALID = (
         Invalid(
@@ -58,17 +61,26 @@ class NumWorkersZero(Rule):
         Invalid(
             "import torch\nloader = torch.utils.data.DataLoader(ds, num_workers=0)", lines=(2,)
         ),
+        Invalid(
+            "import torch\nloader = torch.utils.data.DataLoader(ds, 10, False, None, None, 0)",
+            lines=(2,),
+        ),
+        Invalid(
+            "from torch.utils.data import DataLoader as DL\nloader = DL(ds, 10, False)",
+            lines=(2,),
+        ),
     )
 
     def check(self, ctx: Context) -> None:
-        for call in ctx.sem.calls_to("torch.utils.data.DataLoader"):
-            if has_star_kwargs(call) or len(call.args) >= 7:
-                continue
-            kw = keyword(call, "num_workers")
-            if kw is not None and not (isinstance(kw.value, ast.Constant) and kw.value.value == 0):
+        for call in ctx.sem.calls_to(arguments.DATALOADER):
+            bound = arguments.bind(call, arguments.DATALOADER)
+            if bound.unknown("num_workers"):
+                continue  # `*args` / `**kwargs` may hold it
+            value = bound.value("num_workers")
+            if value is not None and not (isinstance(value, ast.Constant) and value.value == 0):
                 continue
             ctx.report(
-                kw if kw is not None else call.func,
+                bound.node("num_workers") or call.func,
                 Text(
                     "DataLoader without worker processes: batches are prepared between training "
                     "steps while the GPU waits",

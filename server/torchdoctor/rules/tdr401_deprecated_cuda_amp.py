@@ -100,6 +100,7 @@ class DeprecatedCudaAmp(Rule):
     name = "deprecated-cuda-amp"
     fix_safety = Applicability.SAFE
     tags = ("deprecated",)
+    aliases = ("TOR101",)  # TorchFix reports these APIs as deprecated functions
 
     VALID = (
         # Code that recognises the old objects to handle callers still using them (torch._dynamo).

@@ -3,11 +3,10 @@ from __future__ import annotations
 import ast
 from functools import partial
 
-from ..core import fixes, training
+from ..core import arguments, fixes, training
 from ..core.context import Context
 from ..core.kinds import SCALERS
 from ..core.model import Applicability, Edit, Fix, Text
-from ..core.semantic import argument
 from ..core.training import LoopInfo
 from .base import Invalid, Rule, Valid
 
@@ -310,7 +309,7 @@ def _bfloat16_fix(ctx: Context, call: ast.Call) -> Fix | None:
         return None
     torch_name, edits = ref
     dtype = f"{torch_name}.bfloat16"
-    given = argument(call, "dtype", 1)
+    given = arguments.bind_as(call, ctx.qualname(call.func)).value("dtype")
     edit = (
         fixes.replace(ctx.source, given, dtype)
         if given is not None

@@ -2,14 +2,14 @@ from __future__ import annotations
 
 import ast
 
-from ..core import fixes
+from ..core import arguments, fixes
 from ..core.context import Context
 from ..core.model import Applicability, Fix, Severity, Text
-from ..core.semantic import dotted, keyword
+from ..core.semantic import dotted
 from .base import Invalid, Rule, Valid
 
-CHECKPOINT = "torch.utils.checkpoint.checkpoint"
-CHECKPOINT_SEQUENTIAL = "torch.utils.checkpoint.checkpoint_sequential"
+CHECKPOINT = arguments.CHECKPOINT
+CHECKPOINT_SEQUENTIAL = arguments.CHECKPOINT_SEQUENTIAL
 KEY = "use_reentrant"
 
 
@@ -127,6 +127,9 @@ class CheckpointWithoutUseReentrant(Rule):
             "y = checkpoint(block, x, use_reentrant=False)",
             notebook=True,
         ),
+        # `use_reentrant` is checkpoint_sequential's fourth parameter.
+        "from torch.utils.checkpoint import checkpoint_sequential\n"
+        "y = checkpoint_sequential(fs, 2, x, False)\n",
     )
     INVALID = (
         Invalid(
@@ -198,17 +201,21 @@ class CheckpointWithoutUseReentrant(Rule):
             fixed=None,
             lines=(7,),
         ),
+        # checkpoint's extra positional arguments go to the function, not to `use_reentrant`.
+        Invalid(
+            "from torch.utils.checkpoint import checkpoint\ny = checkpoint(f, x, False)\n",
+            fixed="from torch.utils.checkpoint import checkpoint\n"
+            "y = checkpoint(f, x, False, use_reentrant=False)\n",
+            lines=(2,),
+        ),
     )
 
     def check(self, ctx: Context) -> None:
         for call in ctx.sem.calls_to(CHECKPOINT, CHECKPOINT_SEQUENTIAL):
-            if keyword(call, "use_reentrant"):
-                continue
             sequential = ctx.qualname(call.func) == CHECKPOINT_SEQUENTIAL
-            if sequential and (
-                len(call.args) >= 4 or any(isinstance(a, ast.Starred) for a in call.args)
-            ):
-                continue
+            bound = arguments.bind(call, CHECKPOINT_SEQUENTIAL if sequential else CHECKPOINT)
+            if bound.value("use_reentrant") is not None or "use_reentrant" in bound.maybe:
+                continue  # given, or a `*args` spread reaches its position
             name = "checkpoint_sequential" if sequential else "checkpoint"
             spread = [kw.value for kw in call.keywords if kw.arg is None]
             if spread:

@@ -6,10 +6,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 
-from ..core import fixes, kinds, summaries, training
+from ..core import arguments, fixes, kinds, summaries, training
 from ..core.context import Context
 from ..core.model import Applicability, Fix, Range, Text
-from ..core.semantic import Binding, Semantic, argument, dotted, terminal_name
+from ..core.semantic import Binding, Semantic, dotted, terminal_name
 from ..core.training import LoopInfo
 from .base import Invalid, Rule, Valid
 
@@ -472,7 +472,7 @@ class SamplerWithoutSetEpoch(Rule):
     # -- finding the loaders --------------------------------------------------------------
     def _loaders(self, ctx: Context, call: ast.Call) -> list[_Loader]:
         sem = ctx.sem
-        sampler = argument(call, "sampler", 3)
+        sampler = arguments.value(call, arguments.DATALOADER, "sampler")
         if sampler is None:
             return []
         created, other = kinds.constructions(
@@ -734,7 +734,7 @@ def _returned_name(
 
 
 def _no_shuffle(sampler: ast.Call) -> bool:
-    value = argument(sampler, "shuffle", 3)
+    value = arguments.value(sampler, arguments.DISTRIBUTED_SAMPLER, "shuffle")
     return isinstance(value, ast.Constant) and not value.value
 
 
@@ -873,7 +873,7 @@ def _returned_loaders(
         for index, part in parts:
             made, _other = kinds.constructions(sem, part, is_loader)
             for loader in made:
-                sampler = argument(loader, "sampler", 3)
+                sampler = arguments.value(loader, arguments.DATALOADER, "sampler")
                 created, other = kinds.constructions(sem, sampler, is_sampler)
                 if not created or any(_no_shuffle(c) for c in created):
                     continue

@@ -2,17 +2,15 @@ from __future__ import annotations
 
 import ast
 
-from ..core import fixes, kinds
+from ..core import arguments, fixes, kinds
 from ..core.context import Context
 from ..core.kinds import Kind
 from ..core.model import Applicability, Edit, Fix, Severity, Text
-from ..core.semantic import argument, has_star_kwargs, is_none, keyword
+from ..core.semantic import has_star_kwargs, is_none, keyword
 from .base import Invalid, Rule
 
 DISTRIBUTED_SAMPLER = "torch.utils.data.DistributedSampler"
-# DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn,
-#            pin_memory, drop_last, ...)
-POSITIONS = {"batch_size": 1, "shuffle": 2, "sampler": 3, "batch_sampler": 4, "drop_last": 8}
+GIVEN = ("batch_size", "shuffle", "sampler", "batch_sampler", "drop_last")
 
 
 def _truthy(expr: ast.expr | None) -> bool:
@@ -221,11 +219,20 @@ class SamplerWithShuffle(Rule):
             notebook=True,
             lines=(3,),
         ),
+        # `shuffle` and `sampler` passed by position (third and fourth parameters).
+        Invalid(
+            "import torch\nfrom torch.utils.data import DataLoader\n"
+            "from torch.utils.data.distributed import DistributedSampler\n"
+            "sampler = DistributedSampler(ds)\nloader = DataLoader(ds, 8, True, sampler)\n",
+            fixed=None,
+            lines=(5,),
+        ),
     )
 
     def check(self, ctx: Context) -> None:
         for call in ctx.sem.calls_to("torch.utils.data.DataLoader"):
-            given = {name: argument(call, name, pos) for name, pos in POSITIONS.items()}
+            bound = arguments.bind(call, arguments.DATALOADER)
+            given = {name: bound.value(name) for name in GIVEN}
             samplers, sampler_other = self._samplers(ctx, given["sampler"])
             batch_samplers, batch_other = self._samplers(ctx, given["batch_sampler"])
             if batch_samplers:
@@ -356,7 +363,7 @@ class SamplerWithShuffle(Rule):
         for sampler in samplers:
             if ctx.qualname(sampler.func) != DISTRIBUTED_SAMPLER or has_star_kwargs(sampler):
                 continue
-            if argument(sampler, "shuffle", 3) is not None:
+            if arguments.value(sampler, arguments.DISTRIBUTED_SAMPLER, "shuffle") is not None:
                 continue
             edits.append(fixes.add_keyword(ctx.source, sampler, "shuffle=True"))
         return edits

@@ -4,7 +4,7 @@ import ast
 import re
 from functools import partial
 
-from ..core import fixes
+from ..core import arguments, fixes
 from ..core.context import Context
 from ..core.kinds import MODULE_SELF_METHODS
 from ..core.model import Applicability, Edit, Fix, Severity, Text
@@ -211,7 +211,7 @@ class BatchnormWithoutSync(Rule):
         if "convert_sync_batchnorm" in sem.attributes or "convert_sync_batchnorm" in sem.names:
             return
         for call in sem.calls_to(DDP):
-            model = argument(call, "module", 0)
+            model = arguments.value(call, arguments.DDP, "module")
             if model is None or not _has_batchnorm(ctx, model, call):
                 continue
             ctx.report(

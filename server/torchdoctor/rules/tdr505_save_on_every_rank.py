@@ -3,7 +3,7 @@ from __future__ import annotations
 import ast
 from functools import partial
 
-from ..core import checkpoints, fixes, kinds, summaries
+from ..core import arguments, checkpoints, fixes, kinds, summaries
 from ..core.context import Context
 from ..core.distributed import (
     INIT_PROCESS_GROUP,
@@ -15,7 +15,6 @@ from ..core.distributed import (
     rank_guarded,
 )
 from ..core.model import Applicability, Fix, Text
-from ..core.semantic import argument
 from .base import Invalid, Rule, Valid
 
 _HEAD = "import torch\nimport torch.distributed as dist\n"
@@ -315,7 +314,7 @@ class SaveOnEveryRank(Rule):
         for call in saves:
             if not in_rank_process(sem, call, regions) or rank_guarded(sem, call):
                 continue
-            target = argument(call, "f", 1)
+            target = arguments.value(call, arguments.SAVE, "f")
             if mentions_rank(target) or _in_memory(ctx, target) or _never_called(ctx, call):
                 continue
             if checkpoints.round_trip(sem, call):

@@ -2,12 +2,12 @@ from __future__ import annotations
 
 import ast
 
-from ..core import fixes
+from ..core import arguments, fixes
 from ..core.context import Context
 from ..core.distributed import mentions_rank
 from ..core.kinds import MODULE_SELF_METHODS
 from ..core.model import Applicability, Fix, Severity, Text
-from ..core.semantic import argument, dotted, has_star_kwargs
+from ..core.semantic import argument, dotted
 from .base import Invalid, Rule
 
 DDP = "torch.nn.parallel.DistributedDataParallel"
@@ -80,6 +80,10 @@ class DdpWithoutDeviceIds(Rule):
         # A local class named DDP.
         "import torch\nclass DDP:\n    def __init__(self, m):\n        self.m = m\n"
         "model = DDP(Net().cuda(rank))\n",
+        # `device_ids` passed by position.
+        "import torch.distributed as dist\n"
+        "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+        "dist.init_process_group('nccl')\nmodel = DDP(model.cuda(), [local_rank])\n",
     )
     INVALID = (
         Invalid(
@@ -113,13 +117,9 @@ class DdpWithoutDeviceIds(Rule):
 
     def check(self, ctx: Context) -> None:
         for call in ctx.sem.calls_to(DDP):
-            model = argument(call, "module", 0)
-            if (
-                model is None
-                or argument(call, "device_ids", 1) is not None
-                or has_star_kwargs(call)
-                or any(isinstance(a, ast.Starred) for a in call.args)
-            ):
+            bound = arguments.bind(call, arguments.DDP)
+            model = bound.value("module")
+            if model is None or bound.may_pass("device_ids"):
                 continue
             device = _rank_device(ctx, model, call)
             if device is None:

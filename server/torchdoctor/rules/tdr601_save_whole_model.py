@@ -3,11 +3,10 @@ from __future__ import annotations
 import ast
 from functools import partial
 
-from ..core import checkpoints, fixes, kinds
+from ..core import arguments, checkpoints, fixes, kinds
 from ..core.context import Context
 from ..core.kinds import MODEL_WRAPPERS, Kind
 from ..core.model import Applicability, Fix, Text
-from ..core.semantic import argument
 from .base import Invalid, Rule, Valid
 
 # Results whose state dict is not the plain model's (``_orig_mod.`` keys) or that have their own
@@ -286,7 +285,7 @@ class SaveWholeModel(Rule):
         if any(ctx.sem.calls_to(*SAFE_GLOBALS)):
             return  # the project allows its classes where it loads: the pickle is its choice
         for call in ctx.sem.calls_to("torch.save"):
-            obj = argument(call, "obj", 0)
+            obj = arguments.value(call, arguments.SAVE, "obj")
             if (
                 obj is None
                 or ctx.kind(obj) is not Kind.MODULE

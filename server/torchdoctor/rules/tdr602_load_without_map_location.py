@@ -3,10 +3,10 @@ from __future__ import annotations
 import ast
 from functools import partial
 
-from ..core import checkpoints, fixes
+from ..core import arguments, checkpoints, fixes
 from ..core.context import Context
 from ..core.model import Applicability, Fix, Text
-from ..core.semantic import Semantic, has_star_kwargs, keyword
+from ..core.semantic import Semantic
 from .base import Invalid, Rule
 
 
@@ -146,6 +146,8 @@ class LoadWithoutMapLocation(Rule):
         "opt = optim.Adam(net.parameters())\n",
         # numpy data has no device.
         "import torch\ndata = torch.load('wave.pt')\nx = torch.from_numpy(data[3:, :-1])\n",
+        # `map_location` passed by position.
+        "import torch\nsd = torch.load(path, 'cpu')\n",
     )
     INVALID = (
         Invalid(
@@ -291,9 +293,9 @@ class LoadWithoutMapLocation(Rule):
     def check(self, ctx: Context) -> None:
         sem = ctx.sem
         for call in sem.calls_to(*checkpoints.LOADS):
-            if len(call.args) >= 2 or keyword(call, "map_location") or has_star_kwargs(call):
+            if arguments.bind(call, arguments.LOAD).may_pass("map_location"):
                 continue
-            if any(isinstance(a, ast.Starred) for a in call.args) or _made_here(sem, call):
+            if _made_here(sem, call):
                 continue
             ctx.report(
                 call,
@@ -319,7 +321,7 @@ def _made_here(sem: Semantic, call: ast.Call) -> bool:
         checkpoints.written_here(sem, call)
         or checkpoints.saves_only_cpu(sem)
         or any(
-            keyword(other, "map_location") or len(other.args) >= 2
+            arguments.value(other, arguments.LOAD, "map_location") is not None
             for other in checkpoints.same_path_loads(sem, call)
         )
         or checkpoints.restores_training(sem, call)

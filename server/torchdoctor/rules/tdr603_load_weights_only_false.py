@@ -3,11 +3,11 @@ from __future__ import annotations
 import ast
 from functools import partial
 
-from ..core import checkpoints, fixes, torch_version
+from ..core import arguments, checkpoints, fixes, torch_version
 from ..core.context import Context
 from ..core.kinds import Kind
 from ..core.model import Applicability, Fix, Severity, Text
-from ..core.semantic import argument, has_star_kwargs, is_false, is_none, keyword
+from ..core.semantic import is_false, is_none
 from .base import Invalid, Rule, Valid
 
 LOADS = ("torch.load", "torch.serialization.load")
@@ -173,6 +173,8 @@ class LoadWeightsOnlyFalse(Rule):
             + "save_checkpoint({'model': model.state_dict(), 'args': vars(args)}, 'ckpt.pt')\n",
             files=(("utils.py", _SAVE_HELPER),),
         ),
+        # A positional spread may hold `pickle_module`.
+        "import torch\nsd = torch.load(path, 'cpu', *extra)\n",
     )
     INVALID = (
         Invalid(
@@ -276,24 +278,30 @@ class LoadWeightsOnlyFalse(Rule):
             files=(("utils.py", _SAVE_HELPER),),
             lines=(7,),
         ),
+        # `pickle_module` passed by position.
+        Invalid(
+            "import dill\nimport torch\nsd = torch.load(path, 'cpu', dill)\n",
+            fixed=None,
+            lines=(3,),
+        ),
     )
 
     def check(self, ctx: Context) -> None:
         old_default = torch_version.before(ctx.settings, "2.6")
         saved = _saved_objects(ctx)
         for call in ctx.sem.calls_to(*LOADS):
-            kw = keyword(call, "weights_only")
+            bound = arguments.bind(call, arguments.LOAD)
+            kw = bound.keyword("weights_only")
             if kw is None:
                 if (
-                    has_star_kwargs(call)
-                    or len(call.args) > 3
-                    or any(isinstance(a, ast.Starred) for a in call.args)
+                    bound.unknown("weights_only")
+                    or bound.unknown("pickle_module")
                     or checkpoints.round_trip(ctx.sem, call)
                     or ctx.sem.in_version_fallback(call, ("TypeError",))
                 ):
                     continue  # the arguments may hold it, the file is the function's own, or
                     # the code is for a torch without `weights_only`
-                pickler = argument(call, "pickle_module", 2)
+                pickler = bound.value("pickle_module")
                 if pickler is not None and not is_none(pickler):
                     self._report_custom_pickler(ctx, call)
                 elif old_default:

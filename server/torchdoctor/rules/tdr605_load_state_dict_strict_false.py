@@ -3,9 +3,10 @@ from __future__ import annotations
 import ast
 from functools import partial
 
+from ..core import arguments
 from ..core.context import Context
 from ..core.model import Applicability, Edit, Fix, Severity, Text
-from ..core.semantic import is_false, keyword
+from ..core.semantic import is_false
 from .base import Invalid, Rule
 
 
@@ -90,12 +91,19 @@ class LoadStateDictStrictFalse(Rule):
             '    print(f"missing keys: {missing_keys}; unexpected keys: {unexpected_keys}")\n',
             lines=(3,),
         ),
+        # `strict` passed by position.
+        Invalid(
+            "import torch\nmodel.load_state_dict(sd, False)\n",
+            fixed="import torch\n"
+            "missing_keys, unexpected_keys = model.load_state_dict(sd, False)\n"
+            'print(f"missing keys: {missing_keys}; unexpected keys: {unexpected_keys}")\n',
+            lines=(2,),
+        ),
     )
 
     def check(self, ctx: Context) -> None:
         for call in ctx.sem.calls_by_attr.get("load_state_dict", ()):
-            kw = keyword(call, "strict")
-            if kw is None or not is_false(kw.value):
+            if not is_false(arguments.value(call, arguments.LOAD_STATE_DICT, "strict")):
                 continue
             stmt = ctx.sem.parent(call)
             if not isinstance(stmt, ast.Expr) or _explained_or_checked(ctx, call):

@@ -2,10 +2,9 @@ from __future__ import annotations
 
 import ast
 
-from ..core import kinds, training
+from ..core import arguments, kinds, training
 from ..core.context import Context
 from ..core.model import Severity, Text
-from ..core.semantic import argument
 from .base import Invalid, Rule
 
 _PREFIX = "torch.optim.lr_scheduler."
@@ -131,13 +130,13 @@ class SchedulerWrongGranularity(Rule):
         if kind in ("ExponentialLR", "ReduceLROnPlateau"):
             return True
         if kind == "StepLR":
-            value = argument(made, "step_size", 1)
+            value = arguments.value(made, "torch.optim.lr_scheduler.StepLR", "step_size")
             return (
                 isinstance(value, ast.Constant)
                 and isinstance(value.value, int)
                 and (value.value < ITERATION_SCALE)
             )
-        value = argument(made, "milestones", 1)
+        value = arguments.value(made, "torch.optim.lr_scheduler.MultiStepLR", "milestones")
         if isinstance(value, ast.List | ast.Tuple) and value.elts:
             nums = [e.value for e in value.elts if isinstance(e, ast.Constant)]
             return len(nums) == len(value.elts) and all(

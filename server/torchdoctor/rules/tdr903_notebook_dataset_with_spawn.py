@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import ast
 
-from ..core import fixes
+from ..core import arguments, fixes
 from ..core.context import Context
 from ..core.live_facts import LiveFacts
 from ..core.model import Applicability, Fix, Text
@@ -138,10 +138,11 @@ class NotebookDatasetWithSpawn(Rule):
             return
         kernel_method = live.kernel.get("start_method")
         for call in ctx.sem.calls_to(*_LOADERS):
-            workers = L.loader_argument(call, "num_workers", 5)
+            bound = arguments.bind(call, arguments.DATALOADER)
+            workers = bound.value("num_workers")
             if workers is None or (isinstance(workers, ast.Constant) and workers.value == 0):
                 continue
-            context = L.loader_argument(call, "multiprocessing_context", 11)
+            context = bound.value("multiprocessing_context")
             if context is None:
                 method = kernel_method
             elif isinstance(context, ast.Constant) and isinstance(context.value, str):
@@ -150,7 +151,7 @@ class NotebookDatasetWithSpawn(Rule):
                 continue
             if method not in _SPAWNING:
                 continue
-            cls = L.dataset_class(ctx, L.loader_argument(call, "dataset", 0))
+            cls = L.dataset_class(ctx, bound.value("dataset"))
             if cls is None or not ctx.sem.at_module_level(cls):
                 continue
             fix = None
