@@ -32,9 +32,10 @@ its own project root (it holds a ``.git`` folder), so facts from the project's o
 count as they would in a checkout; the files of all trees go on one command line (in chunks).
 
 A case is *caught* when a finding of its rule in the file before the fix overlaps its rows
-(same cell for a notebook), and *quiet after* when the fixed file has no finding of its rule.
+(same cell for a notebook), and *quiet after* when torchdoctor checked the fixed file (for a
+notebook: the case's cell) and found nothing of its rule in it.
 Printed: per rule and overall, the cases caught and quiet after with both selections, the
-misses and the cases still flagged after the fix, and files torchdoctor could not check.
+misses and the cases not quiet after the fix, and files torchdoctor could not check.
 ``--markdown`` prints the table for ``docs/precision.md``, ``--json`` everything. Arguments the
 script does not know go to ``torchdoctor check``. Python 3.10+ standard library only.
 """
@@ -466,20 +467,32 @@ def score(cases: list[Case], paths: dict[int, tuple[Path, Path]], runs: dict[str
         by_file: dict[str, list[dict]] = defaultdict(list)
         for f in findings:
             by_file[str(Path(f["filename"]).resolve())].append(f)
-        failed = {e["file"] for e in errors}
         for i, case in enumerate(cases):
             before, after = paths[i]
             ours_before = [f for f in by_file[str(before.resolve())] if f["code"] == case.rule]
             ours_after = [f for f in by_file[str(after.resolve())] if f["code"] == case.rule]
             hits = [f for f in ours_before if overlaps(f, case)]
+            unchecked_after = unchecked(errors, after, case.cell)
             case.result[mode] = {
                 "caught": bool(hits),
-                "quiet_after": not ours_after,
+                # a fixed file torchdoctor could not read proves nothing: not counted as quiet
+                "quiet_after": not ours_after and not unchecked_after,
                 "before_rows": [_at(f) for f in ours_before],
                 "after_rows": [_at(f) for f in ours_after],
-                "unchecked_before": str(before) in failed,
-                "unchecked_after": str(after) in failed,
+                "unchecked_before": unchecked(errors, before, case.cell),
+                "unchecked_after": unchecked_after,
             }
+
+
+def unchecked(errors: list[dict], path: Path, cell: int | None) -> bool:
+    """Whether torchdoctor could not check the file (for a notebook case: the case's cell;
+    other cells that do not parse, such as shell commands, do not count)."""
+    for e in errors:
+        if e["file"] != str(path):
+            continue
+        if cell is None or not e["cell"] or int(e["cell"]) == cell:
+            return True
+    return False
 
 
 def _at(f: dict) -> str:
@@ -575,11 +588,15 @@ def print_text(
             note += "; file not checked"
         out(f"  {c.source}  {c.rule} {c.where}  [{note}]\n")
     noisy = [c for c in cases if not c.result["selected"]["quiet_after"]]
-    out(f"\n{len(noisy)} cases still flagged after the fix (rule selected)\n")
+    out(f"\n{len(noisy)} cases not quiet after the fix (rule selected)\n")
     for c in noisy:
-        rows = ", ".join(c.result["selected"]["after_rows"])
-        dflt = "" if c.result["default"]["quiet_after"] else ", default too"
-        out(f"  {c.source}  {c.rule} {c.where}  [after: rows {rows}{dflt}]\n")
+        sel = c.result["selected"]
+        if sel["unchecked_after"]:
+            note = "the fixed file could not be checked"
+        else:
+            dflt = "" if c.result["default"]["quiet_after"] else ", default too"
+            note = f"after: rows {', '.join(sel['after_rows'])}{dflt}"
+        out(f"  {c.source}  {c.rule} {c.where}  [{note}]\n")
     seen = set()
     lines = []
     for mode in ("default", "selected"):
