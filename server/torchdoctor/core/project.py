@@ -28,6 +28,7 @@ import os
 import sys
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,11 @@ from .semantic import Binding, Semantic
 QUERY_SECONDS = 2.0
 MAX_TIMEOUTS = 3
 MAX_MODULE_BYTES = 2 * 1024 * 1024
+# How much module text the parsed modules kept between checks may hold (about 40 bytes of tree
+# and facts per byte of text, and as much again of facts derived from them): past it, the modules
+# used least recently are dropped (parsed again when asked) before the next check starts, down to
+# half of it, so that a large project is checked in bounded memory.
+MAX_KEPT_TEXT = 6 * 1024 * 1024
 _TEXT = "project-text"  # the checked text, in ``sem.memo``
 _NOT_PROJECT = frozenset(sys.stdlib_module_names) | {"torch", "torchvision", "numpy"}
 
@@ -110,6 +116,9 @@ class Project:
         self._overlay = overlay  # the text of files open in an editor, by path
         self._query_seconds = query_seconds
         self._modules: dict[str, tuple[object, Module | None]] = {}
+        self._recent: OrderedDict[str, int] = OrderedDict()  # path -> text size, oldest first
+        self._kept_text = 0
+        self._checks = 0  # checks under way (begin ... end)
         self._targets: dict[tuple[str, str, int, str], Target | None] = {}
         self._used: dict[str, set[str]] = {}  # importer path -> module paths its checks read
         self._searched: set[str] = set()  # importers whose checks looked for project modules
@@ -143,6 +152,8 @@ class Project:
         with self._lock:
             cached = self._modules.get(path)
             if cached is not None and cached[0] == stamp:
+                if path in self._recent:
+                    self._recent.move_to_end(path)
                 return cached[1]
         if text is None:
             text, _error = read_source(Path(path))
@@ -159,7 +170,24 @@ class Project:
                     found = Module(path, text, sem)
         with self._lock:
             self._modules[path] = (stamp, found)
+            self._kept_text += len(text or "") - self._recent.pop(path, 0)
+            self._recent[path] = len(text or "")
         return found
+
+    def _bound(self) -> None:
+        """Drop the modules used least recently while the kept text is over its bound (no
+        check is under way: its facts may point into them). The derived facts of the modules
+        kept are released too, so that none of them still refers to a dropped module."""
+        if self._kept_text <= MAX_KEPT_TEXT or self._checks:
+            return
+        while self._recent and self._kept_text > MAX_KEPT_TEXT // 2:
+            path, size = self._recent.popitem(last=False)
+            self._modules.pop(path, None)
+            self._kept_text -= size
+        self._last_owner = None
+        for _stamp, module in self._modules.values():
+            if module is not None:
+                module.sem.release()
 
     def adopt(self, sem: Semantic, path: str, text: str | None = None) -> None:
         """Let ``sem`` (the facts of ``text``, the file at ``path``) resolve names through this
@@ -280,8 +308,15 @@ class Project:
         """A check of ``path`` starts: what it reads from other modules is recorded anew."""
         path = os.path.abspath(path)
         with self._lock:
+            self._bound()
+            self._checks += 1
             self._used[path] = set()
             self._searched.discard(path)
+
+    def end(self, path: str) -> None:
+        """The check of ``path`` that ``begin`` started is over."""
+        with self._lock:
+            self._checks = max(0, self._checks - 1)
 
     def reads(self, path: str) -> list[str]:
         """What the last check of ``path`` depended on besides its own text: the project

@@ -192,8 +192,9 @@ def analysed(
             return
         if project is not None:
             project.begin(path)
-            project.adopt(sem, path, text)
         try:
+            if project is not None:
+                project.adopt(sem, path, text)
             yield (
                 Context(
                     Source(text), sem, path, settings, notebook, live=live, build_fixes=build_fixes
@@ -202,6 +203,8 @@ def analysed(
             )
         finally:
             sem.release()
+            if project is not None:
+                project.end(path)
 
 
 def _without_broken_cells(
