@@ -3,7 +3,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from ..core import fixes, training
+from ..core import fixes, summaries, training
 from ..core.context import Context
 from ..core.model import Applicability, Fix, Severity, Text
 from ..core.semantic import Binding, Semantic
@@ -452,15 +452,27 @@ class LossAccumulatedWithGraph(Rule):
         sem = ctx.sem
         for node, acc, value in training.accumulations(sem):
             name = training.accumulator_name(acc)
-            if name is None or not training.holds_loss(sem, value):
+            if name is None:
                 continue
-            loop = training.iteration_loop(sem, node)
+            held: str | None = summaries.TENSOR if training.holds_loss(sem, value) else None
+            loop = None
+            if held is None:
+                # Through what helpers return (`total += train_step(...)`, `out["loss"]`):
+                # asked only inside a loop that runs with gradients on.
+                loop = training.iteration_loop(sem, node)
+                if loop is None or training.grad_disabled(sem, node):
+                    continue
+                held = summaries.carried_graph(sem, value)
+                if held is None or (held == summaries.CONTAINER and not isinstance(node, ast.Call)):
+                    continue
+            loop = loop or training.iteration_loop(sem, node)
             if loop is None or training.grad_disabled(sem, node):
                 continue
             scope = sem.enclosing_function(node) or sem.tree
-            # A loop that backpropagates each iteration cannot mean to differentiate the total
-            # later; one that does not may be summing an unrolled sequence for its caller.
-            trains = bool(training.backward_calls(sem, loop.node.body))
+            # A loop that backpropagates each iteration (itself or in a helper it calls) cannot
+            # mean to differentiate the total later; one that does not may be summing an
+            # unrolled sequence for its caller.
+            trains = summaries.trains(sem, loop.node.body)
             if training.rebound_in(sem, name, loop.node.body, node) or training.escapes(
                 sem, name, scope, returns=not trains
             ):
@@ -470,10 +482,25 @@ class LossAccumulatedWithGraph(Rule):
             flow = _flow(sem, acc, whole=ctx.notebook is not None)
             if not trains and flow.returned:
                 continue  # terms of the loss a function returns (a loss module's forward)
-            self._report(ctx, node, value, flow)
+            self._report(ctx, node, value, flow, tensor=held == summaries.TENSOR)
 
     @staticmethod
-    def _report(ctx: Context, node: ast.AST, value: ast.expr, flow: _Flow) -> None:
+    def _report(
+        ctx: Context, node: ast.AST, value: ast.expr, flow: _Flow, *, tensor: bool = True
+    ) -> None:
+        if not tensor:
+            # A dict (or a value of one) that holds the loss: `.detach()` would not apply.
+            ctx.report(
+                value,
+                Text(
+                    "This value holds a loss with its autograd graph (returned by the function "
+                    "it comes from): every iteration's graph stays in memory; keep "
+                    "`loss.detach()` or `loss.item()` instead",
+                    "这个值带着损失及其计算图（由其来源函数返回）：每次迭代的计算图都留在内存里；"
+                    "请改为保存 `loss.detach()` 或 `loss.item()`",
+                ),
+            )
+            return
         text = ctx.segment(value)
         if not isinstance(value, ast.Name | ast.Attribute | ast.Call | ast.Subscript):
             text = f"({text})"

@@ -174,7 +174,9 @@ def _graph_built_before(ctx: Context, loop: ast.AST, call: ast.Call) -> bool:
     the loop backpropagates one graph many times, which needs ``retain_graph=True``."""
     func = call.func
     if isinstance(func, ast.Attribute) and ctx.qualname(func) is None:
-        exprs = [func.value]  # loss.backward(...)
+        # loss.backward(...), accelerator.backward(loss, ...)
+        tensor = training.tensor_of_backward(call, ctx.sem)
+        exprs = [tensor] if tensor is not None else []
     else:
         exprs = list(call.args)  # torch.autograd.backward(loss, ...), dist_autograd.backward(...)
     names = [n for e in exprs for n in ast.walk(e) if isinstance(n, ast.Name)]

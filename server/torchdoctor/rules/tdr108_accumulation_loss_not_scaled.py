@@ -234,9 +234,11 @@ class AccumulationLossNotScaled(Rule):
             for call in training.backward_calls(sem, loop.node.body):
                 if training.iteration_loop(sem, call) is not loop or sem.is_inside(call, guard):
                     continue
-                tensor = training.tensor_of_backward(call)
+                tensor = training.tensor_of_backward(call, sem)
                 if tensor is None or training.unscaled_loss(sem, tensor) is not True:
                     continue
+                if training.backward_scales_loss(sem, call):
+                    continue  # Accelerate told the count, or DeepSpeed: it divides the loss
                 ctx.report(
                     tensor,
                     Text(

@@ -268,7 +268,7 @@ class Fp16WithoutGradScaler(Rule):
                 backwards = [
                     c
                     for c in training.backward_calls(sem, region)
-                    if training.tensor_of_backward(c) is not None
+                    if training.tensor_of_backward(c, sem) is not None
                     and not training.grad_disabled(sem, c)
                 ]
                 if not backwards:
@@ -312,7 +312,8 @@ def _uses_a_scaler(ctx: Context) -> bool:
     return any(
         training.scaled_backward_scaler(c) is not None
         or (
-            isinstance(c.func, ast.Attribute) and training.tensor_of_backward(c) is not c.func.value
+            isinstance(c.func, ast.Attribute)
+            and training.tensor_of_backward(c, sem) is not c.func.value
         )
         for c in sem.calls_by_attr.get("backward", ())
     )
