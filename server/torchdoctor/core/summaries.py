@@ -229,6 +229,8 @@ def returned(
             for name, entry in entries:
                 if carried_graph(sem, entry, _depth + 1) == TENSOR:
                     keys.add(name)
+                    if isinstance(entry, ast.Name) and training.is_backpropagated(sem, entry):
+                        backpropagated = True
                 else:
                     plain = True
             continue

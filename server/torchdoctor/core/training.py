@@ -19,7 +19,7 @@ import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from . import kinds
+from . import graphs, kinds
 from .kinds import Kind
 from .semantic import (
     FUNCTION_NODES,
@@ -231,11 +231,16 @@ def enclosing_loops(sem: Semantic, node: ast.AST) -> list[LoopInfo]:
 
 
 def loop_uses_loader(sem: Semantic, loop: LoopInfo, loader: ast.expr) -> bool:
-    """Whether an epoch-level loop iterates ``loader`` (directly, or by passing it to a call)."""
+    """Whether an epoch-level loop iterates ``loader`` (directly, by passing it to a call, or,
+    for a loader kept on ``self``, by calling a method of the class that iterates it)."""
     want = dotted(loader)
     if want is None:
         return False
-    for node in sem.walk_body(loop.node.body):
+    return _body_uses_loader(sem, loop.node.body, want, 0)
+
+
+def _body_uses_loader(sem: Semantic, body: list[ast.stmt], want: str, depth: int) -> bool:
+    for node in sem.walk_body(body):
         if isinstance(node, ast.For | ast.AsyncFor):
             inner = _loops(sem)[0][node].loader
             if inner is not None and dotted(inner) == want:
@@ -244,6 +249,18 @@ def loop_uses_loader(sem: Semantic, loop: LoopInfo, loader: ast.expr) -> bool:
             for arg in [*node.args, *(k.value for k in node.keywords)]:
                 if dotted(arg) == want:
                     return True
+            func = node.func
+            if (
+                want.startswith("self.")
+                and depth < 2
+                and isinstance(func, ast.Attribute)
+                and isinstance(func.value, ast.Name)
+                and func.value.id == "self"
+            ):
+                cls = sem.enclosing_class(node)
+                method = graphs.class_method(sem, cls, func.attr) if cls is not None else None
+                if method is not None and _body_uses_loader(sem, method.body, want, depth + 1):
+                    return True  # ``self.train_epoch()`` iterates ``self.train_loader``
     return False
 
 
@@ -709,9 +726,22 @@ def _launcher(sem: Semantic, expr: ast.AST, depth: int) -> Launcher | None:
         if passed:
             found = [launcher(sem, value, depth + 1) for value in passed]
             return found[0] if all(f is not None for f in found) else None
-    if other and _LAUNCHER_NAME.search(terminal_name(expr) or ""):
+    if other and not _made_by_class(sem, expr) and _LAUNCHER_NAME.search(terminal_name(expr) or ""):
         return Launcher("", None)
     return None
+
+
+def _made_by_class(sem: Semantic, expr: ast.AST) -> bool:
+    """Whether ``expr`` holds an instance of a class of the project (whatever its name)."""
+    values: list[ast.expr] = []
+    if isinstance(expr, ast.Name):
+        binding = sem.lookup(expr.id, expr)
+        if binding is not None and binding.how == "assign" and binding.index is None:
+            values = [binding.value] if binding.value is not None else []
+    elif isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+        cls = sem.enclosing_class(expr) if expr.value.id == "self" else None
+        values = list(sem.self_attr_values.get((cls, expr.attr), ())) if cls else []
+    return any(isinstance(v, ast.Call) and sem.class_def(v.func) is not None for v in values)
 
 
 def _passed_values(sem: Semantic, binding: Binding) -> list[ast.expr]:

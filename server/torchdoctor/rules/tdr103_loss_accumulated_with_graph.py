@@ -9,6 +9,17 @@ from ..core.model import Applicability, Fix, Severity, Text
 from ..core.semantic import Binding, Semantic
 from .base import Invalid, Rule, Valid
 
+# A training step of another module that returns its backpropagated loss in a dict.
+_ENGINE_PY = (
+    "import torch.nn.functional as F\n"
+    "def train_step(model, batch, opt):\n"
+    "    x, y = batch\n"
+    "    out = model(x)\n"
+    "    loss = F.cross_entropy(out, y)\n"
+    "    opt.zero_grad()\n    loss.backward()\n    opt.step()\n"
+    "    return {'loss': loss, 'acc': (out.argmax(1) == y).float().mean().item()}\n"
+)
+
 
 class LossAccumulatedWithGraph(Rule):
     """## What it does
@@ -249,6 +260,47 @@ class LossAccumulatedWithGraph(Rule):
             "for x, y in loader:\n    running += F.mse_loss(model(x), y).item()\n",
             notebook=True,
         ),
+        # A training-step helper that returns the loss as a number.
+        "import torch\nimport torch.nn.functional as F\n"
+        "def train_step(model, x, y, opt):\n"
+        "    loss = F.cross_entropy(model(x), y)\n"
+        "    loss.backward()\n    opt.step()\n"
+        "    return loss.item()\n"
+        "total = 0.0\n"
+        "for x, y in loader:\n    total += train_step(model, x, y, opt)\n",
+        # A helper that returns a dict of detached values; evaluation helpers under no_grad.
+        "import torch\nimport torch.nn.functional as F\n"
+        "def train_step(model, batch, opt):\n"
+        "    loss = F.mse_loss(model(batch[0]), batch[1])\n"
+        "    loss.backward()\n    opt.step()\n"
+        "    return {'loss': loss.detach(), 'lr': opt.param_groups[0]['lr']}\n"
+        "@torch.no_grad()\n"
+        "def eval_step(model, batch):\n"
+        "    return F.mse_loss(model(batch[0]), batch[1])\n"
+        "history = []\nlogs = []\nval = 0\n"
+        "for batch in loader:\n"
+        "    out = train_step(model, batch, opt)\n"
+        "    history.append(out['loss'])\n    logs.append(out)\n"
+        "    val += eval_step(model, batch)\n",
+        # Across modules: the helper of engine.py hands back plain numbers.
+        Valid(
+            "import torch\nfrom engine import train_step\n"
+            "meters = {}\n"
+            "for epoch in range(3):\n"
+            "    for batch in loader:\n"
+            "        for name, value in train_step(model, batch, opt).items():\n"
+            "            meters[name] = meters.get(name, 0) + value\n",
+            files=(
+                (
+                    "engine.py",
+                    "import torch.nn.functional as F\n"
+                    "def train_step(model, batch, opt):\n"
+                    "    loss = F.cross_entropy(model(batch[0]), batch[1])\n"
+                    "    loss.backward()\n    opt.step()\n"
+                    "    return {'loss': loss.item()}\n",
+                ),
+            ),
+        ),
     )
     INVALID = (
         # Only printed: `.detach()` is safe and comes first.
@@ -445,6 +497,61 @@ class LossAccumulatedWithGraph(Rule):
             "for x, y in loader:\n    running += F.mse_loss(model(x), y).detach()\n",
             notebook=True,
             lines=(5,),
+        ),
+        # A training-step helper returns the backpropagated loss; the caller sums it.
+        Invalid(
+            "import torch\nimport torch.nn.functional as F\n"
+            "def train_step(model, x, y, opt):\n"
+            "    opt.zero_grad()\n"
+            "    loss = F.cross_entropy(model(x), y)\n"
+            "    loss.backward()\n    opt.step()\n"
+            "    return loss\n"
+            "total = 0.0\n"
+            "for x, y in loader:\n    total += train_step(model, x, y, opt)\n"
+            "print(total)\n",
+            fixed="import torch\nimport torch.nn.functional as F\n"
+            "def train_step(model, x, y, opt):\n"
+            "    opt.zero_grad()\n"
+            "    loss = F.cross_entropy(model(x), y)\n"
+            "    loss.backward()\n    opt.step()\n"
+            "    return loss\n"
+            "total = 0.0\n"
+            "for x, y in loader:\n    total += train_step(model, x, y, opt).detach()\n"
+            "print(total)\n",
+            lines=(11,),
+        ),
+        # Across modules: the dict of engine.py holds the backpropagated loss; its 'loss' is
+        # appended (`.detach()` applies), and so is the whole dict (no fix).
+        Invalid(
+            "import torch\nfrom engine import train_step\n"
+            "history = []\nlogs = []\n"
+            "for epoch in range(3):\n"
+            "    for batch in loader:\n"
+            "        out = train_step(model, batch, opt)\n"
+            "        history.append(out['loss'])\n"
+            "        logs.append(out)\n"
+            "print(history)\n",
+            fixed="import torch\nfrom engine import train_step\n"
+            "history = []\nlogs = []\n"
+            "for epoch in range(3):\n"
+            "    for batch in loader:\n"
+            "        out = train_step(model, batch, opt)\n"
+            "        history.append(out['loss'].detach())\n"
+            "        logs.append(out)\n"
+            "print(history)\n",
+            files=(("engine.py", _ENGINE_PY),),
+            lines=(8, 9),
+        ),
+        # The values of `.items()` of the returned dict: one of them carries the graph.
+        Invalid(
+            "import torch\nfrom engine import train_step\n"
+            "meters = {'loss': 0.0, 'acc': 0.0}\n"
+            "for batch in loader:\n"
+            "    for name, value in train_step(model, batch, opt).items():\n"
+            "        meters[name] += value\n",
+            fixed=None,
+            files=(("engine.py", _ENGINE_PY),),
+            lines=(6,),
         ),
     )
 

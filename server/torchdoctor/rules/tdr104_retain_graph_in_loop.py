@@ -118,6 +118,12 @@ class RetainGraphInLoop(Rule):
         "import torch\nimport torch.distributed.autograd as dist_autograd\n"
         "def f(context_id, t):\n    loss = (t * 2).sum()\n    for _ in range(100):\n"
         "        dist_autograd.backward(context_id, [loss], retain_graph=True)\n",
+        # Fabric's backward with a second backward pass after it.
+        "import torch\nfrom lightning.fabric import Fabric\nfabric = Fabric()\n"
+        "for x in loader:\n"
+        "    loss = model(x).sum()\n"
+        "    fabric.backward(loss, retain_graph=True)\n"
+        "    fabric.backward(loss * 2)\n",
     )
     INVALID = (
         Invalid(
@@ -131,6 +137,16 @@ class RetainGraphInLoop(Rule):
             "    torch.autograd.backward(loss, retain_graph=True)",
             fixed=None,
             lines=(3, 3),
+        ),
+        # Fabric's backward: the loss is built in the loop (the launcher is not the tensor).
+        Invalid(
+            "import torch\nfrom lightning.fabric import Fabric\nfabric = Fabric()\n"
+            "for x in loader:\n"
+            "    loss = model(x).sum()\n"
+            "    fabric.backward(loss, retain_graph=True)\n"
+            "    opt.step()\n",
+            fixed=None,
+            lines=(6,),
         ),
     )
 

@@ -422,6 +422,14 @@ class EvalWithoutNoGrad(Rule):
                 ),
             ),
         ),
+        # Loaders kept in a dict: the validation loop runs under no_grad.
+        "import torch\nfrom torch import nn\nfrom torch.utils.data import DataLoader\n"
+        "model = nn.Linear(4, 2).cuda()\n"
+        "loaders = {'train': DataLoader(train_ds, 32), 'val': DataLoader(val_ds, 32)}\n"
+        "model.eval()\n"
+        "with torch.no_grad():\n"
+        "    for x, y in loaders['val']:\n"
+        "        print(model(x.cuda()).argmax(1).tolist())\n",
     )
     INVALID = (
         Invalid(
@@ -669,6 +677,27 @@ class EvalWithoutNoGrad(Rule):
             "            for x in self.val_loader:\n"
             "                out = self.model(x.cuda())\n",
             files=(("models.py", _NET_PY),),
+            lines=(10,),
+        ),
+        # Loaders kept in a dict (filled by item), the loop over one of them.
+        Invalid(
+            "import torch\nfrom torch import nn\nfrom torch.utils.data import DataLoader\n"
+            "model = nn.Linear(4, 2).cuda()\n"
+            "loaders = {}\n"
+            "loaders['train'] = DataLoader(train_ds, 32, shuffle=True)\n"
+            "loaders['val'] = DataLoader(val_ds, 32)\n"
+            "model.eval()\n"
+            "for x, y in loaders['val']:\n"
+            "    print(model(x.cuda()).argmax(1).tolist())\n",
+            fixed="import torch\nfrom torch import nn\nfrom torch.utils.data import DataLoader\n"
+            "model = nn.Linear(4, 2).cuda()\n"
+            "loaders = {}\n"
+            "loaders['train'] = DataLoader(train_ds, 32, shuffle=True)\n"
+            "loaders['val'] = DataLoader(val_ds, 32)\n"
+            "model.eval()\n"
+            "with torch.no_grad():\n"
+            "    for x, y in loaders['val']:\n"
+            "        print(model(x.cuda()).argmax(1).tolist())\n",
             lines=(10,),
         ),
     )

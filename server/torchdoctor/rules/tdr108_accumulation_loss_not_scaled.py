@@ -162,6 +162,13 @@ class AccumulationLossNotScaled(Rule):
             "    if i % 2:\n        opt.step()\n        opt.zero_grad()\n",
             notebook=True,
         ),
+        # Accelerate told the count divides the loss in `accelerator.backward`.
+        "import torch\nimport torch.nn.functional as F\nfrom accelerate import Accelerator\n"
+        "acc = Accelerator(gradient_accumulation_steps=4)\n"
+        "for i, (x, y) in enumerate(loader):\n"
+        "    loss = F.cross_entropy(model(x), y)\n"
+        "    acc.backward(loss)\n"
+        "    if (i + 1) % 4 == 0:\n        opt.step()\n        opt.zero_grad()\n",
     )
     INVALID = (
         Invalid(
@@ -219,6 +226,23 @@ class AccumulationLossNotScaled(Rule):
             "        opt.step()\n        opt.zero_grad()\n",
             fixed=None,
             lines=(4,),
+        ),
+        # Fabric's backward does not divide the loss.
+        Invalid(
+            "import torch\nimport torch.nn.functional as F\nfrom lightning.fabric import Fabric\n"
+            "runner = Fabric(precision='bf16-mixed')\n"
+            "for i, (x, y) in enumerate(loader):\n"
+            "    loss = F.cross_entropy(model(x), y)\n"
+            "    runner.backward(loss)\n"
+            "    if (i + 1) % accum == 0:\n        opt.step()\n        opt.zero_grad()\n",
+            fixed="import torch\nimport torch.nn.functional as F\nfrom lightning.fabric import Fabric\n"
+            "runner = Fabric(precision='bf16-mixed')\n"
+            "for i, (x, y) in enumerate(loader):\n"
+            "    loss = F.cross_entropy(model(x), y)\n"
+            "    loss = loss / accum\n"
+            "    runner.backward(loss)\n"
+            "    if (i + 1) % accum == 0:\n        opt.step()\n        opt.zero_grad()\n",
+            lines=(7,),
         ),
     )
 

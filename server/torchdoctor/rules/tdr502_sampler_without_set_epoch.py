@@ -249,6 +249,18 @@ class SamplerWithoutSetEpoch(Rule):
                 ),
             ),
         ),
+        # The loader is kept on `self`; the method iterating it seeds the sampler.
+        _HEAD + "class Trainer:\n"
+        "    def __init__(self, ds):\n"
+        "        self.sampler = DistributedSampler(ds)\n"
+        "        self.loader = DataLoader(ds, batch_size=8, sampler=self.sampler)\n"
+        "    def train_epoch(self, epoch):\n"
+        "        self.sampler.set_epoch(epoch)\n"
+        "        for batch in self.loader:\n"
+        "            self.step(batch)\n"
+        "    def fit(self, epochs):\n"
+        "        for epoch in range(epochs):\n"
+        "            self.train_epoch(epoch)\n",
     )
     INVALID = (
         Invalid(
@@ -471,6 +483,31 @@ class SamplerWithoutSetEpoch(Rule):
                 ),
             ),
             lines=(4,),
+        ),
+        # The loader is kept on `self` and iterated by another method the epoch loop calls.
+        Invalid(
+            _HEAD + "class Trainer:\n"
+            "    def __init__(self, ds):\n"
+            "        self.sampler = DistributedSampler(ds)\n"
+            "        self.loader = DataLoader(ds, batch_size=8, sampler=self.sampler)\n"
+            "    def train_epoch(self):\n"
+            "        for batch in self.loader:\n"
+            "            self.step(batch)\n"
+            "    def fit(self, epochs):\n"
+            "        for epoch in range(epochs):\n"
+            "            self.train_epoch()\n",
+            fixed=_HEAD + "class Trainer:\n"
+            "    def __init__(self, ds):\n"
+            "        self.sampler = DistributedSampler(ds)\n"
+            "        self.loader = DataLoader(ds, batch_size=8, sampler=self.sampler)\n"
+            "    def train_epoch(self):\n"
+            "        for batch in self.loader:\n"
+            "            self.step(batch)\n"
+            "    def fit(self, epochs):\n"
+            "        for epoch in range(epochs):\n"
+            "            self.sampler.set_epoch(epoch)\n"
+            "            self.train_epoch()\n",
+            lines=(11,),
         ),
     )
 

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import ast
 
-from ..core import kinds, training
+from ..core import data, kinds, training
 from ..core.context import Context
 from ..core.model import Severity, Text
-from ..core.semantic import argument
+from ..core.semantic import Semantic, argument
 from .base import Invalid, Rule
 
 _PREFIX = "torch.optim.lr_scheduler."
@@ -124,6 +124,16 @@ class SchedulerWrongGranularity(Rule):
         # Unknown scheduler class.
         "import torch\ns = make_scheduler(opt)\nfor epoch in range(3):\n    for x in loader:\n"
         "        s.step()",
+        # Schedulers passed to train functions that step them at their own granularity.
+        "from torch.optim.lr_scheduler import OneCycleLR, StepLR\n"
+        "def train_one_epoch(model, loader, opt, sched):\n"
+        "    for x in loader:\n        opt.step()\n        sched.step()\n"
+        "def train(model, loader, opt, scheduler):\n"
+        "    for x in loader:\n        opt.step()\n"
+        "    scheduler.step()\n"
+        "for epoch in range(10):\n"
+        "    train_one_epoch(model, loader, opt, OneCycleLR(opt, 0.1, total_steps=1000))\n"
+        "    train(model, loader, opt, StepLR(opt, 30))\n",
     )
     INVALID = (
         Invalid(
@@ -146,26 +156,58 @@ class SchedulerWrongGranularity(Rule):
             fixed=None,
             lines=(6,),
         ),
+        # An epoch schedule passed to a function that steps it per batch, called per epoch.
+        Invalid(
+            "from torch.optim.lr_scheduler import StepLR\n"
+            "def train_one_epoch(model, loader, opt, scheduler):\n"
+            "    for x, y in loader:\n        opt.step()\n        scheduler.step()\n"
+            "sched = StepLR(opt, step_size=30)\n"
+            "for epoch in range(90):\n    train_one_epoch(model, loader, opt, sched)\n",
+            fixed=None,
+            lines=(5,),
+        ),
+        # A one-cycle schedule passed by keyword, stepped once after the batch loop.
+        Invalid(
+            "from torch.optim.lr_scheduler import OneCycleLR\n"
+            "def train(model, loader, opt, scheduler):\n"
+            "    for x, y in loader:\n        opt.step()\n"
+            "    scheduler.step()\n"
+            "for epoch in range(10):\n"
+            "    train(model, loader, opt, scheduler=OneCycleLR(opt, 0.1, total_steps=1000))\n",
+            fixed=None,
+            lines=(5,),
+        ),
     )
 
     def check(self, ctx: Context) -> None:
         sem = ctx.sem
         for call in sem.calls_by_attr.get("step", ()):
             assert isinstance(call.func, ast.Attribute)
-            made = kinds.constructor_call(sem, call.func.value)
-            qual = sem.qualname(made.func) if made is not None else None
-            if made is None or qual is None or not qual.startswith(_PREFIX):
+            found = _construction(sem, call.func.value)
+            if found is None:
+                continue
+            made, sites = found
+            qual = sem.qualname(made.func)
+            if qual is None or not qual.startswith(_PREFIX):
                 continue
             kind = qual[len(_PREFIX) :]
             loops = training.enclosing_loops(sem, call)
-            if not loops:
-                continue
-            inner = loops[0]
+            # A scheduler received as a parameter: the loops around the calls count too.
+            called_in_loop = bool(sites) and all(
+                training.repeating_loop(sem, site) is not None for site in sites
+            )
             if kind in PER_ITERATION and not any(loop.is_batch_loop for loop in loops):
-                if training.contains_batch_loop(sem, inner):
+                # Once per epoch: after the batch loop of the loop around it, or (received as
+                # a parameter) after the batch loop of its function.
+                once = (
+                    training.contains_batch_loop(sem, loops[0])
+                    if loops
+                    else bool(sites) and _after_batch_loop(sem, call)
+                )
+                if once:
                     self._report(ctx, call, kind, per_iteration=True)
-            elif kind in PER_EPOCH and inner.is_batch_loop and len(loops) > 1:
-                if self._epoch_sized(made, kind):
+            elif kind in PER_EPOCH and loops and loops[0].is_batch_loop:
+                if (len(loops) > 1 or called_in_loop) and self._epoch_sized(made, kind):
                     self._report(ctx, call, kind, per_iteration=False)
 
     @staticmethod
@@ -202,3 +244,44 @@ class SchedulerWrongGranularity(Rule):
                 f"`{kind}` 是按 epoch 的调度器，却在每个 batch 都 step：学习率衰减得太快了",
             )
         ctx.report(call, message)
+
+
+def _construction(sem: Semantic, expr: ast.expr) -> tuple[ast.Call, list[ast.Call]] | None:
+    """The call that made the scheduler ``expr`` holds, with the calls of the function it
+    came into as a parameter (every call site of a function of this file passes one made by
+    the same class); None when it cannot be told."""
+    made = kinds.constructor_call(sem, expr)
+    if made is not None:
+        return made, []
+    binding = sem.lookup(expr.id, expr) if isinstance(expr, ast.Name) else None
+    if binding is None or binding.how != "param":
+        return None
+    values = data.param_values(sem, binding)
+    if not values:
+        return None
+    calls: list[ast.Call] = []
+    sites: list[ast.Call] = []
+    for value in values:
+        call = value if isinstance(value, ast.Call) else kinds.constructor_call(sem, value)
+        site = sem.parent(value)
+        if isinstance(site, ast.keyword):
+            site = sem.parent(site)
+        if call is None or not isinstance(site, ast.Call):
+            return None
+        calls.append(call)
+        sites.append(site)
+    if len({sem.qualname(c.func) for c in calls}) != 1:
+        return None
+    return calls[0], sites
+
+
+def _after_batch_loop(sem: Semantic, call: ast.Call) -> bool:
+    """Whether ``call`` runs once per call of its function, after a batch loop of the same
+    function (``for x in loader: ...`` then ``scheduler.step()``)."""
+    function = sem.enclosing_function(call)
+    if function is None:
+        return False
+    return any(
+        loop.is_batch_loop and loop.function is function and training.before(loop.node, call)
+        for loop in training.all_loops(sem)
+    )
