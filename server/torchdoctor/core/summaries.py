@@ -179,6 +179,53 @@ def trains(sem: Semantic, within: list[ast.stmt]) -> bool:
     return False
 
 
+def kept_on_self(sem: Semantic, value: ast.Name) -> list[ast.Attribute]:
+    """Where a name passed to the constructor of a class of this file is kept: the
+    ``self.attr`` targets that ``__init__`` assigns the parameter to (``Trainer(model,
+    train_loader)`` then ``self.train_data = train_data``), for the calls in the scope that binds
+    the name."""
+    binding = sem.lookup(value.id, value)
+    if binding is None:
+        return []
+    out: list[ast.Attribute] = []
+    for load in sem.names.get(value.id, ()):
+        call = sem.parent(load)
+        position: int | str | None = None
+        if isinstance(call, ast.keyword):
+            position, call = call.arg, sem.parent(call)
+        elif isinstance(call, ast.Call) and load in call.args:
+            position = call.args.index(load)
+        if not isinstance(call, ast.Call) or position is None:
+            continue
+        if sem.lookup(value.id, load) is not binding:
+            continue
+        cls = sem.local_class(call.func)
+        init = graphs.class_method(sem, cls, "__init__") if cls is not None else None
+        if init is None or any(isinstance(a, ast.Starred) for a in call.args):
+            continue
+        params = [a.arg for a in (*init.args.posonlyargs, *init.args.args)][1:]
+        if isinstance(position, int):
+            name = params[position] if position < len(params) else None
+        else:
+            name = position
+        for node in sem.walk(init):
+            if (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == name
+                and sem.lookup(name, node.value) is not None
+                and sem.lookup(name, node.value).how == "param"  # type: ignore[union-attr]
+            ):
+                out.extend(
+                    t
+                    for t in node.targets
+                    if isinstance(t, ast.Attribute)
+                    and isinstance(t.value, ast.Name)
+                    and t.value.id == "self"
+                )
+    return out
+
+
 # ------------------------------------------------------------------ returned graphs -------
 @dataclass(frozen=True)
 class Returned:

@@ -231,37 +231,56 @@ def enclosing_loops(sem: Semantic, node: ast.AST) -> list[LoopInfo]:
 
 
 def loop_uses_loader(sem: Semantic, loop: LoopInfo, loader: ast.expr) -> bool:
-    """Whether an epoch-level loop iterates ``loader`` (directly, by passing it to a call, or,
-    for a loader kept on ``self``, by calling a method of the class that iterates it)."""
+    """Whether an epoch-level loop iterates ``loader`` (directly, by passing it to a call, or
+    by calling a function of the file that iterates it: a method of the class for a loader kept
+    on ``self``, a function that reads a module-level loader as a global)."""
     want = dotted(loader)
     if want is None:
         return False
-    return _body_uses_loader(sem, loop.node.body, want, 0)
+    return _body_uses_loader(sem, loop.node.body, want, loop.node, 0)
 
 
-def _body_uses_loader(sem: Semantic, body: list[ast.stmt], want: str, depth: int) -> bool:
+def _body_uses_loader(
+    sem: Semantic, body: list[ast.stmt], want: str, anchor: ast.AST, depth: int
+) -> bool:
     for node in sem.walk_body(body):
         if isinstance(node, ast.For | ast.AsyncFor):
-            inner = _loops(sem)[0][node].loader
-            if inner is not None and dotted(inner) == want:
-                return True
+            # ``want`` is known to be a loader: a loop over it is its batch loop.
+            for inner in iterated_candidates(node.iter):
+                if dotted(inner) == want and (depth == 0 or _same_value(sem, inner, anchor)):
+                    return True
         elif isinstance(node, ast.Call):
             for arg in [*node.args, *(k.value for k in node.keywords)]:
-                if dotted(arg) == want:
+                if dotted(arg) == want and (depth == 0 or _same_value(sem, arg, anchor)):
                     return True
-            func = node.func
-            if (
-                want.startswith("self.")
-                and depth < 2
-                and isinstance(func, ast.Attribute)
-                and isinstance(func.value, ast.Name)
-                and func.value.id == "self"
-            ):
-                cls = sem.enclosing_class(node)
-                method = graphs.class_method(sem, cls, func.attr) if cls is not None else None
-                if method is not None and _body_uses_loader(sem, method.body, want, depth + 1):
-                    return True  # ``self.train_epoch()`` iterates ``self.train_loader``
+            if depth >= 2:
+                continue
+            called = _called_here(sem, node.func, want)
+            if called is not None and _body_uses_loader(sem, called.body, want, anchor, depth + 1):
+                return True  # ``self.train_epoch()`` iterates ``self.train_loader``
     return False
+
+
+def _called_here(
+    sem: Semantic, func: ast.expr, want: str
+) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The function of this file a call runs that may read the loader ``want``: a method of
+    the class (``self.run_epoch()``) for a loader on ``self``, a function for a name."""
+    if want.startswith("self."):
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            cls = sem.enclosing_class(func) if func.value.id == "self" else None
+            return graphs.class_method(sem, cls, func.attr) if cls is not None else None
+        return None
+    return sem.local_function(func) if "." not in want else None
+
+
+def _same_value(sem: Semantic, use: ast.expr, anchor: ast.AST) -> bool:
+    """Whether a plain name read at ``use`` is the one visible at ``anchor`` (a global read in a
+    function called from there); names with attributes are compared by spelling."""
+    if not isinstance(use, ast.Name):
+        return True
+    here = sem.lookup(use.id, use)
+    return here is None or here is sem.lookup(use.id, anchor)
 
 
 def repeats(sem: Semantic, loop: LoopInfo) -> bool:

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
 from functools import partial
 
 from ..core import fixes, kinds, summaries, training
@@ -261,6 +261,14 @@ class SamplerWithoutSetEpoch(Rule):
         "    def fit(self, epochs):\n"
         "        for epoch in range(epochs):\n"
         "            self.train_epoch(epoch)\n",
+        # The function the epoch loop calls iterates a loader of its own with the same name.
+        _HEAD + "def train_epoch(ds):\n"
+        "    train_loader = DataLoader(ds, batch_size=8)\n"
+        "    for batch in train_loader:\n"
+        "        step(batch)\n"
+        "train_loader = DataLoader(ds, sampler=DistributedSampler(ds))\n"
+        "for epoch in range(3):\n"
+        "    train_epoch(ds)\n",
     )
     INVALID = (
         Invalid(
@@ -509,6 +517,70 @@ class SamplerWithoutSetEpoch(Rule):
             "            self.train_epoch()\n",
             lines=(11,),
         ),
+        # A module-level loader read as a global by the function the epoch loop calls.
+        Invalid(
+            _HEAD + "def train_epoch(epoch):\n"
+            "    for x, y in train_loader:\n"
+            "        step(x, y)\n"
+            "if __name__ == '__main__':\n"
+            "    sampler = DistributedSampler(ds) if ddp else None\n"
+            "    train_loader = DataLoader(ds, batch_size=8, sampler=sampler)\n"
+            "    for epoch in range(3):\n"
+            "        train_epoch(epoch)\n",
+            fixed=_HEAD + "def train_epoch(epoch):\n"
+            "    for x, y in train_loader:\n"
+            "        step(x, y)\n"
+            "if __name__ == '__main__':\n"
+            "    sampler = DistributedSampler(ds) if ddp else None\n"
+            "    train_loader = DataLoader(ds, batch_size=8, sampler=sampler)\n"
+            "    for epoch in range(3):\n"
+            "        if sampler is not None:\n"
+            "            sampler.set_epoch(epoch)\n"
+            "        train_epoch(epoch)\n",
+            lines=(9,),
+        ),
+        # The loader is handed to the trainer's constructor and kept on `self` (no fix: other
+        # modules may make the trainer with another loader).
+        Invalid(
+            _HEAD + "class Trainer:\n"
+            "    def __init__(self, model, train_data):\n"
+            "        self.model = model\n"
+            "        self.train_data = train_data\n"
+            "    def run_epoch(self):\n"
+            "        for x, y in self.train_data:\n"
+            "            self.model(x).sum().backward()\n"
+            "    def train(self, epochs):\n"
+            "        for epoch in range(epochs):\n"
+            "            self.run_epoch()\n"
+            "def main(ds, model):\n"
+            "    loader = DataLoader(ds, batch_size=32, sampler=DistributedSampler(ds))\n"
+            "    Trainer(model, loader).train(10)\n",
+            fixed=None,
+            lines=(11,),
+        ),
+        # A method of the trainer builds the loader it keeps on `self`.
+        Invalid(
+            _HEAD + "class Trainer:\n"
+            "    def __init__(self, dataset):\n"
+            "        self.train_loader = self._make_loader(dataset)\n"
+            "    def _make_loader(self, dataset):\n"
+            "        return DataLoader(dataset, batch_size=8, sampler=DistributedSampler(dataset))\n"
+            "    def fit(self, epochs):\n"
+            "        for epoch in range(epochs):\n"
+            "            for batch in self.train_loader:\n"
+            "                self.step(batch)\n",
+            fixed=_HEAD + "class Trainer:\n"
+            "    def __init__(self, dataset):\n"
+            "        self.train_loader = self._make_loader(dataset)\n"
+            "    def _make_loader(self, dataset):\n"
+            "        return DataLoader(dataset, batch_size=8, sampler=DistributedSampler(dataset))\n"
+            "    def fit(self, epochs):\n"
+            "        for epoch in range(epochs):\n"
+            "            self.train_loader.sampler.set_epoch(epoch)\n"
+            "            for batch in self.train_loader:\n"
+            "                self.step(batch)\n",
+            lines=(9,),
+        ),
     )
 
     def check(self, ctx: Context) -> None:
@@ -526,7 +598,7 @@ class SamplerWithoutSetEpoch(Rule):
             for call in ctx.sem.calls_to("torch.utils.data.DataLoader")
             for loader in self._loaders(ctx, call)
         )
-        for loader in (*made_here, *_built_elsewhere(ctx)):
+        for loader in _and_kept(ctx, (*made_here, *_built_elsewhere(ctx))):
             name = terminal_name(loader.target) or ""
             if _EVAL_LOADER.search(name):
                 continue
@@ -753,21 +825,37 @@ class SamplerWithoutSetEpoch(Rule):
 class _Returned:
     """A name bound to the result of a local function that returns the DataLoader."""
 
-    target: ast.Name
+    target: ast.Name | ast.Attribute
 
 
 def _call_sites(
     sem: Semantic, function: ast.FunctionDef | ast.AsyncFunctionDef, index: int | None = None
 ) -> Iterator[_Returned]:
-    """``x = function(...)`` (or ``x, y = ...`` at ``index``) anywhere in the file."""
-    for call in sem.calls_by_name.get(function.name, ()):
-        if sem.local_function(call.func) is not function:
-            continue
+    """``x = function(...)`` (or ``x, y = ...`` at ``index``) anywhere in the file; for a
+    method, ``self.loader = self.build(...)`` in its class too."""
+    calls = [
+        c
+        for c in sem.calls_by_name.get(function.name, ())
+        if sem.local_function(c.func) is function
+    ]
+    owner = sem.parent(function)
+    if isinstance(owner, ast.ClassDef):
+        calls += [
+            c
+            for c in sem.calls_by_attr.get(function.name, ())
+            if isinstance(c.func, ast.Attribute)
+            and isinstance(c.func.value, ast.Name)
+            and c.func.value.id == "self"
+            and sem.enclosing_class(c) is owner
+        ]
+    for call in calls:
         parent = sem.parent(call)
         if not isinstance(parent, ast.Assign) or len(parent.targets) != 1:
             continue
         target = parent.targets[0]
-        if index is None and isinstance(target, ast.Name):
+        kept = isinstance(target, ast.Attribute) and dotted(target) == f"self.{target.attr}"
+        if index is None and (isinstance(target, ast.Name) or kept):
+            assert isinstance(target, ast.Name | ast.Attribute)
             yield _Returned(target)
         elif (
             index is not None
@@ -845,6 +933,25 @@ def _epoch_counter(ctx: Context, loop: LoopInfo) -> str | None:
             continue
         return None
     return None
+
+
+def _and_kept(ctx: Context, loaders: Iterable[_Loader]) -> Iterator[_Loader]:
+    """The loaders, and for a loader name handed to a class of the file, the ``self.attr`` its
+    ``__init__`` keeps it in (iterated by the class's methods)."""
+    for loader in loaders:
+        yield loader
+        if isinstance(loader.target, ast.Name):
+            for kept in summaries.kept_on_self(ctx.sem, loader.target):
+                yield replace(
+                    loader,
+                    target=kept,
+                    binding=None,
+                    cls=ctx.sem.enclosing_class(kept),
+                    sampler_ref=None,
+                    sampler_binding=None,
+                    # Other modules may make the class with a loader of another sampler.
+                    fixable=False,
+                )
 
 
 def _functions_setting_epoch(ctx: Context) -> set[str]:
