@@ -553,6 +553,32 @@ class LossAccumulatedWithGraph(Rule):
             files=(("engine.py", _ENGINE_PY),),
             lines=(6,),
         ),
+        # Accelerate's backward, on an accelerator whose name says nothing.
+        Invalid(
+            "import torch\nfrom accelerate import Accelerator\n"
+            "acc = Accelerator()\n"
+            "model, opt, loader = acc.prepare(model, opt, loader)\n"
+            "total_loss = 0\n"
+            "for batch in loader:\n"
+            "    outputs = model(**batch)\n"
+            "    loss = outputs.loss\n"
+            "    acc.backward(loss)\n"
+            "    opt.step()\n"
+            "    total_loss += loss\n"
+            "print(total_loss / len(loader))\n",
+            fixed="import torch\nfrom accelerate import Accelerator\n"
+            "acc = Accelerator()\n"
+            "model, opt, loader = acc.prepare(model, opt, loader)\n"
+            "total_loss = 0\n"
+            "for batch in loader:\n"
+            "    outputs = model(**batch)\n"
+            "    loss = outputs.loss\n"
+            "    acc.backward(loss)\n"
+            "    opt.step()\n"
+            "    total_loss += loss.detach()\n"
+            "print(total_loss / len(loader))\n",
+            lines=(11,),
+        ),
     )
 
     def check(self, ctx: Context) -> None:

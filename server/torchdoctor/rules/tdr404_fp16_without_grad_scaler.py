@@ -177,6 +177,14 @@ class Fp16WithoutGradScaler(Rule):
             "        loss = crit(model(x), y)\n    loss.backward()\n    optimizer.step()\n",
             notebook=True,
         ),
+        # Accelerate scales the loss in `accelerator.backward` under fp16 mixed precision.
+        "import torch\nfrom accelerate import Accelerator\n"
+        "accelerator = Accelerator(mixed_precision='fp16')\n"
+        "for x, y in loader:\n"
+        "    with accelerator.autocast():\n"
+        "        loss = torch.nn.functional.cross_entropy(model(x), y)\n"
+        "    accelerator.backward(loss)\n"
+        "    optimizer.step()\n",
     )
     INVALID = (
         Invalid(
