@@ -7,6 +7,10 @@ Rules ask ``summary(sem, call.func)`` instead of walking a helper's body themsel
 ``torch.no_grad()``, whether ``save_checkpoint(...)`` saves on every rank, whether
 ``train_step(...)`` steps an optimizer.
 
+Over those: ``step_calls`` (the calls of a loop that step an optimizer, in a helper too),
+``trains`` (whether statements run a backward pass, in a helper too), ``kept_on_self`` (the
+``self.attr`` a value handed to a class's constructor is kept in).
+
 What a function returns is summarised apart (``returned``, asked less often): whether it hands
 back a loss tensor that still carries its autograd graph, itself, in a dict (by key) or in a
 tuple (by position), and whether that tensor was backpropagated inside (a training step).

@@ -3,7 +3,10 @@
 The loops of a file (``LoopInfo``: which loops iterate a DataLoader, how they nest, which loops
 repeat training-like work), backward passes, optimizer steps and gradient clipping, where
 gradient tracking is off (``torch.no_grad``, ``torch.inference_mode``,
-``torch.set_grad_enabled(False)``) and where ``autocast`` is on (with its device and dtype). On
+``torch.set_grad_enabled(False)``) and where ``autocast`` is on (with its device and dtype),
+also through a launcher that runs them for the loop (``Launcher``: Accelerate's
+``Accelerator``, Lightning Fabric's ``Fabric``, a DeepSpeed engine, told by the call that makes
+them: ``accelerator.autocast()``, ``fabric.backward(loss)``). On
 top of those, the shape of one training step: which statements run on every iteration of a loop
 and which only under an ``if``, which ``if`` guards an ``optimizer.step()`` the way gradient
 accumulation does, the order of backward, clip and step calls within one iteration, and which
