@@ -237,10 +237,19 @@ def loop_uses_loader(sem: Semantic, loop: LoopInfo, loader: ast.expr) -> bool:
     """Whether an epoch-level loop iterates ``loader`` (directly, by passing it to a call, or
     by calling a function of the file that iterates it: a method of the class for a loader kept
     on ``self``, a function that reads a module-level loader as a global)."""
-    want = dotted(loader)
+    want = reference(loader)
     if want is None:
         return False
     return _body_uses_loader(sem, loop.node.body, want, loop.node, 0)
+
+
+def reference(expr: ast.AST) -> str | None:
+    """How code refers to a value it keeps: ``a.b.c`` for names and attributes,
+    ``loaders['train']`` for an item of one under a literal key; None for anything else."""
+    if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant):
+        base = dotted(expr.value)
+        return f"{base}[{expr.slice.value!r}]" if base is not None else None
+    return dotted(expr)
 
 
 def _body_uses_loader(
@@ -250,11 +259,11 @@ def _body_uses_loader(
         if isinstance(node, ast.For | ast.AsyncFor):
             # ``want`` is known to be a loader: a loop over it is its batch loop.
             for inner in iterated_candidates(node.iter):
-                if dotted(inner) == want and (depth == 0 or _same_value(sem, inner, anchor)):
+                if reference(inner) == want and (depth == 0 or _same_value(sem, inner, anchor)):
                     return True
         elif isinstance(node, ast.Call):
             for arg in [*node.args, *(k.value for k in node.keywords)]:
-                if dotted(arg) == want and (depth == 0 or _same_value(sem, arg, anchor)):
+                if reference(arg) == want and (depth == 0 or _same_value(sem, arg, anchor)):
                     return True
             if depth >= 2:
                 continue
@@ -274,12 +283,15 @@ def _called_here(
             cls = sem.enclosing_class(func) if func.value.id == "self" else None
             return graphs.class_method(sem, cls, func.attr) if cls is not None else None
         return None
-    return sem.local_function(func) if "." not in want else None
+    return sem.local_function(func) if "." not in want.split("[")[0] else None
 
 
 def _same_value(sem: Semantic, use: ast.expr, anchor: ast.AST) -> bool:
-    """Whether a plain name read at ``use`` is the one visible at ``anchor`` (a global read in a
-    function called from there); names with attributes are compared by spelling."""
+    """Whether a plain name read at ``use`` (or the dict a subscript reads) is the one visible
+    at ``anchor`` (a global read in a function called from there); names with attributes are
+    compared by spelling."""
+    if isinstance(use, ast.Subscript):
+        use = use.value
     if not isinstance(use, ast.Name):
         return True
     here = sem.lookup(use.id, use)

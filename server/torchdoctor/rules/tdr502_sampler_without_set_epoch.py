@@ -30,7 +30,7 @@ _COUNTERS = frozenset({"tqdm.trange", "tqdm.auto.trange", "itertools.count"})
 
 @dataclass
 class _Loader:
-    target: ast.Name | ast.Attribute  # where the loader is bound
+    target: ast.Name | ast.Attribute | ast.Subscript  # where the loader is kept
     binding: Binding | None  # for names; None for ``self.attr``
     cls: ast.ClassDef | None  # for ``self.attr``
     sampler_ref: ast.expr | None  # the sampler name usable next to the loader, if any
@@ -269,6 +269,17 @@ class SamplerWithoutSetEpoch(Rule):
         "train_loader = DataLoader(ds, sampler=DistributedSampler(ds))\n"
         "for epoch in range(3):\n"
         "    train_epoch(ds)\n",
+        # Loaders kept in a dict: the training one is seeded, the validation one is not trained.
+        _HEAD + "loaders = {\n"
+        "    'train': DataLoader(ds, sampler=DistributedSampler(ds)),\n"
+        "    'val': DataLoader(vs, sampler=DistributedSampler(vs)),\n"
+        "}\n"
+        "for epoch in range(3):\n"
+        "    loaders['train'].sampler.set_epoch(epoch)\n"
+        "    for batch in loaders['train']:\n"
+        "        step(batch)\n"
+        "    for batch in loaders['val']:\n"
+        "        evaluate(batch)\n",
     )
     INVALID = (
         Invalid(
@@ -581,6 +592,29 @@ class SamplerWithoutSetEpoch(Rule):
             "                self.step(batch)\n",
             lines=(9,),
         ),
+        # Loaders kept in a dict (no fix: the item may be replaced by another loader).
+        Invalid(
+            _HEAD + "loaders = {\n"
+            "    'train': DataLoader(ds, batch_size=8, sampler=DistributedSampler(ds)),\n"
+            "    'val': DataLoader(vs, batch_size=8),\n"
+            "}\n"
+            "for epoch in range(3):\n"
+            "    for batch in loaders['train']:\n"
+            "        step(batch)\n",
+            fixed=None,
+            lines=(7,),
+        ),
+        Invalid(
+            _HEAD + "loaders = {}\n"
+            "loaders['train'] = DataLoader(ds, sampler=DistributedSampler(ds))\n"
+            "def train_epoch():\n"
+            "    for batch in loaders['train']:\n"
+            "        step(batch)\n"
+            "for epoch in range(3):\n"
+            "    train_epoch()\n",
+            fixed=None,
+            lines=(8,),
+        ),
     )
 
     def check(self, ctx: Context) -> None:
@@ -599,7 +633,10 @@ class SamplerWithoutSetEpoch(Rule):
             for loader in self._loaders(ctx, call)
         )
         for loader in _and_kept(ctx, (*made_here, *_built_elsewhere(ctx))):
-            name = terminal_name(loader.target) or ""
+            target = loader.target
+            name = terminal_name(target) or ""
+            if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant):
+                name = str(target.slice.value)  # loaders["val"]
             if _EVAL_LOADER.search(name):
                 continue
             for chain in self._epoch_loops(ctx, loader):
@@ -638,7 +675,8 @@ class SamplerWithoutSetEpoch(Rule):
         for target in self._targets(ctx, call):
             returned = isinstance(target, _Returned)
             own = target.target if isinstance(target, _Returned) else target
-            binding = sem.lookup(own.id, own) if isinstance(own, ast.Name) else None
+            base = _base_name(own)
+            binding = sem.lookup(base.id, base) if isinstance(base, ast.Name) else None
             cls = sem.enclosing_class(own) if isinstance(own, ast.Attribute) else None
             if isinstance(own, ast.Attribute) and cls is None:
                 continue
@@ -654,12 +692,15 @@ class SamplerWithoutSetEpoch(Rule):
                     created[0],
                     call,
                     guard,
-                    fixable and not (returned and guard),
+                    # An item of a dict may be replaced by another loader: no fix.
+                    fixable and not (returned and guard) and not isinstance(own, ast.Subscript),
                 )
             )
         return out
 
-    def _targets(self, ctx: Context, call: ast.Call) -> list[ast.Name | ast.Attribute | _Returned]:
+    def _targets(
+        self, ctx: Context, call: ast.Call
+    ) -> list[ast.Name | ast.Attribute | ast.Subscript | _Returned]:
         """Where the DataLoader lands: ``loader = DataLoader(...)``, ``self.loader = ...``,
         or a name assigned from a local function that returns it."""
         sem = ctx.sem
@@ -679,7 +720,11 @@ class SamplerWithoutSetEpoch(Rule):
                 and target.value.id == "self"
             ):
                 return [target]
+            if training.reference(target) is not None and isinstance(target, ast.Subscript):
+                return [target]  # loaders["train"] = DataLoader(...)
             return []
+        if isinstance(parent, ast.Dict) and call in parent.values:
+            return [*_dict_item(sem, parent, parent.keys[parent.values.index(call)])]
         if isinstance(parent, ast.Return):
             function = sem.enclosing_function(call)
             return list(_call_sites(sem, function)) if function else []
@@ -688,14 +733,15 @@ class SamplerWithoutSetEpoch(Rule):
     # -- finding the epoch loops ----------------------------------------------------------
     def _epoch_loops(self, ctx: Context, loader: _Loader) -> list[list[LoopInfo]]:
         sem = ctx.sem
-        want = dotted(loader.target)
+        want = training.reference(loader.target)
         candidates: list[LoopInfo] = []
         for info in training.all_loops(sem):
             if info.is_batch_loop:
                 continue
             if loader.binding is not None:
-                assert isinstance(loader.target, ast.Name)
-                if sem.lookup(loader.target.id, info.node) is not loader.binding:
+                name = _base_name(loader.target)
+                assert isinstance(name, ast.Name)
+                if sem.lookup(name.id, info.node) is not loader.binding:
                     continue
             elif sem.enclosing_class(info.node) is not loader.cls:
                 continue
@@ -933,6 +979,37 @@ def _epoch_counter(ctx: Context, loop: LoopInfo) -> str | None:
             continue
         return None
     return None
+
+
+def _base_name(target: ast.expr) -> ast.expr:
+    """The name a loader is kept under: ``loaders`` for ``loaders["train"]``."""
+    return target.value if isinstance(target, ast.Subscript) else target
+
+
+def _dict_item(sem: Semantic, made: ast.Dict, key: ast.expr | None) -> list[ast.Subscript]:
+    """``loaders["train"]`` as the file reads it, for a DataLoader made as the item ``key`` of
+    the dict assigned to ``loaders``."""
+    stmt = sem.parent(made)
+    if not (
+        isinstance(stmt, ast.Assign)
+        and len(stmt.targets) == 1
+        and isinstance(stmt.targets[0], ast.Name)
+        and isinstance(key, ast.Constant)
+    ):
+        return []
+    name = stmt.targets[0]
+    binding = sem.lookup(name.id, name)
+    for load in sem.names.get(name.id, ()):
+        item = sem.parent(load)
+        if (
+            isinstance(item, ast.Subscript)
+            and item.value is load
+            and isinstance(item.slice, ast.Constant)
+            and item.slice.value == key.value
+            and sem.lookup(name.id, load) is binding
+        ):
+            return [item]
+    return []
 
 
 def _and_kept(ctx: Context, loaders: Iterable[_Loader]) -> Iterator[_Loader]:
