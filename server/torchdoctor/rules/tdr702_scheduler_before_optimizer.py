@@ -6,6 +6,7 @@ from functools import partial
 from ..core import fixes, kinds, summaries, training
 from ..core.context import Context
 from ..core.model import Applicability, Edit, Fix, Pos, Severity, Text
+from ..core.semantic import Semantic
 from .base import Invalid, Rule, Valid
 
 _ENGINE_PY = (
@@ -135,6 +136,17 @@ class SchedulerBeforeOptimizer(Rule):
             "    evaluate(model, loader)\n",
             files=(("engine.py", _ENGINE_PY),),
         ),
+        # ReduceLROnPlateau follows last epoch's metric: no schedule value is skipped.
+        Valid(
+            "import torch\nfrom engine import train_one_epoch\n"
+            "sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt)\n"
+            "val_loss = float('inf')\n"
+            "for epoch in range(90):\n"
+            "    sched.step(val_loss)\n"
+            "    train_one_epoch(model, loader, opt)\n"
+            "    val_loss = validate(model)\n",
+            files=(("engine.py", _ENGINE_PY),),
+        ),
     )
     INVALID = (
         Invalid(
@@ -205,7 +217,7 @@ class SchedulerBeforeOptimizer(Rule):
             if not kinds.is_scheduler(sem, call.func.value):
                 continue
             loops = training.enclosing_loops(sem, call)
-            if not loops:
+            if not loops or _plateau(sem, call.func.value):
                 continue
             # The loop's own optimizer steps, and the calls of helpers that step it (another
             # module's `train_one_epoch(...)`).
@@ -263,3 +275,11 @@ class SchedulerBeforeOptimizer(Rule):
             (delete, insert),
             Applicability.UNSAFE,
         )
+
+
+def _plateau(sem: Semantic, scheduler: ast.expr) -> bool:
+    """``ReduceLROnPlateau``: it follows a metric, not a schedule whose first value could be
+    skipped."""
+    made = kinds.constructor_call(sem, scheduler)
+    qual = sem.qualname(made.func) if made is not None else None
+    return qual == "torch.optim.lr_scheduler.ReduceLROnPlateau"
