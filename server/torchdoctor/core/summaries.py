@@ -360,6 +360,8 @@ def carried_graph(sem: Semantic, expr: ast.AST, _depth: int = 0) -> str | None:
                 return TENSOR
         return None
     if isinstance(expr, ast.Subscript):
+        if _item_backpropagated(sem, expr.value, expr.slice):
+            return TENSOR  # `out["loss"]` after `out["loss"].backward()`
         found = _held_returned(sem, expr.value, _depth)
         if found is None:
             return None
@@ -375,6 +377,8 @@ def carried_graph(sem: Semantic, expr: ast.AST, _depth: int = 0) -> str | None:
         binding = sem.lookup(expr.id, expr)
         if binding is None:
             return None
+        if _item_backpropagated(sem, expr, None):
+            return CONTAINER  # `outputs.append(out)` after `out["loss"].backward()`
         if binding.how == "assign" and binding.value is not None:
             if binding.index is None:
                 return carried_graph(sem, binding.value, _depth + 1)
@@ -385,6 +389,28 @@ def carried_graph(sem: Semantic, expr: ast.AST, _depth: int = 0) -> str | None:
         if binding.how == "loop":
             return _loop_value(sem, binding.node, _depth)
     return None
+
+
+def _item_backpropagated(sem: Semantic, holder: ast.expr, key: ast.expr | None) -> bool:
+    """Whether an item of the dict (or tuple) a name holds is backpropagated while gradients
+    are on: ``out["loss"].backward()`` for the same ``out`` (for ``key``, that item)."""
+    if not isinstance(holder, ast.Name):
+        return False
+    binding = sem.lookup(holder.id, holder)
+    if binding is None:
+        return False
+    for call in sem.calls_by_attr.get("backward", ()):
+        tensor = training.tensor_of_backward(call, sem)
+        if (
+            isinstance(tensor, ast.Subscript)
+            and isinstance(tensor.value, ast.Name)
+            and tensor.value.id == holder.id
+            and sem.lookup(holder.id, tensor.value) is binding
+            and (key is None or ast.dump(tensor.slice) == ast.dump(key))
+            and not training.grad_disabled(sem, call)
+        ):
+            return True
+    return False
 
 
 def _returned_by(sem: Semantic, call: ast.Call, depth: int) -> Returned | None:

@@ -301,6 +301,14 @@ class LossAccumulatedWithGraph(Rule):
                 ),
             ),
         ),
+        # The dict's loss is backpropagated, and only detached values are kept.
+        "import torch\n"
+        "outputs = []\n"
+        "for i, batch in enumerate(loader):\n"
+        "    output = module.training_step(batch, i)\n"
+        "    output['loss'].backward()\n"
+        "    optimizer.step()\n"
+        "    outputs.append({k: v.detach() for k, v in output.items()})\n",
     )
     INVALID = (
         # Only printed: `.detach()` is safe and comes first.
@@ -579,6 +587,22 @@ class LossAccumulatedWithGraph(Rule):
             "print(total_loss / len(loader))\n",
             lines=(11,),
         ),
+        # The dict whose 'loss' was backpropagated is kept whole (no fix), and its loss too.
+        Invalid(
+            "import torch\n"
+            "outputs = []\n"
+            "losses = []\n"
+            "for i, batch in enumerate(loader):\n"
+            "    optimizer.zero_grad()\n"
+            "    output = module.training_step(batch, i)\n"
+            "    output['loss'].backward()\n"
+            "    optimizer.step()\n"
+            "    outputs.append(output)\n"
+            "    losses.append(output['loss'])\n"
+            "print(len(outputs), losses)\n",
+            fixed=None,
+            lines=(9, 10),
+        ),
     )
 
     def check(self, ctx: Context) -> None:
@@ -626,10 +650,9 @@ class LossAccumulatedWithGraph(Rule):
             ctx.report(
                 value,
                 Text(
-                    "This value holds a loss with its autograd graph (returned by the function "
-                    "it comes from): every iteration's graph stays in memory; keep "
-                    "`loss.detach()` or `loss.item()` instead",
-                    "这个值带着损失及其计算图（由其来源函数返回）：每次迭代的计算图都留在内存里；"
+                    "This value holds a loss with its autograd graph: every iteration's graph "
+                    "stays in memory; keep `loss.detach()` or `loss.item()` instead",
+                    "这个值带着损失及其计算图：每次迭代的计算图都留在内存里；"
                     "请改为保存 `loss.detach()` 或 `loss.item()`",
                 ),
             )
