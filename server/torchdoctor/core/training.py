@@ -1011,7 +1011,7 @@ def unscaled_loss(sem: Semantic, tensor: ast.AST, _depth: int = 0) -> bool | Non
         func = tensor.func
         if isinstance(func, ast.Attribute) and func.attr in ("mean", "sum", "float"):
             return unscaled_loss(sem, func.value, _depth + 1)
-        return None
+        return _returned_loss(sem, tensor, _depth)
     if isinstance(tensor, ast.BinOp) and isinstance(tensor.op, ast.Add | ast.Sub):
         parts = [unscaled_loss(sem, p, _depth + 1) for p in (tensor.left, tensor.right)]
         if False in parts:
@@ -1029,6 +1029,17 @@ def unscaled_loss(sem: Semantic, tensor: ast.AST, _depth: int = 0) -> bool | Non
             return None
         return unscaled_loss(sem, binding.value, _depth + 1)
     return None
+
+
+def _returned_loss(sem: Semantic, call: ast.Call, depth: int) -> bool | None:
+    """``unscaled_loss`` of what a function of the project returns (``loss_fn(logits, y)``
+    whose every ``return`` is a plain loss): the same for all its returns, else None."""
+    defined = sem.owner(call).function_def(call.func)
+    if defined is None:
+        return None
+    owner, func = defined
+    found = {unscaled_loss(owner, value, depth + 1) for value in owner.returns(func)}
+    return found.pop() if len(found) == 1 else None
 
 
 def rescales_gradients(sem: Semantic, within: list[ast.stmt]) -> bool:

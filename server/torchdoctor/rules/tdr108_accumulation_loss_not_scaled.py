@@ -169,6 +169,14 @@ class AccumulationLossNotScaled(Rule):
         "    loss = F.cross_entropy(model(x), y)\n"
         "    acc.backward(loss)\n"
         "    if (i + 1) % 4 == 0:\n        opt.step()\n        opt.zero_grad()\n",
+        # A helper that divides the loss itself.
+        "import torch\n"
+        "def loss_fn(logits, targets):\n"
+        "    return torch.nn.functional.cross_entropy(logits, targets) / accum_iters\n"
+        "for i, (x, y) in enumerate(loader):\n"
+        "    loss_fn(model(x), y).backward()\n"
+        "    if (i + 1) % accum_iters == 0:\n"
+        "        opt.step()\n        opt.zero_grad()\n",
     )
     INVALID = (
         Invalid(
@@ -243,6 +251,33 @@ class AccumulationLossNotScaled(Rule):
             "    runner.backward(loss)\n"
             "    if (i + 1) % accum == 0:\n        opt.step()\n        opt.zero_grad()\n",
             lines=(7,),
+        ),
+        # The loss comes from a helper that returns a plain loss; Fabric's backward.
+        Invalid(
+            "import torch\nimport lightning as L\n"
+            "def loss_fn(logits, targets):\n"
+            "    loss = torch.nn.functional.cross_entropy(logits, targets)\n"
+            "    return loss\n"
+            "def train(fabric, model, loader, opt):\n"
+            "    for i, (x, y) in enumerate(loader):\n"
+            "        loss = loss_fn(model(x), y)\n"
+            "        fabric.backward(loss)\n"
+            "        if (i + 1) % accum_iters == 0:\n"
+            "            opt.step()\n            opt.zero_grad()\n"
+            "train(L.Fabric(), model, loader, opt)\n",
+            fixed="import torch\nimport lightning as L\n"
+            "def loss_fn(logits, targets):\n"
+            "    loss = torch.nn.functional.cross_entropy(logits, targets)\n"
+            "    return loss\n"
+            "def train(fabric, model, loader, opt):\n"
+            "    for i, (x, y) in enumerate(loader):\n"
+            "        loss = loss_fn(model(x), y)\n"
+            "        loss = loss / accum_iters\n"
+            "        fabric.backward(loss)\n"
+            "        if (i + 1) % accum_iters == 0:\n"
+            "            opt.step()\n            opt.zero_grad()\n"
+            "train(L.Fabric(), model, loader, opt)\n",
+            lines=(9,),
         ),
     )
 
