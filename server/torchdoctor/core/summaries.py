@@ -261,8 +261,10 @@ def returned(
     known = sem.memo.get(key)
     if isinstance(known, Returned):
         return known
+    if _depth > MAX_DEPTH:
+        return _NOTHING  # not remembered: a shallower question reads it whole
     sem.memo[key] = _NOTHING  # recursion guard
-    if _depth > MAX_DEPTH or _grad_off(sem, func):
+    if _grad_off(sem, func):
         return _NOTHING
     graph = backpropagated = plain = False
     keys: set[str] = set()
