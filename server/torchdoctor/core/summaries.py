@@ -410,6 +410,25 @@ def _item_backpropagated(sem: Semantic, holder: ast.expr, key: ast.expr | None) 
             and sem.lookup(holder.id, tensor.value) is binding
             and (key is None or ast.dump(tensor.slice) == ast.dump(key))
             and not training.grad_disabled(sem, call)
+            and not _item_replaced(sem, tensor, holder)
+        ):
+            return True
+    return False
+
+
+def _item_replaced(sem: Semantic, item: ast.Subscript, use: ast.AST) -> bool:
+    """``out["loss"] = out["loss"].detach()`` (a value without a graph) between the backward
+    of ``item`` and ``use``, in the same block of code."""
+    for node in sem.assigns:
+        target = node.targets[0] if len(node.targets) == 1 else None
+        if (
+            isinstance(target, ast.Subscript)
+            and ast.dump(target.value) == ast.dump(item.value)
+            and ast.dump(target.slice) == ast.dump(item.slice)
+            and training.is_plain_value(node.value)
+            and training.before(item, node)
+            and training.before(node, use)
+            and sem.enclosing_function(node) is sem.enclosing_function(use)
         ):
             return True
     return False

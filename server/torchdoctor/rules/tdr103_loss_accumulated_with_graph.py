@@ -309,6 +309,15 @@ class LossAccumulatedWithGraph(Rule):
         "    output['loss'].backward()\n"
         "    optimizer.step()\n"
         "    outputs.append({k: v.detach() for k, v in output.items()})\n",
+        # The backpropagated item is replaced by its detached value before the dict is kept.
+        "import torch\n"
+        "outputs = []\n"
+        "for i, batch in enumerate(loader):\n"
+        "    output = module.training_step(batch, i)\n"
+        "    output['loss'].backward()\n"
+        "    optimizer.step()\n"
+        "    output['loss'] = output['loss'].detach()\n"
+        "    outputs.append(output)\n",
     )
     INVALID = (
         # Only printed: `.detach()` is safe and comes first.
