@@ -154,12 +154,79 @@ def _kind(sem: Semantic, expr: ast.AST, depth: int) -> Kind | None:
         return None
     if isinstance(expr, ast.Call):
         return _call_kind(sem, expr, depth)
+    if isinstance(expr, ast.Subscript):
+        return _item_kind(sem, expr, depth)
     if isinstance(expr, ast.IfExp):
         a, b = kind(sem, expr.body, depth + 1), kind(sem, expr.orelse, depth + 1)
         return a if a == b else None
     if isinstance(expr, ast.NamedExpr):
         return kind(sem, expr.value, depth + 1)
     return None
+
+
+def _item_kind(sem: Semantic, expr: ast.Subscript, depth: int) -> Kind | None:
+    """The kind of an item of a dict, list or tuple written in this file: ``loaders["train"]``
+    after ``loaders = {"train": DataLoader(...), ...}`` (or ``loaders["train"] = ...``), a
+    comprehension's value, ``loaders[phase]`` when every item is of one kind."""
+    base = expr.value
+    values: list[ast.expr] = []
+    if isinstance(base, ast.Name):
+        binding = sem.lookup(base.id, base)
+        if binding is None or binding.how != "assign" or binding.index is not None:
+            return None
+        if binding.value is not None:
+            values.append(binding.value)
+    elif isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name):
+        cls = sem.enclosing_class(base) if base.value.id == "self" else None
+        if cls is None:
+            return None
+        values.extend(sem.self_attr_values.get((cls, base.attr), ()))
+    key = expr.slice.value if isinstance(expr.slice, ast.Constant) else _ANY_KEY
+    items: list[ast.expr] = []
+    for value in values:
+        if isinstance(value, ast.DictComp | ast.ListComp):
+            items.append(value.value if isinstance(value, ast.DictComp) else value.elt)
+        elif isinstance(value, ast.Dict):
+            pairs = list(zip(value.keys, value.values, strict=True))
+            if isinstance(base, ast.Name):
+                pairs += _items_set(sem, base.id, sem.lookup(base.id, base))
+            for k, v in pairs:
+                if k is None:
+                    return None  # ``{**other}``
+                if key is _ANY_KEY or not isinstance(k, ast.Constant) or k.value == key:
+                    items.append(v)
+        elif isinstance(value, ast.List | ast.Tuple):
+            if isinstance(key, int) and not isinstance(key, bool) and 0 <= key < len(value.elts):
+                items.append(value.elts[key])
+            elif key is _ANY_KEY:
+                items.extend(value.elts)
+            else:
+                return None
+        else:
+            return None
+    found = {kind(sem, item, depth + 1) for item in items}
+    return found.pop() if len(found) == 1 else None
+
+
+_ANY_KEY = object()  # a subscript whose key is not a literal
+
+
+def _items_set(
+    sem: Semantic, name: str, binding: Binding | None
+) -> list[tuple[ast.expr | None, ast.expr]]:
+    """``(key, value)`` of the items set by ``name[key] = value`` where ``name`` holds the dict
+    of ``binding`` (in the same scope)."""
+    out: list[tuple[ast.expr | None, ast.expr]] = []
+    for node in sem.assigns:
+        target = node.targets[0] if len(node.targets) == 1 else None
+        if (
+            isinstance(target, ast.Subscript)
+            and isinstance(target.value, ast.Name)
+            and target.value.id == name
+            and sem.lookup(name, target.value) is binding
+        ):
+            out.append((target.slice, node.value))
+    return out
 
 
 def binding_kind(sem: Semantic, binding: Binding, _depth: int = 0) -> Kind | None:

@@ -4,7 +4,18 @@ following the functions it calls in turn (a few levels deep).
 
 Rules ask ``summary(sem, call.func)`` instead of walking a helper's body themselves: whether
 ``train_one_epoch(...)`` calls ``set_epoch``, whether ``evaluate(...)`` already runs under
-``torch.no_grad()``, whether ``save_checkpoint(...)`` saves on every rank.
+``torch.no_grad()``, whether ``save_checkpoint(...)`` saves on every rank, whether
+``train_step(...)`` steps an optimizer.
+
+Over those: ``step_calls`` (the calls of a loop that step an optimizer, in a helper too),
+``trains`` (whether statements run a backward pass, in a helper too), ``kept_on_self`` (the
+``self.attr`` a value handed to a class's constructor is kept in).
+
+What a function returns is summarised apart (``returned``, asked less often): whether it hands
+back a loss tensor that still carries its autograd graph, itself, in a dict (by key) or in a
+tuple (by position), and whether that tensor was backpropagated inside (a training step).
+``carried_graph`` reads an expression of the caller through those summaries: ``train_step(b)``,
+``out["loss"]`` after ``out = train_step(b)``, ``v`` in ``for k, v in out.items()``.
 """
 
 from __future__ import annotations
@@ -12,7 +23,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from . import arguments, distributed, training
+from . import arguments, distributed, graphs, training
 from .semantic import Semantic
 
 MAX_DEPTH = 3
@@ -30,6 +41,7 @@ class Summary:
     saves: bool  # calls ``torch.save``
     saves_on_every_rank: bool  # some ``torch.save`` in it runs without a rank check
     saved_params: frozenset[str] = frozenset()  # parameters it passes to ``torch.save`` to write
+    steps_optimizer: bool = False  # calls ``optimizer.step()`` / ``scaler.step(optimizer)``
 
     def saved_argument(self, call: ast.Call) -> ast.expr | None:
         """What a call of the function hands over to be saved (the argument for a parameter
@@ -68,6 +80,7 @@ def of_function(
     methods: set[str] = set()
     qualnames: set[str] = set()
     autograd = saves = every_rank = False
+    steps = "step" in sem.calls_by_attr and bool(training.optimizer_steps(sem, func))
     grad_off = _grad_off(sem, func)
     for node in sem.walk(func):
         if not isinstance(node, ast.Call):
@@ -93,6 +106,7 @@ def of_function(
             continue
         methods |= inner.methods
         qualnames |= inner.qualnames
+        steps = steps or inner.steps_optimizer
         if inner.autograd and not inner.grad_off and not training.grad_disabled(sem, node):
             autograd = True
         if inner.saves:
@@ -109,9 +123,360 @@ def of_function(
         saves,
         every_rank,
         frozenset(saved),
+        steps,
     )
     sem.memo[key] = found
     return found
+
+
+def called_function(
+    sem: Semantic, callee: ast.AST
+) -> tuple[Semantic, ast.FunctionDef | ast.AsyncFunctionDef] | None:
+    """The function a callee names: of this file or another project module
+    (``sem.function_def``), or a method of the class around the call (``self.train_step``,
+    also inherited from a base class of the file)."""
+    defined = sem.owner(callee).function_def(callee)
+    if defined is not None:
+        return defined
+    if (
+        isinstance(callee, ast.Attribute)
+        and isinstance(callee.value, ast.Name)
+        and callee.value.id == "self"
+    ):
+        owner = sem.owner(callee)
+        cls = owner.enclosing_class(callee)
+        if cls is not None:
+            method = graphs.class_method(owner, cls, callee.attr)
+            if method is not None:
+                return owner, method
+    return None
+
+
+def step_calls(sem: Semantic, within: ast.AST) -> list[ast.Call]:
+    """The calls under ``within`` (not in nested functions) that step an optimizer: its own
+    ``optimizer.step()``/``scaler.step(optimizer)``, and the calls of helpers (of this file or
+    another module, methods of the class) that do, in source order."""
+    out = list(training.optimizer_steps(sem, within))
+    for node in sem.walk(within):
+        if isinstance(node, ast.Call) and node not in out:
+            defined = called_function(sem, node.func)
+            if defined is not None and defined[1] is not sem.enclosing_function(node):
+                if of_function(*defined).steps_optimizer:
+                    out.append(node)
+    return sorted(out, key=lambda c: (c.lineno, c.col_offset))
+
+
+def trains(sem: Semantic, within: list[ast.stmt]) -> bool:
+    """Whether statements run a backward pass: their own, or in a helper they call."""
+    for node in sem.walk_body(within):
+        if not isinstance(node, ast.Call):
+            continue
+        if training.is_backward(sem, node):
+            return True
+        defined = called_function(sem, node.func)
+        if defined is not None and defined[1] is not sem.enclosing_function(node):
+            if "backward" in of_function(*defined).methods:
+                return True
+    return False
+
+
+def kept_on_self(sem: Semantic, value: ast.Name) -> list[ast.Attribute]:
+    """Where a name passed to the constructor of a class of this file is kept: the
+    ``self.attr`` targets that ``__init__`` assigns the parameter to (``Trainer(model,
+    train_loader)`` then ``self.train_data = train_data``), for the calls in the scope that binds
+    the name."""
+    binding = sem.lookup(value.id, value)
+    if binding is None:
+        return []
+    out: list[ast.Attribute] = []
+    for load in sem.names.get(value.id, ()):
+        call = sem.parent(load)
+        position: int | str | None = None
+        if isinstance(call, ast.keyword):
+            position, call = call.arg, sem.parent(call)
+        elif isinstance(call, ast.Call) and load in call.args:
+            position = call.args.index(load)
+        if not isinstance(call, ast.Call) or position is None:
+            continue
+        if sem.lookup(value.id, load) is not binding:
+            continue
+        cls = sem.local_class(call.func)
+        init = graphs.class_method(sem, cls, "__init__") if cls is not None else None
+        if init is None or any(isinstance(a, ast.Starred) for a in call.args):
+            continue
+        params = [a.arg for a in (*init.args.posonlyargs, *init.args.args)][1:]
+        if isinstance(position, int):
+            name = params[position] if position < len(params) else None
+        else:
+            name = position
+        for node in sem.walk(init):
+            if (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == name
+                and sem.lookup(name, node.value) is not None
+                and sem.lookup(name, node.value).how == "param"  # type: ignore[union-attr]
+            ):
+                out.extend(
+                    t
+                    for t in node.targets
+                    if isinstance(t, ast.Attribute)
+                    and isinstance(t.value, ast.Name)
+                    and t.value.id == "self"
+                )
+    return out
+
+
+# ------------------------------------------------------------------ returned graphs -------
+@dataclass(frozen=True)
+class Returned:
+    """What a function returns that still carries an autograd graph."""
+
+    graph: bool = False  # the returned value itself is a loss tensor with its graph
+    keys: frozenset[str] = frozenset()  # keys of a returned dict whose values carry one
+    plain_keys: bool = False  # a returned dict also has values without one
+    items: frozenset[int] = frozenset()  # positions of a returned tuple that carry one
+    backpropagated: bool = False  # a returned loss was backpropagated inside
+
+    @property
+    def carries(self) -> bool:
+        return self.graph or bool(self.keys) or bool(self.items)
+
+
+_NOTHING = Returned()
+# What an expression is when it carries a graph: the tensor itself, or a dict or tuple that
+# holds one, or a value that may be one (a value of a dict whose other values are not).
+TENSOR, CONTAINER, SOME = "tensor", "container", "some"
+
+
+def returned(
+    sem: Semantic, func: ast.FunctionDef | ast.AsyncFunctionDef, _depth: int = 0
+) -> Returned:
+    """What ``func`` (of the module ``sem``) returns that carries a graph; nothing for a
+    function that runs with gradients off."""
+    key = ("returned-graph", func)
+    known = sem.memo.get(key)
+    if isinstance(known, Returned):
+        return known
+    if _depth > MAX_DEPTH:
+        return _NOTHING  # not remembered: a shallower question reads it whole
+    sem.memo[key] = _NOTHING  # recursion guard
+    if _grad_off(sem, func):
+        return _NOTHING
+    graph = backpropagated = plain = False
+    keys: set[str] = set()
+    items: set[int] = set()
+    for value in sem.returns(func):
+        if training.grad_disabled(sem, value):
+            continue
+        if isinstance(value, ast.Tuple):
+            items |= {
+                i for i, e in enumerate(value.elts) if carried_graph(sem, e, _depth + 1) == TENSOR
+            }
+            continue
+        entries = _dict_entries(sem, value, func)
+        if entries is not None:
+            for name, entry in entries:
+                if carried_graph(sem, entry, _depth + 1) == TENSOR:
+                    keys.add(name)
+                    if isinstance(entry, ast.Name) and training.is_backpropagated(sem, entry):
+                        backpropagated = True
+                else:
+                    plain = True
+            continue
+        if carried_graph(sem, value, _depth + 1) == TENSOR:
+            graph = True
+            if isinstance(value, ast.Name) and training.is_backpropagated(sem, value):
+                backpropagated = True
+    found = Returned(graph, frozenset(keys), plain, frozenset(items), backpropagated)
+    sem.memo[key] = found
+    return found
+
+
+def _dict_entries(
+    sem: Semantic, value: ast.expr, func: ast.AST
+) -> list[tuple[str, ast.expr]] | None:
+    """The (key, value) pairs of a returned dict: a literal ``{"loss": loss}``,
+    ``dict(loss=loss)``, or a name bound to one in the function, with the items it sets
+    (``logs["loss"] = loss``); None when ``value`` is not such a dict."""
+    pairs: list[tuple[str, ast.expr]] = []
+    name: str | None = None
+    if isinstance(value, ast.Name):
+        binding = sem.lookup(value.id, value)
+        if binding is None or binding.how != "assign" or binding.index is not None:
+            return None
+        name, value = value.id, binding.value  # type: ignore[assignment]
+    if isinstance(value, ast.Dict):
+        for k, v in zip(value.keys, value.values, strict=True):
+            if isinstance(k, ast.Constant) and isinstance(k.value, str):
+                pairs.append((k.value, v))
+    elif (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Name)
+        and value.func.id == "dict"
+        and sem.lookup("dict", value.func) is None
+        and not value.args
+    ):
+        pairs.extend((kw.arg, kw.value) for kw in value.keywords if kw.arg is not None)
+    else:
+        return None
+    if name is not None:
+        for node in sem.walk(func):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target = node.targets[0]
+                if (
+                    isinstance(target, ast.Subscript)
+                    and isinstance(target.value, ast.Name)
+                    and target.value.id == name
+                    and isinstance(target.slice, ast.Constant)
+                    and isinstance(target.slice.value, str)
+                ):
+                    pairs.append((target.slice.value, node.value))
+    return pairs
+
+
+def carried_graph(sem: Semantic, expr: ast.AST, _depth: int = 0) -> str | None:
+    """Whether ``expr`` holds a loss tensor with its autograd graph, also through what the
+    functions it calls return: ``TENSOR`` for the tensor (``training.holds_loss``, a helper's
+    returned loss, ``out["loss"]`` of a helper's returned dict, ``v`` of its ``.items()``),
+    ``CONTAINER`` for a dict or tuple that holds one, ``SOME`` for a value that is one only for
+    some keys (``out[k]``, ``.items()`` of a dict with other values); None otherwise."""
+    if _depth > 6:
+        return None
+    if training.holds_loss(sem, expr):
+        return TENSOR
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        if isinstance(func, ast.Attribute) and func.attr in ("mean", "sum", "float", "clone"):
+            return TENSOR if carried_graph(sem, func.value, _depth + 1) == TENSOR else None
+        found = _returned_by(sem, expr, _depth)
+        if found is None or not found.carries:
+            return None
+        return TENSOR if found.graph else CONTAINER
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add | ast.Sub | ast.Mult | ast.Div):
+        for side in (expr.left, expr.right):
+            if carried_graph(sem, side, _depth + 1) == TENSOR:
+                return TENSOR
+        return None
+    if isinstance(expr, ast.Subscript):
+        if _item_backpropagated(sem, expr.value, expr.slice):
+            return TENSOR  # `out["loss"]` after `out["loss"].backward()`
+        found = _held_returned(sem, expr.value, _depth)
+        if found is None:
+            return None
+        index = expr.slice
+        if isinstance(index, ast.Constant) and isinstance(index.value, str):
+            return TENSOR if index.value in found.keys else None
+        if isinstance(index, ast.Constant) and isinstance(index.value, int):
+            return TENSOR if index.value in found.items else None
+        if found.keys and not isinstance(index, ast.Constant | ast.Slice):
+            return SOME if found.plain_keys else TENSOR
+        return None
+    if isinstance(expr, ast.Name):
+        binding = sem.lookup(expr.id, expr)
+        if binding is None:
+            return None
+        if _item_backpropagated(sem, expr, None):
+            return CONTAINER  # `outputs.append(out)` after `out["loss"].backward()`
+        if binding.how == "assign" and binding.value is not None:
+            if binding.index is None:
+                return carried_graph(sem, binding.value, _depth + 1)
+            if isinstance(binding.value, ast.Call):
+                found = _returned_by(sem, binding.value, _depth)
+                return TENSOR if found is not None and binding.index in found.items else None
+            return None
+        if binding.how == "loop":
+            return _loop_value(sem, binding.node, _depth)
+    return None
+
+
+def _item_backpropagated(sem: Semantic, holder: ast.expr, key: ast.expr | None) -> bool:
+    """Whether an item of the dict (or tuple) a name holds is backpropagated while gradients
+    are on: ``out["loss"].backward()`` for the same ``out`` (for ``key``, that item)."""
+    if not isinstance(holder, ast.Name):
+        return False
+    binding = sem.lookup(holder.id, holder)
+    if binding is None:
+        return False
+    for call in sem.calls_by_attr.get("backward", ()):
+        tensor = training.tensor_of_backward(call, sem)
+        if (
+            isinstance(tensor, ast.Subscript)
+            and isinstance(tensor.value, ast.Name)
+            and tensor.value.id == holder.id
+            and sem.lookup(holder.id, tensor.value) is binding
+            and (key is None or ast.dump(tensor.slice) == ast.dump(key))
+            and not training.grad_disabled(sem, call)
+            and not _item_replaced(sem, tensor, holder)
+        ):
+            return True
+    return False
+
+
+def _item_replaced(sem: Semantic, item: ast.Subscript, use: ast.AST) -> bool:
+    """``out["loss"] = out["loss"].detach()`` (a value without a graph) between the backward
+    of ``item`` and ``use``, in the same block of code."""
+    for node in sem.assigns:
+        target = node.targets[0] if len(node.targets) == 1 else None
+        if (
+            isinstance(target, ast.Subscript)
+            and ast.dump(target.value) == ast.dump(item.value)
+            and ast.dump(target.slice) == ast.dump(item.slice)
+            and training.is_plain_value(node.value)
+            and training.before(item, node)
+            and training.before(node, use)
+            and sem.enclosing_function(node) is sem.enclosing_function(use)
+        ):
+            return True
+    return False
+
+
+def _returned_by(sem: Semantic, call: ast.Call, depth: int) -> Returned | None:
+    """What the function ``call`` calls returns with a graph, when the call runs with
+    gradients on."""
+    defined = called_function(sem, call.func)
+    if defined is None or training.grad_disabled(sem, call):
+        return None
+    return returned(*defined, _depth=depth + 1)
+
+
+def _held_returned(sem: Semantic, expr: ast.AST, depth: int) -> Returned | None:
+    """``_returned_by`` for the call whose result ``expr`` holds (inline, or a name assigned
+    it)."""
+    if isinstance(expr, ast.Name):
+        binding = sem.lookup(expr.id, expr)
+        if binding is None or binding.how != "assign" or binding.index is not None:
+            return None
+        expr = binding.value  # type: ignore[assignment]
+    if isinstance(expr, ast.Call):
+        return _returned_by(sem, expr, depth)
+    return None
+
+
+def _loop_value(sem: Semantic, target: ast.AST, depth: int) -> str | None:
+    """A loop variable over ``.items()``/``.values()`` of a dict a helper returned: ``v`` in
+    ``for k, v in out.items():``."""
+    loop = sem.parent(target)
+    position = None
+    if isinstance(loop, ast.Tuple) and len(loop.elts) == 2:
+        position = loop.elts.index(target)  # type: ignore[arg-type]
+        loop = sem.parent(loop)
+    if not isinstance(loop, ast.For | ast.AsyncFor | ast.comprehension):
+        return None
+    iterated = loop.iter
+    if not (
+        isinstance(iterated, ast.Call)
+        and isinstance(iterated.func, ast.Attribute)
+        and not iterated.args
+    ):
+        return None
+    method = iterated.func.attr
+    if not ((method == "items" and position == 1) or (method == "values" and position is None)):
+        return None
+    found = _held_returned(sem, iterated.func.value, depth)
+    if found is None or not found.keys:
+        return None
+    return SOME if found.plain_keys else TENSOR
 
 
 def _grad_off(sem: Semantic, func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

@@ -3,7 +3,10 @@
 The loops of a file (``LoopInfo``: which loops iterate a DataLoader, how they nest, which loops
 repeat training-like work), backward passes, optimizer steps and gradient clipping, where
 gradient tracking is off (``torch.no_grad``, ``torch.inference_mode``,
-``torch.set_grad_enabled(False)``) and where ``autocast`` is on (with its device and dtype). On
+``torch.set_grad_enabled(False)``) and where ``autocast`` is on (with its device and dtype),
+also through a launcher that runs them for the loop (``Launcher``: Accelerate's
+``Accelerator``, Lightning Fabric's ``Fabric``, a DeepSpeed engine, told by the call that makes
+them: ``accelerator.autocast()``, ``fabric.backward(loss)``). On
 top of those, the shape of one training step: which statements run on every iteration of a loop
 and which only under an ``if``, which ``if`` guards an ``optimizer.step()`` the way gradient
 accumulation does, the order of backward, clip and step calls within one iteration, and which
@@ -19,14 +22,18 @@ import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from . import arguments, kinds
+from . import arguments, graphs, kinds
 from .kinds import Kind
 from .semantic import (
     FUNCTION_NODES,
     LOOP_NODES,
+    Binding,
     Semantic,
+    argument,
     dotted,
+    has_star_kwargs,
     is_false,
+    keyword,
     terminal_name,
 )
 
@@ -72,7 +79,26 @@ _ACCUMULATION_NAME = re.compile(r"accum|grad_acc|(^|_)acc_steps", re.I)
 # Calls whose result is a Python number or detached data, never a tensor with a graph.
 PLAIN_RESULT_METHODS = frozenset({"item", "tolist", "detach", "numpy", "size", "numel", "dim"})
 PLAIN_RESULT_FUNCTIONS = frozenset({"float", "int", "len", "bool", "round", "str"})
-_BACKWARD_WRAPPER = re.compile(r"accelerat|fabric|engine", re.I)
+# Objects that run a training step's backward pass and autocast region themselves
+# (``accelerator.backward(loss)``, ``with fabric.autocast():``), by the call that makes them.
+LAUNCHERS = {
+    "accelerate.Accelerator": "accelerate",
+    "accelerate.accelerator.Accelerator": "accelerate",
+    "lightning.Fabric": "fabric",
+    "lightning.fabric.Fabric": "fabric",
+    "lightning.fabric.fabric.Fabric": "fabric",
+    "lightning_fabric.Fabric": "fabric",
+    "lightning_fabric.fabric.Fabric": "fabric",
+}
+_DEEPSPEED_INIT = "deepspeed.initialize"  # its first result is an engine with ``backward``
+# A launcher's option that turns its autocast off, and the literal values that do.
+_FULL_PRECISION: dict[str, tuple[str, frozenset[object]]] = {
+    "accelerate": ("mixed_precision", frozenset({"no"})),
+    "fabric": ("precision", frozenset({"32-true", "64-true", "32", "64", 32, 64})),
+}
+# What a launcher is called when the code shows no construction (a parameter, an attribute
+# set elsewhere): a hint only, used when nothing else is known.
+_LAUNCHER_NAME = re.compile(r"accelerat|fabric|engine", re.I)
 
 
 def _pos(node: ast.AST) -> tuple[int, int]:
@@ -208,20 +234,68 @@ def enclosing_loops(sem: Semantic, node: ast.AST) -> list[LoopInfo]:
 
 
 def loop_uses_loader(sem: Semantic, loop: LoopInfo, loader: ast.expr) -> bool:
-    """Whether an epoch-level loop iterates ``loader`` (directly, or by passing it to a call)."""
-    want = dotted(loader)
+    """Whether an epoch-level loop iterates ``loader`` (directly, by passing it to a call, or
+    by calling a function of the file that iterates it: a method of the class for a loader kept
+    on ``self``, a function that reads a module-level loader as a global)."""
+    want = reference(loader)
     if want is None:
         return False
-    for node in sem.walk_body(loop.node.body):
+    return _body_uses_loader(sem, loop.node.body, want, loop.node, 0)
+
+
+def reference(expr: ast.AST) -> str | None:
+    """How code refers to a value it keeps: ``a.b.c`` for names and attributes,
+    ``loaders['train']`` for an item of one under a literal key; None for anything else."""
+    if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant):
+        base = dotted(expr.value)
+        return f"{base}[{expr.slice.value!r}]" if base is not None else None
+    return dotted(expr)
+
+
+def _body_uses_loader(
+    sem: Semantic, body: list[ast.stmt], want: str, anchor: ast.AST, depth: int
+) -> bool:
+    for node in sem.walk_body(body):
         if isinstance(node, ast.For | ast.AsyncFor):
-            inner = _loops(sem)[0][node].loader
-            if inner is not None and dotted(inner) == want:
-                return True
+            # ``want`` is known to be a loader: a loop over it is its batch loop.
+            for inner in iterated_candidates(node.iter):
+                if reference(inner) == want and (depth == 0 or _same_value(sem, inner, anchor)):
+                    return True
         elif isinstance(node, ast.Call):
             for arg in [*node.args, *(k.value for k in node.keywords)]:
-                if dotted(arg) == want:
+                if reference(arg) == want and (depth == 0 or _same_value(sem, arg, anchor)):
                     return True
+            if depth >= 2:
+                continue
+            called = _called_here(sem, node.func, want)
+            if called is not None and _body_uses_loader(sem, called.body, want, anchor, depth + 1):
+                return True  # ``self.train_epoch()`` iterates ``self.train_loader``
     return False
+
+
+def _called_here(
+    sem: Semantic, func: ast.expr, want: str
+) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The function of this file a call runs that may read the loader ``want``: a method of
+    the class (``self.run_epoch()``) for a loader on ``self``, a function for a name."""
+    if want.startswith("self."):
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            cls = sem.enclosing_class(func) if func.value.id == "self" else None
+            return graphs.class_method(sem, cls, func.attr) if cls is not None else None
+        return None
+    return sem.local_function(func) if "." not in want.split("[")[0] else None
+
+
+def _same_value(sem: Semantic, use: ast.expr, anchor: ast.AST) -> bool:
+    """Whether a plain name read at ``use`` (or the dict a subscript reads) is the one visible
+    at ``anchor`` (a global read in a function called from there); names with attributes are
+    compared by spelling."""
+    if isinstance(use, ast.Subscript):
+        use = use.value
+    if not isinstance(use, ast.Name):
+        return True
+    here = sem.lookup(use.id, use)
+    return here is None or here is sem.lookup(use.id, anchor)
 
 
 def repeats(sem: Semantic, loop: LoopInfo) -> bool:
@@ -258,10 +332,14 @@ def repeating_loop(sem: Semantic, node: ast.AST) -> LoopInfo | None:
 
 # ------------------------------------------------------------------ backward and steps ----
 def is_backward(sem: Semantic, call: ast.Call) -> bool:
-    """``x.backward(...)`` or ``torch.autograd.backward(...)``."""
+    """``x.backward(...)``, ``torch.autograd.backward(...)`` or a launcher's
+    ``accelerator.backward(loss)`` / ``fabric.backward(loss)``."""
     func = call.func
     if isinstance(func, ast.Attribute) and func.attr == "backward":
-        return sem.qualname(func) in (None, "torch.autograd.backward")
+        if sem.qualname(func) in (None, "torch.autograd.backward"):
+            return True
+        # A launcher imported from another module (``from utils import accelerator``).
+        return bool(call.args) and launcher(sem, func.value) is not None
     return sem.qualname(func) == "torch.autograd.backward"
 
 
@@ -405,9 +483,23 @@ def named_grad_off(decorator: ast.expr) -> bool:
 # ------------------------------------------------------------------ autocast -------------
 def is_autocast(sem: Semantic, expr: ast.expr) -> bool:
     """``torch.autocast``/``torch.amp.autocast``/``torch.cuda|cpu.amp.autocast``, called or
-    not."""
+    not, and a launcher's ``accelerator.autocast()`` / ``fabric.autocast()``."""
     target = expr.func if isinstance(expr, ast.Call) else expr
-    return sem.qualname(target) in AUTOCAST
+    if sem.qualname(target) in AUTOCAST:
+        return True
+    return _launcher_autocast(sem, expr) is not None
+
+
+def _launcher_autocast(sem: Semantic, expr: ast.expr) -> Launcher | None:
+    """The Accelerate or Fabric launcher of ``accelerator.autocast()``, if ``expr`` is one."""
+    if not (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Attribute)
+        and expr.func.attr == "autocast"
+    ):
+        return None
+    found = launcher(sem, expr.func.value)
+    return found if found is not None and found.library != "deepspeed" else None
 
 
 def enclosing_autocast(sem: Semantic, node: ast.AST) -> ast.With | ast.AsyncWith | None:
@@ -425,6 +517,12 @@ def autocast_disabled(sem: Semantic, expr: ast.expr) -> bool:
     ``torch.cuda/cpu.amp.autocast`` and the third of ``torch.autocast``."""
     if not isinstance(expr, ast.Call):
         return False
+    found = _launcher_autocast(sem, expr)
+    if found is not None:
+        # ``Accelerator(mixed_precision="no")``, ``Fabric(precision="32-true")``.
+        option, values = _FULL_PRECISION.get(found.library, ("", frozenset()))
+        value = launcher_option(found, option)
+        return isinstance(value, ast.Constant) and value.value in values
     return is_false(arguments.bind_as(expr, sem.qualname(expr.func)).value("enabled"))
 
 
@@ -614,9 +712,11 @@ def is_zero_grad(sem: Semantic, call: ast.Call) -> bool:
     return kinds.is_optimizer(sem, func.value) or kinds.kind(sem, func.value) is Kind.MODULE
 
 
-def tensor_of_backward(call: ast.Call) -> ast.expr | None:
+def tensor_of_backward(call: ast.Call, sem: Semantic | None = None) -> ast.expr | None:
     """The tensor a backward call differentiates: ``loss`` in ``loss.backward()``,
-    ``scaler.scale(loss).backward()`` and ``torch.autograd.backward(loss)``."""
+    ``scaler.scale(loss).backward()``, ``torch.autograd.backward(loss)`` and a launcher's
+    ``accelerator.backward(loss)`` / ``fabric.backward(loss)`` / ``engine.backward(loss)``
+    (told by the call that made the launcher when ``sem`` is given)."""
     func = call.func
     if scaled_backward_scaler(call) is not None:
         assert isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call)
@@ -624,10 +724,132 @@ def tensor_of_backward(call: ast.Call) -> ast.expr | None:
         return inner.args[0] if inner.args else None
     if isinstance(func, ast.Attribute) and func.attr == "backward":
         receiver = func.value
-        if call.args and _BACKWARD_WRAPPER.search(terminal_name(receiver) or ""):
-            return call.args[0]  # accelerator.backward(loss), fabric.backward(loss)
+        if call.args:
+            if sem is not None:
+                wrapper = launcher(sem, receiver) is not None
+            else:
+                wrapper = bool(_LAUNCHER_NAME.search(terminal_name(receiver) or ""))
+            if wrapper:
+                return call.args[0]
         return receiver
     return call.args[0] if call.args else None
+
+
+# ------------------------------------------------------------------ launchers -------------
+@dataclass(frozen=True)
+class Launcher:
+    """An object that runs the backward pass and the autocast region for the training loop."""
+
+    library: str  # "accelerate", "fabric", "deepspeed"; "" when told by its name only
+    made: ast.Call | None  # the call that made it, when the code shows one
+
+
+def launcher(sem: Semantic, expr: ast.AST, _depth: int = 0) -> Launcher | None:
+    """What ``expr`` holds when it is Accelerate's ``Accelerator``, Lightning Fabric's
+    ``Fabric`` or a DeepSpeed engine: read from the call that made it (through names,
+    ``self.attr``, helpers' returns, other modules), a parameter's annotation, or the values a
+    local function's call sites pass. Only when the code shows none of those is the name a
+    hint (``accelerator``, ``fabric``, ``engine``)."""
+    if _depth > 4:
+        return None
+    sem = sem.owner(expr)
+    key = ("launcher", expr)
+    if key in sem.memo:
+        return sem.memo[key]  # type: ignore[return-value]
+    sem.memo[key] = None  # recursion guard
+    found = _launcher(sem, expr, _depth)
+    sem.memo[key] = found
+    return found
+
+
+def _launcher(sem: Semantic, expr: ast.AST, depth: int) -> Launcher | None:
+    def makes(call: ast.Call) -> bool:
+        return sem.owner(call).qualname(call.func) in LAUNCHERS
+
+    calls, other = kinds.constructions(sem, expr, makes)
+    if calls:
+        made = calls[0]
+        return Launcher(LAUNCHERS[sem.owner(made).qualname(made.func) or ""], made)
+    binding = sem.lookup(expr.id, expr) if isinstance(expr, ast.Name) else None
+    if binding is not None and binding.how == "assign" and binding.index == 0:
+        value = binding.value
+        if isinstance(value, ast.Call) and sem.qualname(value.func) == _DEEPSPEED_INIT:
+            return Launcher("deepspeed", value)
+    if binding is not None and binding.how == "param":
+        annotation = getattr(binding.node, "annotation", None)
+        library = LAUNCHERS.get(sem.qualname(annotation) or "") if annotation else None
+        if library is not None:
+            return Launcher(library, None)
+        passed = _passed_values(sem, binding)
+        if passed:
+            found = [launcher(sem, value, depth + 1) for value in passed]
+            return found[0] if all(f is not None for f in found) else None
+    if other and not _made_by_class(sem, expr) and _LAUNCHER_NAME.search(terminal_name(expr) or ""):
+        return Launcher("", None)
+    return None
+
+
+def _made_by_class(sem: Semantic, expr: ast.AST) -> bool:
+    """Whether ``expr`` holds an instance of a class of the project (whatever its name)."""
+    values: list[ast.expr] = []
+    if isinstance(expr, ast.Name):
+        binding = sem.lookup(expr.id, expr)
+        if binding is not None and binding.how == "assign" and binding.index is None:
+            values = [binding.value] if binding.value is not None else []
+    elif isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+        cls = sem.enclosing_class(expr) if expr.value.id == "self" else None
+        values = list(sem.self_attr_values.get((cls, expr.attr), ())) if cls else []
+    return any(isinstance(v, ast.Call) and sem.class_def(v.func) is not None for v in values)
+
+
+def _passed_values(sem: Semantic, binding: Binding) -> list[ast.expr]:
+    """The values the call sites of a function of this file pass for one of its parameters
+    (empty when one of them passes it through ``*args``/``**kw`` or leaves it out)."""
+    func = binding.scope
+    if not isinstance(func, FUNCTION_NODES):
+        return []
+    args = func.args
+    positional = [a.arg for a in (*args.posonlyargs, *args.args)]
+    index = positional.index(binding.name) if binding.name in positional else None
+    values = []
+    for call in sem.calls_by_name.get(func.name, ()):
+        if sem.local_function(call.func) is not func:
+            continue
+        value = argument(call, binding.name, index)
+        if value is None or has_star_kwargs(call):
+            return []
+        values.append(value)
+    return values
+
+
+def launcher_option(found: Launcher, name: str) -> ast.expr | None:
+    """The value of a keyword the launcher was made with (``mixed_precision=``)."""
+    if found.made is None:
+        return None
+    kw = keyword(found.made, name)
+    return kw.value if kw is not None else None
+
+
+def backward_scales_loss(sem: Semantic, call: ast.Call) -> bool:
+    """Whether a backward call divides the loss by the accumulation count itself: a DeepSpeed
+    engine's ``backward`` does, and Accelerate's does when the ``Accelerator`` is made with the
+    count (``gradient_accumulation_steps=``, a plugin, or ``**options``)."""
+    func = call.func
+    if not (isinstance(func, ast.Attribute) and func.attr == "backward" and call.args):
+        return False
+    found = launcher(sem, func.value)
+    if found is None:
+        return False
+    if found.library == "deepspeed":
+        return True
+    return (
+        found.library == "accelerate"
+        and found.made is not None
+        and any(
+            kw.arg in (None, "gradient_accumulation_steps", "gradient_accumulation_plugin")
+            for kw in found.made.keywords
+        )
+    )
 
 
 # ------------------------------------------------------------------ losses --------------
@@ -692,7 +914,7 @@ def is_backpropagated(sem: Semantic, name: ast.Name) -> bool:
     if binding.value is not None and grad_disabled(sem, binding.value):
         return False
     for call in sem.calls_by_attr.get("backward", ()):
-        tensor = tensor_of_backward(call)
+        tensor = tensor_of_backward(call, sem)
         if (
             isinstance(tensor, ast.Name)
             and tensor.id == name.id
@@ -709,7 +931,7 @@ def names_reaching_backward(sem: Semantic, scope: ast.AST) -> set[str]:
     out: set[str] = set()
     todo: list[ast.AST] = []
     for call in backward_calls(sem, scope):
-        tensor = tensor_of_backward(call)
+        tensor = tensor_of_backward(call, sem)
         if tensor is not None:
             todo.append(tensor)
     while todo:
@@ -813,7 +1035,7 @@ def unscaled_loss(sem: Semantic, tensor: ast.AST, _depth: int = 0) -> bool | Non
         func = tensor.func
         if isinstance(func, ast.Attribute) and func.attr in ("mean", "sum", "float"):
             return unscaled_loss(sem, func.value, _depth + 1)
-        return None
+        return _returned_loss(sem, tensor, _depth)
     if isinstance(tensor, ast.BinOp) and isinstance(tensor.op, ast.Add | ast.Sub):
         parts = [unscaled_loss(sem, p, _depth + 1) for p in (tensor.left, tensor.right)]
         if False in parts:
@@ -831,6 +1053,17 @@ def unscaled_loss(sem: Semantic, tensor: ast.AST, _depth: int = 0) -> bool | Non
             return None
         return unscaled_loss(sem, binding.value, _depth + 1)
     return None
+
+
+def _returned_loss(sem: Semantic, call: ast.Call, depth: int) -> bool | None:
+    """``unscaled_loss`` of what a function of the project returns (``loss_fn(logits, y)``
+    whose every ``return`` is a plain loss): the same for all its returns, else None."""
+    defined = sem.owner(call).function_def(call.func)
+    if defined is None:
+        return None
+    owner, func = defined
+    found = {unscaled_loss(owner, value, depth + 1) for value in owner.returns(func)}
+    return found.pop() if len(found) == 1 else None
 
 
 def rescales_gradients(sem: Semantic, within: list[ast.stmt]) -> bool:
@@ -964,7 +1197,7 @@ def escapes(sem: Semantic, name: str, scope: ast.AST, *, returns: bool = True) -
 def _attrs_reaching_backward(sem: Semantic, scope: ast.AST) -> set[str]:
     out: set[str] = set()
     for call in backward_calls(sem, scope):
-        tensor = tensor_of_backward(call)
+        tensor = tensor_of_backward(call, sem)
         if tensor is not None:
             out |= {n.attr for n in ast.walk(tensor) if isinstance(n, ast.Attribute)}
     return out

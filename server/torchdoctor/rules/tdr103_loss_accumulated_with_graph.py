@@ -3,11 +3,22 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from ..core import fixes, training
+from ..core import fixes, summaries, training
 from ..core.context import Context
 from ..core.model import Applicability, Fix, Severity, Text
 from ..core.semantic import Binding, Semantic
 from .base import Invalid, Rule, Valid
+
+# A training step of another module that returns its backpropagated loss in a dict.
+_ENGINE_PY = (
+    "import torch.nn.functional as F\n"
+    "def train_step(model, batch, opt):\n"
+    "    x, y = batch\n"
+    "    out = model(x)\n"
+    "    loss = F.cross_entropy(out, y)\n"
+    "    opt.zero_grad()\n    loss.backward()\n    opt.step()\n"
+    "    return {'loss': loss, 'acc': (out.argmax(1) == y).float().mean().item()}\n"
+)
 
 
 class LossAccumulatedWithGraph(Rule):
@@ -181,6 +192,64 @@ class LossAccumulatedWithGraph(Rule):
             "for x, y in loader:\n    running += F.mse_loss(model(x), y).item()\n",
             notebook=True,
         ),
+        # A training-step helper that returns the loss as a number.
+        "import torch\nimport torch.nn.functional as F\n"
+        "def train_step(model, x, y, opt):\n"
+        "    loss = F.cross_entropy(model(x), y)\n"
+        "    loss.backward()\n    opt.step()\n"
+        "    return loss.item()\n"
+        "total = 0.0\n"
+        "for x, y in loader:\n    total += train_step(model, x, y, opt)\n",
+        # A helper that returns a dict of detached values; evaluation helpers under no_grad.
+        "import torch\nimport torch.nn.functional as F\n"
+        "def train_step(model, batch, opt):\n"
+        "    loss = F.mse_loss(model(batch[0]), batch[1])\n"
+        "    loss.backward()\n    opt.step()\n"
+        "    return {'loss': loss.detach(), 'lr': opt.param_groups[0]['lr']}\n"
+        "@torch.no_grad()\n"
+        "def eval_step(model, batch):\n"
+        "    return F.mse_loss(model(batch[0]), batch[1])\n"
+        "history = []\nlogs = []\nval = 0\n"
+        "for batch in loader:\n"
+        "    out = train_step(model, batch, opt)\n"
+        "    history.append(out['loss'])\n    logs.append(out)\n"
+        "    val += eval_step(model, batch)\n",
+        # Across modules: the helper of engine.py hands back plain numbers.
+        Valid(
+            "import torch\nfrom engine import train_step\n"
+            "meters = {}\n"
+            "for epoch in range(3):\n"
+            "    for batch in loader:\n"
+            "        for name, value in train_step(model, batch, opt).items():\n"
+            "            meters[name] = meters.get(name, 0) + value\n",
+            files=(
+                (
+                    "engine.py",
+                    "import torch.nn.functional as F\n"
+                    "def train_step(model, batch, opt):\n"
+                    "    loss = F.cross_entropy(model(batch[0]), batch[1])\n"
+                    "    loss.backward()\n    opt.step()\n"
+                    "    return {'loss': loss.item()}\n",
+                ),
+            ),
+        ),
+        # The dict's loss is backpropagated, and only detached values are kept.
+        "import torch\n"
+        "outputs = []\n"
+        "for i, batch in enumerate(loader):\n"
+        "    output = module.training_step(batch, i)\n"
+        "    output['loss'].backward()\n"
+        "    optimizer.step()\n"
+        "    outputs.append({k: v.detach() for k, v in output.items()})\n",
+        # The backpropagated item is replaced by its detached value before the dict is kept.
+        "import torch\n"
+        "outputs = []\n"
+        "for i, batch in enumerate(loader):\n"
+        "    output = module.training_step(batch, i)\n"
+        "    output['loss'].backward()\n"
+        "    optimizer.step()\n"
+        "    output['loss'] = output['loss'].detach()\n"
+        "    outputs.append(output)\n",
     )
     INVALID = (
         # Only printed: `.detach()` is safe and comes first.
@@ -378,21 +447,130 @@ class LossAccumulatedWithGraph(Rule):
             notebook=True,
             lines=(5,),
         ),
+        # A training-step helper returns the backpropagated loss; the caller sums it.
+        Invalid(
+            "import torch\nimport torch.nn.functional as F\n"
+            "def train_step(model, x, y, opt):\n"
+            "    opt.zero_grad()\n"
+            "    loss = F.cross_entropy(model(x), y)\n"
+            "    loss.backward()\n    opt.step()\n"
+            "    return loss\n"
+            "total = 0.0\n"
+            "for x, y in loader:\n    total += train_step(model, x, y, opt)\n"
+            "print(total)\n",
+            fixed="import torch\nimport torch.nn.functional as F\n"
+            "def train_step(model, x, y, opt):\n"
+            "    opt.zero_grad()\n"
+            "    loss = F.cross_entropy(model(x), y)\n"
+            "    loss.backward()\n    opt.step()\n"
+            "    return loss\n"
+            "total = 0.0\n"
+            "for x, y in loader:\n    total += train_step(model, x, y, opt).detach()\n"
+            "print(total)\n",
+            lines=(11,),
+        ),
+        # Across modules: the dict of engine.py holds the backpropagated loss; its 'loss' is
+        # appended (`.detach()` applies), and so is the whole dict (no fix).
+        Invalid(
+            "import torch\nfrom engine import train_step\n"
+            "history = []\nlogs = []\n"
+            "for epoch in range(3):\n"
+            "    for batch in loader:\n"
+            "        out = train_step(model, batch, opt)\n"
+            "        history.append(out['loss'])\n"
+            "        logs.append(out)\n"
+            "print(history)\n",
+            fixed="import torch\nfrom engine import train_step\n"
+            "history = []\nlogs = []\n"
+            "for epoch in range(3):\n"
+            "    for batch in loader:\n"
+            "        out = train_step(model, batch, opt)\n"
+            "        history.append(out['loss'].detach())\n"
+            "        logs.append(out)\n"
+            "print(history)\n",
+            files=(("engine.py", _ENGINE_PY),),
+            lines=(8, 9),
+        ),
+        # The values of `.items()` of the returned dict: one of them carries the graph.
+        Invalid(
+            "import torch\nfrom engine import train_step\n"
+            "meters = {'loss': 0.0, 'acc': 0.0}\n"
+            "for batch in loader:\n"
+            "    for name, value in train_step(model, batch, opt).items():\n"
+            "        meters[name] += value\n",
+            fixed=None,
+            files=(("engine.py", _ENGINE_PY),),
+            lines=(6,),
+        ),
+        # Accelerate's backward, on an accelerator whose name says nothing.
+        Invalid(
+            "import torch\nfrom accelerate import Accelerator\n"
+            "acc = Accelerator()\n"
+            "model, opt, loader = acc.prepare(model, opt, loader)\n"
+            "total_loss = 0\n"
+            "for batch in loader:\n"
+            "    outputs = model(**batch)\n"
+            "    loss = outputs.loss\n"
+            "    acc.backward(loss)\n"
+            "    opt.step()\n"
+            "    total_loss += loss\n"
+            "print(total_loss / len(loader))\n",
+            fixed="import torch\nfrom accelerate import Accelerator\n"
+            "acc = Accelerator()\n"
+            "model, opt, loader = acc.prepare(model, opt, loader)\n"
+            "total_loss = 0\n"
+            "for batch in loader:\n"
+            "    outputs = model(**batch)\n"
+            "    loss = outputs.loss\n"
+            "    acc.backward(loss)\n"
+            "    opt.step()\n"
+            "    total_loss += loss.detach()\n"
+            "print(total_loss / len(loader))\n",
+            lines=(11,),
+        ),
+        # The dict whose 'loss' was backpropagated is kept whole (no fix), and its loss too.
+        Invalid(
+            "import torch\n"
+            "outputs = []\n"
+            "losses = []\n"
+            "for i, batch in enumerate(loader):\n"
+            "    optimizer.zero_grad()\n"
+            "    output = module.training_step(batch, i)\n"
+            "    output['loss'].backward()\n"
+            "    optimizer.step()\n"
+            "    outputs.append(output)\n"
+            "    losses.append(output['loss'])\n"
+            "print(len(outputs), losses)\n",
+            fixed=None,
+            lines=(9, 10),
+        ),
     )
 
     def check(self, ctx: Context) -> None:
         sem = ctx.sem
         for node, acc, value in training.accumulations(sem):
             name = training.accumulator_name(acc)
-            if name is None or not training.holds_loss(sem, value):
+            if name is None:
                 continue
-            loop = training.iteration_loop(sem, node)
+            held: str | None = summaries.TENSOR if training.holds_loss(sem, value) else None
+            loop = None
+            if held is None:
+                # Through what helpers return (`total += train_step(...)`, `out["loss"]`):
+                # asked only inside a loop that runs with gradients on.
+                loop = training.iteration_loop(sem, node)
+                if loop is None or training.grad_disabled(sem, node):
+                    continue
+                held = summaries.carried_graph(sem, value)
+                if held is None or (held == summaries.CONTAINER and not isinstance(node, ast.Call)):
+                    continue
+            loop = loop or training.iteration_loop(sem, node)
             if loop is None or training.grad_disabled(sem, node):
                 continue
             scope = sem.enclosing_function(node) or sem.tree
-            # A loop that backpropagates each iteration cannot mean to differentiate the total
-            # later; one that does not may be summing an unrolled sequence for its caller.
-            trains = bool(training.backward_calls(sem, loop.node.body))
+            # A loop that backpropagates each iteration (itself or in a helper it calls) cannot
+            # mean to differentiate the total later; one that does not may be summing an
+            # unrolled sequence for its caller.
+            trains = summaries.trains(sem, loop.node.body)
             if training.rebound_in(sem, name, loop.node.body, node) or training.escapes(
                 sem, name, scope, returns=not trains
             ):
@@ -402,10 +580,24 @@ class LossAccumulatedWithGraph(Rule):
             flow = _flow(sem, acc, whole=ctx.notebook is not None)
             if not trains and flow.returned:
                 continue  # terms of the loss a function returns (a loss module's forward)
-            self._report(ctx, node, value, flow)
+            self._report(ctx, node, value, flow, tensor=held == summaries.TENSOR)
 
     @staticmethod
-    def _report(ctx: Context, node: ast.AST, value: ast.expr, flow: _Flow) -> None:
+    def _report(
+        ctx: Context, node: ast.AST, value: ast.expr, flow: _Flow, *, tensor: bool = True
+    ) -> None:
+        if not tensor:
+            # A dict (or a value of one) that holds the loss: `.detach()` would not apply.
+            ctx.report(
+                value,
+                Text(
+                    "This value holds a loss with its autograd graph: every iteration's graph "
+                    "stays in memory; keep `loss.detach()` or `loss.item()` instead",
+                    "这个值带着损失及其计算图：每次迭代的计算图都留在内存里；"
+                    "请改为保存 `loss.detach()` 或 `loss.item()`",
+                ),
+            )
+            return
         text = ctx.segment(value)
         if not isinstance(value, ast.Name | ast.Attribute | ast.Call | ast.Subscript):
             text = f"({text})"

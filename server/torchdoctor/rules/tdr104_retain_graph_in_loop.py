@@ -78,6 +78,12 @@ class RetainGraphInLoop(Rule):
         "import torch\nimport torch.distributed.autograd as dist_autograd\n"
         "def f(context_id, t):\n    loss = (t * 2).sum()\n    for _ in range(100):\n"
         "        dist_autograd.backward(context_id, [loss], retain_graph=True)\n",
+        # Fabric's backward with a second backward pass after it.
+        "import torch\nfrom lightning.fabric import Fabric\nfabric = Fabric()\n"
+        "for x in loader:\n"
+        "    loss = model(x).sum()\n"
+        "    fabric.backward(loss, retain_graph=True)\n"
+        "    fabric.backward(loss * 2)\n",
     )
     INVALID = (
         Invalid(
@@ -98,6 +104,16 @@ class RetainGraphInLoop(Rule):
             "    loss.backward(None, True)\n    opt.step()",
             fixed=None,
             lines=(4,),
+        ),
+        # Fabric's backward: the loss is built in the loop (the launcher is not the tensor).
+        Invalid(
+            "import torch\nfrom lightning.fabric import Fabric\nfabric = Fabric()\n"
+            "for x in loader:\n"
+            "    loss = model(x).sum()\n"
+            "    fabric.backward(loss, retain_graph=True)\n"
+            "    opt.step()\n",
+            fixed=None,
+            lines=(6,),
         ),
     )
 
@@ -144,7 +160,9 @@ def _graph_built_before(ctx: Context, loop: ast.AST, call: ast.Call) -> bool:
     the loop backpropagates one graph many times, which needs ``retain_graph=True``."""
     func = call.func
     if isinstance(func, ast.Attribute) and ctx.qualname(func) is None:
-        exprs = [func.value]  # loss.backward(...)
+        # loss.backward(...), accelerator.backward(loss, ...)
+        tensor = training.tensor_of_backward(call, ctx.sem)
+        exprs = [tensor] if tensor is not None else []
     else:
         exprs = list(call.args)  # torch.autograd.backward(loss, ...), dist_autograd.backward(...)
     names = [n for e in exprs for n in ast.walk(e) if isinstance(n, ast.Name)]

@@ -341,6 +341,14 @@ class EvalWithoutNoGrad(Rule):
         # The loop's items never reach the forward: one input, printed once per name.
         "import torch\nmodel = torch.nn.Linear(2, 2)\nx = torch.randn(1, 2)\nmodel.eval()\n"
         "y = model(x)\nfor name in names:\n    print(name, y)\n",
+        # Loaders kept in a dict: the validation loop runs under no_grad.
+        "import torch\nfrom torch import nn\nfrom torch.utils.data import DataLoader\n"
+        "model = nn.Linear(4, 2).cuda()\n"
+        "loaders = {'train': DataLoader(train_ds, 32), 'val': DataLoader(val_ds, 32)}\n"
+        "model.eval()\n"
+        "with torch.no_grad():\n"
+        "    for x, y in loaders['val']:\n"
+        "        print(model(x.cuda()).argmax(1).tolist())\n",
     )
     INVALID = (
         Invalid(
@@ -707,6 +715,27 @@ class EvalWithoutNoGrad(Rule):
                 ),
             ),
             lines=(6,),
+        ),
+        # Loaders kept in a dict (filled by item), the loop over one of them.
+        Invalid(
+            "import torch\nfrom torch import nn\nfrom torch.utils.data import DataLoader\n"
+            "model = nn.Linear(4, 2).cuda()\n"
+            "loaders = {}\n"
+            "loaders['train'] = DataLoader(train_ds, 32, shuffle=True)\n"
+            "loaders['val'] = DataLoader(val_ds, 32)\n"
+            "model.eval()\n"
+            "for x, y in loaders['val']:\n"
+            "    print(model(x.cuda()).argmax(1).tolist())\n",
+            fixed="import torch\nfrom torch import nn\nfrom torch.utils.data import DataLoader\n"
+            "model = nn.Linear(4, 2).cuda()\n"
+            "loaders = {}\n"
+            "loaders['train'] = DataLoader(train_ds, 32, shuffle=True)\n"
+            "loaders['val'] = DataLoader(val_ds, 32)\n"
+            "model.eval()\n"
+            "with torch.no_grad():\n"
+            "    for x, y in loaders['val']:\n"
+            "        print(model(x.cuda()).argmax(1).tolist())\n",
+            lines=(10,),
         ),
     )
 

@@ -161,6 +161,14 @@ class ZeroGradInAccumulation(Rule):
             "        scaler.step(opt)\n        scaler.update()\n        opt.zero_grad()\n",
             notebook=True,
         ),
+        # Accelerate's `accumulate()` skips the step and the zeroing between sync steps.
+        "import torch\nfrom accelerate import Accelerator\n"
+        "accelerator = Accelerator(gradient_accumulation_steps=4)\n"
+        "for batch in loader:\n"
+        "    with accelerator.accumulate(model):\n"
+        "        accelerator.backward(model(**batch).loss)\n"
+        "        optimizer.step()\n"
+        "        optimizer.zero_grad()\n",
     )
     INVALID = (
         Invalid(

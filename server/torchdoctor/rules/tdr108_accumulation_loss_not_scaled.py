@@ -118,6 +118,21 @@ class AccumulationLossNotScaled(Rule):
             "    if i % 2:\n        opt.step()\n        opt.zero_grad()\n",
             notebook=True,
         ),
+        # Accelerate told the count divides the loss in `accelerator.backward`.
+        "import torch\nimport torch.nn.functional as F\nfrom accelerate import Accelerator\n"
+        "acc = Accelerator(gradient_accumulation_steps=4)\n"
+        "for i, (x, y) in enumerate(loader):\n"
+        "    loss = F.cross_entropy(model(x), y)\n"
+        "    acc.backward(loss)\n"
+        "    if (i + 1) % 4 == 0:\n        opt.step()\n        opt.zero_grad()\n",
+        # A helper that divides the loss itself.
+        "import torch\n"
+        "def loss_fn(logits, targets):\n"
+        "    return torch.nn.functional.cross_entropy(logits, targets) / accum_iters\n"
+        "for i, (x, y) in enumerate(loader):\n"
+        "    loss_fn(model(x), y).backward()\n"
+        "    if (i + 1) % accum_iters == 0:\n"
+        "        opt.step()\n        opt.zero_grad()\n",
     )
     INVALID = (
         Invalid(
@@ -176,6 +191,50 @@ class AccumulationLossNotScaled(Rule):
             fixed=None,
             lines=(4,),
         ),
+        # Fabric's backward does not divide the loss.
+        Invalid(
+            "import torch\nimport torch.nn.functional as F\nfrom lightning.fabric import Fabric\n"
+            "runner = Fabric(precision='bf16-mixed')\n"
+            "for i, (x, y) in enumerate(loader):\n"
+            "    loss = F.cross_entropy(model(x), y)\n"
+            "    runner.backward(loss)\n"
+            "    if (i + 1) % accum == 0:\n        opt.step()\n        opt.zero_grad()\n",
+            fixed="import torch\nimport torch.nn.functional as F\nfrom lightning.fabric import Fabric\n"
+            "runner = Fabric(precision='bf16-mixed')\n"
+            "for i, (x, y) in enumerate(loader):\n"
+            "    loss = F.cross_entropy(model(x), y)\n"
+            "    loss = loss / accum\n"
+            "    runner.backward(loss)\n"
+            "    if (i + 1) % accum == 0:\n        opt.step()\n        opt.zero_grad()\n",
+            lines=(7,),
+        ),
+        # The loss comes from a helper that returns a plain loss; Fabric's backward.
+        Invalid(
+            "import torch\nimport lightning as L\n"
+            "def loss_fn(logits, targets):\n"
+            "    loss = torch.nn.functional.cross_entropy(logits, targets)\n"
+            "    return loss\n"
+            "def train(fabric, model, loader, opt):\n"
+            "    for i, (x, y) in enumerate(loader):\n"
+            "        loss = loss_fn(model(x), y)\n"
+            "        fabric.backward(loss)\n"
+            "        if (i + 1) % accum_iters == 0:\n"
+            "            opt.step()\n            opt.zero_grad()\n"
+            "train(L.Fabric(), model, loader, opt)\n",
+            fixed="import torch\nimport lightning as L\n"
+            "def loss_fn(logits, targets):\n"
+            "    loss = torch.nn.functional.cross_entropy(logits, targets)\n"
+            "    return loss\n"
+            "def train(fabric, model, loader, opt):\n"
+            "    for i, (x, y) in enumerate(loader):\n"
+            "        loss = loss_fn(model(x), y)\n"
+            "        loss = loss / accum_iters\n"
+            "        fabric.backward(loss)\n"
+            "        if (i + 1) % accum_iters == 0:\n"
+            "            opt.step()\n            opt.zero_grad()\n"
+            "train(L.Fabric(), model, loader, opt)\n",
+            lines=(9,),
+        ),
     )
 
     def check(self, ctx: Context) -> None:
@@ -190,9 +249,11 @@ class AccumulationLossNotScaled(Rule):
             for call in training.backward_calls(sem, loop.node.body):
                 if training.iteration_loop(sem, call) is not loop or sem.is_inside(call, guard):
                     continue
-                tensor = training.tensor_of_backward(call)
+                tensor = training.tensor_of_backward(call, sem)
                 if tensor is None or training.unscaled_loss(sem, tensor) is not True:
                     continue
+                if training.backward_scales_loss(sem, call):
+                    continue  # Accelerate told the count, or DeepSpeed: it divides the loss
                 ctx.report(
                     tensor,
                     Text(

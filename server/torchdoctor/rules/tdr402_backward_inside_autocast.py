@@ -94,6 +94,26 @@ class BackwardInsideAutocast(Rule):
             "import torch\nwith torch.autocast('cuda'):\n    loss = model(x).sum()\nloss.backward()\n",
             notebook=True,
         ),
+        # Accelerate's autocast around the forward only; one made with full precision.
+        "import torch\nfrom accelerate import Accelerator\n"
+        "accelerator = Accelerator(mixed_precision='fp16')\n"
+        "for x, y in loader:\n"
+        "    with accelerator.autocast():\n"
+        "        loss = torch.nn.functional.cross_entropy(model(x), y)\n"
+        "    accelerator.backward(loss)\n",
+        "import torch\nfrom accelerate import Accelerator\n"
+        "accelerator = Accelerator(mixed_precision='no')\n"
+        "for x, y in loader:\n"
+        "    with accelerator.autocast():\n"
+        "        accelerator.backward(model(x).sum())\n",
+        # An object of the project's own class, whatever its name, is not a launcher.
+        "import torch\n"
+        "class Accelerator:\n"
+        "    def autocast(self):\n        return open('log.txt')\n"
+        "accelerator = Accelerator()\n"
+        "for x in loader:\n"
+        "    with accelerator.autocast():\n"
+        "        model(x).sum().backward()\n",
     )
     INVALID = (
         Invalid(
@@ -202,6 +222,46 @@ class BackwardInsideAutocast(Rule):
             "loss.backward()\n",
             notebook=True,
             lines=(4,),
+        ),
+        # Accelerate: `accelerator.autocast()` and `accelerator.backward(loss)`.
+        Invalid(
+            "import torch\nfrom accelerate import Accelerator\n"
+            "accelerator = Accelerator(mixed_precision='bf16')\n"
+            "model, opt, loader = accelerator.prepare(model, opt, loader)\n"
+            "for x, y in loader:\n"
+            "    with accelerator.autocast():\n"
+            "        loss = torch.nn.functional.cross_entropy(model(x), y)\n"
+            "        accelerator.backward(loss)\n"
+            "    opt.step()\n",
+            fixed="import torch\nfrom accelerate import Accelerator\n"
+            "accelerator = Accelerator(mixed_precision='bf16')\n"
+            "model, opt, loader = accelerator.prepare(model, opt, loader)\n"
+            "for x, y in loader:\n"
+            "    with accelerator.autocast():\n"
+            "        loss = torch.nn.functional.cross_entropy(model(x), y)\n"
+            "    accelerator.backward(loss)\n"
+            "    opt.step()\n",
+            lines=(8,),
+        ),
+        # Lightning Fabric, handed to a helper under another name: told by its construction.
+        Invalid(
+            "import torch\nimport lightning as L\n"
+            "def fit(runner, model, loader, opt):\n"
+            "    for x, y in loader:\n"
+            "        with runner.autocast():\n"
+            "            loss = torch.nn.functional.mse_loss(model(x), y)\n"
+            "            runner.backward(loss)\n"
+            "        opt.step()\n"
+            "fit(L.Fabric(precision='16-mixed'), model, loader, opt)\n",
+            fixed="import torch\nimport lightning as L\n"
+            "def fit(runner, model, loader, opt):\n"
+            "    for x, y in loader:\n"
+            "        with runner.autocast():\n"
+            "            loss = torch.nn.functional.mse_loss(model(x), y)\n"
+            "        runner.backward(loss)\n"
+            "        opt.step()\n"
+            "fit(L.Fabric(precision='16-mixed'), model, loader, opt)\n",
+            lines=(7,),
         ),
     )
 

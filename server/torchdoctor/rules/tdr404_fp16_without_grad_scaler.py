@@ -121,6 +121,14 @@ class Fp16WithoutGradScaler(Rule):
             "        loss = crit(model(x), y)\n    loss.backward()\n    optimizer.step()\n",
             notebook=True,
         ),
+        # Accelerate scales the loss in `accelerator.backward` under fp16 mixed precision.
+        "import torch\nfrom accelerate import Accelerator\n"
+        "accelerator = Accelerator(mixed_precision='fp16')\n"
+        "for x, y in loader:\n"
+        "    with accelerator.autocast():\n"
+        "        loss = torch.nn.functional.cross_entropy(model(x), y)\n"
+        "    accelerator.backward(loss)\n"
+        "    optimizer.step()\n",
     )
     INVALID = (
         Invalid(
@@ -212,7 +220,7 @@ class Fp16WithoutGradScaler(Rule):
                 backwards = [
                     c
                     for c in training.backward_calls(sem, region)
-                    if training.tensor_of_backward(c) is not None
+                    if training.tensor_of_backward(c, sem) is not None
                     and not training.grad_disabled(sem, c)
                 ]
                 if not backwards:
@@ -256,7 +264,8 @@ def _uses_a_scaler(ctx: Context) -> bool:
     return any(
         training.scaled_backward_scaler(c) is not None
         or (
-            isinstance(c.func, ast.Attribute) and training.tensor_of_backward(c) is not c.func.value
+            isinstance(c.func, ast.Attribute)
+            and training.tensor_of_backward(c, sem) is not c.func.value
         )
         for c in sem.calls_by_attr.get("backward", ())
     )

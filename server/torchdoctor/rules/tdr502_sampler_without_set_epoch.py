@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
 from functools import partial
 
 from ..core import arguments, fixes, kinds, summaries, training
@@ -30,7 +30,7 @@ _COUNTERS = frozenset({"tqdm.trange", "tqdm.auto.trange", "itertools.count"})
 
 @dataclass
 class _Loader:
-    target: ast.Name | ast.Attribute  # where the loader is bound
+    target: ast.Name | ast.Attribute | ast.Subscript  # where the loader is kept
     binding: Binding | None  # for names; None for ``self.attr``
     cls: ast.ClassDef | None  # for ``self.attr``
     sampler_ref: ast.expr | None  # the sampler name usable next to the loader, if any
@@ -205,6 +205,37 @@ class SamplerWithoutSetEpoch(Rule):
                 ),
             ),
         ),
+        # The loader is kept on `self`; the method iterating it seeds the sampler.
+        _HEAD + "class Trainer:\n"
+        "    def __init__(self, ds):\n"
+        "        self.sampler = DistributedSampler(ds)\n"
+        "        self.loader = DataLoader(ds, batch_size=8, sampler=self.sampler)\n"
+        "    def train_epoch(self, epoch):\n"
+        "        self.sampler.set_epoch(epoch)\n"
+        "        for batch in self.loader:\n"
+        "            self.step(batch)\n"
+        "    def fit(self, epochs):\n"
+        "        for epoch in range(epochs):\n"
+        "            self.train_epoch(epoch)\n",
+        # The function the epoch loop calls iterates a loader of its own with the same name.
+        _HEAD + "def train_epoch(ds):\n"
+        "    train_loader = DataLoader(ds, batch_size=8)\n"
+        "    for batch in train_loader:\n"
+        "        step(batch)\n"
+        "train_loader = DataLoader(ds, sampler=DistributedSampler(ds))\n"
+        "for epoch in range(3):\n"
+        "    train_epoch(ds)\n",
+        # Loaders kept in a dict: the training one is seeded, the validation one is not trained.
+        _HEAD + "loaders = {\n"
+        "    'train': DataLoader(ds, sampler=DistributedSampler(ds)),\n"
+        "    'val': DataLoader(vs, sampler=DistributedSampler(vs)),\n"
+        "}\n"
+        "for epoch in range(3):\n"
+        "    loaders['train'].sampler.set_epoch(epoch)\n"
+        "    for batch in loaders['train']:\n"
+        "        step(batch)\n"
+        "    for batch in loaders['val']:\n"
+        "        evaluate(batch)\n",
     )
     INVALID = (
         Invalid(
@@ -441,6 +472,118 @@ class SamplerWithoutSetEpoch(Rule):
             fixed=None,
             lines=(7,),
         ),
+        # The loader is kept on `self` and iterated by another method the epoch loop calls.
+        Invalid(
+            _HEAD + "class Trainer:\n"
+            "    def __init__(self, ds):\n"
+            "        self.sampler = DistributedSampler(ds)\n"
+            "        self.loader = DataLoader(ds, batch_size=8, sampler=self.sampler)\n"
+            "    def train_epoch(self):\n"
+            "        for batch in self.loader:\n"
+            "            self.step(batch)\n"
+            "    def fit(self, epochs):\n"
+            "        for epoch in range(epochs):\n"
+            "            self.train_epoch()\n",
+            fixed=_HEAD + "class Trainer:\n"
+            "    def __init__(self, ds):\n"
+            "        self.sampler = DistributedSampler(ds)\n"
+            "        self.loader = DataLoader(ds, batch_size=8, sampler=self.sampler)\n"
+            "    def train_epoch(self):\n"
+            "        for batch in self.loader:\n"
+            "            self.step(batch)\n"
+            "    def fit(self, epochs):\n"
+            "        for epoch in range(epochs):\n"
+            "            self.sampler.set_epoch(epoch)\n"
+            "            self.train_epoch()\n",
+            lines=(11,),
+        ),
+        # A module-level loader read as a global by the function the epoch loop calls.
+        Invalid(
+            _HEAD + "def train_epoch(epoch):\n"
+            "    for x, y in train_loader:\n"
+            "        step(x, y)\n"
+            "if __name__ == '__main__':\n"
+            "    sampler = DistributedSampler(ds) if ddp else None\n"
+            "    train_loader = DataLoader(ds, batch_size=8, sampler=sampler)\n"
+            "    for epoch in range(3):\n"
+            "        train_epoch(epoch)\n",
+            fixed=_HEAD + "def train_epoch(epoch):\n"
+            "    for x, y in train_loader:\n"
+            "        step(x, y)\n"
+            "if __name__ == '__main__':\n"
+            "    sampler = DistributedSampler(ds) if ddp else None\n"
+            "    train_loader = DataLoader(ds, batch_size=8, sampler=sampler)\n"
+            "    for epoch in range(3):\n"
+            "        if sampler is not None:\n"
+            "            sampler.set_epoch(epoch)\n"
+            "        train_epoch(epoch)\n",
+            lines=(9,),
+        ),
+        # The loader is handed to the trainer's constructor and kept on `self` (no fix: other
+        # modules may make the trainer with another loader).
+        Invalid(
+            _HEAD + "class Trainer:\n"
+            "    def __init__(self, model, train_data):\n"
+            "        self.model = model\n"
+            "        self.train_data = train_data\n"
+            "    def run_epoch(self):\n"
+            "        for x, y in self.train_data:\n"
+            "            self.model(x).sum().backward()\n"
+            "    def train(self, epochs):\n"
+            "        for epoch in range(epochs):\n"
+            "            self.run_epoch()\n"
+            "def main(ds, model):\n"
+            "    loader = DataLoader(ds, batch_size=32, sampler=DistributedSampler(ds))\n"
+            "    Trainer(model, loader).train(10)\n",
+            fixed=None,
+            lines=(11,),
+        ),
+        # A method of the trainer builds the loader it keeps on `self`.
+        Invalid(
+            _HEAD + "class Trainer:\n"
+            "    def __init__(self, dataset):\n"
+            "        self.train_loader = self._make_loader(dataset)\n"
+            "    def _make_loader(self, dataset):\n"
+            "        return DataLoader(dataset, batch_size=8, sampler=DistributedSampler(dataset))\n"
+            "    def fit(self, epochs):\n"
+            "        for epoch in range(epochs):\n"
+            "            for batch in self.train_loader:\n"
+            "                self.step(batch)\n",
+            fixed=_HEAD + "class Trainer:\n"
+            "    def __init__(self, dataset):\n"
+            "        self.train_loader = self._make_loader(dataset)\n"
+            "    def _make_loader(self, dataset):\n"
+            "        return DataLoader(dataset, batch_size=8, sampler=DistributedSampler(dataset))\n"
+            "    def fit(self, epochs):\n"
+            "        for epoch in range(epochs):\n"
+            "            self.train_loader.sampler.set_epoch(epoch)\n"
+            "            for batch in self.train_loader:\n"
+            "                self.step(batch)\n",
+            lines=(9,),
+        ),
+        # Loaders kept in a dict (no fix: the item may be replaced by another loader).
+        Invalid(
+            _HEAD + "loaders = {\n"
+            "    'train': DataLoader(ds, batch_size=8, sampler=DistributedSampler(ds)),\n"
+            "    'val': DataLoader(vs, batch_size=8),\n"
+            "}\n"
+            "for epoch in range(3):\n"
+            "    for batch in loaders['train']:\n"
+            "        step(batch)\n",
+            fixed=None,
+            lines=(7,),
+        ),
+        Invalid(
+            _HEAD + "loaders = {}\n"
+            "loaders['train'] = DataLoader(ds, sampler=DistributedSampler(ds))\n"
+            "def train_epoch():\n"
+            "    for batch in loaders['train']:\n"
+            "        step(batch)\n"
+            "for epoch in range(3):\n"
+            "    train_epoch()\n",
+            fixed=None,
+            lines=(8,),
+        ),
     )
 
     def check(self, ctx: Context) -> None:
@@ -458,8 +601,11 @@ class SamplerWithoutSetEpoch(Rule):
             for call in ctx.sem.calls_to("torch.utils.data.DataLoader")
             for loader in self._loaders(ctx, call)
         )
-        for loader in (*made_here, *_built_elsewhere(ctx)):
-            name = terminal_name(loader.target) or ""
+        for loader in _and_kept(ctx, (*made_here, *_built_elsewhere(ctx))):
+            target = loader.target
+            name = terminal_name(target) or ""
+            if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant):
+                name = str(target.slice.value)  # loaders["val"]
             if _EVAL_LOADER.search(name):
                 continue
             for chain in self._epoch_loops(ctx, loader):
@@ -498,7 +644,8 @@ class SamplerWithoutSetEpoch(Rule):
         for target in self._targets(ctx, call):
             returned = isinstance(target, _Returned)
             own = target.target if isinstance(target, _Returned) else target
-            binding = sem.lookup(own.id, own) if isinstance(own, ast.Name) else None
+            base = _base_name(own)
+            binding = sem.lookup(base.id, base) if isinstance(base, ast.Name) else None
             cls = sem.enclosing_class(own) if isinstance(own, ast.Attribute) else None
             if isinstance(own, ast.Attribute) and cls is None:
                 continue
@@ -514,12 +661,15 @@ class SamplerWithoutSetEpoch(Rule):
                     created[0],
                     call,
                     guard,
-                    fixable and not (returned and guard),
+                    # An item of a dict may be replaced by another loader: no fix.
+                    fixable and not (returned and guard) and not isinstance(own, ast.Subscript),
                 )
             )
         return out
 
-    def _targets(self, ctx: Context, call: ast.Call) -> list[ast.Name | ast.Attribute | _Returned]:
+    def _targets(
+        self, ctx: Context, call: ast.Call
+    ) -> list[ast.Name | ast.Attribute | ast.Subscript | _Returned]:
         """Where the DataLoader lands: ``loader = DataLoader(...)``, ``self.loader = ...``,
         or a name assigned from a local function that returns it."""
         sem = ctx.sem
@@ -539,7 +689,11 @@ class SamplerWithoutSetEpoch(Rule):
                 and target.value.id == "self"
             ):
                 return [target]
+            if training.reference(target) is not None and isinstance(target, ast.Subscript):
+                return [target]  # loaders["train"] = DataLoader(...)
             return []
+        if isinstance(parent, ast.Dict) and call in parent.values:
+            return [*_dict_item(sem, parent, parent.keys[parent.values.index(call)])]
         if isinstance(parent, ast.Return):
             function = sem.enclosing_function(call)
             return list(_call_sites(sem, function)) if function else []
@@ -548,14 +702,15 @@ class SamplerWithoutSetEpoch(Rule):
     # -- finding the epoch loops ----------------------------------------------------------
     def _epoch_loops(self, ctx: Context, loader: _Loader) -> list[list[LoopInfo]]:
         sem = ctx.sem
-        want = dotted(loader.target)
+        want = training.reference(loader.target)
         candidates: list[LoopInfo] = []
         for info in training.all_loops(sem):
             if info.is_batch_loop:
                 continue
             if loader.binding is not None:
-                assert isinstance(loader.target, ast.Name)
-                if loader.binding not in sem.reaching(loader.target.id, info.node):
+                name = _base_name(loader.target)
+                assert isinstance(name, ast.Name)
+                if loader.binding not in sem.reaching(name.id, info.node):
                     continue  # (a binding in one branch of an `if` before the loop reaches it)
             elif sem.enclosing_class(info.node) is not loader.cls:
                 continue
@@ -688,21 +843,37 @@ class SamplerWithoutSetEpoch(Rule):
 class _Returned:
     """A name bound to the result of a local function that returns the DataLoader."""
 
-    target: ast.Name
+    target: ast.Name | ast.Attribute
 
 
 def _call_sites(
     sem: Semantic, function: ast.FunctionDef | ast.AsyncFunctionDef, index: int | None = None
 ) -> Iterator[_Returned]:
-    """``x = function(...)`` (or ``x, y = ...`` at ``index``) anywhere in the file."""
-    for call in sem.calls_by_name.get(function.name, ()):
-        if sem.local_function(call.func) is not function:
-            continue
+    """``x = function(...)`` (or ``x, y = ...`` at ``index``) anywhere in the file; for a
+    method, ``self.loader = self.build(...)`` in its class too."""
+    calls = [
+        c
+        for c in sem.calls_by_name.get(function.name, ())
+        if sem.local_function(c.func) is function
+    ]
+    owner = sem.parent(function)
+    if isinstance(owner, ast.ClassDef):
+        calls += [
+            c
+            for c in sem.calls_by_attr.get(function.name, ())
+            if isinstance(c.func, ast.Attribute)
+            and isinstance(c.func.value, ast.Name)
+            and c.func.value.id == "self"
+            and sem.enclosing_class(c) is owner
+        ]
+    for call in calls:
         parent = sem.parent(call)
         if not isinstance(parent, ast.Assign) or len(parent.targets) != 1:
             continue
         target = parent.targets[0]
-        if index is None and isinstance(target, ast.Name):
+        kept = isinstance(target, ast.Attribute) and dotted(target) == f"self.{target.attr}"
+        if index is None and (isinstance(target, ast.Name) or kept):
+            assert isinstance(target, ast.Name | ast.Attribute)
             yield _Returned(target)
         elif (
             index is not None
@@ -780,6 +951,56 @@ def _epoch_counter(ctx: Context, loop: LoopInfo) -> str | None:
             continue
         return None
     return None
+
+
+def _base_name(target: ast.expr) -> ast.expr:
+    """The name a loader is kept under: ``loaders`` for ``loaders["train"]``."""
+    return target.value if isinstance(target, ast.Subscript) else target
+
+
+def _dict_item(sem: Semantic, made: ast.Dict, key: ast.expr | None) -> list[ast.Subscript]:
+    """``loaders["train"]`` as the file reads it, for a DataLoader made as the item ``key`` of
+    the dict assigned to ``loaders``."""
+    stmt = sem.parent(made)
+    if not (
+        isinstance(stmt, ast.Assign)
+        and len(stmt.targets) == 1
+        and isinstance(stmt.targets[0], ast.Name)
+        and isinstance(key, ast.Constant)
+    ):
+        return []
+    name = stmt.targets[0]
+    binding = sem.lookup(name.id, name)
+    for load in sem.names.get(name.id, ()):
+        item = sem.parent(load)
+        if (
+            isinstance(item, ast.Subscript)
+            and item.value is load
+            and isinstance(item.slice, ast.Constant)
+            and item.slice.value == key.value
+            and sem.lookup(name.id, load) is binding
+        ):
+            return [item]
+    return []
+
+
+def _and_kept(ctx: Context, loaders: Iterable[_Loader]) -> Iterator[_Loader]:
+    """The loaders, and for a loader name handed to a class of the file, the ``self.attr`` its
+    ``__init__`` keeps it in (iterated by the class's methods)."""
+    for loader in loaders:
+        yield loader
+        if isinstance(loader.target, ast.Name):
+            for kept in summaries.kept_on_self(ctx.sem, loader.target):
+                yield replace(
+                    loader,
+                    target=kept,
+                    binding=None,
+                    cls=ctx.sem.enclosing_class(kept),
+                    sampler_ref=None,
+                    sampler_binding=None,
+                    # Other modules may make the class with a loader of another sampler.
+                    fixable=False,
+                )
 
 
 def _functions_setting_epoch(ctx: Context) -> set[str]:

@@ -3,10 +3,23 @@ from __future__ import annotations
 import ast
 from functools import partial
 
-from ..core import fixes, kinds, training
+from ..core import fixes, kinds, summaries, training
 from ..core.context import Context
 from ..core.model import Applicability, Edit, Fix, Pos, Severity, Text
-from .base import Invalid, Rule
+from ..core.semantic import Semantic
+from .base import Invalid, Rule, Valid
+
+_ENGINE_PY = (
+    "import torch\nimport torch.nn.functional as F\n"
+    "def train_one_epoch(model, loader, optimizer):\n"
+    "    for x, y in loader:\n"
+    "        optimizer.zero_grad()\n"
+    "        F.cross_entropy(model(x), y).backward()\n"
+    "        optimizer.step()\n"
+    "@torch.no_grad()\n"
+    "def evaluate(model, loader):\n"
+    "    return [model(x) for x, _ in loader]\n"
+)
 
 
 class SchedulerBeforeOptimizer(Rule):
@@ -67,6 +80,35 @@ class SchedulerBeforeOptimizer(Rule):
         "import torch\nfor x in loader:\n    env.step()\n    optimizer.step()",
         # Different loops.
         "import torch\nfor e in range(3):\n    scheduler.step()\nfor x in loader:\n    optimizer.step()",
+        # The helper of another module steps the optimizer before the scheduler is stepped.
+        Valid(
+            "import torch\nfrom engine import train_one_epoch\n"
+            "sched = torch.optim.lr_scheduler.StepLR(opt, 30)\n"
+            "for epoch in range(90):\n"
+            "    train_one_epoch(model, loader, opt)\n"
+            "    sched.step()\n",
+            files=(("engine.py", _ENGINE_PY),),
+        ),
+        # A helper that does not step any optimizer (it only evaluates).
+        Valid(
+            "import torch\nfrom engine import evaluate\n"
+            "sched = torch.optim.lr_scheduler.StepLR(opt, 30)\n"
+            "for epoch in range(90):\n"
+            "    sched.step()\n"
+            "    evaluate(model, loader)\n",
+            files=(("engine.py", _ENGINE_PY),),
+        ),
+        # ReduceLROnPlateau follows last epoch's metric: no schedule value is skipped.
+        Valid(
+            "import torch\nfrom engine import train_one_epoch\n"
+            "sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt)\n"
+            "val_loss = float('inf')\n"
+            "for epoch in range(90):\n"
+            "    sched.step(val_loss)\n"
+            "    train_one_epoch(model, loader, opt)\n"
+            "    val_loss = validate(model)\n",
+            files=(("engine.py", _ENGINE_PY),),
+        ),
     )
     INVALID = (
         Invalid(
@@ -85,6 +127,49 @@ class SchedulerBeforeOptimizer(Rule):
             "        scaler.step(opt)\n        scaler.update()\n    sched.step()\n",
             lines=(4,),
         ),
+        # The optimizer steps inside a helper of another module, called after the scheduler.
+        Invalid(
+            "import torch\nfrom engine import train_one_epoch\n"
+            "sched = torch.optim.lr_scheduler.StepLR(opt, 30)\n"
+            "for epoch in range(90):\n"
+            "    sched.step()\n"
+            "    train_one_epoch(model, loader, opt)\n",
+            fixed="import torch\nfrom engine import train_one_epoch\n"
+            "sched = torch.optim.lr_scheduler.StepLR(opt, 30)\n"
+            "for epoch in range(90):\n"
+            "    train_one_epoch(model, loader, opt)\n"
+            "    sched.step()\n",
+            files=(("engine.py", _ENGINE_PY),),
+            lines=(5,),
+        ),
+        # A method of the trainer steps the optimizer.
+        Invalid(
+            "import torch\n"
+            "class Trainer:\n"
+            "    def __init__(self, model, opt):\n"
+            "        self.opt = opt\n"
+            "        self.sched = torch.optim.lr_scheduler.ExponentialLR(opt, 0.9)\n"
+            "    def fit_batch(self, x, y):\n"
+            "        torch.nn.functional.mse_loss(self.model(x), y).backward()\n"
+            "        self.opt.step()\n"
+            "    def fit(self, loader):\n"
+            "        for x, y in loader:\n"
+            "            self.sched.step()\n"
+            "            self.fit_batch(x, y)\n",
+            fixed="import torch\n"
+            "class Trainer:\n"
+            "    def __init__(self, model, opt):\n"
+            "        self.opt = opt\n"
+            "        self.sched = torch.optim.lr_scheduler.ExponentialLR(opt, 0.9)\n"
+            "    def fit_batch(self, x, y):\n"
+            "        torch.nn.functional.mse_loss(self.model(x), y).backward()\n"
+            "        self.opt.step()\n"
+            "    def fit(self, loader):\n"
+            "        for x, y in loader:\n"
+            "            self.fit_batch(x, y)\n"
+            "            self.sched.step()\n",
+            lines=(11,),
+        ),
     )
 
     def check(self, ctx: Context) -> None:
@@ -94,9 +179,11 @@ class SchedulerBeforeOptimizer(Rule):
             if not kinds.is_scheduler(sem, call.func.value):
                 continue
             loops = training.enclosing_loops(sem, call)
-            if not loops:
+            if not loops or _plateau(sem, call.func.value):
                 continue
-            steps = training.optimizer_steps(sem, loops[0].node)
+            # The loop's own optimizer steps, and the calls of helpers that step it (another
+            # module's `train_one_epoch(...)`).
+            steps = summaries.step_calls(sem, loops[0].node)
             here = (call.lineno, call.col_offset)
             if not steps or any((s.lineno, s.col_offset) < here for s in steps):
                 continue
@@ -150,3 +237,11 @@ class SchedulerBeforeOptimizer(Rule):
             (delete, insert),
             Applicability.UNSAFE,
         )
+
+
+def _plateau(sem: Semantic, scheduler: ast.expr) -> bool:
+    """``ReduceLROnPlateau``: it follows a metric, not a schedule whose first value could be
+    skipped."""
+    made = kinds.constructor_call(sem, scheduler)
+    qual = sem.qualname(made.func) if made is not None else None
+    return qual == "torch.optim.lr_scheduler.ReduceLROnPlateau"
