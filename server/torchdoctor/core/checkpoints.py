@@ -1003,6 +1003,16 @@ def _cuda_uses(sem: Semantic) -> Iterator[ast.AST]:
             yield call  # bitsandbytes quantization runs on CUDA only
 
 
+def cpu_fallback(sem: Semantic) -> bool:
+    """Whether the file can run without CUDA: it tests ``torch.cuda.is_available()`` outside
+    an ``assert``, or chooses a ``"cpu"`` device (an assignment, a conditional expression,
+    ``torch.device("cpu")``, an option's default or choices)."""
+    cached = sem.memo.get("checkpoint-cpu-fallback")
+    if cached is None:
+        cached = sem.memo["checkpoint-cpu-fallback"] = _cpu_fallback(sem)
+    return bool(cached)
+
+
 def _cpu_fallback(sem: Semantic) -> bool:
     for call in sem.calls_by_attr.get("is_available", ()):
         if sem.qualname(call.func) in _AVAILABLE and not isinstance(
@@ -1484,7 +1494,8 @@ def refused_kind(sem: Semantic, value: ast.expr | None, depth: int = 0) -> str |
                 if binding.index == 0 and _parses_args(bound):
                     return NAMESPACE
                 return None
-            return refused_kind(sem, bound, depth + 1)
+            found = refused_kind(sem, bound, depth + 1)
+            return found if found is not None else _kind_refused(sem, value)
         if binding.how == "param":
             func = binding.scope
             if isinstance(func, FUNCTION_NODES):
@@ -1650,3 +1661,25 @@ def saved_elsewhere(sem: Semantic, load: ast.Call) -> list[Written]:
     return [
         w for w in _project_writes(sem) if w.sem is not sem and names & _file_names(w.sem, w.path)
     ]
+
+
+def holds_weights(sem: Semantic, save: ast.Call) -> bool:
+    """Whether a ``torch.save`` may write model weights (tensors that live on a GPU): a state
+    dict, a module, or a value the code does not show; not a dataset or other data built by a
+    call, nor plain values."""
+    for _key, value in _entries(sem, saved_object(save), save):
+        if isinstance(value, ast.Name):
+            binding = sem.lookup(value.id, value)
+            if binding is None or binding.how != "assign" or binding.value is None:
+                return True
+            value = binding.value
+        if isinstance(value, ast.Constant | ast.JoinedStr):
+            continue
+        if not isinstance(value, ast.Call):
+            return True
+        func = value.func
+        if isinstance(func, ast.Attribute) and "state_dict" in func.attr:
+            return True
+        if refused_kind(sem, value) == MODULE or kinds.kind(sem, value) is Kind.MODULE:
+            return True
+    return False

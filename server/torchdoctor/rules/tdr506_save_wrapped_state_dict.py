@@ -33,11 +33,6 @@ class SaveWrappedStateDict(Rule):
     or made by a helper of another module of the project that always returns one
     (`model = wrap_ddp(model, rank)`); a checkpoint dict may be handed to a saving helper.
 
-    Off by default (`extend-select = ["TDR506"]` turns it on): on real code its finding was a
-    wrapper whose checkpoint the same code loads back into the wrapper (through a helper, with
-    `strict=False`), where the project's format is consistent and the fix would make every
-    resume load nothing; the fix is unsafe there.
-
     ## Why is this bad?
     A wrapper holds the model as its `module` attribute, so every key of its state dict starts
     with `module.`: `module.fc.weight` instead of `fc.weight`. Loading the file into a plain
@@ -99,10 +94,6 @@ class SaveWrappedStateDict(Rule):
     `self` 上，或由项目其他模块中总是返回包装器的辅助函数创建（`model = wrap_ddp(model, rank)`）；检查点字典也可以
     交给保存辅助函数。
 
-    默认关闭（`extend-select = ["TDR506"]` 开启）：在真实代码中，它的发现是一个包装器，其检查点由同一份代码
-    （通过辅助函数、以 `strict=False`）加载回包装器，项目的格式前后一致，修复会让每次恢复都什么也加载不到；
-    这种情况下修复是不安全的。
-
     ## 为什么不好？
     包装器把模型保存在它的 `module` 属性中，所以它的 state dict 的每个键都以 `module.` 开头：是
     `module.fc.weight` 而不是 `fc.weight`。把这样的文件加载到普通模型（用于评估、导出或单 GPU 运行）时，
@@ -152,7 +143,6 @@ class SaveWrappedStateDict(Rule):
     """
 
     code = "TDR506"
-    default = False
     name = "save-wrapped-state-dict"
     fix_safety = Applicability.UNSAFE
 

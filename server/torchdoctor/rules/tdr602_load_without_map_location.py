@@ -3,11 +3,11 @@ from __future__ import annotations
 import ast
 from functools import partial
 
-from ..core import checkpoints, fixes
+from ..core import checkpoints, distributed, fixes
 from ..core.context import Context
 from ..core.model import Applicability, Fix, Text
 from ..core.semantic import Semantic, has_star_kwargs, keyword
-from .base import Invalid, Rule
+from .base import Invalid, Rule, Valid
 
 
 class LoadWithoutMapLocation(Rule):
@@ -23,13 +23,24 @@ class LoadWithoutMapLocation(Rule):
       helper or checkpoint handler given that file name): it reads back its own output,
       typically resuming on the training machine;
     - every `torch.save` of the file writes CPU data (`.cpu()` values, a module moved to the CPU
-      just before, `FullStateDictConfig(offload_to_cpu=True)`);
+      just before, `FullStateDictConfig(offload_to_cpu=True)`), or another script in the same
+      folder saves CPU data to the file name it reads (`export.py` writes `net.pt` after
+      `net.cpu()`);
     - the code needs CUDA anyway: it moves to CUDA unconditionally (`.cuda()`, `device =
       "cuda"`, DeepSpeed) and shows no CPU fallback (no `torch.cuda.is_available()` test, no
       `"cpu"` device);
     - another load of the same path picks a device, or the load resumes training (it restores
-      an optimizer's state, or a module the file also saves or trains);
+      an optimizer's state, or a module the file also saves or trains) in a script without a
+      CPU fallback;
     - what it loads is numpy data (`torch.from_numpy(data[...])`, `.numpy()`).
+
+    A resume in a script with a CPU fallback (`--device cpu`, `"cuda" if ... else "cpu"`) is
+    reported, even of a path the file saves: the checkpoint comes from a GPU run, and the CPU
+    run fails to load it (a run reloading the weights it has just saved, or has just trained,
+    in the same function is left alone). In a script of several processes (it calls `init_process_group`, wraps a
+    model in `DistributedDataParallel`, or reads `local_rank`) a load is reported even when
+    the file saves the same path, resumes, or needs CUDA anyway: every rank loads the tensors
+    onto the device that saved them, GPU 0, before moving them.
 
     A load of a file that the code downloads (`urllib.request.urlretrieve`,
     `torch.hub.download_url_to_file`...) was made elsewhere: it is reported whatever the file
@@ -90,12 +101,18 @@ class LoadWithoutMapLocation(Rule):
       `os.path.join`，或调用方传入相同路径的参数；或把该文件名交给保存辅助函数或检查点处理器）：
       它读回的是自己的输出，通常是在训练机器上恢复训练；
     - 文件中的每个 `torch.save` 都只写入 CPU 数据（`.cpu()` 的值、刚移到 CPU 上的模块、
-      `FullStateDictConfig(offload_to_cpu=True)`）；
+      `FullStateDictConfig(offload_to_cpu=True)`），或同一文件夹中的另一个脚本把 CPU 数据保存到它读取的文件名
+      （`export.py` 在 `net.cpu()` 之后写入 `net.pt`）；
     - 代码本来就需要 CUDA：它无条件地移到 CUDA 上（`.cuda()`、`device = "cuda"`、DeepSpeed），
       且没有 CPU 回退（没有 `torch.cuda.is_available()` 判断，也没有 `"cpu"` 设备）；
-    - 同一路径的另一次加载指定了设备，或这次加载是在恢复训练（它恢复优化器的状态，或恢复文件
-      同时也保存或训练的模块）；
+    - 同一路径的另一次加载指定了设备，或这次加载是在没有 CPU 回退的脚本中恢复训练（它恢复优化器的状态，
+      或恢复文件同时也保存或训练的模块）；
     - 加载的是 numpy 数据（`torch.from_numpy(data[...])`、`.numpy()`）。
+
+    有 CPU 回退（`--device cpu`、`"cuda" if ... else "cpu"`）的脚本中的恢复训练会被报告，即使读取的是文件自己
+    保存的路径：检查点来自 GPU 上的运行，在 CPU 上运行时无法加载（同一函数中重新加载刚保存或刚训练好的权重不报告）。在多进程
+    脚本中（调用 `init_process_group`、用 `DistributedDataParallel` 包装模型，或读取 `local_rank`），即使文件保存
+    了同一路径、在恢复训练，或本来就需要 CUDA，加载也会被报告：每个进程都会先把张量加载到保存它们的设备（GPU 0）上。
 
     代码下载的文件（`urllib.request.urlretrieve`、`torch.hub.download_url_to_file` 等）是在别处生成的：无论
     文件是否也向该路径保存，对它的加载都会报告（除非代码本来就需要 CUDA，或加载的是 numpy 数据）。
@@ -193,18 +210,85 @@ class LoadWithoutMapLocation(Rule):
         # Another load of the same path picks the device.
         "import torch\nif args.gpu is None:\n    ckpt = torch.load(args.resume)\nelse:\n"
         "    ckpt = torch.load(args.resume, map_location=f'cuda:{args.gpu}')\n",
-        # Resuming training: the optimizer's state, a module the file trains.
-        "import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+        # Resuming training: the optimizer's state, a module the file trains (no CPU fallback).
+        "import torch\nmodel.cuda()\n"
         "ckpt = torch.load(args.resume)\nmodel.load_state_dict(ckpt['model'])\n"
         "optimizer.load_state_dict(ckpt['optimizer'])\n",
-        "import torch\nfrom torch import nn, optim\n"
-        "device = torch.device('cuda' if args.cuda else 'cpu')\nnet = nn.Linear(2, 2).to(device)\n"
-        "if args.net:\n    net.load_state_dict(torch.load(args.net))\n"
-        "opt = optim.Adam(net.parameters())\n",
+        # The run reloads the best weights it has just saved, on the same device.
+        "import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+        "def fit(net, opt, loader):\n    for x in loader:\n"
+        "        net(x.to(device)).sum().backward()\n        opt.step()\n"
+        "    torch.save(net.state_dict(), 'best.pt')\n"
+        "    net.load_state_dict(torch.load('best.pt'))\n",
+        # Several processes reading a dataset cache the file writes: CPU data.
+        "import torch\nfrom torch.utils.data import TensorDataset\n"
+        "def cached(local_rank, path, x):\n    if local_rank == 0:\n"
+        "        torch.save(TensorDataset(x), path)\n    torch.distributed.barrier()\n"
+        "    return torch.load(path, weights_only=False)\n",
+        # Another script of the project saves CPU weights to the file name this one reads.
+        Valid(
+            "import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+            "net.load_state_dict(torch.load('export/net.pt'))\n",
+            files=(
+                (
+                    "export.py",
+                    "import torch\nnet.cpu()\ntorch.save(net.state_dict(), 'net.pt')\n",
+                ),
+            ),
+        ),
         # numpy data has no device.
         "import torch\ndata = torch.load('wave.pt')\nx = torch.from_numpy(data[3:, :-1])\n",
     )
     INVALID = (
+        # A resume in a script with a CPU fallback: the checkpoint comes from a GPU run.
+        Invalid(
+            "import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+            "ckpt = torch.load(args.resume)\nmodel.load_state_dict(ckpt['model'])\n"
+            "optimizer.load_state_dict(ckpt['optimizer'])\n",
+            fixed="import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+            "ckpt = torch.load(args.resume, map_location=device)\n"
+            "model.load_state_dict(ckpt['model'])\n"
+            "optimizer.load_state_dict(ckpt['optimizer'])\n",
+            lines=(3,),
+        ),
+        Invalid(
+            "import torch\nfrom torch import nn, optim\n"
+            "device = torch.device('cuda' if args.cuda else 'cpu')\n"
+            "net = nn.Linear(2, 2).to(device)\n"
+            "if args.net:\n    net.load_state_dict(torch.load(args.net))\n"
+            "opt = optim.Adam(net.parameters())\n",
+            fixed="import torch\nfrom torch import nn, optim\n"
+            "device = torch.device('cuda' if args.cuda else 'cpu')\n"
+            "net = nn.Linear(2, 2).to(device)\n"
+            "if args.net:\n    net.load_state_dict(torch.load(args.net, map_location=device))\n"
+            "opt = optim.Adam(net.parameters())\n",
+            lines=(6,),
+        ),
+        # Several processes: every rank loads onto the device that saved, even the file's own
+        # checkpoint, even when the code needs CUDA anyway.
+        Invalid(
+            "import torch\nimport torch.distributed as dist\n"
+            "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+            "dist.init_process_group('nccl')\nmodel = DDP(net.cuda())\n"
+            "model.load_state_dict(torch.load('ckpt.pt'))\n"
+            "torch.save(model.state_dict(), 'ckpt.pt')\n",
+            fixed="import torch\nimport torch.distributed as dist\n"
+            "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+            "dist.init_process_group('nccl')\nmodel = DDP(net.cuda())\n"
+            "model.load_state_dict(torch.load('ckpt.pt', map_location=\"cpu\"))\n"
+            "torch.save(model.state_dict(), 'ckpt.pt')\n",
+            lines=(6,),
+        ),
+        Invalid(
+            "import torch\ntorch.cuda.set_device(args.local_rank)\nnet.cuda()\n"
+            "ckpt = torch.load(args.resume)\nnet.load_state_dict(ckpt['net'])\n"
+            "optimizer.load_state_dict(ckpt['optimizer'])\n",
+            fixed="import torch\ntorch.cuda.set_device(args.local_rank)\nnet.cuda()\n"
+            'ckpt = torch.load(args.resume, map_location="cpu")\n'
+            "net.load_state_dict(ckpt['net'])\n"
+            "optimizer.load_state_dict(ckpt['optimizer'])\n",
+            lines=(4,),
+        ),
         Invalid(
             'import torch\nstate = torch.load("ckpt.pt")',
             fixed='import torch\nstate = torch.load("ckpt.pt", map_location="cpu")',
@@ -365,21 +449,59 @@ class LoadWithoutMapLocation(Rule):
 
 def _made_here(sem: Semantic, call: ast.Call) -> bool:
     """The file itself shows where the checkpoint's tensors live, or that the devices are
-    the ones it was written on: it saves the path it reads, it saves only CPU data, it needs
-    CUDA anyway, another load of the same path picks a device, or the load resumes this
-    file's own training."""
-    if checkpoints.needs_cuda(sem, call) or checkpoints.read_as_numpy(sem, call):
+    the ones it was written on: it saves the path it reads, it saves only CPU data (or
+    another script of the project saves CPU data to the file name it reads), it needs CUDA
+    anyway, another load of the same path picks a device, or the load resumes this file's
+    own training. In a script of several processes (a process group, DDP, ``local_rank``)
+    only CPU data and a device picked elsewhere count: every rank loads onto the device that
+    saved. A resume in a script with a CPU fallback is not its own output either: the
+    checkpoint comes from a GPU run."""
+    if checkpoints.read_as_numpy(sem, call):
+        return True
+    several = distributed.multi_process(sem)
+    if checkpoints.needs_cuda(sem, call) and not several:
         return True
     if checkpoints.downloaded(sem, call):
         return False
-    return bool(
-        checkpoints.written_here(sem, call)
-        or checkpoints.saves_only_cpu(sem)
-        or any(
-            keyword(other, "map_location") or len(other.args) >= 2
-            for other in checkpoints.same_path_loads(sem, call)
-        )
-        or checkpoints.restores_training(sem, call)
+    if checkpoints.saves_only_cpu(sem) or any(
+        keyword(other, "map_location") or len(other.args) >= 2
+        for other in checkpoints.same_path_loads(sem, call)
+    ):
+        return True
+    elsewhere = checkpoints.saved_elsewhere(sem, call)
+    if elsewhere and all(
+        checkpoints.writes_cpu(w.sem, w.call) for w in elsewhere if w.sem.qualname(w.call.func)
+    ):
+        return True
+    if several:
+        saves = checkpoints.saves_writing(sem, call)
+        return bool(saves) and all(_data_only(sem, save) for save in saves)
+    if checkpoints.restores_training(sem, call) and not _after_training(sem, call):
+        return not checkpoints.cpu_fallback(sem)
+    return checkpoints.written_here(sem, call)
+
+
+def _data_only(sem: Semantic, save: ast.Call) -> bool:
+    """A save of data built by the code (a cache of tokenized samples), not weights."""
+    return not checkpoints.holds_weights(sem, save)
+
+
+_TRAINING_CALLS = ("step", "backward", "run", "fit")
+
+
+def _after_training(sem: Semantic, call: ast.Call) -> bool:
+    """The load follows a save of the same path or a training call (``optimizer.step()``,
+    ``trainer.run(...)``) in the same function (or at module level): the run reloads what it
+    has just trained and written, on the same device, rather than resuming."""
+    function = sem.enclosing_function(call)
+    here = (call.lineno, call.col_offset)
+    earlier = [
+        *checkpoints.saves_writing(sem, call),
+        *(c for name in _TRAINING_CALLS for c in sem.calls_by_attr.get(name, ())),
+    ]
+    return any(
+        sem.enclosing_function(other) is function and (other.lineno, other.col_offset) < here
+        for other in earlier
     )
 
 

@@ -5,7 +5,7 @@ import ast
 from ..core import kinds, training
 from ..core.context import Context
 from ..core.model import Severity, Text
-from ..core.semantic import argument
+from ..core.semantic import Semantic, argument
 from .base import Invalid, Rule
 
 _PREFIX = "torch.optim.lr_scheduler."
@@ -21,7 +21,9 @@ class SchedulerWrongGranularity(Rule):
     epoch, and for an epoch scheduler (`StepLR`, `MultiStepLR`, `ExponentialLR`,
     `ReduceLROnPlateau`) stepped inside the loop over batches.
 
-    Off by default (`extend-select = ["TDR703"]` turns it on): on real code its finding was a `ReduceLROnPlateau` stepped under a periodic evaluation inside the batch loop, which is right.
+    A step under a counting test of the batch loop that guards no optimizer step
+    (`if global_step % eval_every == 0:`, a periodic evaluation feeding
+    `ReduceLROnPlateau`) runs once per evaluation round and is not reported.
 
     ## Why is this bad?
     `OneCycleLR` and `CyclicLR` describe the learning rate per optimizer step: their
@@ -67,7 +69,8 @@ class SchedulerWrongGranularity(Rule):
     检查每个 epoch 只调用一次 step 的按迭代调度器（`OneCycleLR`、`CyclicLR`），以及在 batch 循环内调用 step 的按
     epoch 调度器（`StepLR`、`MultiStepLR`、`ExponentialLR`、`ReduceLROnPlateau`）。
 
-    默认关闭（`extend-select = ["TDR703"]` 开启）：在真实代码中，它的发现是在批次循环内的周期性评估下调用 `ReduceLROnPlateau`，这是正确的。
+    位于 batch 循环的计数条件之下、且该条件不包含优化器更新的 step（`if global_step % eval_every == 0:`，
+    为 `ReduceLROnPlateau` 提供指标的周期性评估）每轮评估执行一次，不报告。
 
     ## 为什么不好？
     `OneCycleLR` 和 `CyclicLR` 按优化器的每一步描述学习率：它们的 `total_steps`/`steps_per_epoch` 与
@@ -106,7 +109,6 @@ class SchedulerWrongGranularity(Rule):
     """
 
     code = "TDR703"
-    default = False
     name = "scheduler-wrong-granularity"
     severity = Severity.WARNING
 
@@ -121,11 +123,26 @@ class SchedulerWrongGranularity(Rule):
         # No epoch loop around the batch loop: iteration-based training.
         "from torch.optim.lr_scheduler import StepLR\ns = StepLR(opt, 30)\n"
         "for x in loader:\n    opt.step()\n    s.step()",
+        # Stepped by a periodic evaluation inside the batch loop.
+        "from torch.optim.lr_scheduler import ReduceLROnPlateau\n"
+        "sched = ReduceLROnPlateau(opt, 'max', patience=5)\n"
+        "for epoch in range(epochs):\n    for i, batch in enumerate(loader):\n"
+        "        opt.step()\n        if i % eval_every == 0:\n"
+        "            score = evaluate(model, val_loader)\n            sched.step(score)\n",
         # Unknown scheduler class.
         "import torch\ns = make_scheduler(opt)\nfor epoch in range(3):\n    for x in loader:\n"
         "        s.step()",
     )
     INVALID = (
+        # Under the accumulation test with the optimizer's step: still once per few batches.
+        Invalid(
+            "from torch.optim.lr_scheduler import StepLR\nsched = StepLR(opt, step_size=30)\n"
+            "for epoch in range(90):\n    for i, x in enumerate(loader):\n"
+            "        model(x).sum().backward()\n        if (i + 1) % 4 == 0:\n"
+            "            opt.step()\n            sched.step()\n",
+            fixed=None,
+            lines=(8,),
+        ),
         Invalid(
             "import torch\nsched = torch.optim.lr_scheduler.OneCycleLR(opt, 0.1, epochs=10, "
             "steps_per_epoch=100)\nfor epoch in range(10):\n    for x in train_loader:\n"
@@ -165,7 +182,7 @@ class SchedulerWrongGranularity(Rule):
                 if training.contains_batch_loop(sem, inner):
                     self._report(ctx, call, kind, per_iteration=True)
             elif kind in PER_EPOCH and inner.is_batch_loop and len(loops) > 1:
-                if self._epoch_sized(made, kind):
+                if self._epoch_sized(made, kind) and not _periodic(sem, call, inner.node):
                     self._report(ctx, call, kind, per_iteration=False)
 
     @staticmethod
@@ -202,3 +219,17 @@ class SchedulerWrongGranularity(Rule):
                 f"`{kind}` 是按 epoch 的调度器，却在每个 batch 都 step：学习率衰减得太快了",
             )
         ctx.report(call, message)
+
+
+def _periodic(sem: Semantic, call: ast.Call, loop: ast.AST) -> bool:
+    """The step runs under a counting test of the batch loop (``if step % eval_every == 0:``)
+    that guards no optimizer step: once per evaluation round, not per batch. (A counting
+    test around the optimizer's own step is gradient accumulation: still per batch.)"""
+    for cond in training.conditions_between(sem, call, loop):
+        if (
+            isinstance(cond, ast.If)
+            and training.is_accumulation_test(cond.test)
+            and not training.optimizer_steps(sem, cond)
+        ):
+            return True
+    return False
