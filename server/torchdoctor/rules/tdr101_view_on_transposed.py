@@ -28,7 +28,12 @@ class ViewOnTransposed(Rule):
     the reordered dimensions apart: the view has to merge two dimensions that are no longer
     neighbours in memory. Views that only split dimensions, or that merge dimensions the
     transposition left in order (`x.permute(0, 2, 3, 1).view(n, -1, c)`), work and are not
-    reported; neither are shapes whose length the code does not show (`.view(*size)`).
+    reported; neither are shapes whose length the code does not show (`.view(*size)`). A merge
+    after a permutation that moves a dimension to the end works only when the merged
+    dimensions are exactly the ones the permutation kept in order: `view(n, -1, 4)` after
+    `permute(0, 2, 3, 1)` on 36 channels must merge the spatial dimensions with 9 of the
+    channels, and fails. Such a view with a literal last size is reported, unless a literal
+    shape of the tensor in the code shows that the size is the whole moved dimension.
 
     ## Why is this bad?
     These operations return a tensor that shares memory with its input but walks it with
@@ -79,7 +84,9 @@ class ViewOnTransposed(Rule):
     `.movedim()` 或 `.expand()` 的结果上（直接调用，或通过由它们赋值的局部变量）调用 `.view(...)`，
     且新形状的维数太少、必须合并在内存中已不相邻的两个维度。只拆分维度、或只合并转置后仍保持顺序的维度
     （`x.permute(0, 2, 3, 1).view(n, -1, c)`）的视图可以成功，不报告；代码中看不出维数的形状
-    （`.view(*size)`）也不报告。
+    （`.view(*size)`）也不报告。置换把某个维度移到最后之后的合并，只有在被合并的维度恰好是置换保持顺序的那些维度
+    时才能成功：在 36 个通道上 `permute(0, 2, 3, 1)` 之后的 `view(n, -1, 4)` 必须把空间维度与 9 个通道合并，
+    会失败。这种最后一个尺寸为字面量的视图会被报告，除非代码中张量的字面量形状表明该尺寸就是被移动的整个维度。
 
     ## 为什么不好？
     这些操作返回的张量与输入共享内存，但步长（stride）不同，因此通常不是连续的。`.view()` 从不拷贝：
@@ -168,6 +175,8 @@ class ViewOnTransposed(Rule):
         "import torch\ndef f(t, n, s):\n    return t.permute(1, 0).view(1, n, s, s)",
         "import torch\ndef f(w, k):\n    return w.T.view(4, -1, k)",
         "import torch\ndef f(x):\n    return x.permute(2, 0, 1).view(4, 6)",
+        # The literal is the whole moved dimension: 4 channels viewed as (..., 4).
+        "import torch\nx = torch.randn(2, 4, 5, 5)\ny = x.permute(0, 2, 3, 1).view(2, -1, 4)",
         # The number of dimensions is not written out.
         "import torch\ndef f(x, b, c, size):\n    return x.transpose(1, 2).view(b, c, *size)",
         "import torch\ndef f(x, shape):\n    return x.transpose(1, 2).view(shape)",
@@ -180,6 +189,20 @@ class ViewOnTransposed(Rule):
         ),
     )
     INVALID = (
+        # A literal size that splits the moved channels (an SSD box head: 9 anchors x 4): the
+        # view merges the spatial dimensions with part of the channels.
+        Invalid(
+            "import torch\ndef boxes(x, n):\n    return x.permute(0, 2, 3, 1).view(n, -1, 4)\n",
+            fixed="import torch\ndef boxes(x, n):\n"
+            "    return x.permute(0, 2, 3, 1).reshape(n, -1, 4)\n",
+            lines=(3,),
+        ),
+        Invalid(
+            "import torch\nx = torch.randn(2, 36, 5, 5)\ny = x.permute(0, 2, 3, 1).view(2, -1, 4)\n",
+            fixed="import torch\nx = torch.randn(2, 36, 5, 5)\n"
+            "y = x.permute(0, 2, 3, 1).reshape(2, -1, 4)\n",
+            lines=(3,),
+        ),
         Invalid(
             "import torch\nx = torch.randn(3, 4)\ny = x.t().view(-1)",
             fixed="import torch\nx = torch.randn(3, 4)\ny = x.t().reshape(-1)",
@@ -253,7 +276,9 @@ class ViewOnTransposed(Rule):
             if not call.args or call.keywords or _reinterprets_dtype(ctx, call):
                 continue
             source = self._strided_source(ctx, func.value)
-            if source is None or not _merges_across(source, call):
+            if source is None or not (
+                _merges_across(source, call) or _splits_trailing(ctx, source, call)
+            ):
                 continue
             method = _method_name(source)
             if ("view" in user_methods or method in user_methods) and not _rooted_in_torch(
@@ -331,6 +356,50 @@ def _merges_across(source: ast.expr, view: ast.Call) -> bool:
     rank = _view_rank(view)
     breaks = _breaks(source)
     return rank is not None and breaks is not None and rank <= breaks
+
+
+def _splits_trailing(ctx: Context, source: ast.expr, view: ast.Call) -> bool:
+    """``x.permute(0, 2, 3, 1).view(n, -1, 4)``: the permutation moves a dimension to the
+    end, and the view's last size is a literal with a ``-1`` before it. The view works only
+    when that literal is the whole moved dimension (36 channels viewed as ``(..., 4)`` must
+    merge the spatial dimensions with part of the channels, which are not neighbours in
+    memory); it is reported unless the tensor's literal shape shows they are equal."""
+    if _method_name(source) != "permute" or not isinstance(source, ast.Call):
+        return False
+    skip = 0 if isinstance(source.func, ast.Attribute) else 1
+    order = _int_args(list(source.args[skip:]))
+    if not order or source.keywords or len(order) < 3:
+        return False
+    n = len(order)
+    order = [d % n for d in order]
+    if sorted(order) != list(range(n)) or order[-1] == order[-2] + 1 or order[-1] == n - 1:
+        return False
+    args: list[ast.expr] = list(view.args)
+    if len(args) == 1 and isinstance(args[0], ast.Tuple | ast.List):
+        args = list(args[0].elts)
+    if len(args) < 2 or any(isinstance(a, ast.Starred) for a in args):
+        return False
+    last = _int_args(args[-1:])
+    if last is None or last[0] <= 1 or _int_args(args[:-1]) == []:
+        return False
+    if not any(_int_args([a]) == [-1] for a in args[:-1]):
+        return False
+    shape = _literal_shape(ctx, _receiver(source))
+    return shape is None or (len(shape) == n and shape[order[-1]] != last[0])
+
+
+def _literal_shape(ctx: Context, expr: ast.expr | None) -> list[int] | None:
+    """The sizes of a tensor made by a factory with literal sizes (``torch.randn(2, 36, 5,
+    5)``), directly or through the name bound to it."""
+    if isinstance(expr, ast.Name):
+        binding = ctx.sem.lookup(expr.id, expr)
+        expr = binding.value if binding is not None and binding.how == "assign" else None
+    if not isinstance(expr, ast.Call) or (expr.keywords and len(expr.args) == 0):
+        return None
+    qual = ctx.qualname(expr.func) or ""
+    if qual not in ("torch.randn", "torch.rand", "torch.zeros", "torch.ones", "torch.empty"):
+        return None
+    return _int_args(list(expr.args))
 
 
 def _view_rank(call: ast.Call) -> int | None:
