@@ -1683,3 +1683,17 @@ def holds_weights(sem: Semantic, save: ast.Call) -> bool:
         if refused_kind(sem, value) == MODULE or kinds.kind(sem, value) is Kind.MODULE:
             return True
     return False
+
+
+def added_entries(sem: Semantic, save: ast.Call) -> list[tuple[str, ast.expr]]:
+    """The entries ``ckpt["key"] = value`` adds, before ``save``, to the dict a save (or a
+    saving helper's call) writes through a name (``torch.save(ckpt, path)``)."""
+    obj = saved_object(save) if sem.qualname(save.func) in SAVES else None
+    if obj is None and save.args:
+        obj = save.args[0]
+    if not isinstance(obj, ast.Name):
+        return []
+    binding = sem.lookup(obj.id, obj)
+    if binding is None or binding.how != "assign":
+        return []
+    return list(subscript_entries(sem, binding, save))
