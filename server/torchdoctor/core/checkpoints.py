@@ -1568,8 +1568,12 @@ def _kind_refused(sem: Semantic, value: ast.expr) -> str | None:
     found = kinds.kind(sem, value)
     if found is Kind.MODULE:
         return MODULE
-    if found in (Kind.OPTIMIZER, Kind.SCHEDULER, Kind.SCALER):
+    if found in (Kind.OPTIMIZER, Kind.SCHEDULER, Kind.SCALER, Kind.DATASET, Kind.LOADER):
         return OBJECT
+    if isinstance(value, ast.Call):
+        qual = sem.qualname(value.func) or ""
+        if qual.startswith("torch.utils.data.") and qual.rsplit(".", 1)[-1][:1].isupper():
+            return OBJECT  # Subset, ConcatDataset, TensorDataset, DataLoader...
     return None
 
 

@@ -55,7 +55,7 @@ class LoadWeightsOnlyFalse(Rule):
       whatever key the code reads afterwards: a load is also reported when any save of the
       project puts such an object (an `argparse.Namespace`, a yacs `CfgNode` or omegaconf
       config, a numpy array, an instance of a dataclass or another class of the project, a
-      module) into the file it reads — this file's `torch.save` of the same path (keys added
+      module, a dataset) into the file it reads — this file's `torch.save` of the same path (keys added
       with `ckpt["args"] = args` count), a saving helper of another module
       (`save_on_master(*args, **kwargs)`), a save writing a checkpoint dict that holds every
       key the load reads (two at least: the same checkpoint format), or another script in
@@ -134,7 +134,7 @@ class LoadWeightsOnlyFalse(Rule):
       `torch.save`（或它把检查点交给的、项目其他模块中的保存辅助函数 `save_checkpoint(state, path)`）在加载读取的键下写入了这类对象（`{"args": args}` 且 `args = parser.parse_args()`、整个模块、
       优化器对象、numpy 数组），或把这类对象整个写入了加载读取的路径。默认设置会拒绝**整个文件**，无论代码之后读取哪个键：只要项目中的任一保存
       把这类对象（`argparse.Namespace`、yacs `CfgNode` 或 omegaconf 配置、numpy 数组、dataclass 或项目中其他类的
-      实例、模块）写入加载读取的文件，就会报告——本文件对同一路径的 `torch.save`（用 `ckpt["args"] = args` 添加的
+      实例、模块、数据集）写入加载读取的文件，就会报告——本文件对同一路径的 `torch.save`（用 `ckpt["args"] = args` 添加的
       键也算）、其他模块的保存辅助函数（`save_on_master(*args, **kwargs)`）、写入的检查点字典包含加载读取的全部键
       （至少两个：同一种检查点格式）的保存，或同一文件夹中写入同名文件的另一个脚本（`train.py` 保存、`test.py`
       加载）。这些是错误：加载会失败。位于
@@ -416,6 +416,15 @@ class LoadWeightsOnlyFalse(Rule):
             "net.load_state_dict(torch.load('out.pt')['model'])\n",
             fixed=None,
             lines=(7,),
+        ),
+        # A dataset cache: the Dataset object itself is refused.
+        Invalid(
+            "import torch\nfrom torch.utils.data import TensorDataset\n"
+            "def build(x, path):\n    torch.save(TensorDataset(x), path)\n"
+            "def restore(path):\n    return torch.load(path)\n"
+            "build(x, 'cache.pt')\nds = restore('cache.pt')\n",
+            fixed=None,
+            lines=(6,),
         ),
         # Another script of the project writes the file name this one reads.
         Invalid(
