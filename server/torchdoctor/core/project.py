@@ -145,9 +145,12 @@ class Project:
     def scripts_beside(self, path: str, limit: int) -> list[Module]:
         """The other ``.py`` files of the folder holding ``path`` (at most ``limit``, by name),
         parsed: the scripts of a project that write files another one reads (``train.py``
-        saves the checkpoint ``test.py`` loads)."""
+        saves the checkpoint ``test.py`` loads). None for a file of a package (a folder with
+        ``__init__.py``)."""
         path = os.path.abspath(path)
         folder = os.path.dirname(path)
+        if os.path.isfile(os.path.join(folder, "__init__.py")):
+            return []  # a package holds modules that import each other, not separate scripts
         try:
             names = sorted(n for n in os.listdir(folder) if n.endswith(".py"))
         except OSError:

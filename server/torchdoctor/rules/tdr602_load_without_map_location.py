@@ -474,6 +474,8 @@ def _made_here(sem: Semantic, call: ast.Call) -> bool:
     ):
         return True
     if several:
+        if checkpoints.round_trip(sem, call):
+            return True  # a buffer or temporary file the same function has just written
         saves = checkpoints.saves_writing(sem, call)
         return bool(saves) and all(_data_only(sem, save) for save in saves)
     if checkpoints.restores_training(sem, call) and not _after_training(sem, call):

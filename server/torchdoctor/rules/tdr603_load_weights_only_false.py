@@ -446,7 +446,6 @@ class LoadWeightsOnlyFalse(Rule):
 
     def check(self, ctx: Context) -> None:
         old_default = torch_version.before(ctx.settings, "2.6")
-        saved = _saved_objects(ctx)
         for call in ctx.sem.calls_to(*LOADS):
             kw = keyword(call, "weights_only")
             if kw is None:
@@ -465,7 +464,7 @@ class LoadWeightsOnlyFalse(Rule):
                 elif old_default:
                     self._report_missing(ctx, call)
                 elif not _allows_globals(ctx, call) and not _retried(ctx, call):
-                    evidence = _unpicklable(ctx, call, saved)
+                    evidence = _unpicklable(ctx, call)
                     if evidence is not None:
                         self._report_fails(ctx, call, evidence)
                 continue
@@ -585,8 +584,12 @@ def _retried(ctx: Context, call: ast.Call) -> bool:
 
 def _saved_objects(ctx: Context) -> dict[str, tuple[ast.AST, Text]]:
     """What this file's saves write into checkpoint dicts that ``weights_only=True``
-    refuses, by the dict key it is saved under."""
+    refuses, by the dict key it is saved under (computed once per file)."""
+    known = ctx.sem.memo.get("tdr603-saved-objects")
+    if isinstance(known, dict):
+        return known
     out: dict[str, tuple[ast.AST, Text]] = {}
+    ctx.sem.memo["tdr603-saved-objects"] = out
     for written in checkpoints.writes(ctx.sem):
         for held in written.held:
             if held.key is not None:
@@ -594,9 +597,7 @@ def _saved_objects(ctx: Context) -> dict[str, tuple[ast.AST, Text]]:
     return out
 
 
-def _unpicklable(
-    ctx: Context, call: ast.Call, saved: dict[str, tuple[ast.AST, Text]]
-) -> tuple[ast.AST, Text] | None:
+def _unpicklable(ctx: Context, call: ast.Call) -> tuple[ast.AST, Text] | None:
     """Where the code shows that what this load reads holds objects ``weights_only=True``
     refuses: the loaded value used as a module or an item of it read through attributes, the
     keys it reads saved with such objects by this file, or any such object put into the file
@@ -615,6 +616,7 @@ def _unpicklable(
             if used is not None:
                 return used, _MODULE
         if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            saved = _saved_objects(ctx)
             if key.value in saved:
                 return saved[key.value]
             if isinstance(above, ast.Attribute) and above.attr not in _PLAIN_ATTRS:
