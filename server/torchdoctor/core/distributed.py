@@ -44,13 +44,16 @@ def mentions_rank(expr: ast.AST | None) -> bool:
     return False
 
 
-_LAUNCHED = frozenset({INIT_PROCESS_GROUP, "torch.nn.parallel.DistributedDataParallel"})
+_LAUNCHED = frozenset(
+    {INIT_PROCESS_GROUP, "torch.nn.parallel.DistributedDataParallel", "accelerate.Accelerator"}
+)
 
 
 def multi_process(sem: Semantic) -> bool:
     """Whether the file runs as one of several processes on one machine's GPUs: it sets up a
-    process group (``init_process_group``), wraps a model in ``DistributedDataParallel``, or
-    reads the local rank a launcher hands each process (``local_rank``, ``LOCAL_RANK``)."""
+    process group (``init_process_group``), wraps a model in ``DistributedDataParallel``, makes
+    an Accelerate ``Accelerator``, or reads the local rank a launcher hands each process
+    (``local_rank``, ``LOCAL_RANK``)."""
     cached = sem.memo.get("distributed-multi-process")
     if cached is None:
         cached = (

@@ -38,7 +38,7 @@ class LoadWithoutMapLocation(Rule):
     reported, even of a path the file saves: the checkpoint comes from a GPU run, and the CPU
     run fails to load it (a run reloading the weights it has just saved, or has just trained,
     in the same function is left alone). In a script of several processes (it calls `init_process_group`, wraps a
-    model in `DistributedDataParallel`, or reads `local_rank`) a load is reported even when
+    model in `DistributedDataParallel`, makes an Accelerate `Accelerator`, or reads `local_rank`) a load is reported even when
     the file saves the same path, resumes, or needs CUDA anyway: every rank loads the tensors
     onto the device that saved them, GPU 0, before moving them.
 
@@ -111,7 +111,7 @@ class LoadWithoutMapLocation(Rule):
 
     有 CPU 回退（`--device cpu`、`"cuda" if ... else "cpu"`）的脚本中的恢复训练会被报告，即使读取的是文件自己
     保存的路径：检查点来自 GPU 上的运行，在 CPU 上运行时无法加载（同一函数中重新加载刚保存或刚训练好的权重不报告）。在多进程
-    脚本中（调用 `init_process_group`、用 `DistributedDataParallel` 包装模型，或读取 `local_rank`），即使文件保存
+    脚本中（调用 `init_process_group`、用 `DistributedDataParallel` 包装模型、创建 Accelerate 的 `Accelerator`，或读取 `local_rank`），即使文件保存
     了同一路径、在恢复训练，或本来就需要 CUDA，加载也会被报告：每个进程都会先把张量加载到保存它们的设备（GPU 0）上。
 
     代码下载的文件（`urllib.request.urlretrieve`、`torch.hub.download_url_to_file` 等）是在别处生成的：无论
@@ -278,6 +278,22 @@ class LoadWithoutMapLocation(Rule):
             "model.load_state_dict(torch.load('ckpt.pt', map_location=\"cpu\"))\n"
             "torch.save(model.state_dict(), 'ckpt.pt')\n",
             lines=(6,),
+        ),
+        # Accelerate: every process resumes from the file its run wrote on GPU 0.
+        Invalid(
+            "import torch\nfrom accelerate import Accelerator\naccelerator = Accelerator()\n"
+            "class Trainer:\n    def save(self, n):\n"
+            "        torch.save(self.model.state_dict(), f'results/model-{n}.pt')\n"
+            "    def load(self, n):\n"
+            "        data = torch.load(f'results/model-{n}.pt')\n"
+            "        self.model.load_state_dict(data)\n",
+            fixed="import torch\nfrom accelerate import Accelerator\naccelerator = Accelerator()\n"
+            "class Trainer:\n    def save(self, n):\n"
+            "        torch.save(self.model.state_dict(), f'results/model-{n}.pt')\n"
+            "    def load(self, n):\n"
+            "        data = torch.load(f'results/model-{n}.pt', map_location=\"cpu\")\n"
+            "        self.model.load_state_dict(data)\n",
+            lines=(8,),
         ),
         Invalid(
             "import torch\ntorch.cuda.set_device(args.local_rank)\nnet.cuda()\n"
