@@ -61,7 +61,8 @@ class LoadWeightsOnlyFalse(Rule):
       key the load reads (two at least: the same checkpoint format), or another script in
       the same folder writing the same file name (`train.py` saves what `test.py` loads).
       These are errors: the load fails. Loads inside
-      `torch.serialization.safe_globals([...])`, or in a file that calls `add_safe_globals`,
+      `torch.serialization.safe_globals([...])`, in a `try` whose handler loads the file again,
+      or in a file that calls `add_safe_globals`,
       are left alone;
     - with a custom `pickle_module=`, where the default is `False` on every version, as a
       warning.
@@ -138,7 +139,8 @@ class LoadWeightsOnlyFalse(Rule):
       键也算）、其他模块的保存辅助函数（`save_on_master(*args, **kwargs)`）、写入的检查点字典包含加载读取的全部键
       （至少两个：同一种检查点格式）的保存，或同一文件夹中写入同名文件的另一个脚本（`train.py` 保存、`test.py`
       加载）。这些是错误：加载会失败。位于
-      `torch.serialization.safe_globals([...])` 之内的加载，或文件中调用了 `add_safe_globals` 时，不报告；
+      `torch.serialization.safe_globals([...])` 之内的加载、位于其处理分支会再次加载该文件的 `try` 中的加载，
+      或文件中调用了 `add_safe_globals` 时，不报告；
     - 传入自定义 `pickle_module=` 时，任何版本的默认值都是 `False`，报告为警告。
 
     用于其他 torch 版本的代码（`except TypeError:` 分支、检测版本的 `if` 分支）中的调用不会被报告。
