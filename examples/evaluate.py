@@ -23,6 +23,14 @@ def load_model(checkpoint_path: Path, num_classes: int) -> torch.nn.Module:
     return model
 
 
+def predict_one(checkpoint_path: Path, image: torch.Tensor, num_classes: int) -> int:
+    # A quick single-image prediction with the same weights.
+    model = models.resnet50(num_classes=num_classes)
+    model.load_state_dict(torch.load(checkpoint_path, map_location="cpu")["model"])
+    with torch.no_grad():
+        return int(model(image.unsqueeze(0)).argmax(1))
+
+
 def predict(model: torch.nn.Module, loader: DataLoader, device: torch.device):
     model.eval()
     all_probs, all_labels = [], []

@@ -29,11 +29,11 @@ def test_from_2_6_a_load_of_tensors_is_not_reported() -> None:
         assert _tdr603(LOAD, target) == []
 
 
-def test_from_2_6_a_load_that_fails_is_a_warning_without_a_fix() -> None:
+def test_from_2_6_a_load_that_fails_is_an_error_without_a_fix() -> None:
     code = "import torch\nmodel = torch.load('model.pt')\nmodel.eval()\n"
     for target in ("2.6", "2.13"):
         (finding,) = _tdr603(code, target)
-        assert finding.severity.value == "warning"
+        assert finding.severity.value == "error"
         assert "UnpicklingError" in finding.message.en and "whole module" in finding.message.en
         assert finding.fix is None  # weights_only=True is what fails
         assert [r.range.start.row for r in finding.related] == [3]  # `model.eval()` shows it
@@ -55,3 +55,13 @@ def test_kwargs_may_hold_weights_only() -> None:
     for target in ("2.4", "2.13"):
         assert _tdr603("import torch\nsd = torch.load(p, **opts)\n", target) == []
         assert _tdr603("import torch\nsd = torch.load(*args)\n", target) == []
+
+
+def test_loader_iterator_next_before_1_13_is_not_reported() -> None:
+    code = "import torch\nfrom torch.utils.data import DataLoader\nit = iter(DataLoader(ds))\nx = it.next()\n"
+    for target, count in (("1.12", 0), ("1.13", 1), ("2.13", 1)):
+        result = check_text(
+            code, "x.py", Settings(target_version=target), codes=frozenset({"TDR815"})
+        )
+        assert not result.errors
+        assert len(result.findings) == count

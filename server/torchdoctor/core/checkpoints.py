@@ -16,6 +16,10 @@
   (``only_copied``), resuming training (``restores_training``), numpy data
   (``read_as_numpy``); and how the code loads a state dict into an object such as a DDP
   wrapper (``wrapper_reads``, ``state_loading``, ``resumes_from``).
+- What a save puts into its file (``writes``: the objects ``weights_only=True`` refuses, such
+  as an ``argparse.Namespace``, and the keys of the checkpoint dict), and which saves of the
+  project write the file a load reads (``writers_of``: this file's, and other scripts' of its
+  folder).
 - Where the code runs: whether it needs CUDA with no CPU fallback (``needs_cuda``), and which
   device variable is certainly bound at a point (``device_name``).
 
@@ -27,6 +31,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from itertools import islice, product
 
 from . import arguments, kinds, summaries
@@ -996,6 +1001,16 @@ def _cuda_uses(sem: Semantic) -> Iterator[ast.AST]:
             yield call  # bitsandbytes quantization runs on CUDA only
 
 
+def cpu_fallback(sem: Semantic) -> bool:
+    """Whether the file can run without CUDA: it tests ``torch.cuda.is_available()`` outside
+    an ``assert``, or chooses a ``"cpu"`` device (an assignment, a conditional expression,
+    ``torch.device("cpu")``, an option's default or choices)."""
+    cached = sem.memo.get("checkpoint-cpu-fallback")
+    if cached is None:
+        cached = sem.memo["checkpoint-cpu-fallback"] = _cpu_fallback(sem)
+    return bool(cached)
+
+
 def _cpu_fallback(sem: Semantic) -> bool:
     for call in sem.calls_by_attr.get("is_available", ()):
         if sem.qualname(call.func) in _AVAILABLE and not isinstance(
@@ -1277,3 +1292,412 @@ def _passed_to(sem: Semantic, call: ast.Call, read: ast.expr, depth: int) -> str
         if sem.is_inside(n, local) and getattr(sem.lookup(param.arg, n), "node", None) is param
     ]
     return state_loading(sem, uses, depth + 1)
+
+
+# ------------------------------------------------------------------ what a save puts in ---
+# Kinds of objects that ``torch.load``'s default ``weights_only=True`` (torch >= 2.6) refuses:
+# the whole file fails to load (``UnpicklingError``) whatever key the code reads.
+NAMESPACE = "namespace"  # argparse.Namespace
+CONFIG = "config"  # yacs CfgNode, omegaconf DictConfig, ml_collections ConfigDict
+NUMPY = "numpy"  # numpy arrays and scalars
+MODULE = "module"  # a whole nn.Module
+DATACLASS = "dataclass"  # an instance of a dataclass (or another class) of the project
+OBJECT = "object"  # an optimizer, scheduler or scaler object
+_CONFIG_PREFIXES = ("yacs.", "omegaconf.", "ml_collections.", "detectron2.config", "mmcv.Config")
+_PLAIN_CONFIG = frozenset({"omegaconf.OmegaConf.to_container", "omegaconf.OmegaConf.to_yaml"})
+_PROJECT_SAVES = "checkpoint-project-saves"
+_MAX_SCRIPTS = 64  # other scripts of a folder read for what they save
+
+
+@dataclass(frozen=True)
+class Held:
+    """An object that a save puts into its file and ``weights_only=True`` refuses."""
+
+    node: ast.AST  # the expression that puts it there
+    what: str  # NAMESPACE, CONFIG, NUMPY, MODULE, DATACLASS or OBJECT
+    key: str | None  # the checkpoint dict's key it is saved under; None for the whole object
+
+
+@dataclass(frozen=True)
+class Written:
+    """A save (``torch.save``, or a call of a helper that hands its arguments to one), what it
+    writes and where."""
+
+    sem: Semantic  # the facts of the module the call is in
+    call: ast.Call
+    obj: ast.expr | None  # the object written
+    path: ast.expr | None  # the file written
+    held: tuple[Held, ...]  # what in it ``weights_only=True`` refuses
+    keys: frozenset[str]  # the keys of the checkpoint dict written (empty: not a dict)
+
+
+def writes(sem: Semantic) -> list[Written]:
+    """Every save of this file: its ``torch.save`` calls and the calls of saving helpers (of
+    this file or another project module: ``save_checkpoint(state, path)``,
+    ``save_on_master(*args, **kwargs)``), with what each puts into its file. Computed once."""
+    known = sem.memo.get(_PROJECT_SAVES + "-own")
+    if isinstance(known, list):
+        return known
+    out: list[Written] = []
+    sem.memo[_PROJECT_SAVES + "-own"] = out
+    for call in sem.calls_to(*SAVES):
+        out.append(_written(sem, call, saved_object(call), argument(call, "f", 1)))
+    for call in sem.calls:
+        if sem.qualname(call.func) in SAVES or not call.args:
+            continue
+        handed = _helper_arguments(sem, call)
+        if handed is not None:
+            out.append(_written(sem, call, *handed))
+    return out
+
+
+def _written(sem: Semantic, call: ast.Call, obj: ast.expr | None, path: ast.expr | None) -> Written:
+    held: list[Held] = []
+    keys: set[str] = set()
+    for key, value in _entries(sem, obj, call):
+        if key is not None:
+            keys.add(key)
+        what = refused_kind(sem, value)
+        if what is not None:
+            held.append(Held(value, what, key))
+    return Written(sem, call, obj, path, tuple(held), frozenset(keys))
+
+
+def _helper_arguments(sem: Semantic, call: ast.Call) -> tuple[ast.expr, ast.expr | None] | None:
+    """What a call of a saving helper hands to the ``torch.save`` inside it: (object, path),
+    when the helper passes its parameters on (by name, or ``*args``)."""
+    defined = sem.function_def(call.func)
+    if defined is None:
+        return None
+    owner, func = defined
+    args = func.args
+    positional = [a.arg for a in (*args.posonlyargs, *args.args)]
+    if positional and positional[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):
+        positional = positional[1:]
+    for inner in owner.walk(func):
+        if not (isinstance(inner, ast.Call) and owner.qualname(inner.func) in SAVES):
+            continue
+        star = inner.args[0] if inner.args and isinstance(inner.args[0], ast.Starred) else None
+        if (
+            star is not None
+            and args.vararg is not None
+            and isinstance(star.value, ast.Name)
+            and star.value.id == args.vararg.arg
+        ):
+            handed = call.args[len(positional) :]
+            if handed and not isinstance(handed[0], ast.Starred):
+                path = handed[1] if len(handed) > 1 else None
+                return handed[0], path if not isinstance(path, ast.Starred) else None
+            continue
+        obj, path = saved_object(inner), argument(inner, "f", 1)
+        found = [_handed(call, positional, p) for p in (obj, path)]
+        if found[0] is not None:
+            return found[0], found[1]
+    return None
+
+
+def _handed(call: ast.Call, positional: list[str], param: ast.expr | None) -> ast.expr | None:
+    """The argument of ``call`` for the parameter ``param`` names."""
+    if not isinstance(param, ast.Name):
+        return None
+    if param.id in positional:
+        index = positional.index(param.id)
+        if index < len(call.args) and not any(
+            isinstance(a, ast.Starred) for a in call.args[: index + 1]
+        ):
+            return call.args[index]
+    kw = keyword(call, param.id)
+    return kw.value if kw is not None else None
+
+
+def _entries(
+    sem: Semantic, obj: ast.expr | None, at: ast.AST, depth: int = 0
+) -> Iterator[tuple[str | None, ast.expr]]:
+    """The (key, value) entries of what a save writes: a dict display or ``dict(...)`` call
+    (directly, through the name bound to it, with the keys added by ``ckpt["k"] = v`` before
+    ``at``, or the values the callers of a function pass for its parameter), else the whole
+    object under None."""
+    if obj is None or depth > 3:
+        return
+    if isinstance(obj, ast.Dict):
+        for key, value in zip(obj.keys, obj.values, strict=True):
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                yield key.value, value
+            elif key is None:
+                yield from _entries(sem, value, at, depth + 1)  # {**base, ...}
+        return
+    if isinstance(obj, ast.Call) and _is_builtin(sem, obj.func, "dict"):
+        for kw in obj.keywords:
+            yield kw.arg, kw.value
+        return
+    if isinstance(obj, ast.Name):
+        binding = sem.lookup(obj.id, obj)
+        if binding is None:
+            return
+        if binding.how == "assign" and binding.index is None and binding.value is not None:
+            if isinstance(binding.value, ast.Dict | ast.Call) and _dict_like(sem, binding.value):
+                yield from _entries(sem, binding.value, at, depth + 1)
+                yield from subscript_entries(sem, binding, at)
+                return
+        if binding.how == "param":
+            func = binding.scope
+            if isinstance(func, FUNCTION_NODES) and isinstance(binding.node, ast.arg):
+                args = func.args
+                positional = [a.arg for a in (*args.posonlyargs, *args.args)]
+                for value in islice(_passed(sem, func, obj.id, positional), 8):
+                    yield from _entries(sem, value, value, depth + 1)
+            return
+    yield None, obj
+
+
+def _dict_like(sem: Semantic, value: ast.expr) -> bool:
+    return isinstance(value, ast.Dict) or (
+        isinstance(value, ast.Call) and _is_builtin(sem, value.func, "dict")
+    )
+
+
+def subscript_entries(
+    sem: Semantic, binding: Binding, before: ast.AST
+) -> Iterator[tuple[str, ast.expr]]:
+    """The entries ``name["key"] = value`` adds to the dict a binding holds, in the binding's
+    scope after it and before ``before``."""
+    for sub in sem.names.get(binding.name, ()):
+        outer = sem.parent(sub)
+        assign = sem.parent(outer) if isinstance(outer, ast.Subscript) else None
+        if (
+            isinstance(outer, ast.Subscript)
+            and outer.value is sub
+            and isinstance(outer.ctx, ast.Store)
+            and isinstance(assign, ast.Assign)
+            and isinstance(outer.slice, ast.Constant)
+            and isinstance(outer.slice.value, str)
+            and sem.lookup(binding.name, sub) is binding
+            and _pos(binding.node) < _pos(sub) < _pos(before)
+        ):
+            yield outer.slice.value, assign.value
+
+
+def refused_kind(sem: Semantic, value: ast.expr | None, depth: int = 0) -> str | None:
+    """What kind of object ``value`` is, when ``torch.load(weights_only=True)`` refuses it
+    (``NAMESPACE``, ``CONFIG``...); None for tensors, state dicts, plain values and what the
+    code does not show."""
+    if value is None or depth > 4:
+        return None
+    if isinstance(value, ast.Name):
+        binding = sem.lookup(value.id, value)
+        if binding is None:
+            return None
+        if binding.how == "assign" and binding.value is not None:
+            bound = binding.value
+            if binding.index is not None:
+                # args, unknown = parser.parse_known_args()
+                if binding.index == 0 and _parses_args(bound):
+                    return NAMESPACE
+                return None
+            found = refused_kind(sem, bound, depth + 1)
+            return found if found is not None else _kind_refused(sem, value)
+        if binding.how == "param":
+            func = binding.scope
+            if isinstance(func, FUNCTION_NODES):
+                args = func.args
+                positional = [a.arg for a in (*args.posonlyargs, *args.args)]
+                for passed in islice(_passed(sem, func, value.id, positional), 8):
+                    found = refused_kind(sem, passed, depth + 1)
+                    if found is not None:
+                        return found
+        return _kind_refused(sem, value)
+    if isinstance(value, ast.Attribute):
+        if isinstance(value.value, ast.Name) and value.value.id == "self":
+            cls = sem.enclosing_class(value)
+            for bound in sem.self_attr_values.get((cls, value.attr), ())[:8]:  # type: ignore[arg-type]
+                found = refused_kind(sem, bound, depth + 1)
+                if found is not None:
+                    return found
+        return _kind_refused(sem, value)
+    if isinstance(value, ast.Subscript):
+        inner = value.value
+        if isinstance(inner, ast.Call) and _parses_args(inner):
+            return NAMESPACE  # parser.parse_known_args()[0]
+        return None
+    if isinstance(value, ast.Call):
+        return _call_refused(sem, value, depth)
+    return None
+
+
+def _parses_args(call: ast.expr) -> bool:
+    return (
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr in ("parse_args", "parse_known_args")
+    )
+
+
+def _call_refused(sem: Semantic, call: ast.Call, depth: int) -> str | None:
+    func = call.func
+    qual = sem.qualname(func) or ""
+    if _parses_args(call) or qual == "argparse.Namespace":
+        return NAMESPACE
+    if qual.startswith("numpy.") or (isinstance(func, ast.Attribute) and func.attr == "numpy"):
+        return NUMPY
+    if qual in _PLAIN_CONFIG:
+        return None
+    if qual.startswith(_CONFIG_PREFIXES) or qual.endswith((".CfgNode", ".ConfigDict")):
+        return CONFIG
+    if isinstance(func, ast.Attribute):
+        if func.attr in ("state_dict", "item", "tolist", "cpu", "detach", "clone") and (
+            func.attr != "clone" or refused_kind(sem, func.value, depth + 1) is None
+        ):
+            return None
+        if func.attr == "clone":  # cfg.clone()
+            return refused_kind(sem, func.value, depth + 1)
+    defined = sem.class_def(func) if isinstance(func, ast.Name | ast.Attribute) else None
+    if defined is not None:
+        owner, cls = defined
+        if kinds.class_kind(owner, cls) is Kind.MODULE:
+            return MODULE
+        bases = owner.class_bases(cls)
+        if any(b in ("dict", "collections.OrderedDict", "str", "int", "float") for b in bases):
+            return None
+        if kinds.class_kind(owner, cls) in (None, Kind.DATASET):
+            return DATACLASS
+        return OBJECT
+    return _kind_refused(sem, call)
+
+
+def _kind_refused(sem: Semantic, value: ast.expr) -> str | None:
+    found = kinds.kind(sem, value)
+    if found is Kind.MODULE:
+        return MODULE
+    if found in (Kind.OPTIMIZER, Kind.SCHEDULER, Kind.SCALER, Kind.DATASET, Kind.LOADER):
+        return OBJECT
+    if isinstance(value, ast.Call):
+        qual = sem.qualname(value.func) or ""
+        if qual.startswith("torch.utils.data.") and qual.rsplit(".", 1)[-1][:1].isupper():
+            return OBJECT  # Subset, ConcatDataset, TensorDataset, DataLoader...
+    return None
+
+
+# ------------------------------------------------------------------ what a load reads -----
+def keys_read(sem: Semantic, load: ast.Call) -> frozenset[str] | None:
+    """The constant keys the code reads from a load's value (``ckpt["model"]``,
+    ``ckpt.get("epoch")``, ``"args" in ckpt``); None when the value goes where this cannot
+    follow."""
+    uses = value_uses(sem, load)
+    if uses is None:
+        return None
+    out: set[str] = set()
+    for use in uses:
+        outer = sem.parent(use)
+        key: ast.expr | None = None
+        if isinstance(outer, ast.Subscript) and outer.value is use:
+            key = outer.slice
+        elif isinstance(outer, ast.Attribute) and outer.attr in ("get", "pop"):
+            call = sem.parent(outer)
+            key = call.args[0] if isinstance(call, ast.Call) and call.args else None
+        elif isinstance(outer, ast.Compare) and use in outer.comparators:
+            key = outer.left
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            out.add(key.value)
+    return frozenset(out)
+
+
+def writers_of(sem: Semantic, load: ast.Call) -> list[Written]:
+    """The saves of the project that write the file a load reads: this file's saves of the
+    same path (a save helper's call included), saves of other scripts in the file's folder
+    that write the same file name, and saves that write a checkpoint dict holding every key
+    the load reads (at least two: the same checkpoint format)."""
+    wanted = {k for k in path_keys(sem, argument(load, "f", 0)) if k[0] != "node"}
+    names = _file_names(sem, argument(load, "f", 0))
+    read = keys_read(sem, load) or frozenset()
+    out: list[Written] = []
+    for written in (*writes(sem), *_project_writes(sem)):
+        if written.sem is sem:
+            keys = {k for k in path_keys(sem, written.path) if k[0] != "node"}
+            same = bool(keys & wanted) or any(
+                k[0] == "text" and _instance(str(w[1]), str(k[1]))
+                for k in keys
+                for w in wanted
+                if w[0] == "text"
+            )
+        else:
+            same = bool(names & _file_names(written.sem, written.path))
+        if same or (len(read) >= 2 and read <= written.keys):
+            out.append(written)
+    return out
+
+
+def _file_names(sem: Semantic, path: ast.expr | None) -> set[str]:
+    """The file names (with an extension, no placeholder) a path expression may name: the
+    last part of a literal, or of the last part of a join."""
+    out: set[str] = set()
+    for key in path_keys(sem, path):
+        while key and key[0] == "join" and isinstance(key[-1], tuple):
+            key = key[-1]
+        if key and key[0] == "text":
+            name = str(key[1]).replace("\\", "/").rsplit("/", 1)[-1]
+            if "." in name.strip(".") and "{}" not in name:
+                out.add(name)
+    return out
+
+
+def _project_writes(sem: Semantic) -> list[Written]:
+    """The saves of the other scripts in this file's folder (read through the project)."""
+    known = sem.memo.get(_PROJECT_SAVES)
+    if isinstance(known, list):
+        return known
+    out: list[Written] = []
+    sem.memo[_PROJECT_SAVES] = out
+    scripts = getattr(sem.project, "scripts_beside", None)
+    if scripts is None or sem.path is None:
+        return out
+    for other in scripts(sem.path, _MAX_SCRIPTS):
+        if "save" in other.text:
+            out.extend(writes(other.sem))
+    return out
+
+
+def saved_elsewhere(sem: Semantic, load: ast.Call) -> list[Written]:
+    """The saves of other scripts of the project (in the file's folder) that write the file
+    name a load reads."""
+    names = _file_names(sem, argument(load, "f", 0))
+    if not names:
+        return []
+    return [
+        w for w in _project_writes(sem) if w.sem is not sem and names & _file_names(w.sem, w.path)
+    ]
+
+
+def holds_weights(sem: Semantic, save: ast.Call) -> bool:
+    """Whether a ``torch.save`` may write model weights (tensors that live on a GPU): a state
+    dict, a module, or a value the code does not show; not a dataset or other data built by a
+    call, nor plain values."""
+    for _key, value in _entries(sem, saved_object(save), save):
+        if isinstance(value, ast.Name):
+            binding = sem.lookup(value.id, value)
+            if binding is None or binding.how != "assign" or binding.value is None:
+                return True
+            value = binding.value
+        if isinstance(value, ast.Constant | ast.JoinedStr):
+            continue
+        if not isinstance(value, ast.Call):
+            return True
+        func = value.func
+        if isinstance(func, ast.Attribute) and "state_dict" in func.attr:
+            return True
+        if refused_kind(sem, value) == MODULE or kinds.kind(sem, value) is Kind.MODULE:
+            return True
+    return False
+
+
+def added_entries(sem: Semantic, save: ast.Call) -> list[tuple[str, ast.expr]]:
+    """The entries ``ckpt["key"] = value`` adds, before ``save``, to the dict a save (or a
+    saving helper's call) writes through a name (``torch.save(ckpt, path)``)."""
+    obj = saved_object(save) if sem.qualname(save.func) in SAVES else None
+    if obj is None and save.args:
+        obj = save.args[0]
+    if not isinstance(obj, ast.Name):
+        return []
+    binding = sem.lookup(obj.id, obj)
+    if binding is None or binding.how != "assign":
+        return []
+    return list(subscript_entries(sem, binding, save))

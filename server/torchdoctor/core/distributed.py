@@ -44,6 +44,37 @@ def mentions_rank(expr: ast.AST | None) -> bool:
     return False
 
 
+_LAUNCHED = frozenset(
+    {INIT_PROCESS_GROUP, "torch.nn.parallel.DistributedDataParallel", "accelerate.Accelerator"}
+)
+
+
+def multi_process(sem: Semantic) -> bool:
+    """Whether the file runs as one of several processes on one machine's GPUs: it sets up a
+    process group (``init_process_group``), wraps a model in ``DistributedDataParallel``, makes
+    an Accelerate ``Accelerator``, or reads the local rank a launcher hands each process
+    (``local_rank``, ``LOCAL_RANK``)."""
+    cached = sem.memo.get("distributed-multi-process")
+    if cached is None:
+        cached = (
+            any(sem.calls_to(*_LAUNCHED))
+            or bool(sem.names.get("local_rank") or sem.attributes.get("local_rank"))
+            or any(
+                isinstance(n, ast.Constant) and n.value in ("LOCAL_RANK", "--local_rank")
+                for call in sem.calls
+                for n in (*call.args, *(kw.value for kw in call.keywords))
+            )
+            or any(
+                isinstance(sub := sem.parent(a), ast.Subscript)
+                and isinstance(sub.slice, ast.Constant)
+                and sub.slice.value == "LOCAL_RANK"
+                for a in sem.attributes.get("environ", ())
+            )
+        )
+        sem.memo["distributed-multi-process"] = cached
+    return bool(cached)
+
+
 def _exits(body: list[ast.stmt]) -> bool:
     if not body:
         return False

@@ -272,6 +272,32 @@ class Project:
             return _top_level(module.sem, binding.name, getattr(last.node, "lineno", 0))
         return module.sem.binding_definition(last)
 
+    def scripts_beside(self, path: str, limit: int) -> list[Module]:
+        """The other ``.py`` files of the folder holding ``path`` (at most ``limit``, by name),
+        parsed: the scripts of a project that write files another one reads (``train.py``
+        saves the checkpoint ``test.py`` loads). None for a file of a package (a folder with
+        ``__init__.py``)."""
+        path = os.path.abspath(path)
+        folder = os.path.dirname(path)
+        if os.path.isfile(os.path.join(folder, "__init__.py")):
+            return []  # a package holds modules that import each other, not separate scripts
+        try:
+            names = sorted(n for n in os.listdir(folder) if n.endswith(".py"))
+        except OSError:
+            return []
+        out: list[Module] = []
+        for name in names[:limit]:
+            other = os.path.join(folder, name)
+            if other == path:
+                continue
+            found = self.module(other)
+            if found is not None:
+                out.append(found)
+        with self._lock:
+            self._used.setdefault(path, set()).update(m.path for m in out)
+            self._searched.add(path)
+        return out
+
     def owner(self, node: ast.AST) -> Semantic | None:
         """The facts of the project module a node belongs to (for nodes of another module)."""
         last = self._last_owner

@@ -28,7 +28,12 @@ class ViewOnTransposed(Rule):
     the reordered dimensions apart: the view has to merge two dimensions that are no longer
     neighbours in memory. Views that only split dimensions, or that merge dimensions the
     transposition left in order (`x.permute(0, 2, 3, 1).view(n, -1, c)`), work and are not
-    reported; neither are shapes whose length the code does not show (`.view(*size)`).
+    reported; neither are shapes whose length the code does not show (`.view(*size)`). A merge
+    after a permutation that moves a dimension to the end works only when the merged
+    dimensions are exactly the ones the permutation kept in order: `view(n, -1, 4)` after
+    `permute(0, 2, 3, 1)` on 36 channels must merge the spatial dimensions with 9 of the
+    channels, and fails. Such a view with a literal last size is reported, unless a literal
+    shape of the tensor in the code shows that the size is the whole moved dimension.
 
     ## Why is this bad?
     These operations return a tensor that shares memory with its input but walks it with
@@ -122,6 +127,8 @@ class ViewOnTransposed(Rule):
         "import torch\ndef f(t, n, s):\n    return t.permute(1, 0).view(1, n, s, s)",
         "import torch\ndef f(w, k):\n    return w.T.view(4, -1, k)",
         "import torch\ndef f(x):\n    return x.permute(2, 0, 1).view(4, 6)",
+        # The literal is the whole moved dimension: 4 channels viewed as (..., 4).
+        "import torch\nx = torch.randn(2, 4, 5, 5)\ny = x.permute(0, 2, 3, 1).view(2, -1, 4)",
         # The number of dimensions is not written out.
         "import torch\ndef f(x, b, c, size):\n    return x.transpose(1, 2).view(b, c, *size)",
         "import torch\ndef f(x, shape):\n    return x.transpose(1, 2).view(shape)",
@@ -134,6 +141,20 @@ class ViewOnTransposed(Rule):
         ),
     )
     INVALID = (
+        # A literal size that splits the moved channels (an SSD box head: 9 anchors x 4): the
+        # view merges the spatial dimensions with part of the channels.
+        Invalid(
+            "import torch\ndef boxes(x, n):\n    return x.permute(0, 2, 3, 1).view(n, -1, 4)\n",
+            fixed="import torch\ndef boxes(x, n):\n"
+            "    return x.permute(0, 2, 3, 1).reshape(n, -1, 4)\n",
+            lines=(3,),
+        ),
+        Invalid(
+            "import torch\nx = torch.randn(2, 36, 5, 5)\ny = x.permute(0, 2, 3, 1).view(2, -1, 4)\n",
+            fixed="import torch\nx = torch.randn(2, 36, 5, 5)\n"
+            "y = x.permute(0, 2, 3, 1).reshape(2, -1, 4)\n",
+            lines=(3,),
+        ),
         Invalid(
             "import torch\nx = torch.randn(3, 4)\ny = x.t().view(-1)",
             fixed="import torch\nx = torch.randn(3, 4)\ny = x.t().reshape(-1)",
@@ -207,7 +228,9 @@ class ViewOnTransposed(Rule):
             if not call.args or call.keywords or _reinterprets_dtype(ctx, call):
                 continue
             source = self._strided_source(ctx, func.value)
-            if source is None or not _merges_across(source, call):
+            if source is None or not (
+                _merges_across(source, call) or _splits_trailing(ctx, source, call)
+            ):
                 continue
             method = _method_name(source)
             if ("view" in user_methods or method in user_methods) and not _rooted_in_torch(
@@ -285,6 +308,50 @@ def _merges_across(source: ast.expr, view: ast.Call) -> bool:
     rank = _view_rank(view)
     breaks = _breaks(source)
     return rank is not None and breaks is not None and rank <= breaks
+
+
+def _splits_trailing(ctx: Context, source: ast.expr, view: ast.Call) -> bool:
+    """``x.permute(0, 2, 3, 1).view(n, -1, 4)``: the permutation moves a dimension to the
+    end, and the view's last size is a literal with a ``-1`` before it. The view works only
+    when that literal is the whole moved dimension (36 channels viewed as ``(..., 4)`` must
+    merge the spatial dimensions with part of the channels, which are not neighbours in
+    memory); it is reported unless the tensor's literal shape shows they are equal."""
+    if _method_name(source) != "permute" or not isinstance(source, ast.Call):
+        return False
+    skip = 0 if isinstance(source.func, ast.Attribute) else 1
+    order = _int_args(list(source.args[skip:]))
+    if not order or source.keywords or len(order) < 3:
+        return False
+    n = len(order)
+    order = [d % n for d in order]
+    if sorted(order) != list(range(n)) or order[-1] == order[-2] + 1 or order[-1] == n - 1:
+        return False
+    args: list[ast.expr] = list(view.args)
+    if len(args) == 1 and isinstance(args[0], ast.Tuple | ast.List):
+        args = list(args[0].elts)
+    if len(args) < 2 or any(isinstance(a, ast.Starred) for a in args):
+        return False
+    last = _int_args(args[-1:])
+    if last is None or last[0] <= 1 or _int_args(args[:-1]) == []:
+        return False
+    if not any(_int_args([a]) == [-1] for a in args[:-1]):
+        return False
+    shape = _literal_shape(ctx, _receiver(source))
+    return shape is None or (len(shape) == n and shape[order[-1]] != last[0])
+
+
+def _literal_shape(ctx: Context, expr: ast.expr | None) -> list[int] | None:
+    """The sizes of a tensor made by a factory with literal sizes (``torch.randn(2, 36, 5,
+    5)``), directly or through the name bound to it."""
+    if isinstance(expr, ast.Name):
+        binding = ctx.sem.lookup(expr.id, expr)
+        expr = binding.value if binding is not None and binding.how == "assign" else None
+    if not isinstance(expr, ast.Call) or (expr.keywords and len(expr.args) == 0):
+        return None
+    qual = ctx.qualname(expr.func) or ""
+    if qual not in ("torch.randn", "torch.rand", "torch.zeros", "torch.ones", "torch.empty"):
+        return None
+    return _int_args(list(expr.args))
 
 
 def _view_rank(call: ast.Call) -> int | None:

@@ -16,7 +16,11 @@ class ZeroGradInAccumulation(Rule):
     such as `if (i + 1) % accum_steps == 0:` — that call `optimizer.zero_grad()` (or
     `model.zero_grad()`) unconditionally on every iteration.
 
-    Off by default (`extend-select = ["TDR107"]` turns it on): on real code its findings were schedules that step the optimizer and call `backward()` under the same condition (a GAN's critic updates), where the per-iteration `zero_grad` is right.
+    Only a backward pass that feeds the conditionally stepped optimizer counts: one that
+    runs under the same condition as the step accumulates nothing, and one followed by
+    another optimizer's step belongs to that optimizer. In a GAN that updates its
+    discriminator on every iteration and its generator every k-th, the per-iteration
+    `optimizer_G.zero_grad()` is right and is not reported.
 
     ## Why is this bad?
     Gradient accumulation relies on `.backward()` *adding* each micro-batch's gradients into
@@ -68,12 +72,24 @@ class ZeroGradInAccumulation(Rule):
     """
 
     code = "TDR107"
-    default = False
     name = "zero-grad-in-accumulation"
     severity = Severity.ERROR
     fix_safety = Applicability.UNSAFE
 
     VALID = (
+        # A GAN: the critic steps every iteration, the generator every k-th with its own
+        # backward under the same condition.
+        "import torch\n"
+        "for i, (real, _) in enumerate(loader):\n"
+        "    opt_d.zero_grad()\n"
+        "    loss_d = critic(gen(z)).mean() - critic(real).mean()\n"
+        "    loss_d.backward()\n"
+        "    opt_d.step()\n"
+        "    opt_g.zero_grad()\n"
+        "    if i % n_critic == 0:\n"
+        "        loss_g = -critic(gen(z)).mean()\n"
+        "        loss_g.backward()\n"
+        "        opt_g.step()\n",
         # Correct accumulation: zero_grad right after the step.
         "import torch\n"
         "for i, (x, y) in enumerate(loader):\n"
@@ -171,6 +187,29 @@ class ZeroGradInAccumulation(Rule):
         "        optimizer.zero_grad()\n",
     )
     INVALID = (
+        # Two optimizers: the encoder's steps every iteration, the head's backward runs on
+        # every iteration too but its step only every k-th.
+        Invalid(
+            "import torch\n"
+            "for i, (x, y) in enumerate(loader):\n"
+            "    opt_enc.zero_grad()\n"
+            "    recon(enc(x), x).backward()\n"
+            "    opt_enc.step()\n"
+            "    opt_head.zero_grad()\n"
+            "    crit(head(x), y).backward()\n"
+            "    if (i + 1) % 8 == 0:\n"
+            "        opt_head.step()\n",
+            fixed="import torch\n"
+            "for i, (x, y) in enumerate(loader):\n"
+            "    opt_enc.zero_grad()\n"
+            "    recon(enc(x), x).backward()\n"
+            "    opt_enc.step()\n"
+            "    crit(head(x), y).backward()\n"
+            "    if (i + 1) % 8 == 0:\n"
+            "        opt_head.step()\n"
+            "        opt_head.zero_grad()\n",
+            lines=(6,),
+        ),
         Invalid(
             "import torch\n"
             "for i, (x, y) in enumerate(loader):\n"
@@ -274,12 +313,9 @@ class ZeroGradInAccumulation(Rule):
             if not training.is_iteration_loop(sem, loop):
                 continue
             for step, guard in training.accumulated_steps(sem, loop):
-                if not any(
-                    not sem.is_inside(b, guard)
-                    for b in training.backward_calls(sem, loop.node.body)
-                ):
-                    continue  # the backward pass runs only when stepping: nothing accumulates
                 optimizer = ctx.segment(training.step_optimizer(sem, step) or step)
+                if not _accumulates(ctx, loop, step, guard, optimizer):
+                    continue  # the backward pass runs only when stepping: nothing accumulates
                 for call in training.calls_in(sem, loop.node.body):
                     if call in seen or not training.is_zero_grad(sem, call):
                         continue
@@ -306,6 +342,27 @@ class ZeroGradInAccumulation(Rule):
                             ctx.related(step, Text("the conditional step", "条件执行的优化器更新"))
                         ],
                     )
+
+
+def _accumulates(
+    ctx: Context, loop: training.LoopInfo, step: ast.Call, guard: ast.If, optimizer: str
+) -> bool:
+    """Whether a backward pass outside the step's guard feeds this optimizer: the first
+    optimizer step after it (in the loop's order, wrapping around) is this one's. A backward
+    followed by another optimizer's step (a GAN's discriminator, updated every iteration while
+    the generator is updated every k-th) accumulates nothing for this one."""
+    sem = ctx.sem
+    steps = sorted(training.optimizer_steps(sem, loop.node), key=lambda c: (c.lineno, c.col_offset))
+    for backward in training.backward_calls(sem, loop.node.body):
+        if sem.is_inside(backward, guard):
+            continue
+        later = [s for s in steps if training.before(backward, s)] or steps
+        owner = later[0] if later else step
+        if owner is step or ctx.segment(training.step_optimizer(sem, owner) or owner) == (
+            optimizer
+        ):
+            return True
+    return False
 
 
 def _is_model(ctx: Context, receiver: ast.expr) -> bool:

@@ -33,11 +33,6 @@ class SaveWrappedStateDict(Rule):
     or made by a helper of another module of the project that always returns one
     (`model = wrap_ddp(model, rank)`); a checkpoint dict may be handed to a saving helper.
 
-    Off by default (`extend-select = ["TDR506"]` turns it on): on real code its finding was a
-    wrapper whose checkpoint the same code loads back into the wrapper (through a helper, with
-    `strict=False`), where the project's format is consistent and the fix would make every
-    resume load nothing; the fix is unsafe there.
-
     ## Why is this bad?
     A wrapper holds the model as its `module` attribute, so every key of its state dict starts
     with `module.`: `module.fc.weight` instead of `fc.weight`. Loading the file into a plain
@@ -94,7 +89,6 @@ class SaveWrappedStateDict(Rule):
     """
 
     code = "TDR506"
-    default = False
     name = "save-wrapped-state-dict"
     fix_safety = Applicability.UNSAFE
 

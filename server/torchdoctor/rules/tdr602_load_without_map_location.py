@@ -3,11 +3,11 @@ from __future__ import annotations
 import ast
 from functools import partial
 
-from ..core import arguments, checkpoints, fixes
+from ..core import arguments, checkpoints, distributed, fixes
 from ..core.context import Context
 from ..core.model import Applicability, Fix, Text
 from ..core.semantic import Semantic
-from .base import Invalid, Rule
+from .base import Invalid, Rule, Valid
 
 
 class LoadWithoutMapLocation(Rule):
@@ -23,13 +23,24 @@ class LoadWithoutMapLocation(Rule):
       helper or checkpoint handler given that file name): it reads back its own output,
       typically resuming on the training machine;
     - every `torch.save` of the file writes CPU data (`.cpu()` values, a module moved to the CPU
-      just before, `FullStateDictConfig(offload_to_cpu=True)`);
+      just before, `FullStateDictConfig(offload_to_cpu=True)`), or another script in the same
+      folder saves CPU data to the file name it reads (`export.py` writes `net.pt` after
+      `net.cpu()`);
     - the code needs CUDA anyway: it moves to CUDA unconditionally (`.cuda()`, `device =
       "cuda"`, DeepSpeed) and shows no CPU fallback (no `torch.cuda.is_available()` test, no
       `"cpu"` device);
     - another load of the same path picks a device, or the load resumes training (it restores
-      an optimizer's state, or a module the file also saves or trains);
+      an optimizer's state, or a module the file also saves or trains) in a script without a
+      CPU fallback;
     - what it loads is numpy data (`torch.from_numpy(data[...])`, `.numpy()`).
+
+    A resume in a script with a CPU fallback (`--device cpu`, `"cuda" if ... else "cpu"`) is
+    reported, even of a path the file saves: the checkpoint comes from a GPU run, and the CPU
+    run fails to load it (a run reloading the weights it has just saved, or has just trained,
+    in the same function is left alone). In a script of several processes (it calls `init_process_group`, wraps a
+    model in `DistributedDataParallel`, makes an Accelerate `Accelerator`, or reads `local_rank`) a load is reported even when
+    the file saves the same path, resumes, or needs CUDA anyway: every rank loads the tensors
+    onto the device that saved them, GPU 0, before moving them.
 
     A load of a file that the code downloads (`urllib.request.urlretrieve`,
     `torch.hub.download_url_to_file`...) was made elsewhere: it is reported whatever the file
@@ -136,20 +147,103 @@ class LoadWithoutMapLocation(Rule):
         # Another load of the same path picks the device.
         "import torch\nif args.gpu is None:\n    ckpt = torch.load(args.resume)\nelse:\n"
         "    ckpt = torch.load(args.resume, map_location=f'cuda:{args.gpu}')\n",
-        # Resuming training: the optimizer's state, a module the file trains.
-        "import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+        # Resuming training: the optimizer's state, a module the file trains (no CPU fallback).
+        "import torch\nmodel.cuda()\n"
         "ckpt = torch.load(args.resume)\nmodel.load_state_dict(ckpt['model'])\n"
         "optimizer.load_state_dict(ckpt['optimizer'])\n",
-        "import torch\nfrom torch import nn, optim\n"
-        "device = torch.device('cuda' if args.cuda else 'cpu')\nnet = nn.Linear(2, 2).to(device)\n"
-        "if args.net:\n    net.load_state_dict(torch.load(args.net))\n"
-        "opt = optim.Adam(net.parameters())\n",
+        # The run reloads the best weights it has just saved, on the same device.
+        "import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+        "def fit(net, opt, loader):\n    for x in loader:\n"
+        "        net(x.to(device)).sum().backward()\n        opt.step()\n"
+        "    torch.save(net.state_dict(), 'best.pt')\n"
+        "    net.load_state_dict(torch.load('best.pt'))\n",
+        # Several processes reading a dataset cache the file writes: CPU data.
+        "import torch\nfrom torch.utils.data import TensorDataset\n"
+        "def cached(local_rank, path, x):\n    if local_rank == 0:\n"
+        "        torch.save(TensorDataset(x), path)\n    torch.distributed.barrier()\n"
+        "    return torch.load(path, weights_only=False)\n",
+        # Another script of the project saves CPU weights to the file name this one reads.
+        Valid(
+            "import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+            "net.load_state_dict(torch.load('export/net.pt'))\n",
+            files=(
+                (
+                    "export.py",
+                    "import torch\nnet.cpu()\ntorch.save(net.state_dict(), 'net.pt')\n",
+                ),
+            ),
+        ),
         # numpy data has no device.
         "import torch\ndata = torch.load('wave.pt')\nx = torch.from_numpy(data[3:, :-1])\n",
         # `map_location` passed by position.
         "import torch\nsd = torch.load(path, 'cpu')\n",
     )
     INVALID = (
+        # A resume in a script with a CPU fallback: the checkpoint comes from a GPU run.
+        Invalid(
+            "import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+            "ckpt = torch.load(args.resume)\nmodel.load_state_dict(ckpt['model'])\n"
+            "optimizer.load_state_dict(ckpt['optimizer'])\n",
+            fixed="import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+            "ckpt = torch.load(args.resume, map_location=device)\n"
+            "model.load_state_dict(ckpt['model'])\n"
+            "optimizer.load_state_dict(ckpt['optimizer'])\n",
+            lines=(3,),
+        ),
+        Invalid(
+            "import torch\nfrom torch import nn, optim\n"
+            "device = torch.device('cuda' if args.cuda else 'cpu')\n"
+            "net = nn.Linear(2, 2).to(device)\n"
+            "if args.net:\n    net.load_state_dict(torch.load(args.net))\n"
+            "opt = optim.Adam(net.parameters())\n",
+            fixed="import torch\nfrom torch import nn, optim\n"
+            "device = torch.device('cuda' if args.cuda else 'cpu')\n"
+            "net = nn.Linear(2, 2).to(device)\n"
+            "if args.net:\n    net.load_state_dict(torch.load(args.net, map_location=device))\n"
+            "opt = optim.Adam(net.parameters())\n",
+            lines=(6,),
+        ),
+        # Several processes: every rank loads onto the device that saved, even the file's own
+        # checkpoint, even when the code needs CUDA anyway.
+        Invalid(
+            "import torch\nimport torch.distributed as dist\n"
+            "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+            "dist.init_process_group('nccl')\nmodel = DDP(net.cuda())\n"
+            "model.load_state_dict(torch.load('ckpt.pt'))\n"
+            "torch.save(model.state_dict(), 'ckpt.pt')\n",
+            fixed="import torch\nimport torch.distributed as dist\n"
+            "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+            "dist.init_process_group('nccl')\nmodel = DDP(net.cuda())\n"
+            "model.load_state_dict(torch.load('ckpt.pt', map_location=\"cpu\"))\n"
+            "torch.save(model.state_dict(), 'ckpt.pt')\n",
+            lines=(6,),
+        ),
+        # Accelerate: every process resumes from the file its run wrote on GPU 0.
+        Invalid(
+            "import torch\nfrom accelerate import Accelerator\naccelerator = Accelerator()\n"
+            "class Trainer:\n    def save(self, n):\n"
+            "        torch.save(self.model.state_dict(), f'results/model-{n}.pt')\n"
+            "    def load(self, n):\n"
+            "        data = torch.load(f'results/model-{n}.pt')\n"
+            "        self.model.load_state_dict(data)\n",
+            fixed="import torch\nfrom accelerate import Accelerator\naccelerator = Accelerator()\n"
+            "class Trainer:\n    def save(self, n):\n"
+            "        torch.save(self.model.state_dict(), f'results/model-{n}.pt')\n"
+            "    def load(self, n):\n"
+            "        data = torch.load(f'results/model-{n}.pt', map_location=\"cpu\")\n"
+            "        self.model.load_state_dict(data)\n",
+            lines=(8,),
+        ),
+        Invalid(
+            "import torch\ntorch.cuda.set_device(args.local_rank)\nnet.cuda()\n"
+            "ckpt = torch.load(args.resume)\nnet.load_state_dict(ckpt['net'])\n"
+            "optimizer.load_state_dict(ckpt['optimizer'])\n",
+            fixed="import torch\ntorch.cuda.set_device(args.local_rank)\nnet.cuda()\n"
+            'ckpt = torch.load(args.resume, map_location="cpu")\n'
+            "net.load_state_dict(ckpt['net'])\n"
+            "optimizer.load_state_dict(ckpt['optimizer'])\n",
+            lines=(4,),
+        ),
         Invalid(
             'import torch\nstate = torch.load("ckpt.pt")',
             fixed='import torch\nstate = torch.load("ckpt.pt", map_location="cpu")',
@@ -310,21 +404,61 @@ class LoadWithoutMapLocation(Rule):
 
 def _made_here(sem: Semantic, call: ast.Call) -> bool:
     """The file itself shows where the checkpoint's tensors live, or that the devices are
-    the ones it was written on: it saves the path it reads, it saves only CPU data, it needs
-    CUDA anyway, another load of the same path picks a device, or the load resumes this
-    file's own training."""
-    if checkpoints.needs_cuda(sem, call) or checkpoints.read_as_numpy(sem, call):
+    the ones it was written on: it saves the path it reads, it saves only CPU data (or
+    another script of the project saves CPU data to the file name it reads), it needs CUDA
+    anyway, another load of the same path picks a device, or the load resumes this file's
+    own training. In a script of several processes (a process group, DDP, ``local_rank``)
+    only CPU data and a device picked elsewhere count: every rank loads onto the device that
+    saved. A resume in a script with a CPU fallback is not its own output either: the
+    checkpoint comes from a GPU run."""
+    if checkpoints.read_as_numpy(sem, call):
+        return True
+    several = distributed.multi_process(sem)
+    if checkpoints.needs_cuda(sem, call) and not several:
         return True
     if checkpoints.downloaded(sem, call):
         return False
-    return bool(
-        checkpoints.written_here(sem, call)
-        or checkpoints.saves_only_cpu(sem)
-        or any(
-            arguments.value(other, arguments.LOAD, "map_location") is not None
-            for other in checkpoints.same_path_loads(sem, call)
-        )
-        or checkpoints.restores_training(sem, call)
+    if checkpoints.saves_only_cpu(sem) or any(
+        arguments.value(other, arguments.LOAD, "map_location") is not None
+        for other in checkpoints.same_path_loads(sem, call)
+    ):
+        return True
+    elsewhere = checkpoints.saved_elsewhere(sem, call)
+    if elsewhere and all(
+        checkpoints.writes_cpu(w.sem, w.call) for w in elsewhere if w.sem.qualname(w.call.func)
+    ):
+        return True
+    if several:
+        if checkpoints.round_trip(sem, call):
+            return True  # a buffer or temporary file the same function has just written
+        saves = checkpoints.saves_writing(sem, call)
+        return bool(saves) and all(_data_only(sem, save) for save in saves)
+    if checkpoints.restores_training(sem, call) and not _after_training(sem, call):
+        return not checkpoints.cpu_fallback(sem)
+    return checkpoints.written_here(sem, call)
+
+
+def _data_only(sem: Semantic, save: ast.Call) -> bool:
+    """A save of data built by the code (a cache of tokenized samples), not weights."""
+    return not checkpoints.holds_weights(sem, save)
+
+
+_TRAINING_CALLS = ("step", "backward", "run", "fit")
+
+
+def _after_training(sem: Semantic, call: ast.Call) -> bool:
+    """The load follows a save of the same path or a training call (``optimizer.step()``,
+    ``trainer.run(...)``) in the same function (or at module level): the run reloads what it
+    has just trained and written, on the same device, rather than resuming."""
+    function = sem.enclosing_function(call)
+    here = (call.lineno, call.col_offset)
+    earlier = [
+        *checkpoints.saves_writing(sem, call),
+        *(c for name in _TRAINING_CALLS for c in sem.calls_by_attr.get(name, ())),
+    ]
+    return any(
+        sem.enclosing_function(other) is function and (other.lineno, other.col_offset) < here
+        for other in earlier
     )
 
 

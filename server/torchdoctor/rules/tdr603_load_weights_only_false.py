@@ -1,11 +1,11 @@
 from __future__ import annotations
 
 import ast
+import os
 from functools import partial
 
 from ..core import arguments, checkpoints, fixes, torch_version
 from ..core.context import Context
-from ..core.kinds import Kind
 from ..core.model import Applicability, Fix, Severity, Text
 from ..core.semantic import is_false, is_none
 from .base import Invalid, Rule, Valid
@@ -51,8 +51,18 @@ class LoadWeightsOnlyFalse(Rule):
       `torch.save` (or a saving helper of another module of the project it hands the
       checkpoint to, `save_checkpoint(state, path)`) writes such objects under the keys the load reads (`{"args": args}` with
       `args = parser.parse_args()`, a whole module, an optimizer object, a numpy array) or as
-      the whole object to the path the load reads. Loads inside
-      `torch.serialization.safe_globals([...])`, or in a file that calls `add_safe_globals`,
+      the whole object to the path the load reads. The default refuses the **whole file**,
+      whatever key the code reads afterwards: a load is also reported when any save of the
+      project puts such an object (an `argparse.Namespace`, a yacs `CfgNode` or omegaconf
+      config, a numpy array, an instance of a dataclass or another class of the project, a
+      module, a dataset) into the file it reads — this file's `torch.save` of the same path (keys added
+      with `ckpt["args"] = args` count), a saving helper of another module
+      (`save_on_master(*args, **kwargs)`), a save writing a checkpoint dict that holds every
+      key the load reads (two at least: the same checkpoint format), or another script in
+      the same folder writing the same file name (`train.py` saves what `test.py` loads).
+      These are errors: the load fails. Loads inside
+      `torch.serialization.safe_globals([...])`, in a `try` whose handler loads the file again,
+      or in a file that calls `add_safe_globals`,
       are left alone;
     - with a custom `pickle_module=`, where the default is `False` on every version, as a
       warning.
@@ -175,6 +185,31 @@ class LoadWeightsOnlyFalse(Rule):
         ),
         # A positional spread may hold `pickle_module`.
         "import torch\nsd = torch.load(path, 'cpu', *extra)\n",
+        # The file it saves the Namespace to is not the one it loads: another format, one key.
+        "import argparse\nimport torch\nargs = argparse.ArgumentParser().parse_args()\n"
+        "torch.save({'model': model.state_dict(), 'args': args}, 'last.pt')\n"
+        "model.load_state_dict(torch.load('pretrained.pt')['model'])\n",
+        # Plain containers made from the config: `vars(args)`, `OmegaConf.to_container`.
+        "import torch\nfrom omegaconf import OmegaConf\ncfg = OmegaConf.load('c.yaml')\n"
+        "torch.save({'model': net.state_dict(), 'cfg': OmegaConf.to_container(cfg)}, 'c.pt')\n"
+        "ckpt = torch.load('c.pt')\n",
+        # Another script of the project writes a file of another name.
+        Valid(
+            "import torch\nsd = torch.load('weights.pt', map_location='cpu')\n",
+            files=(
+                (
+                    "train.py",
+                    "import argparse\nimport torch\nargs = argparse.ArgumentParser().parse_args()\n"
+                    "torch.save({'args': args}, 'run_args.pt')\n",
+                ),
+            ),
+        ),
+        # A failure is caught and the file loaded again with the class allowed.
+        "import argparse\nimport torch\nargs = argparse.ArgumentParser().parse_args()\n"
+        "torch.save({'model': 1, 'args': args}, 'ckpt.pt')\ntry:\n"
+        "    ckpt = torch.load('ckpt.pt')\nexcept Exception:\n"
+        "    with torch.serialization.safe_globals([argparse.Namespace]):\n"
+        "        ckpt = torch.load('ckpt.pt')\n",
     )
     INVALID = (
         Invalid(
@@ -284,11 +319,73 @@ class LoadWeightsOnlyFalse(Rule):
             fixed=None,
             lines=(3,),
         ),
+        # The whole file is refused, whatever key the code reads: the checkpoint format its own
+        # `save_on_master(*args, **kwargs)` helper writes, with the arguments in it.
+        Invalid(
+            "import argparse\nimport torch\nfrom misc import save_on_master\n"
+            "args = argparse.ArgumentParser().parse_args()\n"
+            "if args.resume:\n    checkpoint = torch.load(args.resume, map_location='cpu')\n"
+            "    model.load_state_dict(checkpoint['model'])\n"
+            "    optimizer.load_state_dict(checkpoint['optimizer'])\n"
+            "for epoch in range(10):\n"
+            "    save_on_master({'model': model.state_dict(), 'optimizer': optimizer.state_dict(),"
+            " 'args': args}, 'checkpoint.pth')\n",
+            fixed=None,
+            files=(
+                (
+                    "misc.py",
+                    "import torch\ndef save_on_master(*args, **kwargs):\n"
+                    "    if is_main_process():\n        torch.save(*args, **kwargs)\n",
+                ),
+            ),
+            lines=(6,),
+        ),
+        # A key added by subscript, a yacs config, an instance of a dataclass.
+        Invalid(
+            "import torch\nfrom yacs.config import CfgNode as CN\ncfg = CN()\n"
+            "def save(model, path):\n    state = {'model': model.state_dict()}\n"
+            "    state['cfg'] = cfg\n    torch.save(state, path)\n"
+            "save(net, 'best.pth')\nnet.load_state_dict(torch.load('best.pth')['model'])\n",
+            fixed=None,
+            lines=(9,),
+        ),
+        Invalid(
+            "from dataclasses import dataclass\nimport torch\n@dataclass\nclass Config:\n"
+            "    lr: float = 0.1\n"
+            "torch.save({'model': net.state_dict(), 'config': Config()}, 'out.pt')\n"
+            "net.load_state_dict(torch.load('out.pt')['model'])\n",
+            fixed=None,
+            lines=(7,),
+        ),
+        # A dataset cache: the Dataset object itself is refused.
+        Invalid(
+            "import torch\nfrom torch.utils.data import TensorDataset\n"
+            "def build(x, path):\n    torch.save(TensorDataset(x), path)\n"
+            "def restore(path):\n    return torch.load(path)\n"
+            "build(x, 'cache.pt')\nds = restore('cache.pt')\n",
+            fixed=None,
+            lines=(6,),
+        ),
+        # Another script of the project writes the file name this one reads.
+        Invalid(
+            "import torch\nsd = torch.load('checkpoints/model.pt', map_location='cpu')\n"
+            "net.load_state_dict(sd['model'])\n",
+            fixed=None,
+            files=(
+                (
+                    "train.py",
+                    "import argparse\nimport os\nimport torch\n"
+                    "args = argparse.ArgumentParser().parse_args()\n"
+                    "torch.save({'model': net.state_dict(), 'args': args},"
+                    " os.path.join(args.out, 'model.pt'))\n",
+                ),
+            ),
+            lines=(2,),
+        ),
     )
 
     def check(self, ctx: Context) -> None:
         old_default = torch_version.before(ctx.settings, "2.6")
-        saved = _saved_objects(ctx)
         for call in ctx.sem.calls_to(*LOADS):
             bound = arguments.bind(call, arguments.LOAD)
             kw = bound.keyword("weights_only")
@@ -306,8 +403,8 @@ class LoadWeightsOnlyFalse(Rule):
                     self._report_custom_pickler(ctx, call)
                 elif old_default:
                     self._report_missing(ctx, call)
-                elif not _allows_globals(ctx, call):
-                    evidence = _unpicklable(ctx, call, saved)
+                elif not _allows_globals(ctx, call) and not _retried(ctx, call):
+                    evidence = _unpicklable(ctx, call)
                     if evidence is not None:
                         self._report_fails(ctx, call, evidence)
                 continue
@@ -358,8 +455,10 @@ class LoadWeightsOnlyFalse(Rule):
                 "`vars(args)`，或用 `torch.serialization.add_safe_globals([...])` 放行这些类"
                 "（只对可信文件使用 `weights_only=False`）",
             ),
-            related=[ctx.related(where, Text("what shows it", "依据"))],
-            severity=Severity.WARNING,
+            related=[ctx.related(where, Text("what shows it", "依据"))]
+            if where is not call
+            else [],
+            severity=Severity.ERROR,
         )
 
     @staticmethod
@@ -382,7 +481,16 @@ _MODULE = Text("a whole module", "整个模块")
 _OBJECT = Text(
     "a Python object other than tensors and plain containers", "张量和普通容器之外的 Python 对象"
 )
-_NUMPY = Text("a numpy array", "numpy 数组")
+_HELD = {
+    checkpoints.NAMESPACE: _ARGS,
+    checkpoints.CONFIG: Text(
+        "a config object (yacs `CfgNode`, omegaconf)", "配置对象（yacs `CfgNode`、omegaconf）"
+    ),
+    checkpoints.NUMPY: Text("a numpy array", "numpy 数组"),
+    checkpoints.MODULE: _MODULE,
+    checkpoints.DATACLASS: Text("an instance of a class of the project", "项目中某个类的实例"),
+    checkpoints.OBJECT: _OBJECT,
+}
 
 
 def _allows_globals(ctx: Context, call: ast.Call) -> bool:
@@ -399,56 +507,41 @@ def _allows_globals(ctx: Context, call: ast.Call) -> bool:
     return False
 
 
+def _retried(ctx: Context, call: ast.Call) -> bool:
+    """The load runs in a ``try`` whose handler loads again: a failure is caught."""
+    child: ast.AST = call
+    for anc in ctx.sem.ancestors(call):
+        if isinstance(anc, ast.Try) and any(child is s for s in anc.body):
+            for handler in anc.handlers:
+                if any(
+                    isinstance(n, ast.Call) and ctx.qualname(n.func) in LOADS
+                    for n in ast.walk(handler)
+                ):
+                    return True
+        child = anc
+    return False
+
+
 def _saved_objects(ctx: Context) -> dict[str, tuple[ast.AST, Text]]:
-    """What this file's ``torch.save`` calls write into checkpoint dicts that
-    ``weights_only=True`` refuses, by the dict key it is saved under."""
+    """What this file's saves write into checkpoint dicts that ``weights_only=True``
+    refuses, by the dict key it is saved under (computed once per file)."""
+    known = ctx.sem.memo.get("tdr603-saved-objects")
+    if isinstance(known, dict):
+        return known
     out: dict[str, tuple[ast.AST, Text]] = {}
-    for _call, display in checkpoints.saved_dicts(ctx.sem):
-        for key, value in zip(display.keys, display.values, strict=True):
-            what = _refused(ctx, value)
-            if isinstance(key, ast.Constant) and isinstance(key.value, str) and what is not None:
-                out.setdefault(key.value, (value, what))
+    ctx.sem.memo["tdr603-saved-objects"] = out
+    for written in checkpoints.writes(ctx.sem):
+        for held in written.held:
+            if held.key is not None:
+                out.setdefault(held.key, (held.node, _HELD[held.what]))
     return out
 
 
-def _refused(ctx: Context, value: ast.expr | None) -> Text | None:
-    """What kind of object ``value`` is, when ``weights_only=True`` refuses to load it."""
-    if value is None:
-        return None
-    if isinstance(value, ast.Name):
-        binding = ctx.sem.lookup(value.id, value)
-        bound = binding.value if binding is not None and binding.how == "assign" else None
-        if (
-            isinstance(bound, ast.Call)
-            and isinstance(bound.func, ast.Attribute)
-            and bound.func.attr in ("parse_args", "parse_known_args")
-        ):
-            return _ARGS
-    if isinstance(value, ast.Call):
-        qual = ctx.qualname(value.func) or ""
-        if qual == "argparse.Namespace":
-            return _ARGS
-        if qual.startswith("numpy."):
-            return _NUMPY
-        if isinstance(value.func, ast.Attribute) and value.func.attr == "state_dict":
-            return None
-    if isinstance(value, ast.Name | ast.Attribute) and ctx.kind(value) is Kind.MODULE:
-        return _MODULE
-    if isinstance(value, ast.Name | ast.Attribute) and ctx.kind(value) in (
-        Kind.OPTIMIZER,
-        Kind.SCHEDULER,
-    ):
-        return _OBJECT
-    return None
-
-
-def _unpicklable(
-    ctx: Context, call: ast.Call, saved: dict[str, tuple[ast.AST, Text]]
-) -> tuple[ast.AST, Text] | None:
+def _unpicklable(ctx: Context, call: ast.Call) -> tuple[ast.AST, Text] | None:
     """Where the code shows that what this load reads holds objects ``weights_only=True``
     refuses: the loaded value used as a module or an item of it read through attributes, the
-    keys it reads saved with such objects by this file, or the whole object refused by a save
-    of this file to the path it reads."""
+    keys it reads saved with such objects by this file, or any such object put into the file
+    it reads by a save of the project (this file's, a helper's, another script's)."""
     sem = ctx.sem
     used = checkpoints.module_use(sem, call)
     if used is not None:
@@ -463,13 +556,16 @@ def _unpicklable(
             if used is not None:
                 return used, _MODULE
         if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            saved = _saved_objects(ctx)
             if key.value in saved:
                 return saved[key.value]
             if isinstance(above, ast.Attribute) and above.attr not in _PLAIN_ATTRS:
                 return above, _MODULE if above.attr in _MODULE_ATTRS else _OBJECT
-    for save in checkpoints.saves_writing(sem, call):
-        obj = checkpoints.saved_object(save)
-        what = _refused(ctx, obj)
-        if obj is not None and what is not None:
-            return obj, what
+    for written in checkpoints.writers_of(sem, call):
+        for held in written.held:
+            what = _HELD[held.what]
+            if written.sem is sem:
+                return held.node, what
+            name = os.path.basename(written.sem.path or "")
+            return call, Text(f"{what.en} (saved by `{name}`)", f"{what.zh}（由 `{name}` 保存）")
     return None

@@ -29,7 +29,9 @@ class SchedulerWrongGranularity(Rule):
     epoch, and for an epoch scheduler (`StepLR`, `MultiStepLR`, `ExponentialLR`,
     `ReduceLROnPlateau`) stepped inside the loop over batches.
 
-    Off by default (`extend-select = ["TDR703"]` turns it on): on real code its finding was a `ReduceLROnPlateau` stepped under a periodic evaluation inside the batch loop, which is right.
+    A step under a counting test of the batch loop that guards no optimizer step
+    (`if global_step % eval_every == 0:`, a periodic evaluation feeding
+    `ReduceLROnPlateau`) runs once per evaluation round and is not reported.
 
     ## Why is this bad?
     `OneCycleLR` and `CyclicLR` describe the learning rate per optimizer step: their
@@ -72,7 +74,6 @@ class SchedulerWrongGranularity(Rule):
     """
 
     code = "TDR703"
-    default = False
     name = "scheduler-wrong-granularity"
     severity = Severity.WARNING
 
@@ -87,6 +88,12 @@ class SchedulerWrongGranularity(Rule):
         # No epoch loop around the batch loop: iteration-based training.
         "from torch.optim.lr_scheduler import StepLR\ns = StepLR(opt, 30)\n"
         "for x in loader:\n    opt.step()\n    s.step()",
+        # Stepped by a periodic evaluation inside the batch loop.
+        "from torch.optim.lr_scheduler import ReduceLROnPlateau\n"
+        "sched = ReduceLROnPlateau(opt, 'max', patience=5)\n"
+        "for epoch in range(epochs):\n    for i, batch in enumerate(loader):\n"
+        "        opt.step()\n        if i % eval_every == 0:\n"
+        "            score = evaluate(model, val_loader)\n            sched.step(score)\n",
         # Unknown scheduler class.
         "import torch\ns = make_scheduler(opt)\nfor epoch in range(3):\n    for x in loader:\n"
         "        s.step()",
@@ -110,6 +117,15 @@ class SchedulerWrongGranularity(Rule):
         ),
     )
     INVALID = (
+        # Under the accumulation test with the optimizer's step: still once per few batches.
+        Invalid(
+            "from torch.optim.lr_scheduler import StepLR\nsched = StepLR(opt, step_size=30)\n"
+            "for epoch in range(90):\n    for i, x in enumerate(loader):\n"
+            "        model(x).sum().backward()\n        if (i + 1) % 4 == 0:\n"
+            "            opt.step()\n            sched.step()\n",
+            fixed=None,
+            lines=(8,),
+        ),
         Invalid(
             "import torch\nsched = torch.optim.lr_scheduler.OneCycleLR(opt, 0.1, epochs=10, "
             "steps_per_epoch=100)\nfor epoch in range(10):\n    for x in train_loader:\n"
@@ -322,8 +338,10 @@ def _wrong_granularity(
             return True if training.contains_batch_loop(sem, loops[0]) else None
         return True if passed and _after_batch_loop(sem, call) else None
     if kind in PER_EPOCH and loops and loops[0].is_batch_loop:
-        if (len(loops) > 1 or called_in_loop) and SchedulerWrongGranularity._epoch_sized(
-            made, kind
+        if (
+            (len(loops) > 1 or called_in_loop)
+            and SchedulerWrongGranularity._epoch_sized(made, kind)
+            and not _periodic(sem, call, loops[0].node)
         ):
             return False
     return None
@@ -367,3 +385,17 @@ def _handed_over(sem: Semantic, made: ast.Call) -> list[tuple[ast.expr, ast.Call
             keyword_name = params[index]
         out.append((value, site, keyword_name))
     return out
+
+
+def _periodic(sem: Semantic, call: ast.Call, loop: ast.AST) -> bool:
+    """The step runs under a counting test of the batch loop (``if step % eval_every == 0:``)
+    that guards no optimizer step: once per evaluation round, not per batch. (A counting
+    test around the optimizer's own step is gradient accumulation: still per batch.)"""
+    for cond in training.conditions_between(sem, call, loop):
+        if (
+            isinstance(cond, ast.If)
+            and training.is_accumulation_test(cond.test)
+            and not training.optimizer_steps(sem, cond)
+        ):
+            return True
+    return False

@@ -74,7 +74,9 @@ class SchedulerStateNotSaved(Rule):
     """## What it does
     Checks for a checkpoint dict passed to `torch.save` that holds the optimizer's
     `state_dict()` but not the learning-rate scheduler's, in a file that creates a scheduler
-    (or gets one from a helper of another module, `build_scheduler(optimizer, cfg)`).
+    (or gets one from a helper of another module, `build_scheduler(optimizer, cfg)`). Entries
+    that the code adds to the dict by subscript before the save
+    (`ckpt["scheduler"] = scheduler.state_dict()`) count as saved.
 
     Off by default (`extend-select = ["TDR704"]` turns it on): on real code its findings were schedules restored another way (`scheduler.last_epoch = start_epoch - 1`).
 
@@ -124,6 +126,11 @@ class SchedulerStateNotSaved(Rule):
         # The scheduler's state under another spelling.
         "import torch\nsched = torch.optim.lr_scheduler.StepLR(opt, 30)\n"
         "torch.save({'opt': opt.state_dict(), 'lr': sched.state_dict()}, 'c.pt')",
+        # The scheduler's state is added by subscript before the save.
+        "import torch\nsched = torch.optim.lr_scheduler.StepLR(opt, 30)\n"
+        "ckpt = {'model': model.state_dict(), 'optimizer': opt.state_dict()}\n"
+        "if sched is not None:\n    ckpt['scheduler'] = sched.state_dict()\n"
+        "torch.save(ckpt, 'c.pt')\n",
         # The scheduler from a helper of another module is saved.
         Valid(
             "import torch\nfrom optim import build_optimizer, build_scheduler\n"
@@ -135,6 +142,16 @@ class SchedulerStateNotSaved(Rule):
         ),
     )
     INVALID = (
+        # The optimizer's state added by subscript, the scheduler's nowhere.
+        Invalid(
+            "import torch\nsched = torch.optim.lr_scheduler.StepLR(opt, 30)\n"
+            "ckpt = {'model': model.state_dict()}\nckpt['optimizer'] = opt.state_dict()\n"
+            "torch.save(ckpt, 'c.pt')\n",
+            fixed="import torch\nsched = torch.optim.lr_scheduler.StepLR(opt, 30)\n"
+            "ckpt = {'model': model.state_dict(), \"scheduler\": sched.state_dict()}\n"
+            "ckpt['optimizer'] = opt.state_dict()\ntorch.save(ckpt, 'c.pt')\n",
+            lines=(3,),
+        ),
         Invalid(
             "import torch\nopt = torch.optim.AdamW(params)\n"
             "sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, 100)\n"
@@ -176,13 +193,18 @@ class SchedulerStateNotSaved(Rule):
         names = scheduler_names(ctx)
         if not names:
             return
-        for _call, data in saved:
-            owners = [checkpoints.state_dict_owner(v) for v in data.values]
+        for call, data in saved:
+            added = checkpoints.added_entries(ctx.sem, call)  # ckpt["scheduler"] = ...
+            owners = [
+                checkpoints.state_dict_owner(v) for v in (*data.values, *(v for _, v in added))
+            ]
             if not any(o is not None and kinds.is_optimizer(ctx.sem, o) for o in owners):
                 continue
             if any(o is not None and kinds.is_scheduler(ctx.sem, o) for o in owners):
                 continue
-            keys = [k.value for k in data.keys if isinstance(k, ast.Constant)]
+            keys = [k.value for k in data.keys if isinstance(k, ast.Constant)] + [
+                k for k, _ in added
+            ]
             if any(isinstance(k, str) and ("sched" in k or "lr" in k.lower()) for k in keys):
                 continue
             fix = None
