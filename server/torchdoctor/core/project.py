@@ -27,6 +27,7 @@ import concurrent.futures
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -378,14 +379,22 @@ class Project:
                     1, thread_name_prefix="torchdoctor-jedi"
                 )
             executor = self._executor
+        started = time.perf_counter()
         future = executor.submit(self._goto, text, sem.path, line, column)
         try:
-            return future.result(timeout=self._query_seconds)
+            found = future.result(timeout=self._query_seconds)
         except concurrent.futures.TimeoutError:
             self._timeouts += 1
             return None
         except Exception:  # jedi failing on odd code must not fail the check
             return None
+        # An answer that came after the limit is not used either (the wait can return an answer
+        # that came just too late): whether a name is known never depends on who was scheduled
+        # first, only on how long the query took.
+        if time.perf_counter() - started > self._query_seconds:
+            self._timeouts += 1
+            return None
+        return found
 
     def _text_of(self, sem: Semantic) -> str | None:
         assert sem.path is not None
