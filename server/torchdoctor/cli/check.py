@@ -613,7 +613,7 @@ def _report(records: list[Record], args: argparse.Namespace, locale: str, zh: bo
 
 
 def run_rule(args: argparse.Namespace) -> int:
-    from ..linter.registry import all_rules, get_rule
+    from ..linter.registry import alias_targets, all_rules, get_rule
     from ..rules.docs import rule_doc, rule_url
 
     locale = choose_locale(args.locale)
@@ -645,19 +645,31 @@ def run_rule(args: argparse.Namespace) -> int:
     if rule is None:
         print(f"torchdoctor: error: unknown rule `{args.code}`", file=sys.stderr)
         return EXIT_ERROR
-    doc = rule_doc(rule, locale)
+    # Another tool's code (TorchFix's TOR102) may stand for several rules: each one is explained.
+    found = [rule]
+    for target in alias_targets(args.code):
+        other = get_rule(target)
+        if other is not None and other not in found:
+            found.append(other)
+    data = [
+        {
+            "code": r.code,
+            "name": r.name,
+            "summary": rule_doc(r, locale).summary,
+            "sections": rule_doc(r, locale).sections,
+            "url": rule_url(r.code, None, locale),
+        }
+        for r in found
+    ]
     if args.output_format == "json":
-        print(
-            output.dumps(
-                {
-                    "code": rule.code,
-                    "name": rule.name,
-                    "summary": doc.summary,
-                    "sections": doc.sections,
-                    "url": rule_url(rule.code, None, locale),
-                }
-            )
-        )
+        # One rule: its object; a code that stands for several rules: a list of them.
+        print(output.dumps(data[0] if len(data) == 1 else data))
         return EXIT_CLEAN
-    print(doc.markdown(), end="")
+    if len(found) > 1:
+        names = ", ".join(f"{r.code} ({r.name})" for r in found)
+        if is_chinese(locale):
+            print(f"{args.code.upper()} 对应 {len(found)} 条规则：{names}。\n")
+        else:
+            print(f"{args.code.upper()} stands for {len(found)} rules: {names}.\n")
+    print("\n".join(rule_doc(r, locale).markdown() for r in found), end="")
     return EXIT_CLEAN
