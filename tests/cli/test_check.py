@@ -410,3 +410,52 @@ def test_rule_with_a_torchfix_code_explains_every_rule_it_stands_for(td) -> None
     assert row.index("TDR603") < row.index("TDR602")
     single = json.loads(td("rule", "TOR106", "--output-format", "json").out)
     assert single["code"] == "TDR808"
+
+
+def test_config_errors_are_all_reported_at_once(td, tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(LOAD)
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.torchdoctor]\nselect = "TDR6"\nselct = ["TDR6"]\nignore = ["XYZ9"]\n'
+        'unsafe-fixes = "yes"\n[tool.torchdoctor.per-file-ignores]\n"tests/*" = "TDR6"\n'
+    )
+    run = td("check", "--no-cache", "a.py")
+    assert run.code == 2 and run.out == "", run.out
+    lines = run.err.splitlines()
+    assert all(line.startswith("torchdoctor: error: ") for line in lines), run.err
+    for problem in (
+        """`select` must be a list of strings, such as ["TDR6"], not 'TDR6'""",
+        "unknown setting `selct`",
+        "`ignore` names no rule: `XYZ9`",
+        "`unsafe-fixes` must be true or false",
+        "`per-file-ignores.tests/*` must be a list of strings",
+    ):
+        assert sum(problem in line for line in lines) == 1, (problem, run.err)
+    assert len(lines) == 5, run.err
+    # A string is refused with one problem alone too; the list it stands for is accepted.
+    (tmp_path / "pyproject.toml").write_text('[tool.torchdoctor]\nselect = "TDR6"\n')
+    assert td("check", "--no-cache", "a.py").code == 2
+    (tmp_path / "pyproject.toml").write_text('[tool.torchdoctor]\nselect = ["TDR6"]\n')
+    assert td("check", "--no-cache", "a.py").code == 1
+
+
+def test_a_run_that_checks_nothing_says_so(td, tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("Notes about the training run.\nUse lr 0.1\n")
+    (tmp_path / "empty").mkdir()
+    for args in (["notes.txt"], ["empty"]):
+        run = td("check", "--no-cache", *args)
+        assert run.code == 0, run.err
+        assert "All checks passed!" not in run.out
+        assert run.out == "Checked nothing: no Python file or notebook under the given paths.\n"
+    run = td("check", "--no-cache", "notes.txt")
+    assert (
+        run.err == "torchdoctor: warning: notes.txt is not a Python file or notebook; not checked\n"
+    )
+    zh = td("check", "--no-cache", "empty", "--locale", "zh")
+    assert "没有检查任何文件" in zh.out
+    # Next to a Python file, the text file is still named, and the Python file is checked.
+    (tmp_path / "a.py").write_text(LOAD)
+    both = td("check", "--no-cache", "notes.txt", "a.py")
+    assert both.code == 1 and "TDR602" in both.out and "notes.txt" in both.err
+    # A script without a suffix that runs Python is a Python file.
+    (tmp_path / "train").write_text("#!/usr/bin/env python3\n" + LOAD)
+    assert "TDR602" in td("check", "--no-cache", "train").out

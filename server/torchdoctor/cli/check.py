@@ -363,13 +363,13 @@ def run_check(args: argparse.Namespace) -> int:
         try:
             check_target_version(args.target_version, "--target-version")
         except ConfigError as exc:
-            print(f"torchdoctor: error: {exc}", file=sys.stderr)
+            _print_errors(exc)
             return EXIT_ERROR
     if args.config:
         try:
             load_file(Path(args.config))
         except ConfigError as exc:
-            print(f"torchdoctor: error: {exc}", file=sys.stderr)
+            _print_errors(exc)
             return EXIT_ERROR
     cache = None if args.no_cache else Path.cwd() / CACHE_DIR / __version__
     opts = Options(
@@ -379,9 +379,22 @@ def run_check(args: argparse.Namespace) -> int:
     records: list[Record] = []
     try:
         finder = ConfigFinder(load_file(Path(args.config)) if args.config else None)
+        skipped: list[Path] = []
         files = (
-            [Path(args.stdin_filename or "-")] if paths == ["-"] else list(discover(paths, finder))
+            [Path(args.stdin_filename or "-")]
+            if paths == ["-"]
+            else list(discover(paths, finder, skipped))
         )
+        for path in skipped:
+            if zh:
+                print(
+                    f"torchdoctor：警告：{path} 不是 Python 文件或笔记本，未检查", file=sys.stderr
+                )
+            else:
+                print(
+                    f"torchdoctor: warning: {path} is not a Python file or notebook; not checked",
+                    file=sys.stderr,
+                )
         if not args.config:
             for path in files:  # a configuration that cannot be used is one error, for all
                 finder.for_path(path).merged(**overrides)
@@ -389,7 +402,7 @@ def run_check(args: argparse.Namespace) -> int:
         # (worker processes forked from this one share it).
         _FINDERS[args.config] = finder
     except ConfigError as exc:
-        print(f"torchdoctor: error: {exc}", file=sys.stderr)
+        _print_errors(exc)
         return EXIT_ERROR
     if paths == ["-"]:
         data = sys.stdin.buffer.read()
@@ -410,6 +423,12 @@ def run_check(args: argparse.Namespace) -> int:
         except Interrupted as stop:
             return _interrupted(stop, args, zh)
     return _report(records, args, locale, zh)
+
+
+def _print_errors(exc: Exception) -> None:
+    """A configuration error names each problem on a line of its own."""
+    for line in str(exc).splitlines():
+        print(f"torchdoctor: error: {line}", file=sys.stderr)
 
 
 def _interrupted(stop: Interrupted, args: argparse.Namespace, zh: bool) -> int:
@@ -601,7 +620,20 @@ def _report(records: list[Record], args: argparse.Namespace, locale: str, zh: bo
             for r, f in items:
                 out.write(output.text_line(f, r.path, locale, r.unsafe) + "\n")
         unchecked = len({e.path for e in errors})
-        out.write(output.summary([f for _r, f in items], unsafe_any, fixed, zh, unchecked) + "\n")
+        if not records:
+            # Nothing was checked: say so, rather than that all checks passed.
+            out.write(
+                (
+                    "没有检查任何文件：给出的路径下没有 Python 文件或笔记本。"
+                    if zh
+                    else "Checked nothing: no Python file or notebook under the given paths."
+                )
+                + "\n"
+            )
+        else:
+            out.write(
+                output.summary([f for _r, f in items], unsafe_any, fixed, zh, unchecked) + "\n"
+            )
     if fmt != "github":
         for e in errors:
             print(f"error: {e.format()}", file=sys.stderr)
