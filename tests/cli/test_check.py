@@ -459,3 +459,56 @@ def test_a_run_that_checks_nothing_says_so(td, tmp_path: Path) -> None:
     # A script without a suffix that runs Python is a Python file.
     (tmp_path / "train").write_text("#!/usr/bin/env python3\n" + LOAD)
     assert "TDR602" in td("check", "--no-cache", "train").out
+
+
+def _without_torch(tmp_path: Path) -> dict[str, str]:
+    """An environment for `python -S` that sees torchdoctor and its dependencies but no torch:
+    the site-packages folder of this Python, less torch, linked into a folder of its own."""
+    import os
+    import sysconfig
+
+    import torchdoctor
+
+    packages = tmp_path / "site-without-torch"
+    packages.mkdir()
+    source = Path(sysconfig.get_paths()["purelib"])
+    for entry in source.iterdir():
+        if entry.name.split("-")[0].split(".")[0] != "torch":  # torch, torch-2.13.0.dist-info
+            (packages / entry.name).symlink_to(entry)
+    server = Path(torchdoctor.__file__).resolve().parents[1]
+    return {**os.environ, "PYTHONPATH": f"{server}{os.pathsep}{packages}", "TORCHDOCTOR_LOCALE": ""}
+
+
+def test_without_torch_the_assumed_version_is_said_once(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    env = _without_torch(tmp_path)
+    for name in ("a.py", "b.py"):
+        (tmp_path / name).write_text(LOAD)
+
+    def check(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-S", "-m", "torchdoctor", "check", "--no-cache", *args],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    probe = subprocess.run(
+        [sys.executable, "-S", "-c", "import importlib.util as u; print(u.find_spec('torch'))"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert probe.stdout.strip() == "None", probe.stdout + probe.stderr
+    run = check("a.py", "b.py")
+    assert run.returncode == 1 and "TDR602" in run.stdout
+    assert run.stderr.count("torchdoctor: note: no torch is installed next to torchdoctor") == 1
+    assert "checking for the newest torch" in run.stderr
+    # A version set on the command line or in the configuration: nothing to say.
+    assert check("--target-version", "2.5", "a.py").stderr == ""
+    (tmp_path / "pyproject.toml").write_text("[tool.torchdoctor]\ntarget-version = '2.5'\n")
+    assert check("a.py", "b.py").stderr == ""

@@ -20,7 +20,7 @@ from .. import __version__
 from ..core.config import ConfigError, Settings
 from ..core.model import ErrorKind, FileError, Finding, is_chinese
 from ..core.reading import decode, read_encoded, source_encoding
-from ..core.torch_version import format_version, target_version
+from ..core.torch_version import format_version, installed_version, target_version
 from ..linter.configuration import ConfigFinder, check_target_version, load_file
 from ..linter.files import discover
 from ..linter.projects import DEFAULT as DEFAULT_PROJECTS
@@ -398,6 +398,10 @@ def run_check(args: argparse.Namespace) -> int:
         if not args.config:
             for path in files:  # a configuration that cannot be used is one error, for all
                 finder.for_path(path).merged(**overrides)
+        if args.target_version is None and installed_version() is None:
+            bases = [finder.default if args.config else finder.for_path(p) for p in files]
+            if any(not base.target_version for base in bases):
+                _note_assumed_version(zh)
         # The workers look up each file's settings again: with what the walk found already
         # (worker processes forked from this one share it).
         _FINDERS[args.config] = finder
@@ -423,6 +427,24 @@ def run_check(args: argparse.Namespace) -> int:
         except Interrupted as stop:
             return _interrupted(stop, args, zh)
     return _report(records, args, locale, zh)
+
+
+def _note_assumed_version(zh: bool) -> None:
+    """Said once per run: without torch next to torchdoctor and without `target-version`, the
+    rules check for the newest torch (what a version-gated rule says may differ on yours)."""
+    if zh:
+        line = (
+            "torchdoctor：提示：torchdoctor 所在的环境中没有安装 torch，也没有设置 `target-version`："
+            "按最新的 torch 检查。请在 [tool.torchdoctor] 中设置 `target-version`"
+            '（例如 "2.5"）或使用 --target-version 指定你的版本。'
+        )
+    else:
+        line = (
+            "torchdoctor: note: no torch is installed next to torchdoctor and no "
+            "`target-version` is set: checking for the newest torch. Set `target-version` "
+            '(e.g. "2.5") in [tool.torchdoctor], or pass --target-version, to check for yours.'
+        )
+    print(line, file=sys.stderr)
 
 
 def _print_errors(exc: Exception) -> None:
