@@ -34,7 +34,7 @@ class NodeCheckHook(BuildHookInterface):  # type: ignore[type-arg]
         match = re.match(r"v?(\d+)", found)
         if match and int(match.group(1)) >= NODE_MAJOR:
             return
-        what = f"found {found}" if found else "no `node` on PATH"
+        what = f"found {found}" if found else "no working `node` on PATH"
         raise SystemExit(
             f"jupyterlab-torchdoctor: building the JupyterLab extension from source needs "
             f"Node.js >= {NODE_MAJOR} ({what}); install Node.js, or install the prebuilt wheel "

@@ -10,8 +10,13 @@
 # creates it, or $TORCHDOCTOR_PYTHON): hatchling, mkdocs, JupyterLab (jlpm); Node.js >= 20 on
 # PATH (or the one .ci/vscode.sh installs in vscode-extension/.tools/); the npm and PyPI registries
 # (or their local mirrors) for the extensions' packages.
-# Usage: bash scripts/build-release.sh
+# Usage: bash scripts/build-release.sh [--reuse]
+#   --reuse: use the labextension and the npm packages the editor steps of scripts/test.sh built
+#            in the same run (jupyterlab-ext/jupyterlab_torchdoctor/labextension,
+#            vscode-extension/node_modules) instead of building them again. A release builds all.
 set -euo pipefail
+REUSE=0
+[[ "${1:-}" == "--reuse" ]] && REUSE=1
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${TORCHDOCTOR_PYTHON:-$REPO/.venv/bin/python}"
@@ -56,7 +61,11 @@ EXT="$REPO/jupyterlab-ext"
 tools="$EXT/.build-tools"
 [[ -d "$tools/hatch_jupyter_builder" ]] ||
   "$PY" -m pip install -q --no-deps --target "$tools" "hatch-jupyter-builder>=0.9"
-(cd "$EXT" && jlpm install --immutable >/dev/null && jlpm run build >/dev/null)
+if [[ $REUSE == 1 && -f "$EXT/jupyterlab_torchdoctor/labextension/package.json" ]]; then
+  echo "reusing the labextension built by .ci/jupyterlab.sh"
+else
+  (cd "$EXT" && jlpm install --immutable >/dev/null && jlpm run build >/dev/null)
+fi
 PYTHONPATH="$tools${PYTHONPATH:+:$PYTHONPATH}" \
   "$PY" -m pip wheel -q --no-deps --no-build-isolation "$EXT" -w "$DIST"
 

@@ -158,7 +158,9 @@ def test_docs_command_rejects_an_unknown_rule() -> None:
     assert "TDR000" in result.stderr
 
 
+# Rebuilds the HTML docs installed with the package, which other tests read: not in parallel.
 @pytest.mark.docs_build
+@pytest.mark.serial
 def test_site_builds_strict_and_rule_links_resolve(tmp_path: Path) -> None:
     pytest.importorskip("mkdocs")
     site = tmp_path / "site"
