@@ -14,7 +14,7 @@ DOCS_INDEX = Path("server", "torchdoctor", "_docs", "index.html")
 OPT_OUT = "TORCHDOCTOR_WHEEL_WITHOUT_DOCS"
 
 
-class OfflineDocsHook(BuildHookInterface):  # type: ignore[type-arg]
+class OfflineDocsHook(BuildHookInterface):
     PLUGIN_NAME = "custom"
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:

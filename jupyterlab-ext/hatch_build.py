@@ -16,7 +16,7 @@ BUILT = Path("jupyterlab_torchdoctor", "labextension", "package.json")
 NODE_MAJOR = 20
 
 
-class NodeCheckHook(BuildHookInterface):  # type: ignore[type-arg]
+class NodeCheckHook(BuildHookInterface):
     PLUGIN_NAME = "custom"
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:

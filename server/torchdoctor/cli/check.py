@@ -705,19 +705,19 @@ def run_rule(args: argparse.Namespace) -> int:
         other = get_rule(target)
         if other is not None and other not in found:
             found.append(other)
-    data = [
-        {
-            "code": r.code,
-            "name": r.name,
-            "summary": rule_doc(r, locale).summary,
-            "sections": rule_doc(r, locale).sections,
-            "url": rule_url(r.code, None, locale),
-        }
-        for r in found
-    ]
     if args.output_format == "json":
+        explained: list[dict[str, object]] = [
+            {
+                "code": r.code,
+                "name": r.name,
+                "summary": rule_doc(r, locale).summary,
+                "sections": rule_doc(r, locale).sections,
+                "url": rule_url(r.code, None, locale),
+            }
+            for r in found
+        ]
         # One rule: its object; a code that stands for several rules: a list of them.
-        print(output.dumps(data[0] if len(data) == 1 else data))
+        print(output.dumps(explained[0] if len(explained) == 1 else explained))
         return EXIT_CLEAN
     if len(found) > 1:
         names = ", ".join(f"{r.code} ({r.name})" for r in found)
