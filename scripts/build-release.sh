@@ -6,8 +6,9 @@
 # The torchdoctor wheel is built from the sdist, as `python -m build` does, so the sdist is known
 # to be complete. scripts/check-release.py then installs these files as a user would.
 #
-# Needs: the repository's virtual environment with the test extra (.venv, as scripts/test.sh
-# creates it, or $TORCHDOCTOR_PYTHON): hatchling, mkdocs, JupyterLab (jlpm); Node.js >= 20 on
+# Needs: the repository's virtual environment (.venv, as scripts/test.sh creates it, or
+# $TORCHDOCTOR_PYTHON) with hatchling, the docs extra and JupyterLab (jlpm, jupyter-builder): the
+# test extra has them, or pip install -e '.[docs]' hatchling jupyterlab==4.6.6; Node.js >= 20 on
 # PATH (or the one .ci/vscode.sh installs in vscode-extension/.tools/); the npm and PyPI registries
 # (or their local mirrors) for the extensions' packages.
 # Usage: bash scripts/build-release.sh [--reuse]
@@ -30,8 +31,8 @@ fail() { printf 'build-release: %s\n' "$*" >&2; exit 2; }
 
 [[ -x "$PY" ]] || fail "no Python at $PY: create the repository's .venv first (bash scripts/test.sh does)"
 "$PY" -c 'import hatchling, mkdocs' 2>/dev/null ||
-  fail "$PY lacks hatchling or mkdocs: pip install -e '.[test]'"
-command -v jlpm >/dev/null || fail "jlpm not found in $VENV_BIN: pip install -e '.[test]' (JupyterLab)"
+  fail "$PY lacks hatchling or mkdocs: pip install -e '.[docs]' hatchling"
+command -v jlpm >/dev/null || fail "jlpm not found in $VENV_BIN: pip install jupyterlab==4.6.6"
 
 node_major() { node --version 2>/dev/null | sed -E 's/^v([0-9]+).*/\1/'; }
 # vsce wants Node.js >= 22: the one .ci/vscode.sh installs is used when it is there.
