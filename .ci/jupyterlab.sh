@@ -95,6 +95,9 @@ need = [
     data + "share/jupyter/labextensions/jupyterlab-torchdoctor/package.json",
     data + "share/jupyter/labextensions/jupyterlab-torchdoctor/schemas/jupyterlab-torchdoctor/plugin.json",
     data + "etc/jupyter/jupyter_server_config.d/jupyterlab_torchdoctor.json",
+    # `jupyter labextension list` names the Python package it came from
+    data + "share/jupyter/labextensions/jupyterlab-torchdoctor/install.json",
+    "jupyterlab_torchdoctor-0.1.0.dist-info/licenses/LICENSE",
 ]
 missing = [n for n in need if n not in names]
 assert not missing, missing

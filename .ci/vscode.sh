@@ -83,7 +83,10 @@ bundle_wheel() {
   # The .vsix carries torchdoctor's wheel, so "Install torchdoctor" works without a package index entry.
   rm -f "$EXT"/bundled/*.whl
   mkdir -p "$EXT/bundled"
-  # The UI test's install flow needs this wheel: failing to build it fails the step.
+  # The UI test's install flow needs this wheel: failing to build it fails the step. A wheel
+  # carries the offline docs (the build refuses to ship without them): built here when missing.
+  [[ -f "$REPO/server/torchdoctor/_docs/index.html" ]] ||
+    (cd "$REPO" && "$TORCHDOCTOR_PYTHON" -m torchdoctor generate-docs --build)
   "$TORCHDOCTOR_PYTHON" -m pip wheel --no-deps --no-build-isolation -q "$REPO" -w "$EXT/bundled"
   ls "$EXT"/bundled/*.whl
 }

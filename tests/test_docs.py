@@ -158,7 +158,9 @@ def test_docs_command_rejects_an_unknown_rule() -> None:
     assert "TDR000" in result.stderr
 
 
+# Rebuilds the HTML docs installed with the package, which other tests read: not in parallel.
 @pytest.mark.docs_build
+@pytest.mark.serial
 def test_site_builds_strict_and_rule_links_resolve(tmp_path: Path) -> None:
     pytest.importorskip("mkdocs")
     site = tmp_path / "site"
@@ -180,6 +182,16 @@ def test_site_builds_strict_and_rule_links_resolve(tmp_path: Path) -> None:
     # Nothing is fetched from the network when a page is shown.
     index = (site / "index.html").read_text(encoding="utf-8")
     assert "fonts.googleapis.com" not in index
+    # The language switcher links to the other language's page by a relative link to a file,
+    # which a browser follows under file:// (the HTML docs installed with the package).
+    pages = sorted(site.rglob("index.html"))
+    assert len(pages) > 100
+    for page in pages:
+        links = re.findall(r'href="([^"]*)"\s+hreflang="', page.read_text(encoding="utf-8"))
+        assert len(links) >= 2, page
+        for link in links:
+            assert not link.startswith("/") and ":" not in link, (page, link)
+            assert link.endswith("index.html") and (page.parent / link).is_file(), (page, link)
 
     # The docs installed with the package: what findings link to by default.
     packaged = torchdoctor("generate-docs", "--build")

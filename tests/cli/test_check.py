@@ -348,6 +348,8 @@ def test_a_closed_pipe_ends_the_output_quietly(tmp_path: Path) -> None:
         err = proc.stderr.read().decode()
         proc.wait(timeout=120)
         assert "Traceback" not in err and "BrokenPipeError" not in err, (args, err)
+        # Ruff exits 0 and says nothing when its reader is gone; so does torchdoctor, every time.
+        assert proc.returncode == 0 and err == "", (args, proc.returncode, err)
 
 
 def test_a_locale_without_messages_is_refused_or_warned(td, tmp_path: Path) -> None:
@@ -369,3 +371,144 @@ def test_diff_with_a_machine_format_is_refused(td, tmp_path: Path) -> None:
         assert run.code == 2 and run.out == "", fmt
         assert f"--diff prints a diff; it cannot be combined with --output-format {fmt}" in run.err
     assert (tmp_path / "a.py").read_text() == LOAD
+
+
+def test_repeated_selection_flags_add_up(td, tmp_path: Path) -> None:
+    # TDR602 (no map_location) and TDR603 (weights_only=False) both fire on this load.
+    (tmp_path / "a.py").write_text(
+        'import torch\nstate = torch.load("ckpt.pt", weights_only=False)\n'
+    )
+
+    def codes(*flags: str) -> list[str]:
+        return sorted(
+            d["code"]
+            for d in td("check", "--no-cache", "--output-format", "json", *flags, "a.py").json()
+        )
+
+    both = codes()
+    assert {"TDR602", "TDR603"} <= set(both)
+    assert codes("--select", "TDR602", "--select", "TDR603") == ["TDR602", "TDR603"]
+    assert codes("--select", "TDR602,TDR603") == ["TDR602", "TDR603"]
+    assert codes("--select", "TDR6", "--ignore", "TDR602", "--ignore", "TDR603") == []
+    assert codes(
+        "--select", "TDR602", "--extend-select", "TDR603", "--extend-select", "TDR602"
+    ) == ["TDR602", "TDR603"]
+
+
+def test_rule_with_a_torchfix_code_explains_every_rule_it_stands_for(td) -> None:
+    # TorchFix's TOR102 is about `weights_only` (TDR603); a missing `map_location` is TDR602.
+    run = td("rule", "TOR102")
+    assert run.code == 0, run.err
+    assert run.out.startswith("TOR102 stands for 2 rules: TDR603")
+    first, second = run.out.index("# TDR603"), run.out.index("# TDR602")
+    assert first < second
+    data = json.loads(td("rule", "tor102", "--output-format", "json").out)
+    assert [d["code"] for d in data] == ["TDR603", "TDR602"]
+    # Each row of the TorchFix table (docs/torchfix.md) names what `rule` explains.
+    table = (Path(__file__).parents[2] / "docs" / "torchfix.md").read_text(encoding="utf-8")
+    row = next(line for line in table.splitlines() if line.startswith("| `TOR102`"))
+    assert row.index("TDR603") < row.index("TDR602")
+    single = json.loads(td("rule", "TOR106", "--output-format", "json").out)
+    assert single["code"] == "TDR808"
+
+
+def test_config_errors_are_all_reported_at_once(td, tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(LOAD)
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.torchdoctor]\nselect = "TDR6"\nselct = ["TDR6"]\nignore = ["XYZ9"]\n'
+        'unsafe-fixes = "yes"\n[tool.torchdoctor.per-file-ignores]\n"tests/*" = "TDR6"\n'
+    )
+    run = td("check", "--no-cache", "a.py")
+    assert run.code == 2 and run.out == "", run.out
+    lines = run.err.splitlines()
+    assert all(line.startswith("torchdoctor: error: ") for line in lines), run.err
+    for problem in (
+        """`select` must be a list of strings, such as ["TDR6"], not 'TDR6'""",
+        "unknown setting `selct`",
+        "`ignore` names no rule: `XYZ9`",
+        "`unsafe-fixes` must be true or false",
+        "`per-file-ignores.tests/*` must be a list of strings",
+    ):
+        assert sum(problem in line for line in lines) == 1, (problem, run.err)
+    assert len(lines) == 5, run.err
+    # A string is refused with one problem alone too; the list it stands for is accepted.
+    (tmp_path / "pyproject.toml").write_text('[tool.torchdoctor]\nselect = "TDR6"\n')
+    assert td("check", "--no-cache", "a.py").code == 2
+    (tmp_path / "pyproject.toml").write_text('[tool.torchdoctor]\nselect = ["TDR6"]\n')
+    assert td("check", "--no-cache", "a.py").code == 1
+
+
+def test_a_run_that_checks_nothing_says_so(td, tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("Notes about the training run.\nUse lr 0.1\n")
+    (tmp_path / "empty").mkdir()
+    for args in (["notes.txt"], ["empty"]):
+        run = td("check", "--no-cache", *args)
+        assert run.code == 0, run.err
+        assert "All checks passed!" not in run.out
+        assert run.out == "Checked nothing: no Python file or notebook under the given paths.\n"
+    run = td("check", "--no-cache", "notes.txt")
+    assert (
+        run.err == "torchdoctor: warning: notes.txt is not a Python file or notebook; not checked\n"
+    )
+    zh = td("check", "--no-cache", "empty", "--locale", "zh")
+    assert "没有检查任何文件" in zh.out
+    # Next to a Python file, the text file is still named, and the Python file is checked.
+    (tmp_path / "a.py").write_text(LOAD)
+    both = td("check", "--no-cache", "notes.txt", "a.py")
+    assert both.code == 1 and "TDR602" in both.out and "notes.txt" in both.err
+    # A script without a suffix that runs Python is a Python file.
+    (tmp_path / "train").write_text("#!/usr/bin/env python3\n" + LOAD)
+    assert "TDR602" in td("check", "--no-cache", "train").out
+
+
+def _without_torch(tmp_path: Path) -> dict[str, str]:
+    """An environment for `python -S` that sees torchdoctor and its dependencies but no torch:
+    the site-packages folder of this Python, less torch, linked into a folder of its own."""
+    import os
+    import sysconfig
+
+    import torchdoctor
+
+    packages = tmp_path / "site-without-torch"
+    packages.mkdir()
+    source = Path(sysconfig.get_paths()["purelib"])
+    for entry in source.iterdir():
+        if entry.name.split("-")[0].split(".")[0] != "torch":  # torch, torch-2.13.0.dist-info
+            (packages / entry.name).symlink_to(entry)
+    server = Path(torchdoctor.__file__).resolve().parents[1]
+    return {**os.environ, "PYTHONPATH": f"{server}{os.pathsep}{packages}", "TORCHDOCTOR_LOCALE": ""}
+
+
+def test_without_torch_the_assumed_version_is_said_once(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    env = _without_torch(tmp_path)
+    for name in ("a.py", "b.py"):
+        (tmp_path / name).write_text(LOAD)
+
+    def check(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-S", "-m", "torchdoctor", "check", "--no-cache", *args],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    probe = subprocess.run(
+        [sys.executable, "-S", "-c", "import importlib.util as u; print(u.find_spec('torch'))"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert probe.stdout.strip() == "None", probe.stdout + probe.stderr
+    run = check("a.py", "b.py")
+    assert run.returncode == 1 and "TDR602" in run.stdout
+    assert run.stderr.count("torchdoctor: note: no torch is installed next to torchdoctor") == 1
+    assert "checking for the newest torch" in run.stderr
+    # A version set on the command line or in the configuration: nothing to say.
+    assert check("--target-version", "2.5", "a.py").stderr == ""
+    (tmp_path / "pyproject.toml").write_text("[tool.torchdoctor]\ntarget-version = '2.5'\n")
+    assert check("a.py", "b.py").stderr == ""

@@ -111,3 +111,19 @@ def test_github_annotations_of_a_notebook_name_the_cell(td, tmp_path: Path, note
     gh = td("check", "--no-cache", "--output-format", "github", "n.ipynb").out.strip()
     assert gh.startswith("::warning title=torchdoctor (TDR602, cell 2),file=n.ipynb,line=2,"), gh
     assert gh.endswith("(cell 2)")
+
+
+def test_sarif_short_description_is_one_sentence(td, tmp_path: Path) -> None:
+    # TDR101's summary has several sentences, and full stops inside inline code (`.view(...)`).
+    (tmp_path / "v.py").write_text("import torch\nx = torch.randn(2, 3)\ny = x.t().view(6)\n")
+    for locale, stop in (("en", "."), ("zh", "。")):
+        sarif = json.loads(
+            td("check", "--no-cache", "--output-format", "sarif", "--locale", locale, "v.py").out
+        )
+        (rule,) = sarif["runs"][0]["tool"]["driver"]["rules"]
+        short, full = rule["shortDescription"]["text"], rule["fullDescription"]["text"]
+        assert rule["id"] == "TDR101"
+        assert full.startswith(short) and len(full) > len(short), (short, full)
+        assert short.endswith(stop) and "`.view(...)`" in short
+        rest = short.replace("`.view(...)`", "")
+        assert rest.count(stop) == 1 if locale == "zh" else rest.rstrip(".").count(". ") == 0

@@ -27,7 +27,9 @@ def _run(cmd: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[s
 def _project_copy(dest: Path, docs: bool) -> Path:
     """The files a build reads, copied; with a stand-in for the built HTML docs."""
     dest.mkdir(parents=True)
-    for name in ("pyproject.toml", "README.md", "CHANGELOG.md", ".gitignore"):
+    for name in ("pyproject.toml", "README.md", "CHANGELOG.md", ".gitignore", "LICENSE"):
+        shutil.copy2(REPO / name, dest / name)
+    for name in ("hatch_build.py",):
         shutil.copy2(REPO / name, dest / name)
     shutil.copytree(
         REPO / "server" / "torchdoctor",
@@ -42,11 +44,12 @@ def _project_copy(dest: Path, docs: bool) -> Path:
     return dest
 
 
-def _wheel(source: Path, out: Path) -> Path:
+def _wheel(source: Path, out: Path, **env: str) -> Path:
     run = _run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "."],
         source,
         PIP_WHEEL_DIR=str(out),
+        **env,
     )
     assert run.returncode == 0, run.stderr
     (wheel,) = out.glob("torchdoctor-*.whl")
@@ -69,6 +72,9 @@ def test_a_wheel_built_from_the_sdist_has_the_built_docs(tmp_path: Path) -> None
     wheel = _wheel(unpacked, tmp_path / "wheels")
     names = zipfile.ZipFile(wheel).namelist()
     assert "torchdoctor/_docs/rules/TDR105/index.html" in names
+    assert "torchdoctor-0.1.0.dist-info/licenses/LICENSE" in names
+    with tarfile.open(sdist) as tar:
+        assert any(n.endswith("/LICENSE") for n in tar.getnames())
     # Built from the tree directly, too.
     (tmp_path / "direct").mkdir()
     assert (
@@ -77,10 +83,27 @@ def test_a_wheel_built_from_the_sdist_has_the_built_docs(tmp_path: Path) -> None
     )
 
 
+def test_a_wheel_without_the_docs_is_not_built_unless_asked_for(tmp_path: Path) -> None:
+    project = _project_copy(tmp_path / "project", docs=False)
+    run = _run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "."],
+        project,
+        PIP_WHEEL_DIR=str(tmp_path / "wheels"),
+    )
+    assert run.returncode != 0
+    assert "Traceback" not in run.stdout + run.stderr
+    assert (
+        "torchdoctor: the wheel would ship without the offline documentation "
+        "(server/torchdoctor/_docs/index.html is missing). Build it first: "
+        "pip install -e '.[docs]' && torchdoctor generate-docs --build"
+    ) in run.stdout + run.stderr
+    assert not list((tmp_path / "wheels").glob("*.whl"))
+
+
 def test_an_installed_wheel_explains_docs_and_generate_docs(tmp_path: Path) -> None:
     project = _project_copy(tmp_path / "project", docs=False)
     (tmp_path / "wheels").mkdir()
-    wheel = _wheel(project, tmp_path / "wheels")
+    wheel = _wheel(project, tmp_path / "wheels", TORCHDOCTOR_WHEEL_WITHOUT_DOCS="1")
     site = tmp_path / "site"
     run = _run(
         [
@@ -131,3 +154,18 @@ def test_the_ui_test_writes_its_screenshot_where_git_ignores_it() -> None:
     assert ignored.returncode == 0, f"{shot} is not ignored by git: a UI test run changes the tree"
     readme = (REPO / "vscode-extension" / "README.md").read_text(encoding="utf-8")
     assert shot.removeprefix("vscode-extension/") in readme
+
+
+def test_every_package_carries_the_license() -> None:
+    """LICENSE (BSD-3-Clause, as both pyproject files declare) at the root, and the same text
+    where the JupyterLab wheel and the .vsix are built from (each packs the file next to it)."""
+    text = (REPO / "LICENSE").read_text(encoding="utf-8")
+    assert text.startswith("BSD 3-Clause License") and "torchdoctor developers" in text
+    for folder in ("jupyterlab-ext", "vscode-extension"):
+        assert (REPO / folder / "LICENSE").read_text(encoding="utf-8") == text, folder
+    for pyproject in (REPO / "pyproject.toml", REPO / "jupyterlab-ext" / "pyproject.toml"):
+        toml = pyproject.read_text(encoding="utf-8")
+        assert 'license = "BSD-3-Clause"' in toml and 'license-files = ["LICENSE"]' in toml
+    assert "--skip-license" not in (REPO / "vscode-extension" / "package.json").read_text(
+        encoding="utf-8"
+    )

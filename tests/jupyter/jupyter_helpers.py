@@ -116,8 +116,10 @@ def running_jupyter(
         *start,
         "--no-browser",
         "--ServerApp.ip=127.0.0.1",
+        # A free port, and the next ones if another test's server took it meanwhile: the
+        # server writes the port it listens on to its runtime file, read below.
         f"--ServerApp.port={port}",
-        "--ServerApp.port_retries=0",
+        "--ServerApp.port_retries=50",
         "--IdentityProvider.token=",
         "--ServerApp.password=",
         f"--ServerApp.root_dir={root}",
@@ -136,25 +138,36 @@ def running_jupyter(
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    server = JupyterServer(
-        url=f"http://127.0.0.1:{port}",
-        ws_url=f"ws://127.0.0.1:{port}",
-        root=root,
-        config_dir=tmp_path / "config",
-        log=log,
-    )
+    runtime_file = tmp_path / "runtime" / f"jpserver-{proc.pid}.json"
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
+        server: JupyterServer | None = None
         while True:
             if proc.poll() is not None:
                 pytest.fail(f"{module} exited with {proc.returncode}:\n{log.read_text()}")
+            if server is None:
+                try:
+                    port = int(json.loads(runtime_file.read_text(encoding="utf-8"))["port"])
+                except (OSError, ValueError, KeyError):
+                    port = 0
+                if port:
+                    server = JupyterServer(
+                        url=f"http://127.0.0.1:{port}",
+                        ws_url=f"ws://127.0.0.1:{port}",
+                        root=root,
+                        config_dir=tmp_path / "config",
+                        log=log,
+                    )
             try:
-                server.get_json("/api/status")
-                break
+                if server is not None:
+                    server.get_json("/api/status")
+                    break
             except (OSError, urllib.error.URLError):
-                if time.monotonic() > deadline:
-                    pytest.fail(f"{module} did not answer:\n{log.read_text()}")
-                time.sleep(0.1)
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"{module} did not answer:\n{log.read_text()}")
+            time.sleep(0.1)
+        assert server is not None
         yield server
     finally:
         _stop(proc)

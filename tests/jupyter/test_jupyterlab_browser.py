@@ -29,6 +29,9 @@ from jupyter_helpers import JupyterServer, running_jupyter
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
 
+# A browser suite: scripts/test.sh runs it alone, after the parallel run.
+pytestmark = pytest.mark.serial
+
 TIMEOUT_MS = 90_000
 LINT = ".jp-Notebook .cm-lintRange"
 

@@ -39,6 +39,9 @@ from jupyter_helpers import (
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
 
+# A browser suite: scripts/test.sh runs it alone, after the parallel run.
+pytestmark = pytest.mark.serial
+
 ROOT = Path(__file__).resolve().parents[2]
 EXT = ROOT / "jupyterlab-ext"
 LABEXTENSION = EXT / "jupyterlab_torchdoctor" / "labextension"

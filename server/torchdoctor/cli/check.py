@@ -20,7 +20,7 @@ from .. import __version__
 from ..core.config import ConfigError, Settings
 from ..core.model import ErrorKind, FileError, Finding, is_chinese
 from ..core.reading import decode, read_encoded, source_encoding
-from ..core.torch_version import format_version, target_version
+from ..core.torch_version import format_version, installed_version, target_version
 from ..linter.configuration import ConfigFinder, check_target_version, load_file
 from ..linter.files import discover
 from ..linter.projects import DEFAULT as DEFAULT_PROJECTS
@@ -363,13 +363,13 @@ def run_check(args: argparse.Namespace) -> int:
         try:
             check_target_version(args.target_version, "--target-version")
         except ConfigError as exc:
-            print(f"torchdoctor: error: {exc}", file=sys.stderr)
+            _print_errors(exc)
             return EXIT_ERROR
     if args.config:
         try:
             load_file(Path(args.config))
         except ConfigError as exc:
-            print(f"torchdoctor: error: {exc}", file=sys.stderr)
+            _print_errors(exc)
             return EXIT_ERROR
     cache = None if args.no_cache else Path.cwd() / CACHE_DIR / __version__
     opts = Options(
@@ -379,17 +379,34 @@ def run_check(args: argparse.Namespace) -> int:
     records: list[Record] = []
     try:
         finder = ConfigFinder(load_file(Path(args.config)) if args.config else None)
+        skipped: list[Path] = []
         files = (
-            [Path(args.stdin_filename or "-")] if paths == ["-"] else list(discover(paths, finder))
+            [Path(args.stdin_filename or "-")]
+            if paths == ["-"]
+            else list(discover(paths, finder, skipped))
         )
+        for path in skipped:
+            if zh:
+                print(
+                    f"torchdoctor：警告：{path} 不是 Python 文件或笔记本，未检查", file=sys.stderr
+                )
+            else:
+                print(
+                    f"torchdoctor: warning: {path} is not a Python file or notebook; not checked",
+                    file=sys.stderr,
+                )
         if not args.config:
             for path in files:  # a configuration that cannot be used is one error, for all
                 finder.for_path(path).merged(**overrides)
+        if args.target_version is None and installed_version() is None:
+            bases = [finder.default if args.config else finder.for_path(p) for p in files]
+            if any(not base.target_version for base in bases):
+                _note_assumed_version(zh)
         # The workers look up each file's settings again: with what the walk found already
         # (worker processes forked from this one share it).
         _FINDERS[args.config] = finder
     except ConfigError as exc:
-        print(f"torchdoctor: error: {exc}", file=sys.stderr)
+        _print_errors(exc)
         return EXIT_ERROR
     if paths == ["-"]:
         data = sys.stdin.buffer.read()
@@ -410,6 +427,30 @@ def run_check(args: argparse.Namespace) -> int:
         except Interrupted as stop:
             return _interrupted(stop, args, zh)
     return _report(records, args, locale, zh)
+
+
+def _note_assumed_version(zh: bool) -> None:
+    """Said once per run: without torch next to torchdoctor and without `target-version`, the
+    rules check for the newest torch (what a version-gated rule says may differ on yours)."""
+    if zh:
+        line = (
+            "torchdoctor：提示：torchdoctor 所在的环境中没有安装 torch，也没有设置 `target-version`："
+            "按最新的 torch 检查。请在 [tool.torchdoctor] 中设置 `target-version`"
+            '（例如 "2.5"）或使用 --target-version 指定你的版本。'
+        )
+    else:
+        line = (
+            "torchdoctor: note: no torch is installed next to torchdoctor and no "
+            "`target-version` is set: checking for the newest torch. Set `target-version` "
+            '(e.g. "2.5") in [tool.torchdoctor], or pass --target-version, to check for yours.'
+        )
+    print(line, file=sys.stderr)
+
+
+def _print_errors(exc: Exception) -> None:
+    """A configuration error names each problem on a line of its own."""
+    for line in str(exc).splitlines():
+        print(f"torchdoctor: error: {line}", file=sys.stderr)
 
 
 def _interrupted(stop: Interrupted, args: argparse.Namespace, zh: bool) -> int:
@@ -601,7 +642,20 @@ def _report(records: list[Record], args: argparse.Namespace, locale: str, zh: bo
             for r, f in items:
                 out.write(output.text_line(f, r.path, locale, r.unsafe) + "\n")
         unchecked = len({e.path for e in errors})
-        out.write(output.summary([f for _r, f in items], unsafe_any, fixed, zh, unchecked) + "\n")
+        if not records:
+            # Nothing was checked: say so, rather than that all checks passed.
+            out.write(
+                (
+                    "没有检查任何文件：给出的路径下没有 Python 文件或笔记本。"
+                    if zh
+                    else "Checked nothing: no Python file or notebook under the given paths."
+                )
+                + "\n"
+            )
+        else:
+            out.write(
+                output.summary([f for _r, f in items], unsafe_any, fixed, zh, unchecked) + "\n"
+            )
     if fmt != "github":
         for e in errors:
             print(f"error: {e.format()}", file=sys.stderr)
@@ -613,7 +667,7 @@ def _report(records: list[Record], args: argparse.Namespace, locale: str, zh: bo
 
 
 def run_rule(args: argparse.Namespace) -> int:
-    from ..linter.registry import all_rules, get_rule
+    from ..linter.registry import alias_targets, all_rules, get_rule
     from ..rules.docs import rule_doc, rule_url
 
     locale = choose_locale(args.locale)
@@ -645,19 +699,31 @@ def run_rule(args: argparse.Namespace) -> int:
     if rule is None:
         print(f"torchdoctor: error: unknown rule `{args.code}`", file=sys.stderr)
         return EXIT_ERROR
-    doc = rule_doc(rule, locale)
+    # Another tool's code (TorchFix's TOR102) may stand for several rules: each one is explained.
+    found = [rule]
+    for target in alias_targets(args.code):
+        other = get_rule(target)
+        if other is not None and other not in found:
+            found.append(other)
     if args.output_format == "json":
-        print(
-            output.dumps(
-                {
-                    "code": rule.code,
-                    "name": rule.name,
-                    "summary": doc.summary,
-                    "sections": doc.sections,
-                    "url": rule_url(rule.code, None, locale),
-                }
-            )
-        )
+        explained: list[dict[str, object]] = [
+            {
+                "code": r.code,
+                "name": r.name,
+                "summary": rule_doc(r, locale).summary,
+                "sections": rule_doc(r, locale).sections,
+                "url": rule_url(r.code, None, locale),
+            }
+            for r in found
+        ]
+        # One rule: its object; a code that stands for several rules: a list of them.
+        print(output.dumps(explained[0] if len(explained) == 1 else explained))
         return EXIT_CLEAN
-    print(doc.markdown(), end="")
+    if len(found) > 1:
+        names = ", ".join(f"{r.code} ({r.name})" for r in found)
+        if is_chinese(locale):
+            print(f"{args.code.upper()} 对应 {len(found)} 条规则：{names}。\n")
+        else:
+            print(f"{args.code.upper()} stands for {len(found)} rules: {names}.\n")
+    print("\n".join(rule_doc(r, locale).markdown() for r in found), end="")
     return EXIT_CLEAN

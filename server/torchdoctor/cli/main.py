@@ -60,13 +60,21 @@ def _check_arguments(p: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="Files or folders to check (default: the current folder). '-' reads stdin.",
     )
+    # Repeated, they add up (`--select TDR1 --select TDR6` is `--select TDR1,TDR6`), as in Ruff.
     p.add_argument(
-        "--select", type=_codes, help="Rules to check instead of the defaults (codes or prefixes)."
+        "--select",
+        type=_codes,
+        action="extend",
+        help="Rules to check instead of the defaults (codes or prefixes).",
     )
     p.add_argument(
-        "--extend-select", type=_codes, default=None, help="Rules to add to the selection."
+        "--extend-select",
+        type=_codes,
+        action="extend",
+        default=None,
+        help="Rules to add to the selection.",
     )
-    p.add_argument("--ignore", type=_codes, default=None, help="Rules to skip.")
+    p.add_argument("--ignore", type=_codes, action="extend", default=None, help="Rules to skip.")
     p.add_argument("--fix", action="store_true", default=None, help="Apply safe fixes.")
     p.add_argument(
         "--unsafe-fixes",
@@ -107,12 +115,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.flush()
         return code
     except BrokenPipeError:
-        # Nothing more can be written; point stdout at /dev/null so that the flush at exit
-        # does not fail again.
+        # The reader is gone (`| head` has what it wanted): exit 0 and say nothing, as Ruff
+        # does. Point stdout at /dev/null so that the flush at exit does not fail again.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-        return EXIT_ERROR
+        return EXIT_CLEAN
 
 
 def _main(argv: Sequence[str] | None = None) -> int:

@@ -159,6 +159,20 @@ def statistics(findings: Sequence[Finding], unsafe: bool, locale: str) -> list[s
     return lines
 
 
+def first_sentence(text: str) -> str:
+    """The first sentence of a rule's summary: up to the first full stop (``.`` before a space
+    or the end, or ``。``) outside inline code, so ``torch.load(...)`` does not end it."""
+    in_code = False
+    for i, ch in enumerate(text):
+        if ch == "`":
+            in_code = not in_code
+        elif in_code:
+            continue
+        elif ch == "。" or (ch == "." and (i + 1 == len(text) or text[i + 1].isspace())):
+            return text[: i + 1]
+    return text
+
+
 def sarif(
     items: Sequence[tuple[str, Finding, bool, dict[int, int] | None]],
     errors: Sequence[FileError],
@@ -176,7 +190,10 @@ def sarif(
             {
                 "id": code,
                 "name": rule.name,
-                "shortDescription": {"text": rule.summary(locale)},
+                # One sentence here, the whole summary in fullDescription (what SARIF viewers
+                # show as a title and as the rule's text).
+                "shortDescription": {"text": first_sentence(rule.summary(locale))},
+                "fullDescription": {"text": rule.summary(locale)},
                 "helpUri": public_url(code, docs_base, locale),
                 "properties": {"fixSafety": rule.fix_safety.value if rule.fix_safety else None},
             }

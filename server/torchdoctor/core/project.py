@@ -558,8 +558,12 @@ class Project:
             result = None
         except Exception:  # jedi failing on odd code must not fail the check
             return None
-        if result is None and time.monotonic() > deadline:
+        # An answer that came after the limit is not used either (the wait can return an answer
+        # that came just too late): whether a name is known never depends on who was scheduled
+        # first, only on how long the query took.
+        if time.monotonic() > deadline:
             self._timeouts += 1
+            return None
         return result if isinstance(result, Target) else None
 
     def _text_of(self, sem: Semantic) -> str | None:

@@ -11,7 +11,7 @@ from typing import Any
 from ..core.config import ConfigError, Settings
 from ..core.reading import real_path
 from ..core.torch_version import parse_version
-from .selection import check_selectors
+from .selection import selector_problems
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -31,10 +31,11 @@ KEYS = {
 
 
 def _str_list(value: Any, key: str) -> list[str]:
-    if isinstance(value, str):
-        return [value]
+    # A string is refused like any other wrong type (Ruff refuses it too): `select = "TDR6"`
+    # is almost always a list that lost its brackets, and silently taking it as one is a guess.
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"`{key}` must be a list of strings")
+        example = f'["{value}"]' if isinstance(value, str) else '["TDR6"]'
+        raise ConfigError(f"`{key}` must be a list of strings, such as {example}, not {value!r}")
     return list(value)
 
 
@@ -46,32 +47,47 @@ def check_target_version(value: Any, what: str) -> str:
 
 
 def settings_from_table(table: dict[str, Any], root: Path | None, origin: str) -> Settings:
-    """Validate a ``[tool.torchdoctor]`` table (or editor settings with the same keys)."""
+    """Validate a ``[tool.torchdoctor]`` table (or editor settings with the same keys). Every
+    problem of the table is reported at once: one ConfigError, one line per problem."""
     settings = Settings(root=root)
+    problems: list[str] = []
     for raw_key, value in table.items():
         key = raw_key.replace("_", "-")
         if key not in KEYS:
             known = ", ".join(sorted(KEYS))
-            raise ConfigError(f"{origin}: unknown setting `{raw_key}` (known: {known})")
-        attr = key.replace("-", "_")
-        if key in ("select", "extend-select", "ignore", "exclude"):
-            setattr(settings, attr, _str_list(value, key))
-        elif key == "per-file-ignores":
-            if not isinstance(value, dict):
-                raise ConfigError(f"{origin}: `per-file-ignores` must be a table")
-            settings.per_file_ignores = {str(k): _str_list(v, key) for k, v in value.items()}
-        elif key == "unsafe-fixes":
-            if not isinstance(value, bool):
-                raise ConfigError(f"{origin}: `unsafe-fixes` must be true or false")
-            settings.unsafe_fixes = value
-        elif key == "target-version":
-            settings.target_version = check_target_version(value, f"{origin}: `target-version`")
-        else:
-            if not isinstance(value, str):
-                raise ConfigError(f"{origin}: `{key}` must be a string")
-            setattr(settings, attr, value)
-    check_selectors(settings, origin)
+            problems.append(f"{origin}: unknown setting `{raw_key}` (known: {known})")
+            continue
+        try:
+            _set(settings, key, value, origin)
+        except ConfigError as exc:
+            message = str(exc)
+            problems.append(message if message.startswith(origin) else f"{origin}: {message}")
+    problems.extend(selector_problems(settings, origin))
+    if problems:
+        raise ConfigError("\n".join(problems))
     return settings
+
+
+def _set(settings: Settings, key: str, value: Any, origin: str) -> None:
+    attr = key.replace("-", "_")
+    if key in ("select", "extend-select", "ignore", "exclude"):
+        setattr(settings, attr, _str_list(value, key))
+    elif key == "per-file-ignores":
+        if not isinstance(value, dict):
+            raise ConfigError("`per-file-ignores` must be a table")
+        settings.per_file_ignores = {
+            str(k): _str_list(v, f"per-file-ignores.{k}") for k, v in value.items()
+        }
+    elif key == "unsafe-fixes":
+        if not isinstance(value, bool):
+            raise ConfigError("`unsafe-fixes` must be true or false")
+        settings.unsafe_fixes = value
+    elif key == "target-version":
+        settings.target_version = check_target_version(value, f"{origin}: `target-version`")
+    else:
+        if not isinstance(value, str):
+            raise ConfigError(f"`{key}` must be a string")
+        setattr(settings, attr, value)
 
 
 def load_file(path: Path) -> Settings:

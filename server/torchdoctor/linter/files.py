@@ -54,8 +54,26 @@ def _gitignore(directory: Path) -> pathspec.PathSpec | None:
     return pathspec.PathSpec.from_lines("gitwildmatch", lines)
 
 
-def discover(paths: list[str], finder: ConfigFinder) -> Iterator[Path]:
-    """Files to check. Files named explicitly are always checked (when of a known type). Symlinks
+def is_python_file(path: Path) -> bool:
+    """A Python file or notebook: by its suffix, or a script without one whose first line is a
+    ``#!`` line that runs Python (``bin/train``)."""
+    if path.name.endswith(SUFFIXES):
+        return True
+    if path.suffix:
+        return False
+    try:
+        with path.open("rb") as handle:
+            first = handle.readline(200)
+    except OSError:
+        return False
+    return first.startswith(b"#!") and b"python" in first
+
+
+def discover(
+    paths: list[str], finder: ConfigFinder, skipped: list[Path] | None = None
+) -> Iterator[Path]:
+    """Files to check. Files named explicitly are always checked when they are Python files or
+    notebooks (``is_python_file``); others (``notes.txt``) are added to ``skipped``. Symlinks
     are followed, and each real file and folder is visited once: a link loop ends, and a file
     reached by two routes is checked (and reported) once, under the first."""
     seen: set[Path] = set()  # real paths of the files yielded
@@ -63,6 +81,10 @@ def discover(paths: list[str], finder: ConfigFinder) -> Iterator[Path]:
     for raw in paths:
         path = Path(raw)
         if path.is_file():
+            if not is_python_file(path):
+                if skipped is not None:
+                    skipped.append(path)
+                continue
             if _first(path, seen):
                 yield path
             continue

@@ -29,8 +29,10 @@ def enabled_codes(settings: Settings, path: str | None = None) -> frozenset[str]
     return frozenset(chosen)
 
 
-def check_selectors(settings: Settings, origin: str) -> None:
-    """ConfigError when ``select``, ``extend-select`` or ``ignore`` names no rule."""
+def selector_problems(settings: Settings, origin: str) -> list[str]:
+    """What is wrong with ``select``, ``extend-select`` and ``ignore``: each selector that names
+    no rule."""
+    problems = []
     for key, items in (
         ("select", settings.select or []),
         ("extend-select", settings.extend_select),
@@ -38,4 +40,12 @@ def check_selectors(settings: Settings, origin: str) -> None:
     ):
         for sel in items:
             if not resolve_selector(sel):
-                raise ConfigError(f"{origin}: `{key}` names no rule: `{sel}`")
+                problems.append(f"{origin}: `{key}` names no rule: `{sel}`")
+    return problems
+
+
+def check_selectors(settings: Settings, origin: str) -> None:
+    """ConfigError (one line per problem) when a selector names no rule."""
+    problems = selector_problems(settings, origin)
+    if problems:
+        raise ConfigError("\n".join(problems))

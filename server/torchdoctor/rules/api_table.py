@@ -36,10 +36,11 @@ from ..core.semantic import argument, canonical, has_star_kwargs, int_literal, k
 SAFE, UNSAFE = Applicability.SAFE, Applicability.UNSAFE
 
 # TorchFix codes whose rule lives outside the TDR8xx modules (the TDR8xx rules declare their
-# own ``aliases``). A tuple means the TorchFix check is split over several rules.
+# own ``aliases``). A tuple means the TorchFix check is split over several rules, the one about
+# what the TorchFix check is about first (``torchdoctor rule TOR102`` starts with it).
 TORCHFIX_ALIASES: dict[str, str | tuple[str, ...]] = {
     "TOR003": "TDR405",
-    "TOR102": ("TDR602", "TDR603"),
+    "TOR102": ("TDR603", "TDR602"),
     "TOR401": "TDR310",
 }
 
