@@ -657,7 +657,12 @@ def _language_servers(root: int) -> list[int]:
     while stack:
         pid = stack.pop()
         for child in children.get(pid, []):
-            if "torchdoctor server" in commands.get(child, ""):
+            command = commands.get(child, "")
+            # `torchdoctor server`, or the launcher's `python -c "...run_module('torchdoctor'..." server`
+            launched = "run_module('torchdoctor'" in command and command.rstrip().endswith(
+                " server"
+            )
+            if "torchdoctor server" in command or launched:
                 out.append(child)
             stack.append(child)
     return out
