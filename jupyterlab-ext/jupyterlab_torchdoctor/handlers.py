@@ -8,7 +8,8 @@ which the panel's "Live tensors" section runs through the notebook's own kernel 
 silent ``user_expressions``. ``/torchdoctor/lsp`` is a websocket: each
 text message is one JSON-RPC message; the handler adds and strips the ``Content-Length``
 framing of the language server's stdio. Each connection has its own language server, stopped
-when the connection closes.
+when the connection closes: the relay asks it to ``shutdown`` (waiting briefly for the answer),
+then sends ``exit``, as the protocol wants, so that it ends with status 0.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from . import __version__
 AUTH_RESOURCE = "torchdoctor"
 COMMAND_ENV = "TORCHDOCTOR_SERVER_COMMAND"
 STOP_TIMEOUT_S = 5.0
+SHUTDOWN_TIMEOUT_S = 3.0  # how long the relay waits for the answer to its ``shutdown``
+SHUTDOWN_ID = "jupyterlab-torchdoctor-relay-shutdown"
 _STOPPING: set[asyncio.Future[None]] = set()  # keeps the stop tasks alive until they end
 
 
@@ -107,6 +110,8 @@ class LanguageServerHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):  
     auth_resource = AUTH_RESOURCE
     process: asyncio.subprocess.Process | None = None
     tasks: list[asyncio.Task[None]]
+    closed = False  # the websocket closed: the server's output is read, no longer relayed
+    shutdown_answered: asyncio.Event | None = None
 
     async def pre_get(self) -> None:
         user = self.current_user
@@ -153,10 +158,15 @@ class LanguageServerHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):  
             body = await read_message(self.process.stdout)
             if body is None:
                 break
+            if self.closed:
+                # The relay's own shutdown: its answer ends the wait; the rest is dropped.
+                if self.shutdown_answered is not None and _answers_shutdown(body):
+                    self.shutdown_answered.set()
+                continue
             try:
                 await self.write_message(body)
             except WebSocketClosedError:
-                break
+                continue  # keep reading until the server ends, so that it never blocks
         code = await self.process.wait()
         self.log.info("torchdoctor: language server exited with %s", code)
         with contextlib.suppress(Exception):
@@ -182,6 +192,7 @@ class LanguageServerHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):  
             self.log.warning("torchdoctor: the language server is gone")
 
     def on_close(self) -> None:
+        self.closed = True
         task = asyncio.ensure_future(self._stop())
         _STOPPING.add(task)
         task.add_done_callback(_STOPPING.discard)
@@ -191,8 +202,27 @@ class LanguageServerHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):  
         if process is None or process.returncode is not None:
             return
         if process.stdin is not None:
+            # `shutdown` first (the server stops its work and its kernel connections), then
+            # `exit`: the server ends with 0. `exit` alone would end it with 1.
+            self.shutdown_answered = asyncio.Event()
+            shutdown = {"jsonrpc": "2.0", "id": SHUTDOWN_ID, "method": "shutdown"}
+            with contextlib.suppress(Exception):
+                process.stdin.write(frame(json.dumps(shutdown)))
+                await process.stdin.drain()
+                # its answer, or its end (the editor had sent `shutdown` and `exit` itself)
+                waits = [
+                    asyncio.ensure_future(self.shutdown_answered.wait()),
+                    asyncio.ensure_future(process.wait()),
+                ]
+                await asyncio.wait(
+                    waits, timeout=SHUTDOWN_TIMEOUT_S, return_when=asyncio.FIRST_COMPLETED
+                )
+                for waiting in waits:
+                    waiting.cancel()
             with contextlib.suppress(Exception):
                 process.stdin.write(frame(json.dumps({"jsonrpc": "2.0", "method": "exit"})))
+                await process.stdin.drain()
+            with contextlib.suppress(Exception):
                 process.stdin.close()
         try:
             await asyncio.wait_for(process.wait(), STOP_TIMEOUT_S)
@@ -201,6 +231,16 @@ class LanguageServerHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):  
             await process.wait()
         for task in getattr(self, "tasks", []):
             task.cancel()
+
+
+def _answers_shutdown(body: str) -> bool:
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return False
+    return (
+        isinstance(message, dict) and message.get("id") == SHUTDOWN_ID and "method" not in message
+    )
 
 
 def setup_handlers(server_app: Any) -> None:

@@ -177,6 +177,8 @@ export class NotebookBinding extends EditorBinding implements Binding {
   readonly live: LiveController;
   private timer: number | undefined;
   private restarting = false;
+  /** The kernel's id the server was last told of (undefined: none yet, null: no kernel). */
+  private kernelId: string | null | undefined = undefined;
 
   constructor(
     readonly panel: NotebookPanel,
@@ -215,19 +217,40 @@ export class NotebookBinding extends EditorBinding implements Binding {
   private readonly kernelChanged = (): void => {
     const kernel = this.panel.sessionContext.session?.kernel ?? null;
     this.live.setKernel(kernel ? probeKernel(kernel) : null);
+    const id = kernel?.id ?? null;
+    if (this.kernelId !== undefined && id !== this.kernelId) {
+      this.kernelStatus(id === null ? 'none' : 'changed');
+    }
+    this.kernelId = id;
   };
 
   private readonly statusChanged = (_: unknown, status: Kernel.Status): void => {
     if (status === 'restarting' || status === 'autorestarting' || status === 'starting') {
+      if (!this.restarting) {
+        this.kernelStatus('restarting');
+      }
       this.restarting = true;
       this.live.restarted();
     } else if (status === 'idle' && this.restarting) {
       this.restarting = false;
+      this.kernelStatus('ready');
       this.live.refresh();
     } else if (status === 'dead') {
+      this.kernelStatus('dead');
       this.live.setKernel(null);
     }
   };
+
+  /** Tells the language server what became of the notebook's kernel: its live findings
+   * (read from the kernel's namespace) follow a restart, a shutdown, another kernel. */
+  private kernelStatus(status: 'restarting' | 'ready' | 'dead' | 'none' | 'changed'): void {
+    if (this.client && this.sync.isOpen) {
+      this.client.endpoint.notify('torchdoctor/kernelStatus', {
+        notebook: { uri: this.sync.notebookUri },
+        status
+      });
+    }
+  }
 
   private readonly iopub = (_: unknown, msg: KernelMessage.IMessage): void => {
     this.live.iopub(msg as unknown as IopubMessage);
@@ -344,10 +367,27 @@ export class NotebookBinding extends EditorBinding implements Binding {
   }
 
   /** Apply edits by cell URI (all cells or none); false when a cell changed since the server
-   * saw it. Each cell's edits are one undo step of that cell. */
+   * saw it. With JupyterLab's document-wide undo (the notebook setting "Enable undo/redo
+   * actions at the notebook document level"), edits of several cells are made in one
+   * transaction of the notebook's shared model: one undo step, whichever cell Ctrl+Z is
+   * pressed in. Otherwise each cell has its own undo history, and each cell's edits are one
+   * undo step of that cell. */
   applyEdits(edits: Map<string, TextEdit[]>): boolean {
     if (!this.canApply(edits)) {
       return false;
+    }
+    const notebook = this.panel.content.model?.sharedModel;
+    if (edits.size > 1 && notebook && !notebook.disableDocumentWideUndoRedo) {
+      notebook.transact(() => {
+        for (const [uri, list] of edits) {
+          const id = this.sync.cellIdOf(uri);
+          const shared = notebook.cells.find(cell => cell.id === id);
+          if (id !== undefined && shared) {
+            applyToShared(shared, list);
+          }
+        }
+      });
+      return true;
     }
     for (const [uri, list] of edits) {
       const id = this.sync.cellIdOf(uri);

@@ -15,6 +15,46 @@ export interface FixHandler {
   (fix: Fix, diagnostic: Diagnostic): void;
 }
 
+/** `text` cut into plain parts and Markdown inline code spans (`` `x.view(-1)` ``). A backtick
+ * without its pair stays as it is. */
+export function splitInlineCode(text: string): { code: boolean; text: string }[] {
+  const out: { code: boolean; text: string }[] = [];
+  const pattern = /(`+)([^`]|[^`][\s\S]*?[^`])\1(?!`)/g;
+  let last = 0;
+  for (const match of text.matchAll(pattern)) {
+    const start = match.index;
+    if (start > last) {
+      out.push({ code: false, text: text.slice(last, start) });
+    }
+    out.push({ code: true, text: (match[2] ?? '').replace(/^ (.*) $/s, '$1') });
+    last = start + match[0].length;
+  }
+  if (last < text.length) {
+    out.push({ code: false, text: text.slice(last) });
+  }
+  return out;
+}
+
+/** `text` with its inline code as `<code>` elements: the nodes to append. */
+export function inlineCode(text: string, doc: Document = document): (string | HTMLElement)[] {
+  return splitInlineCode(text).map(part => {
+    if (!part.code) {
+      return part.text;
+    }
+    const code = doc.createElement('code');
+    code.className = 'jp-torchdoctor-inline-code';
+    code.textContent = part.text;
+    return code;
+  });
+}
+
+/** `text` without the backticks of its inline code, for plain-text places (labels). */
+export function plainText(text: string): string {
+  return splitInlineCode(text)
+    .map(part => part.text)
+    .join('');
+}
+
 /** The rule code (a link to its page) and the message, as the tooltip shows them. */
 export function renderMessage(diagnostic: Diagnostic, doc: Document = document): HTMLElement {
   const box = doc.createElement('span');
@@ -31,9 +71,28 @@ export function renderMessage(diagnostic: Diagnostic, doc: Document = document):
   }
   const message = doc.createElement('span');
   message.className = 'jp-torchdoctor-message';
-  message.textContent = diagnostic.message;
+  message.append(...inlineCode(diagnostic.message, doc));
   box.append(codeEl, ' ', message);
   return box;
+}
+
+/** Show the inline code of the fix buttons' labels, which CodeMirror writes as plain text: the
+ * buttons follow the message in the same list item, once CodeMirror has built it. */
+function renderFixLabels(box: HTMLElement, titles: readonly string[]): void {
+  queueMicrotask(() => {
+    const item = box.parentElement?.parentElement;
+    if (!item) {
+      return;
+    }
+    const buttons = item.querySelectorAll(':scope > button.cm-diagnosticAction');
+    buttons.forEach((button, i) => {
+      const title = titles[i];
+      // In CodeMirror's lint panel a label carries its access key (<u>): left as it is.
+      if (title !== undefined && button.querySelector('u') === null) {
+        button.replaceChildren(...inlineCode(title, button.ownerDocument));
+      }
+    });
+  });
 }
 
 /** CodeMirror diagnostics for a cell's findings, in offsets of `text`. */
@@ -53,8 +112,9 @@ export function toCmDiagnostics(
     if (to < from) {
       to = from;
     }
-    const actions: Action[] = fixesOf(diagnostic, uri).map(fix => ({
-      name: fix.title,
+    const fixes = fixesOf(diagnostic, uri);
+    const actions: Action[] = fixes.map(fix => ({
+      name: plainText(fix.title),
       markClass: `jp-torchdoctor-fix jp-torchdoctor-fix-${fix.applicability}`,
       apply: () => {
         onFix(fix, diagnostic);
@@ -68,7 +128,14 @@ export function toCmDiagnostics(
       source: SOURCE,
       message: `${codeOf(diagnostic)} ${diagnostic.message}`,
       markClass: `${MARK_CLASS} ${MARK_CLASS}-${codeOf(diagnostic)}`,
-      renderMessage: view => renderMessage(diagnostic, view.dom.ownerDocument),
+      renderMessage: view => {
+        const box = renderMessage(diagnostic, view.dom.ownerDocument);
+        renderFixLabels(
+          box,
+          fixes.map(fix => fix.title)
+        );
+        return box;
+      },
       actions
     });
   }

@@ -33,6 +33,8 @@ import { FindingsPanel, panelText } from './panel';
 
 const PLUGIN_ID = 'jupyterlab-torchdoctor:plugin';
 const VERSION = '0.1.0';
+/** How long the panel waits for more diagnostics before it is rebuilt (ms). */
+const PANEL_REFRESH_MS = 30;
 
 interface ServerInfo {
   version: string;
@@ -138,6 +140,18 @@ const plugin: JupyterFrontEndPlugin<void> = {
       panel.setLive(binding.live?.state ?? null);
     }
 
+    /** The panel rebuilt once for a burst of publishes (one per cell whose findings changed),
+     * not once per cell: in a notebook of hundreds of cells, that was quadratic. */
+    let panelTimer: number | undefined;
+    function refreshPanelSoon(): void {
+      if (panelTimer === undefined) {
+        panelTimer = window.setTimeout(() => {
+          panelTimer = undefined;
+          refreshPanel();
+        }, PANEL_REFRESH_MS);
+      }
+    }
+
     // ---- the connection --------------------------------------------------------------------
     let connected: LanguageClient | null = null;
     let connecting: Promise<LanguageClient> | null = null;
@@ -206,7 +220,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
                   binding.published(uri);
                 }
               }
-              refreshPanel();
+              refreshPanelSoon();
             },
             applyEdit: edit => applyWorkspaceEdit(edit),
             log: message => {

@@ -7,6 +7,7 @@
 
 import { Widget } from '@lumino/widgets';
 
+import { inlineCode } from './editor';
 import { CellFindings, countFixable, Finding } from './findings';
 import { LIVE_CODES, LiveItem, liveItems, LiveState, torchImported } from './live';
 import { Fix } from './lsp';
@@ -366,7 +367,7 @@ export class FindingsPanel extends Widget {
     }
     const message = doc.createElement('span');
     message.className = 'jp-torchdoctor-message';
-    message.textContent = finding.diagnostic.message;
+    message.append(...inlineCode(finding.diagnostic.message, doc));
     const where = doc.createElement('span');
     where.className = 'jp-torchdoctor-where';
     const line = this.text.line(finding.diagnostic.range.start.line + 1);
@@ -388,7 +389,7 @@ export class FindingsPanel extends Widget {
       for (const fix of finding.fixes) {
         const button = doc.createElement('button');
         button.className = `jp-Button jp-mod-styled jp-torchdoctor-fix jp-torchdoctor-fix-${fix.applicability}`;
-        button.textContent = fix.title;
+        button.append(...inlineCode(fix.title, doc));
         button.addEventListener('click', () => {
           this.actions.fix(finding, fix);
         });

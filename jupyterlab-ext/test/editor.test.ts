@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { MARK_CLASS, toCmDiagnostics } from '../src/editor';
+import { inlineCode, MARK_CLASS, plainText, splitInlineCode, toCmDiagnostics } from '../src/editor';
 import { Diagnostic, Fix } from '../src/lsp';
 
 const URI = 'cell';
@@ -37,5 +37,21 @@ describe('toCmDiagnostics', () => {
     ]);
     cm!.actions![1]!.apply(null as never, 0, 0);
     expect(applied[0]![0].applicability).toBe('unsafe');
+  });
+});
+
+describe('inline code', () => {
+  it('renders Markdown inline code as <code> and leaves a lone backtick', () => {
+    expect(splitInlineCode('Replace `.view(` with `.reshape(`')).toEqual([
+      { code: false, text: 'Replace ' },
+      { code: true, text: '.view(' },
+      { code: false, text: ' with ' },
+      { code: true, text: '.reshape(' }
+    ]);
+    expect(plainText('Add `map_location="cpu"`')).toBe('Add map_location="cpu"');
+    expect(plainText('a `` b`c `` d and one ` alone')).toBe('a b`c d and one ` alone');
+    const span = document.createElement('span');
+    span.append(...inlineCode('Use `x.t()` here'));
+    expect(span.innerHTML).toBe('Use <code class="jp-torchdoctor-inline-code">x.t()</code> here');
   });
 });

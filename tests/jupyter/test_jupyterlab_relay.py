@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -104,3 +106,39 @@ def test_routes_and_the_probe_helper() -> None:
     }
     install = client.install_expression()
     assert client.PROBE_MODULE in install and "exec(compile(" in install
+
+
+def _exit_codes(log: Path) -> list[str]:
+    marker = "language server exited with "
+    return [
+        line.split(marker, 1)[1].strip() for line in log.read_text().splitlines() if marker in line
+    ]
+
+
+def test_a_closed_websocket_shuts_the_language_server_down(tmp_path: Path) -> None:
+    """Closing the websocket (a tab closed, a reload) without the protocol's ``shutdown``: the
+    relay sends ``shutdown`` then ``exit``, and the language server ends with status 0."""
+    from jupyter_helpers import START_TIMEOUT_S, LspOverWebsocket, running_jupyter
+    from tornado.websocket import websocket_connect
+
+    config = tmp_path / "config" / "jupyter_server_config.json"
+    config.parent.mkdir()
+    config.write_text('{"ServerApp": {"jpserver_extensions": {"jupyterlab_torchdoctor": true}}}')
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(EXT), os.environ.get("PYTHONPATH")]))}
+
+    async def open_and_close(ws_url: str, root: Path) -> None:
+        conn = await asyncio.wait_for(
+            websocket_connect(ws_url + "/torchdoctor/lsp"), START_TIMEOUT_S
+        )
+        client = LspOverWebsocket(conn)
+        params = {"processId": None, "rootUri": root.as_uri(), "capabilities": {}}
+        assert "capabilities" in await client.request("initialize", params)
+        await client.notify("initialized", {})
+        conn.close()
+
+    with running_jupyter(tmp_path, console_script=True, env_extra=env) as server:
+        asyncio.run(open_and_close(server.ws_url, server.root))
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not _exit_codes(server.log) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _exit_codes(server.log) == ["0"], server.log.read_text()

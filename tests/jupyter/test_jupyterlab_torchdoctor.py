@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -569,6 +570,72 @@ def test_live_tensors(tmp_path: Path) -> None:
             page.wait_for_selector(f"{LIVE} .jp-torchdoctor-live-stamp:has-text('In [3]')")
 
 
+def test_live_findings_follow_a_kernel_restart(tmp_path: Path) -> None:
+    """After a kernel restart a tensor of the old namespace underlines nothing, with no cell run;
+    running the cells again brings the live finding back."""
+    _need_build()
+    with jupyterlab_with_extension(tmp_path, WITHOUT_LSP) as (lab, _proc):
+        (lab.root / "restart.ipynb").write_text(json.dumps(_notebook(LIVE_CELLS)))
+        with browser_page(lab) as page:
+            page.goto(f"{lab.url}/lab/tree/restart.ipynb")
+            page.wait_for_selector(".jp-Notebook .jp-Cell .cm-content")
+            _open_panel(page)
+            page.wait_for_selector(f"{LIVE} .jp-torchdoctor-note:has-text('not imported')")
+            _run_cell(page, 0, 1)
+            _run_cell(page, 1, 2)
+            page.wait_for_selector(f"{MARK}-TDR901")
+            warning = f"{LIVE} .jp-torchdoctor-live-warning[data-code='TDR901']"
+            page.wait_for_selector(warning)
+            # The panel row shows the message's inline code as code, not as backticks.
+            row = page.locator(f"{warning} .jp-torchdoctor-message").first
+            assert row.locator("code.jp-torchdoctor-inline-code").count() > 0
+            assert "`" not in row.inner_text()
+
+            [session] = [s for s in lab.get_json("/api/sessions") if s["path"] == "restart.ipynb"]
+            # Restarted as the "Restart Kernel" command does it (the page's own session).
+            status = page.evaluate(
+                """async (id) => {
+                    const xsrf = (document.cookie.match(/_xsrf=([^;]+)/) || [])[1] || '';
+                    const r = await fetch(`/api/kernels/${id}/restart`,
+                        {method: 'POST', headers: {'X-XSRFToken': decodeURIComponent(xsrf)}});
+                    return r.status;
+                }""",
+                session["kernel"]["id"],
+            )
+            assert status == 200
+            page.wait_for_selector(f"{MARK}-TDR901", state="detached")
+            page.wait_for_selector(warning, state="detached")
+
+            _run_cell(page, 0, 1)
+            _run_cell(page, 1, 2)
+            page.wait_for_selector(f"{MARK}-TDR901")
+
+
+def test_multi_cell_fix_is_one_undo_step(tmp_path: Path) -> None:
+    """With JupyterLab's document-wide undo, a fix of two cells is one Ctrl+Z; its button shows
+    inline code; the tooltip stays within its size."""
+    _need_build()
+    settings = {"@jupyterlab/notebook-extension:tracker": {"documentWideUndoRedo": True}}
+    expected = expected_after_check_fix(tmp_path, MULTI_CELLS, "undo")
+    with jupyterlab_with_extension(tmp_path, WITHOUT_LSP, settings) as (lab, _proc):
+        (lab.root / "undo.ipynb").write_text(json.dumps(_notebook(MULTI_CELLS)))
+        with browser_page(lab) as page:
+            page.goto(f"{lab.url}/lab/tree/undo.ipynb")
+            page.wait_for_selector(f"{MARK}-TDR401")
+            tooltip = _hover_until(page, f"{MARK}-TDR401", TOOLTIP)
+            button = page.locator(f"{TOOLTIP} button.jp-torchdoctor-fix-safe").first
+            page.wait_for_selector(f"{TOOLTIP} button.jp-torchdoctor-fix-safe code")
+            assert "`" not in button.inner_text()
+            assert "`" not in tooltip.inner_text()
+            box = tooltip.bounding_box()
+            assert box is not None and box["width"] <= 561 and box["height"] <= 301
+            button.click()
+            _wait_sources(page, expected)
+            page.locator(".jp-Notebook .jp-Cell .cm-content").nth(1).click()
+            page.keyboard.press("Control+z")
+            _wait_sources(page, MULTI_CELLS)
+
+
 MULTI_CELLS = ["import torch\nfrom torch.cuda.amp import GradScaler", "scaler = GradScaler()"]
 PY_FILE = 'import torch\n\nstate = torch.load("x.pt")\n'
 
@@ -593,7 +660,12 @@ def _language_servers(root: int) -> list[int]:
     while stack:
         pid = stack.pop()
         for child in children.get(pid, []):
-            if "torchdoctor server" in commands.get(child, ""):
+            command = commands.get(child, "")
+            # `torchdoctor server`, or the launcher's `python -c "...run_module('torchdoctor'..." server`
+            launched = "run_module('torchdoctor'" in command and command.rstrip().endswith(
+                " server"
+            )
+            if "torchdoctor server" in command or launched:
                 out.append(child)
             stack.append(child)
     return out

@@ -19,7 +19,7 @@ import {
 import { CellDiagnostics } from "./cellDiagnostics";
 import { resolveInterpreter, workspaceInterpreterSetting, type InterpreterSource, errorText } from "./interpreter";
 import { setTranslator, t } from "./l10n";
-import { actionTitle, CrashTracker, crashedMessage, noInterpreterMessage, probeFailureMessage, type Action, type UserMessage } from "./messages";
+import { actionTitle, CrashTracker, crashedMessage, noInterpreterMessage, probeFailureMessage, settingProblemMessage, type Action, type UserMessage } from "./messages";
 import {
   classifyPipFailure,
   installTarget,
@@ -208,7 +208,7 @@ class Torchdoctor implements TorchdoctorApi {
   private async startClient(): Promise<void> {
     const { settings, problems } = settingsFor();
     this.settings = settings;
-    for (const problem of problems) this.output.warn(problem);
+    this.reportSettingProblems(problems);
     if (!settings.enable) {
       this.current = {};
       this.setState("disabled");
@@ -218,7 +218,7 @@ class Torchdoctor implements TorchdoctorApi {
     this.setState("starting");
 
     const folders = (vscode.workspace.workspaceFolders ?? []).map((f) => f.uri).filter((u) => u.scheme === "file");
-    const inspected = vscode.workspace.getConfiguration(SECTION, folders[0]).inspect<string>("interpreter");
+    const inspected = vscode.workspace.getConfiguration(SECTION, folders[0]).inspect("interpreter");
     const trusted = vscode.workspace.isTrusted;
     // Untrusted: VS Code hides the workspace's value; read it (as data) to tell the user it is ignored.
     const hidden = trusted
@@ -237,7 +237,10 @@ class Torchdoctor implements TorchdoctorApi {
       workspaceFolders: folders.map((u) => u.fsPath),
       ...(isPythonExtensionInstalled() ? { pythonExtension: () => selectedInterpreter(folders[0]) } : {}),
     });
-    for (const note of resolution.notes) this.output.info(note);
+    for (const note of resolution.notes) {
+      if (!resolution.settingProblems.includes(note)) this.output.info(note);
+    }
+    this.reportSettingProblems(resolution.settingProblems);
     if (resolution.untrustedNotice !== undefined) {
       this.showOnce(`untrusted:${resolution.untrustedNotice}`, {
         severity: "warning",
@@ -385,6 +388,14 @@ class Torchdoctor implements TorchdoctorApi {
       },
     };
     return new LanguageClient("torchdoctor", "torchdoctor", serverOptions, clientOptions);
+  }
+
+  /** Logs each problem with the settings, and tells the user of each once. */
+  private reportSettingProblems(problems: readonly string[]): void {
+    for (const problem of problems) {
+      this.output.warn(problem);
+      this.showOnce(`setting:${problem}`, settingProblemMessage(problem));
+    }
   }
 
   showOnce(key: string, message: UserMessage): void {

@@ -10,13 +10,15 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { t } from "./l10n";
+import { interpreterSettingValue } from "./settings";
 
 export type InterpreterSource = "setting" | "pythonExtension" | "path";
 
+/** The setting's raw values per scope, as the settings files hold them (any JSON value). */
 export interface InterpreterSetting {
-  globalValue?: string | undefined;
-  workspaceValue?: string | undefined;
-  workspaceFolderValue?: string | undefined;
+  globalValue?: unknown;
+  workspaceValue?: unknown;
+  workspaceFolderValue?: unknown;
 }
 
 export interface ResolveInput {
@@ -39,12 +41,15 @@ export interface Resolved {
   /** Things the user should know (for the output channel); `untrustedNotice` is shown once. */
   notes: string[];
   untrustedNotice?: string;
+  /** What is wrong with values of the setting that were ignored (shown to the user). */
+  settingProblems: string[];
 }
 
 export interface NotResolved {
   ok: false;
   notes: string[];
   untrustedNotice?: string;
+  settingProblems: string[];
 }
 
 export type Resolution = Resolved | NotResolved;
@@ -123,10 +128,19 @@ export async function resolveInterpreter(input: ResolveInput): Promise<Resolutio
   const notes: string[] = [];
   let untrustedNotice: string | undefined;
 
-  const nonEmpty = (v: string | undefined): string | undefined =>
-    v !== undefined && v.trim() !== "" ? v.trim() : undefined;
-  const workspaceValue = nonEmpty(input.setting.workspaceFolderValue) ?? nonEmpty(input.setting.workspaceValue);
-  const userValue = nonEmpty(input.setting.globalValue);
+  const settingProblems: string[] = [];
+  const nonEmpty = (v: unknown, where: string): string | undefined => {
+    const { value, problem } = interpreterSettingValue(v, where);
+    if (problem !== undefined) {
+      settingProblems.push(problem);
+      notes.push(problem);
+    }
+    return value;
+  };
+  const workspaceValue =
+    nonEmpty(input.setting.workspaceFolderValue, " (folder settings)") ??
+    nonEmpty(input.setting.workspaceValue, " (workspace settings)");
+  const userValue = nonEmpty(input.setting.globalValue, " (user settings)");
 
   // 1. The setting.
   let configured: string | undefined;
@@ -154,7 +168,7 @@ export async function resolveInterpreter(input: ResolveInput): Promise<Resolutio
       const found = await which(command);
       if (found === undefined) {
         notes.push(`torchdoctor.interpreter is "${configured}", which is not on PATH.`);
-        return { ok: false, notes, ...(untrustedNotice !== undefined ? { untrustedNotice } : {}) };
+        return { ok: false, notes, ...(untrustedNotice !== undefined ? { untrustedNotice } : {}), settingProblems };
       }
       command = found;
     }
@@ -165,7 +179,7 @@ export async function resolveInterpreter(input: ResolveInput): Promise<Resolutio
       );
       notes.push(untrustedNotice);
     } else {
-      return { ok: true, command, source: "setting", notes, ...(untrustedNotice !== undefined ? { untrustedNotice } : {}) };
+      return { ok: true, command, source: "setting", notes, ...(untrustedNotice !== undefined ? { untrustedNotice } : {}), settingProblems };
     }
   }
 
@@ -183,7 +197,7 @@ export async function resolveInterpreter(input: ResolveInput): Promise<Resolutio
           `Not using the Python extension's interpreter "${fromExtension}": it lies inside an untrusted workspace.`,
         );
       } else {
-        return { ok: true, command: fromExtension, source: "pythonExtension", notes, ...(untrustedNotice !== undefined ? { untrustedNotice } : {}) };
+        return { ok: true, command: fromExtension, source: "pythonExtension", notes, ...(untrustedNotice !== undefined ? { untrustedNotice } : {}), settingProblems };
       }
     }
   }
@@ -193,11 +207,11 @@ export async function resolveInterpreter(input: ResolveInput): Promise<Resolutio
   for (const name of names) {
     const found = await which(name);
     if (found !== undefined && (input.trusted || !isInside(found, input.workspaceFolders))) {
-      return { ok: true, command: found, source: "path", notes, ...(untrustedNotice !== undefined ? { untrustedNotice } : {}) };
+      return { ok: true, command: found, source: "path", notes, ...(untrustedNotice !== undefined ? { untrustedNotice } : {}), settingProblems };
     }
   }
   notes.push(`No Python interpreter found: set torchdoctor.interpreter, or put ${names[0]} on PATH.`);
-  return { ok: false, notes, ...(untrustedNotice !== undefined ? { untrustedNotice } : {}) };
+  return { ok: false, notes, ...(untrustedNotice !== undefined ? { untrustedNotice } : {}), settingProblems };
 }
 
 export function errorText(err: unknown): string {
@@ -255,8 +269,8 @@ export function workspaceInterpreterSetting(files: readonly string[]): string | 
     const record = parsed as Record<string, unknown>;
     const settings = file.endsWith(".code-workspace") ? record.settings : record;
     if (typeof settings !== "object" || settings === null) continue;
-    const value = (settings as Record<string, unknown>)["torchdoctor.interpreter"];
-    if (typeof value === "string" && value.trim() !== "") return value.trim();
+    const { value } = interpreterSettingValue((settings as Record<string, unknown>)["torchdoctor.interpreter"]);
+    if (value !== undefined) return value;
   }
   return undefined;
 }

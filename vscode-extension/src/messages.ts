@@ -81,6 +81,15 @@ export function noInterpreterMessage(): UserMessage {
   };
 }
 
+/** A setting whose value is ignored: `problem` says which and why (in English, as the log). */
+export function settingProblemMessage(problem: string): UserMessage {
+  return {
+    severity: "warning",
+    text: t("A torchdoctor setting is ignored: {0}", problem),
+    actions: ["openSettings", "showOutput"],
+  };
+}
+
 export function crashedMessage(): UserMessage {
   return {
     severity: "error",

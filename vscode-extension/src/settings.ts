@@ -159,16 +159,9 @@ export function readSettings(get: (key: string) => unknown): ReadResult {
   };
 
   const interpreter = (): string => {
-    const value = get("interpreter");
-    if (value === undefined || value === null) return "";
-    if (typeof value === "string") return value.trim();
-    if (Array.isArray(value) && value.every((v) => typeof v === "string")) {
-      // Accept the `["path"]` form other Python tools use.
-      const first: unknown = value[0];
-      return typeof first === "string" ? first.trim() : "";
-    }
-    problems.push("torchdoctor.interpreter must be a path to a Python executable; ignored.");
-    return "";
+    const { value, problem } = interpreterSettingValue(get("interpreter"));
+    if (problem !== undefined) problems.push(problem);
+    return value ?? "";
   };
 
   const settings: Settings = {
@@ -186,6 +179,45 @@ export function readSettings(get: (key: string) => unknown): ReadResult {
     interpreter: interpreter(),
   };
   return { settings, problems };
+}
+
+/**
+ * A `torchdoctor.interpreter` value as written in a settings file: a path (`"~/venv/bin/python"`),
+ * or a list of one path (`["~/venv/bin/python"]`, the form of Ruff's `ruff.interpreter`).
+ * `value`: the trimmed path, `undefined` when unset or blank or wrongly typed; `problem`: what is
+ * wrong with a value that is ignored (`where` names its scope, e.g. " (workspace settings)").
+ */
+export function interpreterSettingValue(raw: unknown, where = ""): { value?: string; problem?: string } {
+  if (raw === undefined || raw === null) return {};
+  let item: unknown = raw;
+  if (Array.isArray(raw)) {
+    if (raw.length === 0) return {};
+    if (raw.length > 1) {
+      return {
+        problem: `torchdoctor.interpreter${where} must be one path (a string, or a list of one string); it is a list of ${raw.length} entries, so it is ignored.`,
+      };
+    }
+    item = raw[0];
+  }
+  if (typeof item !== "string") {
+    return {
+      problem: `torchdoctor.interpreter${where} must be a path to a Python executable (a string), not ${describeJson(raw)}; it is ignored.`,
+    };
+  }
+  const trimmed = item.trim();
+  return trimmed === "" ? {} : { value: trimmed };
+}
+
+function describeJson(value: unknown): string {
+  const type = typeof value;
+  const kind = Array.isArray(value) ? "a list" : type === "object" ? "an object" : `a ${type}`;
+  let text: string;
+  try {
+    text = JSON.stringify(value);
+  } catch {
+    text = String(value);
+  }
+  return `${kind} (${text.length > 60 ? `${text.slice(0, 57)}...` : text})`;
 }
 
 export function isHttpUrl(value: string): boolean {

@@ -13,6 +13,12 @@ analysis worker from the last facts, in the same check as the static ones
 (``check_cells(..., live=facts, probe=True)``). The bridge is off when the editor says the
 workspace is untrusted (``initializationOptions.trusted: false``) or the ``bridge`` setting is
 false.
+
+An editor that knows the notebook's kernel (the JupyterLab extension) tells the server what
+became of it with the ``torchdoctor/kernelStatus`` notification (:func:`kernel_status`): after a
+restart the facts read before it are dropped at once (a tensor of the old namespace no longer
+underlines anything) and read again when the kernel is ready; after a shutdown, or when the
+notebook changed kernels, the notebook's kernel is looked up again.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from ..core.model import is_chinese
 
 if TYPE_CHECKING:
     from .settings import ClientSettings
+    from .state import Doctor
 
 PROBE_TIMEOUT = 1.0  # seconds a document probe may wait for the kernel
 HOVER_TIMEOUT = 0.5  # seconds a hover may wait for the kernel
@@ -47,6 +54,10 @@ UNNAMED_RETRY_S = 20.0  # ask a kernel that names no notebook again after this l
 SETTLE_S = 1.0  # IOPub subscriptions take a moment to receive messages
 SHUTDOWN_TIMEOUT = 3.0
 LIVE_KINDS = ("tensor", "module")
+KERNEL_STATUS = "torchdoctor/kernelStatus"  # the editor's notification of the kernel's state
+RESTARTING = frozenset({"restarting", "autorestarting", "starting"})
+READY = frozenset({"ready", "idle"})
+GONE = frozenset({"dead", "shutdown", "none", "changed"})
 
 T = TypeVar("T")
 
@@ -412,6 +423,40 @@ class LiveManager:
         if state is not None and self._stale(state) and (state.task is None or state.task.done()):
             state.task = asyncio.ensure_future(self._probe(key))
 
+    # -- what the editor says of the kernel --------------------------------------------------
+    def kernel_status(self, key: str, status: str) -> list[str]:
+        """The editor says the notebook's kernel is ``status``; the notebooks to analyse again.
+
+        ``restarting`` (and ``starting``, ``autorestarting``): the namespace the facts were read
+        from is gone: they are dropped for every notebook of that kernel, whose live findings go
+        with the next analysis. ``ready`` (or ``idle``) after that: read them again. ``dead``,
+        ``shutdown``, ``none``, ``changed``: let go of the kernel; the next analysis looks for the
+        notebook's kernel again (a new one is found; none: no live findings)."""
+        state = self.units.get(key)
+        if self.closed or state is None:
+            return []
+        if status in GONE:
+            had = state.kernel is not None or state.facts is not None
+            self.forget(key)
+            self.units[key] = UnitLive()
+            return [key] if had else []
+        kernel = state.kernel
+        if kernel is None:
+            return []
+        if status in RESTARTING:
+            kernel.generation += 1
+            keys = sorted(kernel.units)
+            for other in keys:
+                dropped = self.units.get(other)
+                if dropped is not None:
+                    dropped.facts, dropped.asked = None, None
+                    dropped.kinds.clear()
+                    dropped.retry_at, dropped.failures = 0.0, 0
+            return keys
+        if status in READY and state.facts is None:
+            self._executed(kernel.connection_file)
+        return []
+
     # -- hovers -------------------------------------------------------------------------------
     async def hover(
         self,
@@ -495,3 +540,19 @@ class LiveManager:
             "kernels": len(self.kernels),
             "notebooksWithKernel": sum(1 for s in self.units.values() if s.kernel is not None),
         }
+
+
+def kernel_status(doctor: Doctor, params: Any) -> None:
+    """``torchdoctor/kernelStatus``: ``{"notebook": {"uri": ...}, "status": ...}``."""
+    from .state import norm_uri
+
+    def get(value: Any, name: str) -> Any:
+        return value.get(name) if isinstance(value, dict) else getattr(value, name, None)
+
+    uri = get(get(params, "notebook"), "uri")
+    status = get(params, "status")
+    if not isinstance(uri, str) or not isinstance(status, str):
+        doctor.log("warning", f"{KERNEL_STATUS}: expected a notebook uri and a status: {params!r}")
+        return
+    for key in doctor.live.kernel_status(norm_uri(uri), status):
+        doctor.schedule_key(key)

@@ -31,7 +31,17 @@ from typing import Any
 
 from lsprotocol import types
 
-from . import actions, commands, diagnostics, documents, hover, lifecycle, transport, workspace
+from . import (
+    actions,
+    commands,
+    diagnostics,
+    documents,
+    hover,
+    kernels,
+    lifecycle,
+    transport,
+    workspace,
+)
 from .settings import ClientSettings
 from .state import TorchDoctorServer, logger
 
@@ -69,6 +79,7 @@ def create_server() -> TorchDoctorServer:
     feature(types.SHUTDOWN, lifecycle.shutdown)
     feature(types.TEXT_DOCUMENT_HOVER, hover.hover)
     feature(transport.REJECTED, transport.rejected)
+    feature(kernels.KERNEL_STATUS, kernels.kernel_status)
     server.command(commands.CMD_APPLY_FIXES)(guard(commands.apply_fixes, {"applied": False}))
     server.command(commands.CMD_DEBUG_INFO)(guard(commands.debug_info, {}))
     server.command(commands.CMD_OPEN_GUIDE)(guard(commands.open_guide, {"shown": False}))

@@ -82,6 +82,10 @@ class Unit:
     uri: str  # as the client spells it
     notebook: bool
     diagnostics: dict[str, list[types.Diagnostic]] = field(default_factory=dict)  # by cell/doc
+    # the version each cell's diagnostics were last published with, and the cells' order then
+    # (notebooks)
+    published: dict[str, int | None] = field(default_factory=dict)
+    published_order: tuple[str, ...] = ()
     analysed: Any = None  # the version the diagnostics belong to
     task: asyncio.Task[None] | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
@@ -563,6 +567,7 @@ class Doctor:
         else:
             new = analysis.diagnostics
         gone = [uri for uri in unit.diagnostics if uri not in new]
+        old = unit.diagnostics
         unit.diagnostics = new
         unit.analysed = analysis.version
         if unit.notebook:
@@ -570,8 +575,25 @@ class Doctor:
                 self.cell_owner[norm_uri(uri)] = unit.key
         for uri in gone:
             self.publish(uri, [], None)
+            unit.published.pop(uri, None)
+        # A notebook's cell whose text and findings are as last published is not sent again
+        # while the cells stay in place: a keystroke in one cell of a long notebook publishes
+        # that cell (and the cells whose findings changed), not every cell.
+        order = tuple(new)
+        same_cells = unit.notebook and order == unit.published_order
+        unit.published_order = order if unit.notebook else ()
         for uri, diagnostics in new.items():
-            self.publish(uri, diagnostics, self.doc_version(uri))
+            version = self.doc_version(uri)
+            if (
+                same_cells
+                and uri in unit.published
+                and unit.published[uri] == version
+                and old.get(uri) == diagnostics
+            ):
+                continue
+            self.publish(uri, diagnostics, version)
+            if unit.notebook:
+                unit.published[uri] = version
         unit.done.set()
 
     def doc_version(self, uri: str) -> int | None:

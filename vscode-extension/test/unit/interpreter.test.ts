@@ -60,6 +60,27 @@ describe("resolveInterpreter", () => {
     expect(user).toMatchObject({ ok: true, command: "/usr/bin/python3", source: "setting" });
   });
 
+  it("takes a list of one path, as Ruff's ruff.interpreter, and says what is wrong with other types", async () => {
+    const listed = await resolveInterpreter(input({ setting: { workspaceValue: ["${workspaceFolder}/.venv/bin/python"] } }));
+    expect(listed).toMatchObject({ ok: true, command: wsPython, source: "setting", settingProblems: [] });
+
+    const two = await resolveInterpreter(input({ setting: { globalValue: ["/a/python", "/b/python"] } }));
+    expect(two).toMatchObject({ ok: true, command: path.join(binDir, "python3"), source: "path" });
+    expect(two.settingProblems).toEqual([
+      "torchdoctor.interpreter (user settings) must be one path (a string, or a list of one string); it is a list of 2 entries, so it is ignored.",
+    ]);
+
+    const wrong = await resolveInterpreter(
+      input({ setting: { workspaceFolderValue: { path: "/x" }, workspaceValue: [3], globalValue: "/usr/bin/python3" } }),
+    );
+    expect(wrong).toMatchObject({ ok: true, command: "/usr/bin/python3", source: "setting" });
+    expect(wrong.settingProblems).toEqual([
+      'torchdoctor.interpreter (folder settings) must be a path to a Python executable (a string), not an object ({"path":"/x"}); it is ignored.',
+      "torchdoctor.interpreter (workspace settings) must be a path to a Python executable (a string), not a list ([3]); it is ignored.",
+    ]);
+    expect(wrong.notes).toEqual(expect.arrayContaining(wrong.settingProblems));
+  });
+
   it("takes the Python extension's interpreter when the setting is empty", async () => {
     const r = await resolveInterpreter(input({ setting: { globalValue: "  " }, pythonExtension: async () => "/envs/torch/bin/python" }));
     expect(r).toMatchObject({ ok: true, command: "/envs/torch/bin/python", source: "pythonExtension" });
@@ -176,5 +197,7 @@ describe("reading a workspace's interpreter setting as data", () => {
     fs.writeFileSync(wsFile, '{ "folders": [], "settings": { "torchdoctor.interpreter": "/w/bin/python" } }');
     expect(workspaceInterpreterSetting([path.join(root, "missing.json"), settings, wsFile])).toBe("/w/bin/python");
     expect(workspaceInterpreterSetting([settings])).toBeUndefined();
+    fs.writeFileSync(settings, '{ "torchdoctor.interpreter": ["/l/bin/python"] }');
+    expect(workspaceInterpreterSetting([settings])).toBe("/l/bin/python");
   });
 });

@@ -90,7 +90,11 @@ describe("readSettings", () => {
   it("reads the interpreter as a string or the one-element list other tools use", () => {
     expect(from({ interpreter: " /opt/py/bin/python " }).settings.interpreter).toBe("/opt/py/bin/python");
     expect(from({ interpreter: ["/opt/py/bin/python"] }).settings.interpreter).toBe("/opt/py/bin/python");
-    expect(from({ interpreter: 3 }).problems).toHaveLength(1);
+    expect(from({ interpreter: 3 }).problems).toEqual([
+      "torchdoctor.interpreter must be a path to a Python executable (a string), not a number (3); it is ignored.",
+    ]);
+    expect(from({ interpreter: ["/a", "/b"] }).problems).toHaveLength(1);
+    expect(from({ interpreter: ["/a", "/b"] }).settings.interpreter).toBe("");
   });
 });
 

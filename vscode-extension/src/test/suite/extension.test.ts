@@ -8,6 +8,7 @@ interface TorchdoctorApi {
   readonly state: string;
   readonly interpreter: string | undefined;
   readonly interpreterSource: string | undefined;
+  readonly messages: readonly string[];
   ready(): Promise<void>;
 }
 
@@ -260,6 +261,34 @@ describe("torchdoctor in VS Code", () => {
     } finally {
       await config.update("interpreter", python, vscode.ConfigurationTarget.Workspace);
       await vscode.commands.executeCommand("testPython.selectInterpreter", "");
+    }
+    await waitFor("the configured interpreter again", async () => {
+      await td.ready();
+      return td.state === "running" && td.interpreterSource === "setting" ? true : undefined;
+    });
+  });
+
+  it("takes torchdoctor.interpreter as a list of one path, and says what is wrong with a longer one", async () => {
+    const td = await api();
+    const python = td.interpreter;
+    assert.ok(python);
+    const config = vscode.workspace.getConfiguration("torchdoctor");
+    try {
+      // The form of Ruff's ruff.interpreter: no "p.trim is not a function", the server runs on it.
+      await config.update("interpreter", [python], vscode.ConfigurationTarget.Workspace);
+      await waitFor("the server on the listed interpreter", async () => {
+        await td.ready();
+        return td.state === "running" && td.interpreterSource === "setting" && td.interpreter === python ? true : undefined;
+      });
+      await config.update("interpreter", [python, "/other/bin/python"], vscode.ConfigurationTarget.Workspace);
+      const shown = await waitFor("a warning about the setting", async () => {
+        await td.ready();
+        return td.messages.find((m) => m.includes("must be one path"));
+      });
+      assert.match(shown, /torchdoctor\.interpreter \((folder|workspace) settings\) must be one path/);
+      assert.notEqual(td.interpreterSource, "setting");
+    } finally {
+      await config.update("interpreter", python, vscode.ConfigurationTarget.Workspace);
     }
     await waitFor("the configured interpreter again", async () => {
       await td.ready();
