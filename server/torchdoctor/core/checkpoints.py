@@ -1117,7 +1117,7 @@ def _bound_at(sem: Semantic, binding: Binding, at: ast.AST) -> bool:
         return False
     # The assignment's block holds ``at`` (so no ``if`` branch skips it), and at module level
     # it comes before the function that holds ``at``.
-    return any(s is sem.statement_of(at) or sem.is_inside(at, s) for s in block)
+    return any(sem.in_block(node, block) for node in (at, *sem.ancestors(at)))
 
 
 def _self_device(sem: Semantic, at: ast.AST) -> tuple[str, bool] | None:

@@ -951,9 +951,9 @@ class Semantic:
             mine = self.statement_of(earlier.node)
         except ValueError:
             return True
-        return any(self._in_block(stmt, block) for stmt in (mine, *self.ancestors(mine)))
+        return any(self.in_block(stmt, block) for stmt in (mine, *self.ancestors(mine)))
 
-    def _in_block(self, node: ast.AST, block: list[ast.stmt]) -> bool:
+    def in_block(self, node: ast.AST, block: list[ast.stmt]) -> bool:
         """Whether the statement ``node`` is one of ``block`` (from the index of blocks: no
         scan of the block)."""
         if not isinstance(node, ast.stmt):
