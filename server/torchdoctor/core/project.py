@@ -52,6 +52,48 @@ _TEXT = "project-text"  # the checked text, in ``sem.memo``
 _NOT_PROJECT = frozenset(sys.stdlib_module_names) | {"torch", "torchvision", "numpy"}
 
 
+class KeptModules:
+    """The parsed modules kept between checks, across the projects that share it, bounded by
+    their text (:data:`MAX_KEPT_TEXT`): when a check starts and none is under way, the modules
+    used least recently are dropped, down to half the bound, and the facts derived from the
+    others released."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = MAX_KEPT_TEXT if limit is None else limit
+        self._recent: OrderedDict[tuple[Project, str], int] = OrderedDict()  # oldest first
+        self._text = 0
+        self._checks = 0  # checks under way
+        self._lock = threading.RLock()
+
+    def used(self, project: Project, path: str) -> None:
+        with self._lock:
+            if (project, path) in self._recent:
+                self._recent.move_to_end((project, path))
+
+    def stored(self, project: Project, path: str, size: int) -> None:
+        with self._lock:
+            self._text += size - self._recent.pop((project, path), 0)
+            self._recent[(project, path)] = size
+
+    def begin(self) -> None:
+        with self._lock:
+            if self._text > self.limit and not self._checks:
+                self._shrink()
+            self._checks += 1
+
+    def end(self) -> None:
+        with self._lock:
+            self._checks = max(0, self._checks - 1)
+
+    def _shrink(self) -> None:
+        while self._recent and self._text > self.limit // 2:
+            (project, path), size = self._recent.popitem(last=False)
+            project._drop(path)
+            self._text -= size
+        for project in {project for project, _path in self._recent}:
+            project._release_derived()
+
+
 class _QueryStopped(BaseException):
     """Raised inside a jedi query past its time limit (a BaseException: jedi's own ``except
     Exception`` handlers let it through)."""
@@ -111,14 +153,13 @@ class Project:
         *,
         overlay: Overlay | None = None,
         query_seconds: float = QUERY_SECONDS,
+        kept: KeptModules | None = None,
     ) -> None:
         self.roots: tuple[str, ...] = tuple(dict.fromkeys(os.path.abspath(r) for r in roots))
         self._overlay = overlay  # the text of files open in an editor, by path
         self._query_seconds = query_seconds
         self._modules: dict[str, tuple[object, Module | None]] = {}
-        self._recent: OrderedDict[str, int] = OrderedDict()  # path -> text size, oldest first
-        self._kept_text = 0
-        self._checks = 0  # checks under way (begin ... end)
+        self._kept = kept if kept is not None else KeptModules()
         self._targets: dict[tuple[str, str, int, str], Target | None] = {}
         self._used: dict[str, set[str]] = {}  # importer path -> module paths its checks read
         self._searched: set[str] = set()  # importers whose checks looked for project modules
@@ -151,10 +192,9 @@ class Project:
             stamp = ("disk", st.st_mtime_ns, st.st_size)
         with self._lock:
             cached = self._modules.get(path)
-            if cached is not None and cached[0] == stamp:
-                if path in self._recent:
-                    self._recent.move_to_end(path)
-                return cached[1]
+        if cached is not None and cached[0] == stamp:
+            self._kept.used(self, path)  # (outside the lock: KeptModules takes it after its own)
+            return cached[1]
         if text is None:
             text, _error = read_source(Path(path))
         found: Module | None = None
@@ -170,24 +210,22 @@ class Project:
                     found = Module(path, text, sem)
         with self._lock:
             self._modules[path] = (stamp, found)
-            self._kept_text += len(text or "") - self._recent.pop(path, 0)
-            self._recent[path] = len(text or "")
+        self._kept.stored(self, path, len(text or ""))
         return found
 
-    def _bound(self) -> None:
-        """Drop the modules used least recently while the kept text is over its bound (no
-        check is under way: its facts may point into them). The derived facts of the modules
-        kept are released too, so that none of them still refers to a dropped module."""
-        if self._kept_text <= MAX_KEPT_TEXT or self._checks:
-            return
-        while self._recent and self._kept_text > MAX_KEPT_TEXT // 2:
-            path, size = self._recent.popitem(last=False)
+    def _drop(self, path: str) -> None:
+        """Forget the parsed module at ``path`` (``KeptModules`` bounds what is kept)."""
+        with self._lock:
             self._modules.pop(path, None)
-            self._kept_text -= size
-        self._last_owner = None
-        for _stamp, module in self._modules.values():
-            if module is not None:
-                module.sem.release()
+            self._last_owner = None
+
+    def _release_derived(self) -> None:
+        """Drop the facts derived from the modules kept (none then refers to a dropped one)."""
+        with self._lock:
+            modules = [m for _s, m in self._modules.values() if m is not None]
+            self._last_owner = None
+        for module in modules:
+            module.sem.release()
 
     def adopt(self, sem: Semantic, path: str, text: str | None = None) -> None:
         """Let ``sem`` (the facts of ``text``, the file at ``path``) resolve names through this
@@ -333,16 +371,14 @@ class Project:
     def begin(self, path: str) -> None:
         """A check of ``path`` starts: what it reads from other modules is recorded anew."""
         path = os.path.abspath(path)
+        self._kept.begin()
         with self._lock:
-            self._bound()
-            self._checks += 1
             self._used[path] = set()
             self._searched.discard(path)
 
     def end(self, path: str) -> None:
         """The check of ``path`` that ``begin`` started is over."""
-        with self._lock:
-            self._checks = max(0, self._checks - 1)
+        self._kept.end()
 
     def reads(self, path: str) -> list[str]:
         """What the last check of ``path`` depended on besides its own text: the project

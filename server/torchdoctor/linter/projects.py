@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import threading
 
-from ..core.project import Overlay, Project, project_roots
+from ..core.project import KeptModules, Overlay, Project, project_roots
 
 _INSTALLED = frozenset({"site-packages", "dist-packages"})
 
@@ -24,6 +24,7 @@ class Projects:
         self._by_roots: dict[tuple[str, ...], Project] = {}
         self._root_of: dict[str, tuple[str, ...]] = {}
         self._lock = threading.Lock()
+        self._kept = KeptModules()  # one bound for the modules of all the projects
 
     def for_path(self, path: str) -> Project | None:
         """The project of a file; None for text that is not a file (``<stdin>``, untitled) and
@@ -45,7 +46,9 @@ class Projects:
                 limit = (
                     {} if self._query_seconds is None else {"query_seconds": self._query_seconds}
                 )
-                project = self._by_roots[roots] = Project(roots, overlay=self._overlay, **limit)
+                project = self._by_roots[roots] = Project(
+                    roots, overlay=self._overlay, kept=self._kept, **limit
+                )
             return project
 
     def changed(self, path: str | None = None) -> None:
