@@ -373,7 +373,9 @@ SERVER_SETTINGS_DOCS = {
 VSCODE_SETTINGS_ZH = {
     "torchdoctor.interpreter": "运行 torchdoctor 语言服务器（`python -m torchdoctor server`）的 Python 解释器路径。"
     "留空：使用 Python 扩展中选中的解释器，否则使用 PATH 上的 `python3`。支持 `${workspaceFolder}`、"
-    "`${userHome}`、`${env:NAME}` 和 `~`。在不受信任的工作区中只使用用户级别的值。",
+    "`${userHome}`、`${env:NAME}` 和 `~`。在不受信任的工作区中只使用用户级别的值。"
+    '只含一个路径的列表（`["~/venv/bin/python"]`，即 Ruff 的 `ruff.interpreter` 的写法）按该路径'
+    "使用；其他类型的值会被忽略，并给出警告，说明它在哪一级设置中以及原因。",
     "torchdoctor.fixAll": "提供 `source.fixAll.torchdoctor` 代码操作。要在保存时应用 torchdoctor 的安全修复，"
     "把它加入 `editor.codeActionsOnSave`。",
     "torchdoctor.trace.server": "把 VS Code 与 torchdoctor 语言服务器之间的消息记录到输出面板（用于报告问题）。",
