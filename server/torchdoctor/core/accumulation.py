@@ -103,14 +103,14 @@ def _region(sem: Semantic, node: ast.AST) -> Region | None:
 
 
 # ------------------------------------------------------------------ a guarded step ---------
-def _remainder(sem: Semantic, test: ast.expr, at: ast.AST) -> ast.BinOp | None:
+def _remainder(sem: Semantic, test: ast.expr, at: ast.AST, depth: int = 0) -> ast.BinOp | None:
     """The ``a % k`` a condition reads, directly or through a name assigned from it (the
     latest assignment before the condition, in the same function)."""
     for node in ast.walk(test):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
             if not isinstance(node.left, ast.Constant | ast.JoinedStr):
                 return node
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and depth < 3:
             binding = sem.lookup(node.id, at)
             if (
                 binding is not None
@@ -119,7 +119,7 @@ def _remainder(sem: Semantic, test: ast.expr, at: ast.AST) -> ast.BinOp | None:
                 and binding.value is not None
                 and not isinstance(binding.value, ast.Name)
             ):
-                found = _remainder(sem, binding.value, at)
+                found = _remainder(sem, binding.value, binding.node, depth + 1)
                 if found is not None:
                     return found
     return None

@@ -282,6 +282,9 @@ def local_store(sem: Semantic, call: ast.Call, region: ast.AST) -> str | None:
     func = call.func
     if not (isinstance(func, ast.Attribute) and func.attr in STORING_METHODS):
         return None
+    values = [*call.args, *(k.value for k in call.keywords)]
+    if all(python_arg(sem, a) for a in values):
+        return None  # numbers only: nothing to follow
     receiver = func.value
     while isinstance(receiver, ast.Attribute | ast.Subscript):
         receiver = receiver.value
