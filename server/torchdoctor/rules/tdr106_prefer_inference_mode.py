@@ -21,17 +21,24 @@ _REBUILDING_METHODS = (MODULE_SELF_METHODS - {"eval", "train"}) | {
 
 class PreferInferenceMode(Rule):
     """## What it does
-    Suggests `torch.inference_mode()` for a `with torch.no_grad():` block whose results cannot
-    reach autograd: the block has no `.backward()`, `torch.autograd`/`torch.func` call,
-    `.requires_grad_()`, `.retain_grad()`, `.register_hook()`, `requires_grad=True`,
-    `nn.Parameter(...)`, optimizer built over its tensors or `torch.enable_grad()`, and nothing
-    it computes is kept after it — no name assigned in it is read later (except plain numbers
-    such as `loss.item()`; `x.detach()` is still a tensor), nothing is stored into an
-    attribute, a subscript, an outer container or an object (`setattr`), nothing is returned or
-    yielded from it, no function of the file it calls stores a tensor outside itself or
-    differentiates, and no module is converted in it. Blocks that export or trace a model
-    (`torch.onnx.export`, `torch.jit.trace`...) are left alone: the TorchScript-based ONNX
-    exporter fails under inference mode.
+    Suggests `torch.inference_mode()` for a `with torch.no_grad():` block, or a function
+    decorated with `@torch.no_grad()`, whose results cannot reach autograd. Inside, there is no
+    `.backward()`, `torch.autograd`/`torch.func` call, `.requires_grad_()`, `.retain_grad()`,
+    `.register_hook()`, `requires_grad=True`, `nn.Parameter(...)`, optimizer built over its
+    tensors or `torch.enable_grad()`; no in-place update (`p.mul_(d)`, `p.copy_(q)`) of a tensor
+    made outside it; nothing stored into an attribute, an object (`setattr`) or a subscript of a
+    tensor made outside; no function of the file that stores a tensor outside itself or
+    differentiates; no module converted. What it computes is then followed after it: names
+    assigned in the block and the lists filled in it, and what the decorated function returns
+    at each of its calls in the file. They may only be read — turned into numbers
+    (`loss.item()`), printed, concatenated, saved to a file. They must not be combined with the
+    output of a model or a helper (an inference tensor would be saved for backward), given to a
+    module, a loss, a function of the file or an optimizer, differentiated (or anything
+    computed from them), updated in place, stored on `self` or a global, returned, or read in a
+    nested function. A decorated function that returns a tensor and that no code of the file
+    calls is not reported. Blocks that export or trace a model (`torch.onnx.export`,
+    `torch.jit.trace`...) are left alone: the TorchScript-based ONNX exporter fails under
+    inference mode.
 
     ## Why is this bad?
     `torch.inference_mode()` is `no_grad()` plus less bookkeeping: tensors created in it skip
@@ -44,9 +51,10 @@ class PreferInferenceMode(Rule):
     hint.
 
     The risk runs the other way: a tensor created in inference mode can never enter autograd
-    later (`RuntimeError: Inference tensors cannot be saved for backward`). The rule therefore
-    stays silent whenever a result of the block may outlive it, which is the common case for
-    targets computed under `no_grad()` and used in a loss (teacher outputs, target networks).
+    later (`RuntimeError: Inference tensors cannot be saved for backward`) and cannot be
+    updated in place outside inference mode. The rule therefore stays silent whenever a result
+    of the block may be used in those ways, which is the common case for targets computed under
+    `no_grad()` and used in a loss (teacher outputs, target networks).
 
     ## Example
     ```python
@@ -67,14 +75,16 @@ class PreferInferenceMode(Rule):
     ```
 
     ## Fix safety
-    The fix replaces `torch.no_grad()` with `torch.inference_mode()`. It is offered only under
-    the precondition above: nothing made in the block outlives it except Python numbers, so no
-    tensor of the block can reach a later `.backward()` (on anything computed from it), an
-    optimizer step or `requires_grad_()` — the calls that raise `RuntimeError: Inference tensors
-    cannot be saved for backward` or fail on an in-place update of an inference tensor. A block
-    whose results do reach them is not reported, so no edit is offered.
+    The fix replaces `torch.no_grad()` (or the decorator `@torch.no_grad`) with
+    `torch.inference_mode()`. It is offered only under the precondition above: what the block
+    or the function makes is only read after it, so no tensor of it can reach a later
+    `.backward()` (on anything computed from it), a module, an optimizer step,
+    `requires_grad_()` or an in-place update — the uses that raise `RuntimeError: Inference
+    tensors cannot be saved for backward` or fail on an in-place update of an inference
+    tensor. A block whose results do reach them is not reported, so no edit is offered.
 
     It stays unsafe: code the rule cannot see may still keep a tensor made in the block — a
+    call of the decorated function in another module, a library function given a result, a
     model's `forward` that caches one in a buffer or attribute, a forward hook, a library
     helper with a cache — or need autograd inside it: a helper that turns gradients back on
     with `torch.enable_grad()` works under `no_grad()` but not under `inference_mode()`, which
