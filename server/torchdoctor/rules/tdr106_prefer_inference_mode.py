@@ -3,11 +3,11 @@ from __future__ import annotations
 import ast
 from functools import partial
 
-from ..core import fixes, inference, training
+from ..core import fixes, inference, kinds, training
 from ..core.context import Context
 from ..core.kinds import MODULE_SELF_METHODS
 from ..core.model import Applicability, Edit, Fix, Severity, Text
-from ..core.semantic import is_false, keyword
+from ..core.semantic import LOOP_NODES, is_false, keyword
 from .base import Invalid, Rule, Valid
 
 # Module methods that create new parameter tensors (as inference tensors, in inference mode).
@@ -181,12 +181,14 @@ class PreferInferenceMode(Rule):
         "import torch\n@torch.no_grad()\ndef embed(model, x):\n    return model(x)\n",
         # Read later, but combined with a model's output (saved for its backward).
         "import torch\n"
-        "with torch.no_grad():\n    anchor = encoder(x0)\n"
+        "with torch.no_grad():\n    anchor = sum(encoder(x) for x in xs)\n"
         "loss = (encoder(x) - anchor).pow(2).mean()\n",
         # Updated in place after the block: not allowed on an inference tensor.
         "import torch\n"
-        "with torch.no_grad():\n    running = model(x)\n"
+        "with torch.no_grad():\n    running = torch.stack([model(x) for x in xs])\n"
         "running[running < 0] = 0\nprint(running.sum().item())\n",
+        # A single forward pass: too little to gain.
+        "import torch\nwith torch.no_grad():\n    print(model(x).argmax(1).tolist())\n",
         # A decorated EMA update: parameters made outside are updated in place.
         "import torch\n"
         "@torch.no_grad()\ndef update_ema(ema, model, decay=0.999):\n"
@@ -240,18 +242,18 @@ class PreferInferenceMode(Rule):
         # Imported name: the fix spells it through the torch module.
         Invalid(
             "import torch\nfrom torch import no_grad\n"
-            "with no_grad():\n    print(model(x).mean().item())\n",
+            "with no_grad():\n    for x in xs:\n        print(model(x).mean().item())\n",
             fixed="import torch\nfrom torch import no_grad\n"
-            "with torch.inference_mode():\n    print(model(x).mean().item())\n",
+            "with torch.inference_mode():\n    for x in xs:\n        print(model(x).mean().item())\n",
             lines=(3,),
         ),
         Invalid(
             "import torch as T\n"
             "with T.no_grad(), open('log.txt', 'w') as f:\n"
-            "    f.write(str(float(model(x).sum())))\n",
+            "    for x in xs:\n        f.write(str(float(model(x).sum())))\n",
             fixed="import torch as T\n"
             "with T.inference_mode(), open('log.txt', 'w') as f:\n"
-            "    f.write(str(float(model(x).sum())))\n",
+            "    for x in xs:\n        f.write(str(float(model(x).sum())))\n",
             notebook=True,
             lines=(2,),
         ),
@@ -329,7 +331,7 @@ class PreferInferenceMode(Rule):
                 ),
                 None,
             )
-            if item is None or _keeps_results(ctx, with_, with_.body):
+            if item is None or not _repeats(ctx, with_) or _keeps_results(ctx, with_, with_.body):
                 continue
             self._report(ctx, item.context_expr)
         for func in ast.walk(sem.tree):
@@ -351,6 +353,25 @@ class PreferInferenceMode(Rule):
             ),
             fixes=partial(_to_inference_mode, ctx, node),
         )
+
+
+def _repeats(ctx: Context, with_: ast.With | ast.AsyncWith) -> bool:
+    """Whether the block does work again and again: it runs in a loop, has one inside, or
+    calls a function of the project that loops. (A single forward pass saves too little to
+    be worth a finding.)"""
+    sem = ctx.sem
+    if training.enclosing_loops(sem, with_):
+        return True
+    for node in sem.walk_body(with_.body):
+        if isinstance(node, (*LOOP_NODES, ast.comprehension)):
+            return True
+        if isinstance(node, ast.Call):
+            defined = sem.owner(node).function_def(node.func)
+            if defined is not None and any(
+                isinstance(n, LOOP_NODES) for n in defined[0].walk(defined[1])
+            ):
+                return True
+    return False
 
 
 def _is_no_grad(ctx: Context, decorator: ast.expr) -> bool:
@@ -426,6 +447,10 @@ def _call_keeps(ctx: Context, call: ast.Call, with_: ast.AST, depth: int = 0) ->
         return False
     if func.attr in inference.AUTOGRAD_METHODS:
         return True
+    if func.attr == "step" and any(
+        kinds.is_optimizer(ctx.sem, v) for v in (func.value, *call.args[:1])
+    ):
+        return True  # optimizer state made in inference mode fails a later step outside it
     if func.attr in _REBUILDING_METHODS and isinstance(ctx.sem.parent(call), ast.Expr):
         return True  # model.half(), model.to(device): new parameter tensors
     if func.attr in inference.STORING_METHODS and not all(
