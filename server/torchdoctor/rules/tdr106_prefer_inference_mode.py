@@ -36,7 +36,8 @@ class PreferInferenceMode(Rule):
     module, a loss, a function of the file or an optimizer, differentiated (or anything
     computed from them), updated in place, stored on `self` or a global, returned, or read in a
     nested function. A decorated function that returns a tensor and that no code of the file
-    calls is not reported. Blocks that export or trace a model (`torch.onnx.export`,
+    calls is not reported, nor is a block that runs a single forward pass (no loop in it or
+    around it, no call of a project function that loops): it saves too little. Blocks that export or trace a model (`torch.onnx.export`,
     `torch.jit.trace`...) are left alone: the TorchScript-based ONNX exporter fails under
     inference mode.
 
