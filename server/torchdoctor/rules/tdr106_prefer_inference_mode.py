@@ -5,7 +5,7 @@ from functools import partial
 
 from ..core import fixes, inference, kinds, training
 from ..core.context import Context
-from ..core.kinds import MODULE_SELF_METHODS
+from ..core.kinds import MODULE_SELF_METHODS, Kind
 from ..core.model import Applicability, Edit, Fix, Severity, Text
 from ..core.semantic import LOOP_NODES, is_false, keyword
 from .base import Invalid, Rule, Valid
@@ -37,7 +37,8 @@ class PreferInferenceMode(Rule):
     computed from them), updated in place, stored on `self` or a global, returned, or read in a
     nested function. A decorated function that returns a tensor and that no code of the file
     calls is not reported, nor is a block that runs a single forward pass (no loop in it or
-    around it, no call of a project function that loops): it saves too little. Blocks that export or trace a model (`torch.onnx.export`,
+    around it, no call of a project function that loops over a model or a loader it is given):
+    it saves too little. Blocks that export or trace a model (`torch.onnx.export`,
     `torch.jit.trace`...) are left alone: the TorchScript-based ONNX exporter fails under
     inference mode.
 
@@ -366,7 +367,11 @@ def _repeats(ctx: Context, with_: ast.With | ast.AsyncWith) -> bool:
     for node in sem.walk_body(with_.body):
         if isinstance(node, (*LOOP_NODES, ast.comprehension)):
             return True
-        if isinstance(node, ast.Call):
+        if isinstance(node, ast.Call) and any(
+            kinds.kind(sem, a) is Kind.MODULE or kinds.is_loader(sem, a)
+            for a in (*node.args, *(k.value for k in node.keywords))
+        ):
+            # A function of the project that loops, given a model or a loader.
             defined = sem.owner(node).function_def(node.func)
             if defined is not None and any(
                 isinstance(n, LOOP_NODES) for n in defined[0].walk(defined[1])
@@ -497,7 +502,9 @@ def _stores_outside(ctx: Context, func: ast.AST, depth: int) -> bool:
         elif isinstance(node, ast.Call):
             inner = node.func
             stored = [*node.args, *(k.value for k in node.keywords)]
-            if (
+            if inference.in_place_outside(sem, node, func):
+                found = True  # ``param.sub_(lr * param.grad)``: updates tensors made outside
+            elif (
                 ctx.qualname(inner) in inference.AUTOGRAD_CALLS
                 or training.enters_autograd(sem, node)
                 or (isinstance(inner, ast.Attribute) and inner.attr in inference.AUTOGRAD_METHODS)
