@@ -17,7 +17,7 @@ import ast
 import builtins
 import sys
 
-from . import kinds, training
+from . import kinds, summaries, training
 from .kinds import Kind
 from .semantic import Semantic
 
@@ -115,15 +115,38 @@ def _plain_path(sem: Semantic, call: ast.Call, stmt: ast.stmt) -> bool:
 
 
 def _sink_call(sem: Semantic, call: ast.Call) -> bool:
-    """A call that may use a tensor for autograd or keep it: a module or a loss, a function
-    of the file, an autograd entry, an optimizer."""
+    """A call that may use a tensor for autograd or keep it: a module or a loss, an autograd
+    entry, an optimizer, a function of the project that hands tensors to autograd or keeps
+    state (``global``, an attribute or item of something it did not make)."""
     func = call.func
     qual = sem.qualname(func) or ""
     if qual in AUTOGRAD_CALLS or qual.startswith("torch.optim.") or qual == "torch.nn.Parameter":
         return True
     if training.enters_autograd(sem, call) or training.is_loss_call(sem, call):
         return True
-    return kinds.kind(sem, func) in (Kind.MODULE, Kind.LOSS) or sem.local_function(func) is not None
+    if kinds.kind(sem, func) in (Kind.MODULE, Kind.LOSS):
+        return True
+    defined = sem.owner(call).function_def(func)
+    if defined is None:
+        return sem.local_function(func) is not None
+    owner, function = defined
+    return summaries.of_function(owner, function).autograd or _keeps_state(owner, function)
+
+
+def _keeps_state(sem: Semantic, func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether a function declares ``global``/``nonlocal``, yields, or assigns to an attribute
+    or an item of a value it did not make (a parameter, ``self``, a global)."""
+    for node in sem.walk_body(func.body):
+        if isinstance(node, ast.Global | ast.Nonlocal | ast.Yield | ast.YieldFrom):
+            return True
+        if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Attribute | ast.Subscript) and not made_in(
+                    sem, target, func
+                ):
+                    return True
+    return False
 
 
 def _model_output(sem: Semantic, expr: ast.AST) -> bool:
@@ -167,6 +190,10 @@ def only_read_later(sem: Semantic, names: set[str], region: ast.AST) -> bool:
         if binding is not None and binding.scope is not scope:
             return False
     tainted = set(names)
+    # Names that only ever hold containers the values were put into (a dict, a list): writing
+    # an item of one is not an in-place update of a tensor.
+    stored: set[str] = set()
+    values: set[str] = set(names)
     changed = True
     while changed:
         changed = False
@@ -183,7 +210,11 @@ def only_read_later(sem: Semantic, names: set[str], region: ast.AST) -> bool:
                     if isinstance(target, ast.Attribute | ast.Subscript):
                         if not isinstance(root, ast.Name) or root.id == "self":
                             return False
-                    grown |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+                        stored.add(root.id)  # ``results[k] = t``: a container of them
+                        grown.add(root.id)
+                    else:
+                        values |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+                        grown |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
             elif isinstance(node, ast.For | ast.AsyncFor | ast.comprehension):
                 if _carries(node.iter, tainted):
                     grown |= {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
@@ -198,6 +229,7 @@ def only_read_later(sem: Semantic, names: set[str], region: ast.AST) -> bool:
                     root = root.value
                 if not isinstance(root, ast.Name) or root.id == "self":
                     return False
+                stored.add(root.id)
                 grown.add(root.id)
             if not grown <= tainted:
                 tainted |= grown
@@ -205,11 +237,14 @@ def only_read_later(sem: Semantic, names: set[str], region: ast.AST) -> bool:
     for name in tainted:
         for load in sem.names.get(name, ()):
             owner = sem.enclosing_function(load) or sem.tree
-            if owner is not scope and (scope is sem.tree or sem.is_inside(owner, scope)):
+            if owner is scope or not (scope is sem.tree or sem.is_inside(owner, scope)):
+                continue
+            binding = sem.lookup(name, load)
+            if binding is None or binding.scope is scope:
                 return False  # read in a nested function: it may run any time
     for node in nodes:
         if isinstance(node, ast.Name) and node.id in tainted and isinstance(node.ctx, ast.Load):
-            if not _read_only(sem, node):
+            if not _read_only(sem, node, node.id in stored - values):
                 return False
         elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
             if node.target.id in tainted:
@@ -225,7 +260,7 @@ def _carries(expr: ast.AST, tainted: set[str]) -> bool:
     return any(_carries(child, tainted) for child in ast.iter_child_nodes(expr))
 
 
-def _read_only(sem: Semantic, load: ast.Name) -> bool:
+def _read_only(sem: Semantic, load: ast.Name, container: bool = False) -> bool:
     """Whether one read of a name that may hold an inference tensor only reads it."""
     node: ast.AST = load
     for anc in sem.ancestors(load):
@@ -233,7 +268,8 @@ def _read_only(sem: Semantic, load: ast.Name) -> bool:
             return True
         if isinstance(anc, ast.Subscript | ast.Attribute) and node is anc.value:
             if isinstance(anc.ctx, ast.Store | ast.Del):
-                return False  # ``t[i] = v``: in place on an inference tensor
+                # ``t[i] = v``: in place on an inference tensor (not on a dict of them)
+                return container and node is load and isinstance(anc, ast.Subscript)
             if isinstance(anc, ast.Attribute):
                 parent = sem.parent(anc)
                 if isinstance(parent, ast.Call) and parent.func is anc:

@@ -33,9 +33,9 @@ class PreferInferenceMode(Rule):
     at each of its calls in the file. They may only be read — turned into numbers
     (`loss.item()`), printed, concatenated, saved to a file. They must not be combined with the
     output of a model or a helper (an inference tensor would be saved for backward), given to a
-    module, a loss, a function of the file or an optimizer, differentiated (or anything
-    computed from them), updated in place, stored on `self` or a global, returned, or read in a
-    nested function. A decorated function that returns a tensor and that no code of the file
+    module, a loss, an optimizer or a function of the project that differentiates or keeps
+    state, differentiated (or anything computed from them), updated in place, stored on `self`
+    or a global, returned, or read in a nested function. A decorated function that returns a tensor and that no code of the file
     calls is not reported, nor is a block that runs a single forward pass (no loop in it or
     around it, no call of a project function that loops over a model or a loader it is given):
     it saves too little. Blocks that export or trace a model (`torch.onnx.export`,
@@ -196,6 +196,11 @@ class PreferInferenceMode(Rule):
         "@torch.no_grad()\ndef update_ema(ema, model, decay=0.999):\n"
         "    for e, p in zip(ema.parameters(), model.parameters()):\n"
         "        e.mul_(decay).add_(p, alpha=1 - decay)\n",
+        # Given after the block to a helper of the file that differentiates it.
+        "import torch\n"
+        "def fit(f):\n    head(f).sum().backward()\n"
+        "with torch.no_grad():\n    feats = torch.cat([backbone(x) for x in xs])\n"
+        "fit(feats)\n",
     )
     INVALID = (
         Invalid(
@@ -318,6 +323,32 @@ class PreferInferenceMode(Rule):
             "print(torch.cat(preds).bincount())\n",
             lines=(3,),
         ),
+        # Results written into a dict after the block (an item of a dict, not of a tensor).
+        Invalid(
+            "import torch\nrows = []\n"
+            "with torch.no_grad():\n"
+            "    for x in loader:\n        rows.append(model(x).softmax(-1).cpu())\n"
+            "table = {}\n"
+            "for i, row in enumerate(rows):\n    table[f'p{i}'] = row.numpy()\n",
+            fixed="import torch\nrows = []\n"
+            "with torch.inference_mode():\n"
+            "    for x in loader:\n        rows.append(model(x).softmax(-1).cpu())\n"
+            "table = {}\n"
+            "for i, row in enumerate(rows):\n    table[f'p{i}'] = row.numpy()\n",
+            lines=(3,),
+        ),
+        # Given after the block to a helper of the file that only writes it to a file.
+        Invalid(
+            "import torch\n"
+            "def save(preds, path):\n    torch.save(preds, path)\n"
+            "with torch.no_grad():\n    preds = torch.cat([model(x) for x in xs])\n"
+            "save(preds, 'preds.pt')\n",
+            fixed="import torch\n"
+            "def save(preds, path):\n    torch.save(preds, path)\n"
+            "with torch.inference_mode():\n    preds = torch.cat([model(x) for x in xs])\n"
+            "save(preds, 'preds.pt')\n",
+            lines=(4,),
+        ),
     )
 
     def check(self, ctx: Context) -> None:
@@ -412,7 +443,7 @@ def _keeps_results(ctx: Context, region: ast.AST, body: list[ast.stmt]) -> bool:
                         return True
                 if not plain:
                     assigned |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
-        elif isinstance(node, ast.For | ast.AsyncFor | ast.withitem | ast.comprehension):
+        elif isinstance(node, ast.For | ast.AsyncFor | ast.withitem):  # (comprehensions: own scope)
             bound = node.optional_vars if isinstance(node, ast.withitem) else node.target
             if bound is not None:
                 assigned |= {n.id for n in ast.walk(bound) if isinstance(n, ast.Name)}
