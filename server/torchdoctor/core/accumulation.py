@@ -161,9 +161,18 @@ def _guarded(sem: Semantic) -> Iterator[MicroBatch]:
             continue
         guard, count = guarded
         body = region.body
+        # Steps that run on every iteration apply the gradients of the backward passes before
+        # them (a critic stepped every batch, its generator every k-th).
+        every = [
+            s
+            for s in _all_steps(sem)
+            if _region(sem, s) is region and _guard(sem, s, region) is None
+        ]
         for call in _backwards(sem, body):
             tensor = tensor_of(call)
             if tensor is None or _region(sem, call) is not region or sem.is_inside(call, guard):
+                continue
+            if any(training.before(call, s) for s in every):
                 continue
             yield MicroBatch(call, tensor, step, guard, count, region)
 

@@ -36,7 +36,8 @@ class AccumulationLossNotScaled(Rule):
     parameter), when the module or helper that makes it is handed the count (it may divide
     itself), when the loss is rescaled anywhere on its way (`/ k`, `* w`, `.div(k)`,
     `loss /= k`), when the gradients themselves are rescaled (`p.grad /= k`), or when the inner
-    loop zeroes the gradients or steps on each pass (nothing accumulates).
+    loop zeroes the gradients or steps on each pass, or a step that runs on every iteration
+    follows the backward pass (a critic stepped on every batch): nothing accumulates.
 
     ## Example
     ```python
@@ -168,6 +169,15 @@ class AccumulationLossNotScaled(Rule):
         "        if batch_idx % 2 == 0:\n"
         "            self.manual_backward(self.g(batch).mean())\n"
         "            g_opt.step()\n            g_opt.zero_grad()\n",
+        # A critic stepped on every batch, the generator every k-th: no accumulation for the
+        # critic's loss.
+        "import torch\nimport torch.nn.functional as F\n"
+        "for i, (x, y) in enumerate(loader):\n"
+        "    F.mse_loss(critic(x), y).backward()\n"
+        "    opt_d.step()\n    opt_d.zero_grad()\n"
+        "    if i % n_critic == 0:\n"
+        "        F.mse_loss(critic(gen(x)), y).div(2).backward()\n"
+        "        opt_g.step()\n        opt_g.zero_grad()\n",
     )
     INVALID = (
         Invalid(
