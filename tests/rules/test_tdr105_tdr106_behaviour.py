@@ -242,6 +242,56 @@ for epoch in range(3):
 """
 )
 
+# TDR106: a decorated sampler returns a tensor that its caller only prints; training goes on.
+DECORATED_SAMPLER = (
+    COMMON
+    + """
+
+@torch.no_grad()
+def sample(n):
+    model.eval()
+    x = torch.zeros(n, 8, device=device)
+    for _ in range(3):
+        x = x + model(x).softmax(1).repeat(1, 4)
+    model.train()
+    return x
+
+
+for epoch in range(3):
+    train_loss = train_one_epoch()
+    images = torch.cat([sample(2) for _ in range(2)])
+    print(f"epoch {epoch} train {train_loss!r} sample {images.sum().item()!r}")
+"""
+)
+
+# TDR106: a decorated function makes the targets of a loss; inference_mode would make the
+# backward raise. Not reported.
+DECORATED_TEACHER = """\
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+teacher = nn.Linear(4, 3)
+student = nn.Linear(4, 3)
+opt = torch.optim.SGD(student.parameters(), lr=0.1)
+
+
+@torch.no_grad()
+def targets(x):
+    return teacher(x).softmax(-1)
+
+
+for step in range(3):
+    x = torch.randn(8, 4)
+    t = targets(x)
+    loss = F.mse_loss(student(x).softmax(-1), t)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    print(step, repr(loss.item()))
+"""
+
 # TDR106: tensors made in the block reach a backward pass later; inference_mode would make the
 # backward raise. None of them is reported.
 DETACHED_FEATURES = """\
@@ -515,10 +565,15 @@ def test_tdr106_switches_to_inference_mode_and_keeps_training(tmp_path: Path) ->
     assert "    with torch.inference_mode():\n        for xb, yb in test_loader:\n" in fixed
 
 
+def test_tdr106_switches_a_decorator_and_keeps_training(tmp_path: Path) -> None:
+    fixed = _fixed_keeps_output(tmp_path, DECORATED_SAMPLER, "TDR106", unsafe=True)
+    assert "@torch.inference_mode()\ndef sample(n):\n" in fixed
+
+
 @pytest.mark.parametrize(
     "code",
-    [DETACHED_FEATURES, CACHED_BY_HELPER, ENABLE_GRAD_HELPER],
-    ids=["detached-features", "cached-by-helper", "enable-grad-helper"],
+    [DETACHED_FEATURES, CACHED_BY_HELPER, ENABLE_GRAD_HELPER, DECORATED_TEACHER],
+    ids=["detached-features", "cached-by-helper", "enable-grad-helper", "decorated-teacher"],
 )
 def test_tdr106_offers_no_edit_when_tensors_of_the_block_reach_autograd(
     tmp_path: Path, code: str

@@ -3,54 +3,44 @@ from __future__ import annotations
 import ast
 from functools import partial
 
-from ..core import fixes, training
+from ..core import fixes, inference, kinds, training
 from ..core.context import Context
-from ..core.kinds import MODULE_SELF_METHODS
+from ..core.kinds import MODULE_SELF_METHODS, Kind
 from ..core.model import Applicability, Edit, Fix, Severity, Text
-from ..core.semantic import is_false, keyword
+from ..core.semantic import LOOP_NODES, is_false, keyword
 from .base import Invalid, Rule, Valid
 
-# Calls inside the block that turn gradients back on or differentiate.
-_AUTOGRAD_CALLS = frozenset(
-    {
-        "torch.enable_grad",
-        "torch.set_grad_enabled",
-        "torch.autograd.grad",
-        "torch.autograd.backward",
-    }
-)
-_AUTOGRAD_METHODS = frozenset({"backward", "requires_grad_", "register_hook", "retain_grad"})
-# Methods that store their arguments in the receiver.
-_STORING_METHODS = frozenset(
-    {
-        "append",
-        "extend",
-        "insert",
-        "add",
-        "update",
-        "setdefault",
-        "put",
-        "put_nowait",
-        "__setitem__",
-    }
-)
 # Module methods that create new parameter tensors (as inference tensors, in inference mode).
-_REBUILDING_METHODS = MODULE_SELF_METHODS | {"apply", "register_buffer", "register_parameter"}
+# (``eval()``/``train()`` only set a flag.)
+_REBUILDING_METHODS = (MODULE_SELF_METHODS - {"eval", "train"}) | {
+    "apply",
+    "register_buffer",
+    "register_parameter",
+}
 
 
 class PreferInferenceMode(Rule):
     """## What it does
-    Suggests `torch.inference_mode()` for a `with torch.no_grad():` block whose results cannot
-    reach autograd: the block has no `.backward()`, `torch.autograd`/`torch.func` call,
-    `.requires_grad_()`, `.retain_grad()`, `.register_hook()`, `requires_grad=True`,
-    `nn.Parameter(...)`, optimizer built over its tensors or `torch.enable_grad()`, and nothing
-    it computes is kept after it — no name assigned in it is read later (except plain numbers
-    such as `loss.item()`; `x.detach()` is still a tensor), nothing is stored into an
-    attribute, a subscript, an outer container or an object (`setattr`), nothing is returned or
-    yielded from it, no function of the file it calls stores a tensor outside itself or
-    differentiates, and no module is converted in it. Blocks that export or trace a model
-    (`torch.onnx.export`, `torch.jit.trace`...) are left alone: the TorchScript-based ONNX
-    exporter fails under inference mode.
+    Suggests `torch.inference_mode()` for a `with torch.no_grad():` block, or a function
+    decorated with `@torch.no_grad()`, whose results cannot reach autograd. Inside, there is no
+    `.backward()`, `torch.autograd`/`torch.func` call, `.requires_grad_()`, `.retain_grad()`,
+    `.register_hook()`, `requires_grad=True`, `nn.Parameter(...)`, optimizer built over its
+    tensors or `torch.enable_grad()`; no in-place update (`p.mul_(d)`, `p.copy_(q)`) of a tensor
+    made outside it; nothing stored into an attribute, an object (`setattr`) or a subscript of a
+    tensor made outside; no function of the file that stores a tensor outside itself or
+    differentiates; no module converted. What it computes is then followed after it: names
+    assigned in the block and the lists filled in it, and what the decorated function returns
+    at each of its calls in the file. They may only be read — turned into numbers
+    (`loss.item()`), printed, concatenated, saved to a file. They must not be combined with the
+    output of a model or a helper (an inference tensor would be saved for backward), given to a
+    module, a loss, an optimizer or a function of the project that differentiates or keeps
+    state, differentiated (or anything computed from them), updated in place, stored on `self`
+    or a global, returned, or read in a nested function. A decorated function that returns a tensor and that no code of the file
+    calls is not reported, nor is a block that runs a single forward pass (no loop in it or
+    around it, no call of a project function that loops over a model or a loader it is given):
+    it saves too little. Blocks that export or trace a model (`torch.onnx.export`,
+    `torch.jit.trace`...) are left alone: the TorchScript-based ONNX exporter fails under
+    inference mode.
 
     ## Why is this bad?
     `torch.inference_mode()` is `no_grad()` plus less bookkeeping: tensors created in it skip
@@ -63,9 +53,10 @@ class PreferInferenceMode(Rule):
     hint.
 
     The risk runs the other way: a tensor created in inference mode can never enter autograd
-    later (`RuntimeError: Inference tensors cannot be saved for backward`). The rule therefore
-    stays silent whenever a result of the block may outlive it, which is the common case for
-    targets computed under `no_grad()` and used in a loss (teacher outputs, target networks).
+    later (`RuntimeError: Inference tensors cannot be saved for backward`) and cannot be
+    updated in place outside inference mode. The rule therefore stays silent whenever a result
+    of the block may be used in those ways, which is the common case for targets computed under
+    `no_grad()` and used in a loss (teacher outputs, target networks).
 
     ## Example
     ```python
@@ -86,14 +77,16 @@ class PreferInferenceMode(Rule):
     ```
 
     ## Fix safety
-    The fix replaces `torch.no_grad()` with `torch.inference_mode()`. It is offered only under
-    the precondition above: nothing made in the block outlives it except Python numbers, so no
-    tensor of the block can reach a later `.backward()` (on anything computed from it), an
-    optimizer step or `requires_grad_()` — the calls that raise `RuntimeError: Inference tensors
-    cannot be saved for backward` or fail on an in-place update of an inference tensor. A block
-    whose results do reach them is not reported, so no edit is offered.
+    The fix replaces `torch.no_grad()` (or the decorator `@torch.no_grad`) with
+    `torch.inference_mode()`. It is offered only under the precondition above: what the block
+    or the function makes is only read after it, so no tensor of it can reach a later
+    `.backward()` (on anything computed from it), a module, an optimizer step,
+    `requires_grad_()` or an in-place update — the uses that raise `RuntimeError: Inference
+    tensors cannot be saved for backward` or fail on an in-place update of an inference
+    tensor. A block whose results do reach them is not reported, so no edit is offered.
 
     It stays unsafe: code the rule cannot see may still keep a tensor made in the block — a
+    call of the decorated function in another module, a library function given a result, a
     model's `forward` that caches one in a buffer or attribute, a forward hook, a library
     helper with a cache — or need autograd inside it: a helper that turns gradients back on
     with `torch.enable_grad()` works under `no_grad()` but not under `inference_mode()`, which
@@ -125,7 +118,7 @@ class PreferInferenceMode(Rule):
         "import torch\npreds = []\n"
         "with torch.no_grad():\n"
         "    for x in loader:\n        preds.append(model(x))\n"
-        "print(torch.cat(preds))\n",
+        "loss_fn(student(x), torch.cat(preds)).backward()\n",
         "import torch\n"
         "class EMA:\n"
         "    def update(self, x):\n"
@@ -181,6 +174,33 @@ class PreferInferenceMode(Rule):
             "head(feats).sum().backward()\n",
             notebook=True,
         ),
+        # A decorated function whose result a loss reads (a teacher's targets).
+        "import torch\nimport torch.nn.functional as F\n"
+        "@torch.no_grad()\ndef targets(x):\n    return teacher(x).softmax(-1)\n"
+        "for x in loader:\n    t = targets(x)\n"
+        "    F.kl_div(student(x).log_softmax(-1), t).backward()\n",
+        # A decorated function returning a tensor that no code of the file is seen using.
+        "import torch\n@torch.no_grad()\ndef embed(model, x):\n    return model(x)\n",
+        # Read later, but combined with a model's output (saved for its backward).
+        "import torch\n"
+        "with torch.no_grad():\n    anchor = sum(encoder(x) for x in xs)\n"
+        "loss = (encoder(x) - anchor).pow(2).mean()\n",
+        # Updated in place after the block: not allowed on an inference tensor.
+        "import torch\n"
+        "with torch.no_grad():\n    running = torch.stack([model(x) for x in xs])\n"
+        "running[running < 0] = 0\nprint(running.sum().item())\n",
+        # A single forward pass: too little to gain.
+        "import torch\nwith torch.no_grad():\n    print(model(x).argmax(1).tolist())\n",
+        # A decorated EMA update: parameters made outside are updated in place.
+        "import torch\n"
+        "@torch.no_grad()\ndef update_ema(ema, model, decay=0.999):\n"
+        "    for e, p in zip(ema.parameters(), model.parameters()):\n"
+        "        e.mul_(decay).add_(p, alpha=1 - decay)\n",
+        # Given after the block to a helper of the file that differentiates it.
+        "import torch\n"
+        "def fit(f):\n    head(f).sum().backward()\n"
+        "with torch.no_grad():\n    feats = torch.cat([backbone(x) for x in xs])\n"
+        "fit(feats)\n",
     )
     INVALID = (
         Invalid(
@@ -229,20 +249,105 @@ class PreferInferenceMode(Rule):
         # Imported name: the fix spells it through the torch module.
         Invalid(
             "import torch\nfrom torch import no_grad\n"
-            "with no_grad():\n    print(model(x).mean().item())\n",
+            "with no_grad():\n    for x in xs:\n        print(model(x).mean().item())\n",
             fixed="import torch\nfrom torch import no_grad\n"
-            "with torch.inference_mode():\n    print(model(x).mean().item())\n",
+            "with torch.inference_mode():\n    for x in xs:\n        print(model(x).mean().item())\n",
             lines=(3,),
         ),
         Invalid(
             "import torch as T\n"
             "with T.no_grad(), open('log.txt', 'w') as f:\n"
-            "    f.write(str(float(model(x).sum())))\n",
+            "    for x in xs:\n        f.write(str(float(model(x).sum())))\n",
             fixed="import torch as T\n"
             "with T.inference_mode(), open('log.txt', 'w') as f:\n"
-            "    f.write(str(float(model(x).sum())))\n",
+            "    for x in xs:\n        f.write(str(float(model(x).sum())))\n",
             notebook=True,
             lines=(2,),
+        ),
+        # A decorated validation function that returns a number; a tensor it makes and
+        # fills in is its own.
+        Invalid(
+            "import torch\nimport torch.nn.functional as F\n"
+            "@torch.no_grad()\n"
+            "def validate(model, loader):\n"
+            "    model.eval()\n"
+            "    losses = torch.zeros(len(loader))\n"
+            "    for k, (x, y) in enumerate(loader):\n"
+            "        losses[k] = F.cross_entropy(model(x), y)\n"
+            "    model.train()\n"
+            "    return losses.mean().item()\n",
+            fixed="import torch\nimport torch.nn.functional as F\n"
+            "@torch.inference_mode()\n"
+            "def validate(model, loader):\n"
+            "    model.eval()\n"
+            "    losses = torch.zeros(len(loader))\n"
+            "    for k, (x, y) in enumerate(loader):\n"
+            "        losses[k] = F.cross_entropy(model(x), y)\n"
+            "    model.train()\n"
+            "    return losses.mean().item()\n",
+            lines=(3,),
+        ),
+        # A sampler returns a tensor; its only caller saves it to an image file.
+        Invalid(
+            "import torch\nfrom torch import nn\nfrom torchvision.utils import save_image\n"
+            "class Diffusion(nn.Module):\n"
+            "    @torch.no_grad\n"
+            "    def sample(self, n):\n"
+            "        x = torch.randn(n, 3, 8, 8)\n"
+            "        for t in range(10):\n            x = x - self.net(x)\n"
+            "        return x.clamp(0, 1)\n"
+            "def log_samples(diffusion, step):\n"
+            "    images = torch.cat([diffusion.sample(4) for _ in range(2)])\n"
+            "    save_image(images, f'sample-{step}.png', nrow=4)\n",
+            fixed="import torch\nfrom torch import nn\nfrom torchvision.utils import save_image\n"
+            "class Diffusion(nn.Module):\n"
+            "    @torch.inference_mode()\n"
+            "    def sample(self, n):\n"
+            "        x = torch.randn(n, 3, 8, 8)\n"
+            "        for t in range(10):\n            x = x - self.net(x)\n"
+            "        return x.clamp(0, 1)\n"
+            "def log_samples(diffusion, step):\n"
+            "    images = torch.cat([diffusion.sample(4) for _ in range(2)])\n"
+            "    save_image(images, f'sample-{step}.png', nrow=4)\n",
+            lines=(5,),
+        ),
+        # Predictions kept in a list and only printed after the block.
+        Invalid(
+            "import torch\npreds = []\n"
+            "with torch.no_grad():\n"
+            "    for x in loader:\n        preds.append(model(x).argmax(1))\n"
+            "print(torch.cat(preds).bincount())\n",
+            fixed="import torch\npreds = []\n"
+            "with torch.inference_mode():\n"
+            "    for x in loader:\n        preds.append(model(x).argmax(1))\n"
+            "print(torch.cat(preds).bincount())\n",
+            lines=(3,),
+        ),
+        # Results written into a dict after the block (an item of a dict, not of a tensor).
+        Invalid(
+            "import torch\nrows = []\n"
+            "with torch.no_grad():\n"
+            "    for x in loader:\n        rows.append(model(x).softmax(-1).cpu())\n"
+            "table = {}\n"
+            "for i, row in enumerate(rows):\n    table[f'p{i}'] = row.numpy()\n",
+            fixed="import torch\nrows = []\n"
+            "with torch.inference_mode():\n"
+            "    for x in loader:\n        rows.append(model(x).softmax(-1).cpu())\n"
+            "table = {}\n"
+            "for i, row in enumerate(rows):\n    table[f'p{i}'] = row.numpy()\n",
+            lines=(3,),
+        ),
+        # Given after the block to a helper of the file that only writes it to a file.
+        Invalid(
+            "import torch\n"
+            "def save(preds, path):\n    torch.save(preds, path)\n"
+            "with torch.no_grad():\n    preds = torch.cat([model(x) for x in xs])\n"
+            "save(preds, 'preds.pt')\n",
+            fixed="import torch\n"
+            "def save(preds, path):\n    torch.save(preds, path)\n"
+            "with torch.inference_mode():\n    preds = torch.cat([model(x) for x in xs])\n"
+            "save(preds, 'preds.pt')\n",
+            lines=(4,),
         ),
     )
 
@@ -259,44 +364,100 @@ class PreferInferenceMode(Rule):
                 ),
                 None,
             )
-            if item is None or self._keeps_results(ctx, with_):
+            if item is None or not _repeats(ctx, with_) or _keeps_results(ctx, with_, with_.body):
                 continue
-            call = item.context_expr
-            assert isinstance(call, ast.Call)
-            ctx.report(
-                call,
-                Text(
-                    "Nothing computed under `torch.no_grad()` here reaches autograd: "
-                    "`torch.inference_mode()` does the same with less overhead",
-                    "此处 `torch.no_grad()` 下计算的结果都不会进入自动求导："
-                    "`torch.inference_mode()` 作用相同且开销更小",
-                ),
-                fixes=partial(_to_inference_mode, ctx, call),
-            )
+            self._report(ctx, item.context_expr)
+        for func in ast.walk(sem.tree):
+            if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            decorator = next((d for d in func.decorator_list if _is_no_grad(ctx, d)), None)
+            if decorator is None or _keeps_results(ctx, func, func.body):
+                continue
+            self._report(ctx, decorator)
 
-    @staticmethod
-    def _keeps_results(ctx: Context, with_: ast.With | ast.AsyncWith) -> bool:
-        """Whether anything made in the block may outlive it or enter autograd."""
-        sem = ctx.sem
-        assigned: set[str] = set()
-        for node in sem.walk_body(with_.body):
-            if isinstance(node, ast.Return | ast.Yield | ast.YieldFrom | ast.Global | ast.Nonlocal):
+    def _report(self, ctx: Context, node: ast.expr) -> None:
+        ctx.report(
+            node,
+            Text(
+                "Nothing computed under `torch.no_grad()` here reaches autograd: "
+                "`torch.inference_mode()` does the same with less overhead",
+                "此处 `torch.no_grad()` 下计算的结果都不会进入自动求导："
+                "`torch.inference_mode()` 作用相同且开销更小",
+            ),
+            fixes=partial(_to_inference_mode, ctx, node),
+        )
+
+
+def _repeats(ctx: Context, with_: ast.With | ast.AsyncWith) -> bool:
+    """Whether the block does work again and again: it runs in a loop, has one inside, or
+    calls a function of the project that loops. (A single forward pass saves too little to
+    be worth a finding.)"""
+    sem = ctx.sem
+    if training.enclosing_loops(sem, with_):
+        return True
+    for node in sem.walk_body(with_.body):
+        if isinstance(node, (*LOOP_NODES, ast.comprehension)):
+            return True
+        if isinstance(node, ast.Call) and any(
+            kinds.kind(sem, a) is Kind.MODULE or kinds.is_loader(sem, a)
+            for a in (*node.args, *(k.value for k in node.keywords))
+        ):
+            # A function of the project that loops, given a model or a loader.
+            defined = sem.owner(node).function_def(node.func)
+            if defined is not None and any(
+                isinstance(n, LOOP_NODES) for n in defined[0].walk(defined[1])
+            ):
                 return True
-            if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.NamedExpr):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                plain = training.is_python_value(node.value)
-                for target in targets:
-                    if isinstance(target, ast.Attribute | ast.Subscript) and not plain:
+    return False
+
+
+def _is_no_grad(ctx: Context, decorator: ast.expr) -> bool:
+    """``@torch.no_grad()`` or ``@torch.no_grad``."""
+    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+    if isinstance(decorator, ast.Call) and (decorator.args or decorator.keywords):
+        return False
+    return ctx.qualname(target) == "torch.no_grad"
+
+
+def _keeps_results(ctx: Context, region: ast.AST, body: list[ast.stmt]) -> bool:
+    """Whether anything made in the block (or the decorated function) may outlive it in a
+    way an inference tensor does not allow, or enter autograd."""
+    sem = ctx.sem
+    function = isinstance(region, ast.FunctionDef | ast.AsyncFunctionDef)
+    assigned: set[str] = set()
+    returned: list[ast.expr] = []
+    for node in sem.walk_body(body):
+        if isinstance(node, ast.Yield | ast.YieldFrom | ast.Global | ast.Nonlocal):
+            return True
+        if isinstance(node, ast.Return):
+            if not function:
+                return True
+            if node.value is not None and not inference.python_result(node.value):
+                returned.append(node.value)
+        elif isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.NamedExpr):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            plain = training.is_python_value(node.value)
+            for target in targets:
+                if isinstance(target, ast.Attribute | ast.Subscript) and not plain:
+                    if not inference.made_in(sem, target, region):
                         return True
-                    if not plain:
-                        assigned |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
-            elif isinstance(node, ast.For | ast.AsyncFor | ast.withitem | ast.comprehension):
-                bound = node.optional_vars if isinstance(node, ast.withitem) else node.target
-                if bound is not None:
-                    assigned |= {n.id for n in ast.walk(bound) if isinstance(n, ast.Name)}
-            elif isinstance(node, ast.Call) and _call_keeps(ctx, node, with_):
-                return True
-        return any(training.read_later(sem, name, with_) for name in assigned)
+                if not plain:
+                    assigned |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+        elif isinstance(node, ast.For | ast.AsyncFor | ast.withitem):  # (comprehensions: own scope)
+            bound = node.optional_vars if isinstance(node, ast.withitem) else node.target
+            if bound is not None:
+                assigned |= {n.id for n in ast.walk(bound) if isinstance(n, ast.Name)}
+        elif isinstance(node, ast.Call) and inference.in_place_outside(sem, node, region):
+            return True
+        elif isinstance(node, ast.Call) and inference.local_store(sem, node, region):
+            assigned.add(inference.local_store(sem, node, region) or "")
+        elif isinstance(node, ast.Call) and _call_keeps(ctx, node, region):
+            return True
+    if function:
+        assert isinstance(region, ast.FunctionDef | ast.AsyncFunctionDef)
+        return bool(returned) and not inference.callers_only_read(sem, region)
+    kept = {name for name in assigned if training.read_later(sem, name, region)}
+    return bool(kept) and not inference.only_read_later(sem, kept, region)
 
 
 def _call_keeps(ctx: Context, call: ast.Call, with_: ast.AST, depth: int = 0) -> bool:
@@ -306,7 +467,7 @@ def _call_keeps(ctx: Context, call: ast.Call, with_: ast.AST, depth: int = 0) ->
     function of this file that stores one outside itself."""
     func = call.func
     qual = ctx.qualname(func)
-    if qual in _AUTOGRAD_CALLS or training.enters_autograd(ctx.sem, call):
+    if qual in inference.AUTOGRAD_CALLS or training.enters_autograd(ctx.sem, call):
         return True
     if qual is not None and qual.startswith(("torch.onnx.", "torch.jit.")):
         return True  # the TorchScript-based ONNX exporter fails under inference mode
@@ -321,17 +482,26 @@ def _call_keeps(ctx: Context, call: ast.Call, with_: ast.AST, depth: int = 0) ->
         return local is not None and _stores_outside(ctx, local, depth)
     if not isinstance(func, ast.Attribute):
         return False
-    if func.attr in _AUTOGRAD_METHODS:
+    if func.attr in inference.AUTOGRAD_METHODS:
         return True
+    if func.attr == "step" and any(
+        kinds.is_optimizer(ctx.sem, v) for v in (func.value, *call.args[:1])
+    ):
+        return True  # optimizer state made in inference mode fails a later step outside it
     if func.attr in _REBUILDING_METHODS and isinstance(ctx.sem.parent(call), ast.Expr):
         return True  # model.half(), model.to(device): new parameter tensors
-    if func.attr in _STORING_METHODS and not all(training.is_python_value(a) for a in values):
+    if func.attr in inference.STORING_METHODS and not all(
+        inference.python_arg(ctx.sem, a) for a in values
+    ):
         receiver = func.value
         while isinstance(receiver, ast.Attribute | ast.Subscript):
             receiver = receiver.value
-        return not isinstance(receiver, ast.Name) or training.read_later(
-            ctx.sem, receiver.id, with_
-        )
+        if not isinstance(receiver, ast.Name):
+            return True
+        if isinstance(with_, ast.FunctionDef | ast.AsyncFunctionDef):
+            binding = ctx.sem.lookup(receiver.id, call)
+            return binding is None or binding.scope is not with_  # a local dies with the call
+        return training.read_later(ctx.sem, receiver.id, with_)
     return False
 
 
@@ -357,21 +527,24 @@ def _stores_outside(ctx: Context, func: ast.AST, depth: int) -> bool:
         elif isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             found = not training.is_python_value(node.value) and any(
-                isinstance(t, ast.Attribute | ast.Subscript) for t in targets
+                isinstance(t, ast.Attribute | ast.Subscript) and not inference.made_in(sem, t, func)
+                for t in targets
             )
         elif isinstance(node, ast.Call):
             inner = node.func
             stored = [*node.args, *(k.value for k in node.keywords)]
-            if (
-                ctx.qualname(inner) in _AUTOGRAD_CALLS
+            if inference.in_place_outside(sem, node, func):
+                found = True  # ``param.sub_(lr * param.grad)``: updates tensors made outside
+            elif (
+                ctx.qualname(inner) in inference.AUTOGRAD_CALLS
                 or training.enters_autograd(sem, node)
-                or (isinstance(inner, ast.Attribute) and inner.attr in _AUTOGRAD_METHODS)
+                or (isinstance(inner, ast.Attribute) and inner.attr in inference.AUTOGRAD_METHODS)
             ):
                 found = True  # gradients on, or a backward pass: inference mode breaks it
             elif (
                 isinstance(inner, ast.Attribute)
-                and inner.attr in _STORING_METHODS
-                and not all(training.is_python_value(a) for a in stored)
+                and inner.attr in inference.STORING_METHODS
+                and not all(inference.python_arg(sem, a) for a in stored)
             ):
                 receiver = inner.value
                 while isinstance(receiver, ast.Attribute | ast.Subscript):
@@ -391,8 +564,8 @@ def _stores_outside(ctx: Context, func: ast.AST, depth: int) -> bool:
     return found
 
 
-def _to_inference_mode(ctx: Context, call: ast.Call) -> Fix | None:
-    func = call.func
+def _to_inference_mode(ctx: Context, node: ast.expr) -> Fix | None:
+    func = node.func if isinstance(node, ast.Call) else node
     edits: list[Edit] = []
     if isinstance(func, ast.Attribute) and ctx.qualname(func.value) == "torch":
         text = f"{ctx.segment(func.value)}.inference_mode()"
@@ -404,6 +577,6 @@ def _to_inference_mode(ctx: Context, call: ast.Call) -> Fix | None:
         text = f"{name}.inference_mode()"
     return Fix(
         Text("Use `torch.inference_mode()`", "改用 `torch.inference_mode()`"),
-        (fixes.replace(ctx.source, call, text), *edits),
+        (fixes.replace(ctx.source, node, text), *edits),
         Applicability.UNSAFE,
     )
