@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -170,7 +170,9 @@ def main() -> None:
     )
     per_mb, cpu_per_mb = [], []
     for mb in sizes:
-        path = folder / f"sweep_{mb:g}mb.py"
+        # Each in a folder of its own: the others would be read as scripts of its project.
+        path = folder / f"{mb:g}mb" / "sweep.py"
+        path.parent.mkdir(exist_ok=True)
         text = make_source(int(mb * 1_000_000))
         path.write_text(text, encoding="utf-8")
         seconds, cpu, peak, findings = run_one(args.torchdoctor, path)
@@ -190,9 +192,7 @@ def main() -> None:
             f"{max(chosen) / min(chosen):.2f}x (goal <= 1.5x)"
         )
     if not args.keep:
-        for p in folder.iterdir():
-            p.unlink()
-        os.rmdir(folder)
+        shutil.rmtree(folder)
 
 
 if __name__ == "__main__":

@@ -42,7 +42,15 @@ def _make(tmp_path: Path) -> list[Path]:
     return scripts
 
 
+def _alive() -> int:
+    gc.collect()
+    return sum(isinstance(o, Semantic) for o in gc.get_objects())
+
+
 def _run(scripts: list[Path]) -> tuple[list[list[tuple[str, int]]], int]:
+    """The findings of each script, and how many parsed modules the run keeps (beyond those
+    other tests of this process keep)."""
+    before = _alive()
     projects = Projects()
     try:
         found = []
@@ -51,9 +59,7 @@ def _run(scripts: list[Path]) -> tuple[list[list[tuple[str, int]]], int]:
                 script.read_text(), str(script), codes=frozenset({"TDR502"}), projects=projects
             )
             found.append([(f.code, f.range.start.row) for f in result.findings])
-        gc.collect()
-        alive = sum(isinstance(o, Semantic) for o in gc.get_objects())
-        return found, alive
+        return found, _alive() - before
     finally:
         projects.close()
 

@@ -170,7 +170,7 @@ def test_open_guide_answers_whatever_the_client_replies() -> None:
     try:
         answer, asked = open_guide(client, 10, "TDR105", None)  # a client that answers null
         assert answer["result"]["shown"] is False
-        assert [p["uri"].rstrip("/").rsplit("/", 2)[-1] for p in asked] == ["TDR105"]
+        assert len(asked) == 1 and "/rules/TDR105/" in asked[0]["uri"]
         answer, asked = open_guide(client, 11, "tdr602", {"success": True})
         assert answer["result"]["shown"] is True
         assert "TDR602" in asked[0]["uri"]

@@ -846,16 +846,43 @@ def _restores_object(sem: Semantic, item: ast.Subscript) -> bool:
 
 def _trained(sem: Semantic, module: ast.expr) -> bool:
     """An optimizer of this file is built over ``module.parameters()``."""
-    for call in sem.calls_by_attr.get("parameters", ()):
-        owner = call.func.value  # type: ignore[attr-defined]
-        if not _same_object(sem, owner, module):
-            continue
-        for depth, anc in enumerate(sem.ancestors(call)):
-            if depth > 4 or isinstance(anc, ast.stmt):
-                break
-            if isinstance(anc, ast.Call) and kinds.kind(sem, anc) is Kind.OPTIMIZER:
-                return True
-    return False
+    known = sem.memo.get(_TRAINED)
+    trained: set[tuple[object, ...]]
+    if isinstance(known, set):
+        trained = known
+    else:  # the objects optimizers are built over, worked out once per file
+        trained = set()
+        for call in sem.calls_by_attr.get("parameters", ()):
+            key = _object_key(sem, call.func.value)  # type: ignore[attr-defined]
+            if key is None:
+                continue
+            for depth, anc in enumerate(sem.ancestors(call)):
+                if depth > 4 or isinstance(anc, ast.stmt):
+                    break
+                if isinstance(anc, ast.Call) and kinds.kind(sem, anc) is Kind.OPTIMIZER:
+                    trained.add(key)
+                    break
+        sem.memo[_TRAINED] = trained
+    key = _object_key(sem, module)
+    return key is not None and key in trained
+
+
+_TRAINED = "checkpoints-trained-objects"
+
+
+def _object_key(sem: Semantic, expr: ast.expr) -> tuple[object, ...] | None:
+    """What ``_same_object`` compares: the binding a name reads, or ``self.x`` in a class."""
+    expr = _unwrapped(expr)
+    if isinstance(expr, ast.Name):
+        binding = sem.lookup(expr.id, expr)
+        return None if binding is None else ("name", binding.node)
+    if (
+        isinstance(expr, ast.Attribute)
+        and isinstance(expr.value, ast.Name)
+        and expr.value.id == "self"
+    ):
+        return ("self", expr.attr, sem.enclosing_class(expr))
+    return None
 
 
 def read_as_numpy(sem: Semantic, load: ast.Call) -> bool:
@@ -1461,7 +1488,7 @@ def subscript_entries(
 ) -> Iterator[tuple[str, ast.expr]]:
     """The entries ``name["key"] = value`` adds to the dict a binding holds, in the binding's
     scope after it and before ``before``."""
-    for sub in sem.names.get(binding.name, ()):
+    for sub in sem.reads(binding.name).get(binding.node, ()):
         outer = sem.parent(sub)
         assign = sem.parent(outer) if isinstance(outer, ast.Subscript) else None
         if (
@@ -1640,6 +1667,9 @@ def _file_names(sem: Semantic, path: ast.expr | None) -> set[str]:
     return out
 
 
+_PROJECT_SAVE_NAMES = "checkpoints-project-save-names"
+
+
 def _project_writes(sem: Semantic) -> list[Written]:
     """The saves of the other scripts in this file's folder (read through the project)."""
     known = sem.memo.get(_PROJECT_SAVES)
@@ -1662,9 +1692,11 @@ def saved_elsewhere(sem: Semantic, load: ast.Call) -> list[Written]:
     names = _file_names(sem, argument(load, "f", 0))
     if not names:
         return []
-    return [
-        w for w in _project_writes(sem) if w.sem is not sem and names & _file_names(w.sem, w.path)
-    ]
+    named = sem.memo.get(_PROJECT_SAVE_NAMES)
+    if not isinstance(named, list):  # the file names of each save, worked out once per file
+        named = [(w, _file_names(w.sem, w.path)) for w in _project_writes(sem) if w.sem is not sem]
+        sem.memo[_PROJECT_SAVE_NAMES] = named
+    return [w for w, written in named if names & written]
 
 
 def holds_weights(sem: Semantic, save: ast.Call) -> bool:

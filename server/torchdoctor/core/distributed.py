@@ -255,7 +255,7 @@ def wrapper_call(sem: Semantic, expr: ast.AST, _depth: int = 0) -> ast.Call | No
         except ValueError:
             return None
         # The assignment must sit in a block that also holds the use (not in an `if` branch).
-        if not any(s is sem.statement_of(expr) or sem.is_inside(expr, s) for s in block):
+        if not any(sem.in_block(node, block) for node in (expr, *sem.ancestors(expr))):
             return None
         return wrapper_call(sem, binding.value, _depth)
     if isinstance(expr, ast.Attribute) and terminal_name(expr.value) == "self":

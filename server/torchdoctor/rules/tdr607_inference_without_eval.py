@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 from functools import partial
 
@@ -215,15 +216,35 @@ def _forward_after(sem: Semantic, load: ast.Call, name: str) -> ast.Call | None:
     """The first call of the model (``model(x)``, ``model.forward(x)``) after the load in the
     same function."""
     here = (load.lineno, load.col_offset)
-    found: list[ast.Call] = []
-    for call in sem.calls:
+    for call in _calls_after(sem, name, here):
         func = call.func
         target = func.value if isinstance(func, ast.Attribute) and func.attr == "forward" else func
         if dotted(target) != name or (call.lineno, call.col_offset) <= here:
             continue
         if _same_scope(sem, call, load) or _in_expression_scope(sem, call, load):
-            found.append(call)
-    return min(found, key=lambda c: (c.lineno, c.col_offset)) if found else None
+            return call  # the first, in source order
+    return None
+
+
+def _calls_after(sem: Semantic, name: str, here: tuple[int, int]) -> list[ast.Call]:
+    """The calls that may call ``name`` (indexed under its last part, and ``.forward(...)``
+    calls) after ``here``, in source order (sorted once per name and file)."""
+    key = ("tdr607-calls", name.rsplit(".", 1)[-1])
+    known = sem.memo.get(key)
+    if not isinstance(known, tuple):
+        last = key[1]
+        calls = sorted(
+            {
+                *sem.calls_by_name.get(last, ()),
+                *sem.calls_by_attr.get(last, ()),
+                *sem.calls_by_attr.get("forward", ()),
+            },
+            key=lambda c: (c.lineno, c.col_offset),
+        )
+        known = ([(c.lineno, c.col_offset) for c in calls], calls)
+        sem.memo[key] = known
+    positions, calls = known
+    return calls[bisect.bisect_right(positions, here) :]
 
 
 def _in_expression_scope(sem: Semantic, call: ast.Call, load: ast.Call) -> bool:
