@@ -33,6 +33,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice, product
+from typing import Any
 
 from . import arguments, kinds, summaries
 from .kinds import Kind
@@ -1637,9 +1638,8 @@ def writers_of(sem: Semantic, load: ast.Call) -> list[Written]:
     names = _file_names(sem, argument(load, "f", 0))
     read = keys_read(sem, load) or frozenset()
     out: list[Written] = []
-    for written in (*writes(sem), *_project_writes(sem)):
+    for written, keys in _writes_with_paths(sem):
         if written.sem is sem:
-            keys = {k for k in path_keys(sem, written.path) if k[0] != "node"}
             same = bool(keys & wanted) or any(
                 k[0] == "text" and _instance(str(w[1]), str(k[1]))
                 for k in keys
@@ -1647,9 +1647,28 @@ def writers_of(sem: Semantic, load: ast.Call) -> list[Written]:
                 if w[0] == "text"
             )
         else:
-            same = bool(names & _file_names(written.sem, written.path))
+            same = bool(names & keys)
         if same or (len(read) >= 2 and read <= written.keys):
             out.append(written)
+    return out
+
+
+_WRITES_WITH_PATHS = "checkpoints-writes-with-paths"
+
+
+def _writes_with_paths(sem: Semantic) -> list[tuple[Written, set[Any]]]:
+    """The saves ``writers_of`` compares a load with, each with the keys of its path (this
+    file's) or its file names (another script's), worked out once per file."""
+    known = sem.memo.get(_WRITES_WITH_PATHS)
+    if isinstance(known, list):
+        return known
+    out: list[tuple[Written, set[Any]]] = []
+    for written in (*writes(sem), *_project_writes(sem)):
+        if written.sem is sem:
+            out.append((written, {k for k in path_keys(sem, written.path) if k[0] != "node"}))
+        else:
+            out.append((written, _file_names(written.sem, written.path)))
+    sem.memo[_WRITES_WITH_PATHS] = out
     return out
 
 
