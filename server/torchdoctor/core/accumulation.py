@@ -152,22 +152,19 @@ def _all_steps(sem: Semantic) -> Iterator[ast.Call]:
 
 
 def _guarded(sem: Semantic) -> Iterator[MicroBatch]:
-    for step in _all_steps(sem):
+    # Each step with its region and guard, worked out once (not again for every other step).
+    steps = []
+    for step in dict.fromkeys(_all_steps(sem)):
         region = _region(sem, step)
-        if region is None:
-            continue
-        guarded = _guard(sem, step, region)
-        if guarded is None:
+        steps.append((step, region, _guard(sem, step, region) if region is not None else None))
+    for step, region, guarded in steps:
+        if region is None or guarded is None:
             continue
         guard, count = guarded
         body = region.body
         # Steps that run on every iteration apply the gradients of the backward passes before
         # them (a critic stepped every batch, its generator every k-th).
-        every = [
-            s
-            for s in _all_steps(sem)
-            if _region(sem, s) is region and _guard(sem, s, region) is None
-        ]
+        every = [s for s, r, g in steps if r is region and g is None]
         for call in _backwards(sem, body):
             tensor = tensor_of(call, sem)
             if tensor is None or _region(sem, call) is not region or sem.is_inside(call, guard):
