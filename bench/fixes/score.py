@@ -55,6 +55,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# The corpus script's git helpers (bench/real/fetch.py), shared rather than copied.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "real"))
+from fetch import find_mirror, git, read_blobs
+
 HERE = Path(__file__).resolve().parent
 DEFAULT_CASES_DIR = HERE / "cases"
 DEFAULT_WORK = HERE / "work"
@@ -201,39 +205,6 @@ def known_rules(exe: str) -> dict[str, str]:
 # --- git sources ---------------------------------------------------------------------------
 
 
-def git(git_dir: Path, *args: str, data: bytes | None = None) -> bytes:
-    result = subprocess.run(
-        ["git", f"--git-dir={git_dir}", *args], input=data, capture_output=True, check=False
-    )
-    if result.returncode != 0:
-        raise RuntimeError(
-            f"git {' '.join(args[:3])} failed: {result.stderr.decode(errors='replace').strip()}"
-        )
-    return result.stdout
-
-
-def find_mirror(mirrors: Path, repo: str) -> Path | None:
-    """The bare git directory for ``repo`` under ``mirrors`` (folder ``owner+name*``)."""
-    owner, name = repo.split("/")
-    prefix = f"{owner}+{name}".lower()
-    if not mirrors.is_dir():
-        return None
-    candidates = sorted(
-        d
-        for d in mirrors.iterdir()
-        if d.is_dir()
-        and d.name.lower().startswith(prefix)
-        and (len(d.name) == len(prefix) or not d.name[len(prefix)].isalnum())
-    )
-    for folder in candidates:
-        for sub in (folder, *sorted(folder.iterdir())):
-            if sub.is_dir() and (sub / "HEAD").is_file() and (sub / "objects").is_dir():
-                return sub
-            if sub.is_dir() and (sub / ".git" / "HEAD").is_file():
-                return sub / ".git"
-    return None
-
-
 class Source:
     """Where one project's commits are read from: a mirror, or a partial clone."""
 
@@ -317,24 +288,7 @@ class Source:
                 capture_output=True,
                 check=False,
             )
-        out = git(
-            self.git_dir, "cat-file", "--batch", data="".join(f"{o}\n" for o in oids).encode()
-        )
-        blobs: list[bytes | None] = []
-        pos = 0
-        for oid in oids:
-            end = out.index(b"\n", pos)
-            header = out[pos:end].split()
-            if header[-1:] == [b"missing"]:
-                blobs.append(None)
-                pos = end + 1
-                continue
-            if len(header) != 3 or header[1] != b"blob":
-                raise RuntimeError(f"unexpected object for {oid}: {header!r}")
-            size = int(header[2])
-            blobs.append(out[end + 1 : end + 1 + size])
-            pos = end + 1 + size + 1
-        return blobs
+        return read_blobs(self.git_dir, oids)
 
 
 def materialise(source: Source, commit: str, root: Path, wanted: set[str]) -> None:
