@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tornado.websocket import WebSocketClientConnection
+from tornado.websocket import WebSocketClientConnection, websocket_connect
 
 # Generous: a cold start of the Jupyter server and of the language server on a busy 2-core machine.
 START_TIMEOUT_S = 90.0
@@ -219,3 +219,43 @@ class LspOverWebsocket:
             params = message["params"]
             if params["uri"] == uri and any(d.get("code") == code for d in params["diagnostics"]):
                 return list(params["diagnostics"])
+
+
+LINTED_SOURCE = 'import torch\nstate = torch.load("x.pt", weights_only=True)\n'
+
+
+async def lint_over_websocket(server: JupyterServer, path: str) -> list[dict[str, Any]]:
+    """Speak LSP through the websocket at ``path`` as an editor does: initialize, open
+    ``train.py`` holding ``LINTED_SOURCE``, wait for its TDR602 diagnostics, shut down and exit;
+    the diagnostics."""
+    conn = await asyncio.wait_for(websocket_connect(server.ws_url + path), START_TIMEOUT_S)
+    try:
+        client = LspOverWebsocket(conn)
+        result = await client.request(
+            "initialize",
+            {
+                "processId": None,
+                "rootUri": server.root.as_uri(),
+                "capabilities": {"textDocument": {"publishDiagnostics": {}}},
+            },
+        )
+        assert "capabilities" in result
+        await client.notify("initialized", {})
+        uri = (server.root / "train.py").as_uri()
+        await client.notify(
+            "textDocument/didOpen",
+            {
+                "textDocument": {
+                    "uri": uri,
+                    "languageId": "python",
+                    "version": 1,
+                    "text": LINTED_SOURCE,
+                }
+            },
+        )
+        diagnostics = await client.diagnostics_for(uri, "TDR602")
+        assert await client.request("shutdown") is None
+        await client.notify("exit")
+        return diagnostics
+    finally:
+        conn.close()

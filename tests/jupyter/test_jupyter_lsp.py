@@ -13,10 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from jupyter_helpers import START_TIMEOUT_S, JupyterServer, LspOverWebsocket, running_jupyter
-from tornado.websocket import websocket_connect
-
-SOURCE = 'import torch\nstate = torch.load("x.pt", weights_only=True)\n'
+from jupyter_helpers import JupyterServer, lint_over_websocket, running_jupyter
 
 
 @pytest.fixture
@@ -42,33 +39,7 @@ def test_jupyter_lsp_finds_torchdoctor_by_entry_point(jupyter_server: JupyterSer
 
 
 async def _lint_through_websocket(server: JupyterServer) -> None:
-    conn = await asyncio.wait_for(
-        websocket_connect(server.ws_url + "/lsp/ws/torchdoctor"), START_TIMEOUT_S
-    )
-    try:
-        client = LspOverWebsocket(conn)
-        result = await client.request(
-            "initialize",
-            {
-                "processId": None,
-                "rootUri": server.root.as_uri(),
-                "capabilities": {"textDocument": {"publishDiagnostics": {}}},
-            },
-        )
-        assert "capabilities" in result
-        await client.notify("initialized", {})
-
-        uri = (server.root / "train.py").as_uri()
-        await client.notify(
-            "textDocument/didOpen",
-            {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": SOURCE}},
-        )
-        diagnostics = await client.diagnostics_for(uri, "TDR602")
-        found = next(d for d in diagnostics if d["code"] == "TDR602")
-        assert found["range"]["start"]["line"] == 1
-        assert "map_location" in found["message"]
-
-        assert await client.request("shutdown") is None
-        await client.notify("exit")
-    finally:
-        conn.close()
+    diagnostics = await lint_over_websocket(server, "/lsp/ws/torchdoctor")
+    found = next(d for d in diagnostics if d["code"] == "TDR602")
+    assert found["range"]["start"]["line"] == 1
+    assert "map_location" in found["message"]

@@ -19,12 +19,13 @@ from pathlib import Path
 
 import pytest
 from jupyter_helpers import (
+    LINTED_SOURCE as SOURCE,
+)
+from jupyter_helpers import (
     START_TIMEOUT_S,
-    JupyterServer,
-    LspOverWebsocket,
+    lint_over_websocket,
     running_jupyter,
 )
-from tornado.websocket import websocket_connect
 
 from torchdoctor import jupyter_lsp, launch
 
@@ -52,8 +53,6 @@ DEPENDENCIES = [
     "dateutil",
     "platformdirs",
 ]
-
-SOURCE = 'import torch\nstate = torch.load("x.pt", weights_only=True)\n'
 
 
 def plant(root: Path, marks: Path) -> list[str]:
@@ -166,35 +165,9 @@ def test_python_dash_m_would_run_the_workspace(tmp_path: Path) -> None:
     assert list(marks.iterdir())
 
 
-async def _lint_through(server: JupyterServer, path: str) -> None:
-    conn = await asyncio.wait_for(websocket_connect(server.ws_url + path), START_TIMEOUT_S)
-    try:
-        client = LspOverWebsocket(conn)
-        result = await client.request(
-            "initialize",
-            {
-                "processId": None,
-                "rootUri": server.root.as_uri(),
-                "capabilities": {"textDocument": {"publishDiagnostics": {}}},
-            },
-        )
-        assert "capabilities" in result
-        await client.notify("initialized", {})
-        uri = (server.root / "train.py").as_uri()
-        await client.notify(
-            "textDocument/didOpen",
-            {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": SOURCE}},
-        )
-        await client.diagnostics_for(uri, "TDR602")
-        assert await client.request("shutdown") is None
-        await client.notify("exit")
-    finally:
-        conn.close()
-
-
 def test_jupyter_lsp_in_a_real_jupyter_server(tmp_path: Path, planted: tuple[Path, Path]) -> None:
     with running_jupyter(tmp_path, console_script=True) as server:
-        asyncio.run(_lint_through(server, "/lsp/ws/torchdoctor"))
+        asyncio.run(lint_over_websocket(server, "/lsp/ws/torchdoctor"))
 
 
 def test_the_jupyterlab_relay_in_a_real_jupyter_server(
@@ -206,4 +179,4 @@ def test_the_jupyterlab_relay_in_a_real_jupyter_server(
     config.parent.mkdir()
     config.write_text('{"ServerApp": {"jpserver_extensions": {"jupyterlab_torchdoctor": true}}}')
     with running_jupyter(tmp_path, console_script=True, env_extra=env) as server:
-        asyncio.run(_lint_through(server, "/torchdoctor/lsp"))
+        asyncio.run(lint_over_websocket(server, "/torchdoctor/lsp"))
