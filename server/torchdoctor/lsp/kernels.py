@@ -17,8 +17,9 @@ false.
 An editor that knows the notebook's kernel (the JupyterLab extension) tells the server what
 became of it with the ``torchdoctor/kernelStatus`` notification (:func:`kernel_status`): after a
 restart the facts read before it are dropped at once (a tensor of the old namespace no longer
-underlines anything) and read again when the kernel is ready; after a shutdown, or when the
-notebook changed kernels, the notebook's kernel is looked up again.
+underlines anything) and read again when the kernel is ready. An answer of a probe that was under
+way, or of the process the restart replaces (it answers until it exits), is not taken. After a
+shutdown, or when the notebook changed kernels, the notebook's kernel is looked up again.
 """
 
 from __future__ import annotations
@@ -156,6 +157,8 @@ class Kernel:
         self.bridge = bridge
         self.watcher = watcher
         self.generation = 0  # bumped for every execution the user finished
+        self.restarts = 0  # bumped when the editor says the kernel is restarting
+        self.gone: set[object] = set()  # the pids of the processes restarts replaced
         self.units: set[str] = set()
 
     def close(self) -> None:  # blocking: call it in the pool
@@ -370,7 +373,7 @@ class LiveManager:
         if state is None or state.kernel is None or state.wanted is None:
             return
         kernel, wanted = state.kernel, state.wanted
-        generation = kernel.generation
+        generation, restarts = kernel.generation, kernel.restarts
         try:
             facts = await self._io(
                 PROBE_TIMEOUT + CONTROL_MARGIN, kernel.bridge.probe, wanted, PROBE_TIMEOUT
@@ -393,6 +396,18 @@ class LiveManager:
             return
         if self.units.get(key) is not state or state.kernel is not kernel:
             return
+        if kernel.restarts != restarts:
+            # The kernel restarted while the probe ran: what it read may be the namespace that
+            # is gone. "ready" probes again.
+            return
+        pid = facts.kernel.get("pid")
+        if pid in kernel.gone:
+            # The process a restart replaces answers until it exits: ask the new one.
+            state.failures += 1
+            if state.failures <= PROBE_RETRIES:
+                asyncio.get_running_loop().call_later(SETTLE_S, self._reprobe, key)
+                return
+            kernel.gone.discard(pid)  # still there: the editor's "restarting" was not one
         state.facts, state.asked, state.generation = facts, wanted, generation
         state.retry_at, state.failures = 0.0, 0
         for name, value in facts.names.items():
@@ -445,13 +460,17 @@ class LiveManager:
             return []
         if status in RESTARTING:
             kernel.generation += 1
+            kernel.restarts += 1
             keys = sorted(kernel.units)
             for other in keys:
                 dropped = self.units.get(other)
-                if dropped is not None:
-                    dropped.facts, dropped.asked = None, None
-                    dropped.kinds.clear()
-                    dropped.retry_at, dropped.failures = 0.0, 0
+                if dropped is None:
+                    continue
+                if dropped.facts is not None and dropped.facts.kernel.get("pid") is not None:
+                    kernel.gone.add(dropped.facts.kernel["pid"])
+                dropped.facts, dropped.asked = None, None
+                dropped.kinds.clear()
+                dropped.retry_at, dropped.failures = 0.0, 0
             return keys
         if status in READY and state.facts is None:
             self._executed(kernel.connection_file)
