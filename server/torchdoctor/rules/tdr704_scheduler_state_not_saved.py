@@ -6,6 +6,7 @@ from ..core import checkpoints, fixes, kinds
 from ..core.context import Context
 from ..core.kinds import Kind
 from ..core.model import Applicability, Fix, Severity, Text
+from ..core.semantic import keyword
 from .base import Invalid, Rule, Valid
 
 _SCHEDULERS = "torch.optim.lr_scheduler."
@@ -70,15 +71,39 @@ def _built_by_helpers(ctx: Context) -> list[str]:
     return names
 
 
+def schedule_restored(ctx: Context) -> bool:
+    """The file sets a scheduler's position itself, as a resume from the saved epoch does:
+    ``scheduler.last_epoch = start_epoch - 1``, or a scheduler built with ``last_epoch=`` of
+    something other than a literal."""
+    sem = ctx.sem
+    for stmt in sem.assigns:
+        for target in stmt.targets:
+            if (
+                isinstance(target, ast.Attribute)
+                and target.attr == "last_epoch"
+                and kinds.is_scheduler(sem, target.value)
+            ):
+                return True
+    for call in sem.calls:
+        given = keyword(call, "last_epoch")
+        if given is None or isinstance(given.value, ast.Constant | ast.UnaryOp):
+            continue
+        qual = ctx.qualname(call.func)
+        if qual and qual.startswith(_SCHEDULERS):
+            return True
+    return False
+
+
 class SchedulerStateNotSaved(Rule):
     """## What it does
     Checks for a checkpoint dict passed to `torch.save` that holds the optimizer's
     `state_dict()` but not the learning-rate scheduler's, in a file that creates a scheduler
     (or gets one from a helper of another module, `build_scheduler(optimizer, cfg)`). Entries
     that the code adds to the dict by subscript before the save
-    (`ckpt["scheduler"] = scheduler.state_dict()`) count as saved.
-
-    Off by default (`extend-select = ["TDR704"]` turns it on): on real code its findings were schedules restored another way (`scheduler.last_epoch = start_epoch - 1`).
+    (`ckpt["scheduler"] = scheduler.state_dict()`) count as saved. A file that sets the
+    scheduler's position itself when it resumes (`scheduler.last_epoch = start_epoch - 1`, or
+    a scheduler built with `last_epoch=start_epoch - 1`) is not reported: the schedule is
+    rebuilt from the saved epoch.
 
     ## Why is this bad?
     A scheduler has state of its own: the epoch or step it has reached, and for
@@ -109,7 +134,6 @@ class SchedulerStateNotSaved(Rule):
     """
 
     code = "TDR704"
-    default = False
     name = "scheduler-state-not-saved"
     severity = Severity.INFO
     fix_safety = Applicability.UNSAFE
@@ -131,6 +155,16 @@ class SchedulerStateNotSaved(Rule):
         "ckpt = {'model': model.state_dict(), 'optimizer': opt.state_dict()}\n"
         "if sched is not None:\n    ckpt['scheduler'] = sched.state_dict()\n"
         "torch.save(ckpt, 'c.pt')\n",
+        # The schedule's position is rebuilt from the saved epoch on resume.
+        "import torch\nsched = torch.optim.lr_scheduler.LambdaLR(opt, lambda e: 0.9**e)\n"
+        "ckpt = torch.load('c.pt', map_location='cpu')\nstart_epoch = ckpt['epoch'] + 1\n"
+        "sched.last_epoch = start_epoch - 1\n"
+        "for epoch in range(start_epoch, 10):\n"
+        "    sched.step()\n"
+        "    torch.save({'optimizer': opt.state_dict(), 'epoch': epoch}, 'c.pt')\n",
+        "import torch\nstart = torch.load('c.pt', map_location='cpu')['epoch'] + 1\n"
+        "sched = torch.optim.lr_scheduler.StepLR(opt, 30, last_epoch=start - 1)\n"
+        "torch.save({'optimizer': opt.state_dict(), 'epoch': start}, 'c.pt')\n",
         # The scheduler from a helper of another module is saved.
         Valid(
             "import torch\nfrom optim import build_optimizer, build_scheduler\n"
@@ -191,9 +225,12 @@ class SchedulerStateNotSaved(Rule):
         if not saved:
             return
         names = scheduler_names(ctx)
-        if not names:
+        if not names or schedule_restored(ctx):
             return
+        reported: set[int] = set()
         for call, data in saved:
+            if id(data) in reported:  # one dict saved to several files
+                continue
             added = checkpoints.added_entries(ctx.sem, call)  # ckpt["scheduler"] = ...
             owners = [
                 checkpoints.state_dict_owner(v) for v in (*data.values, *(v for _, v in added))
@@ -222,6 +259,7 @@ class SchedulerStateNotSaved(Rule):
                     ),
                     Applicability.UNSAFE,
                 )
+            reported.add(id(data))
             ctx.report(
                 data,
                 Text(
