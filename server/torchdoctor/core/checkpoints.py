@@ -32,6 +32,7 @@ import ast
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from itertools import islice, product
 from typing import Any
 
@@ -793,11 +794,23 @@ def _copies(sem: Semantic, receiver: ast.expr) -> bool:
 def _moved(sem: Semantic, owner: ast.expr) -> bool:
     """``owner.to(...)``, ``owner.eval()``... somewhere in the file (the same variable): a
     module's methods (a tensor has no ``load_state_dict``)."""
-    return any(
-        _same_object(sem, call.func.value, owner)  # type: ignore[attr-defined]
-        for method in kinds.MODULE_SELF_METHODS
-        for call in sem.calls_by_attr.get(method, ())
-    )
+    known = sem.memo.get(_MOVED)
+    moved: set[tuple[object, ...]]
+    if isinstance(known, set):
+        moved = known
+    else:  # the objects such methods are called on, worked out once per file
+        moved = set()
+        for method in kinds.MODULE_SELF_METHODS:
+            for call in sem.calls_by_attr.get(method, ()):
+                key = _object_key(sem, call.func.value)  # type: ignore[attr-defined]
+                if key is not None:
+                    moved.add(key)
+        sem.memo[_MOVED] = moved
+    key = _object_key(sem, owner)
+    return key is not None and key in moved
+
+
+_MOVED = "checkpoints-moved-objects"
 
 
 def restores_training(sem: Semantic, load: ast.Call) -> bool:
@@ -812,7 +825,7 @@ def restores_training(sem: Semantic, load: ast.Call) -> bool:
             or kinds.is_scheduler(sem, target)
             or kinds.kind(sem, target) is Kind.SCALER
             or _trained(sem, target)
-            or any(_same_object(sem, target, owner) for owner in _saved_owners(sem))
+            or _saved_owner(sem, target)
         ):
             return True
     for use in value_uses(sem, load) or ():
@@ -901,6 +914,22 @@ def read_as_numpy(sem: Semantic, load: ast.Call) -> bool:
             if qual == "torch.from_numpy" or qual.startswith("numpy."):
                 return True
     return False
+
+
+def _saved_owner(sem: Semantic, target: ast.expr) -> bool:
+    """Whether this file's saves write ``target.state_dict()`` (the same variable)."""
+    known = sem.memo.get(_SAVED_OWNER_KEYS)
+    keys: set[tuple[object, ...]]
+    if isinstance(known, set):
+        keys = known
+    else:
+        keys = {k for k in map(partial(_object_key, sem), _saved_owners(sem)) if k is not None}
+        sem.memo[_SAVED_OWNER_KEYS] = keys
+    key = _object_key(sem, target)
+    return key is not None and key in keys
+
+
+_SAVED_OWNER_KEYS = "checkpoints-saved-owner-keys"
 
 
 def _saved_owners(sem: Semantic) -> list[ast.expr]:
@@ -1402,9 +1431,7 @@ def _helper_arguments(sem: Semantic, call: ast.Call) -> tuple[ast.expr, ast.expr
     positional = [a.arg for a in (*args.posonlyargs, *args.args)]
     if positional and positional[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):
         positional = positional[1:]
-    for inner in owner.walk(func):
-        if not (isinstance(inner, ast.Call) and owner.qualname(inner.func) in SAVES):
-            continue
+    for inner in _saves_in(owner, func):
         star = inner.args[0] if inner.args and isinstance(inner.args[0], ast.Starred) else None
         if (
             star is not None
@@ -1422,6 +1449,25 @@ def _helper_arguments(sem: Semantic, call: ast.Call) -> tuple[ast.expr, ast.expr
         if found[0] is not None:
             return found[0], found[1]
     return None
+
+
+def _saves_in(sem: Semantic, func: ast.AST) -> list[ast.Call]:
+    """The ``torch.save`` calls in a function's body (not in nested functions), worked out once
+    per function: a helper called many times is not walked again for each call."""
+    key = (_SAVES_IN, func)
+    known = sem.memo.get(key)
+    if isinstance(known, list):
+        return known
+    found = [
+        inner
+        for inner in sem.walk(func)
+        if isinstance(inner, ast.Call) and sem.qualname(inner.func) in SAVES
+    ]
+    sem.memo[key] = found
+    return found
+
+
+_SAVES_IN = "checkpoints-saves-in"
 
 
 def _handed(call: ast.Call, positional: list[str], param: ast.expr | None) -> ast.expr | None:

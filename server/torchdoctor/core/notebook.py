@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import json
 import re
 import warnings
@@ -84,7 +85,24 @@ class Cell:
 
 def mask_magics(source: str) -> str:
     """Replace IPython-only lines with ``pass`` of the same indentation (rows are kept; rows end
-    at ``\\n``, ``\\r\\n`` or ``\\r``, as for Python, and end at ``\\n`` in the result)."""
+    at ``\\n``, ``\\r\\n`` or ``\\r``, as for Python, and end at ``\\n`` in the result).
+
+    A notebook is masked again on every keystroke, one cell of it edited: the results for
+    cells of ordinary size are kept (the 2,048 last used)."""
+    if len(source) > _MASK_CACHE_CHARS:
+        return _mask_magics(source)
+    return _mask_magics_cached(source)
+
+
+_MASK_CACHE_CHARS = 20_000  # longer cells are masked every time
+
+
+@functools.lru_cache(maxsize=2048)
+def _mask_magics_cached(source: str) -> str:
+    return _mask_magics(source)
+
+
+def _mask_magics(source: str) -> str:
     lines = _EOL.split(source)
     first = lines[0].lstrip() if lines else ""
     if first.startswith("%%"):
