@@ -3,19 +3,11 @@ from __future__ import annotations
 import ast
 import itertools
 
-from ..core import fixes
+from ..core import fixes, layout
 from ..core.context import Context
 from ..core.model import Applicability, Edit, Fix, Pos, Text
 from .base import Invalid, Rule, Valid
 
-# Tensor methods and properties whose result usually does not have contiguous strides.
-_STRIDED_METHODS = frozenset(
-    {"t", "transpose", "permute", "swapaxes", "swapdims", "movedim", "expand"}
-)
-_STRIDED_PROPERTIES = frozenset({"T", "mT"})
-_STRIDED_FUNCTIONS = frozenset(
-    f"torch.{name}" for name in ("t", "transpose", "permute", "swapaxes", "swapdims", "movedim")
-)
 # Roots that hold something other than a tensor.
 _FOREIGN_PACKAGES = ("numpy", "pandas", "jax", "tensorflow", "cupy", "scipy")
 
@@ -139,6 +131,38 @@ class ViewOnTransposed(Rule):
             "import torch\nx = torch.randn(3, 4)\ny = x.t().reshape(-1)",
             notebook=True,
         ),
+        # The layout followed through the code: a copy in the default format, or a slice of
+        # one row along a dimension (``correct[:1]`` views as one row), ends it.
+        "import torch\ndef f(pred, t):\n    c = pred.t().eq(t).contiguous()\n    return c[:5].view(-1)",
+        "import torch\ndef f(pred, t):\n    c = pred.t().eq(t)\n    return c[:1].view(-1)",
+        "import torch\ndef f(pred, t):\n    c = pred.t().eq(t)\n    return c[:, 2:3].view(-1)",
+        "import torch\ndef f(pred, t):\n    c = pred.t().eq(t)\n    return c[0].view(-1)",
+        "import torch\ndef f(x):\n    return x.t().clone(memory_format=torch.contiguous_format).view(-1)",
+        # TensorIterator lays the result out like its first operand: `t` is contiguous here.
+        "import torch\ndef f(pred, t):\n    return t.eq(pred.t()).view(-1)",
+        "import torch\ndef f(pred, t):\n    return (t == pred.t()).view(-1)",
+        # Reductions and softmax return contiguous tensors; so does arithmetic on an expand.
+        "import torch\ndef f(x):\n    return x.t().sum(0).view(-1)",
+        "import torch\ndef f(x):\n    return x.t().softmax(1).view(-1)",
+        "import torch\ndef f(x):\n    return (x.expand(4, 3) + 1).view(12)",
+        # The name is rebound before the view, or the slice is taken of another tensor.
+        "import torch\n"
+        "def f(output, target, ks):\n"
+        "    _, pred = output.topk(max(ks), 1, True, True)\n"
+        "    pred = pred.t()\n"
+        "    correct = pred.eq(target.view(1, -1).expand_as(pred))\n"
+        "    correct = correct.contiguous()\n"
+        "    return [correct[:k].view(-1).float().sum(0) for k in ks]",
+        "import torch\ndef f(x, y):\n    c = x.t().eq(0)\n    c = y.eq(0)\n    return c[:3].view(-1)",
+        # numpy: a transposed array compared, then viewed as another dtype.
+        "import numpy as np\nimport torch\nm = np.zeros((3, 4)).T\nb = (m > 0).view(np.uint8)",
+        # A user class whose .t() and .eq() return its own objects.
+        "import torch\n"
+        "class Grid:\n"
+        "    def t(self):\n        return self\n"
+        "    def eq(self, other):\n        return self\n"
+        "    def view(self, *shape):\n        return shape\n"
+        "g = Grid()\nv = g.t().eq(1).view(-1)",
     )
     INVALID = (
         # A literal size that splits the moved channels (an SSD box head: 9 anchors x 4): the
@@ -216,6 +240,66 @@ class ViewOnTransposed(Rule):
             notebook=True,
             lines=(3,),
         ),
+        # The top-k accuracy helper: `correct` has the strides of `pred.t()` (an elementwise
+        # comparison keeps its first operand's layout), and a slice of two or more rows of it
+        # cannot be flattened without a copy.
+        Invalid(
+            "import torch\n"
+            "def accuracy(output, target, topk=(1,)):\n"
+            "    maxk = max(topk)\n"
+            "    _, pred = output.topk(maxk, 1, True, True)\n"
+            "    pred = pred.t()\n"
+            "    correct = pred.eq(target.view(1, -1).expand_as(pred))\n"
+            "    res = []\n"
+            "    for k in topk:\n"
+            "        correct_k = correct[:k].view(-1).float().sum(0, keepdim=True)\n"
+            "        res.append(correct_k)\n"
+            "    return res\n",
+            fixed="import torch\n"
+            "def accuracy(output, target, topk=(1,)):\n"
+            "    maxk = max(topk)\n"
+            "    _, pred = output.topk(maxk, 1, True, True)\n"
+            "    pred = pred.t()\n"
+            "    correct = pred.eq(target.view(1, -1).expand_as(pred))\n"
+            "    res = []\n"
+            "    for k in topk:\n"
+            "        correct_k = correct[:k].reshape(-1).float().sum(0, keepdim=True)\n"
+            "        res.append(correct_k)\n"
+            "    return res\n",
+            lines=(9,),
+        ),
+        Invalid(
+            "import torch\n"
+            "def errors(preds, labels, ks):\n"
+            "    _, inds = torch.topk(preds, max(ks), dim=1)\n"
+            "    inds = inds.t()\n"
+            "    correct = inds.eq(labels.view(1, -1).expand_as(inds))\n"
+            "    return [correct[:k, :].view(-1).float().sum() for k in ks]\n",
+            fixed="import torch\n"
+            "def errors(preds, labels, ks):\n"
+            "    _, inds = torch.topk(preds, max(ks), dim=1)\n"
+            "    inds = inds.t()\n"
+            "    correct = inds.eq(labels.view(1, -1).expand_as(inds))\n"
+            "    return [correct[:k, :].reshape(-1).float().sum() for k in ks]\n",
+            lines=(6,),
+        ),
+        # Copies in the default `preserve_format` keep the permuted strides: `.clone()` too.
+        Invalid(
+            "import torch\ndef f(x):\n    return x.t().clone().view(-1)",
+            fixed="import torch\ndef f(x):\n    return x.t().clone().reshape(-1)",
+            lines=(3,),
+        ),
+        Invalid(
+            "import torch\ndef f(x):\n    y = (2 * x.transpose(0, 1)).float()\n    return y.view(-1)",
+            fixed="import torch\ndef f(x):\n"
+            "    y = (2 * x.transpose(0, 1)).float()\n    return y.reshape(-1)",
+            lines=(4,),
+        ),
+        Invalid(
+            "import torch\ndef f(x):\n    return (x.t() > 0)[..., :2].view(-1)",
+            fixed="import torch\ndef f(x):\n    return (x.t() > 0)[..., :2].reshape(-1)",
+            lines=(3,),
+        ),
     )
 
     def check(self, ctx: Context) -> None:
@@ -227,9 +311,13 @@ class ViewOnTransposed(Rule):
             assert isinstance(func, ast.Attribute)
             if not call.args or call.keywords or _reinterprets_dtype(ctx, call):
                 continue
-            source = self._strided_source(ctx, func.value)
-            if source is None or not (
-                _merges_across(source, call) or _splits_trailing(ctx, source, call)
+            found = layout.reordered(ctx.sem, func.value)
+            if found is None:
+                continue
+            source = found.source
+            if not (
+                _merges_across(source, call)
+                or (found.direct and _splits_trailing(ctx, source, call))
             ):
                 continue
             method = _method_name(source)
@@ -253,7 +341,7 @@ class ViewOnTransposed(Rule):
                 (fixes.insert(ctx.source.end(func.value), ".contiguous()"),),
                 Applicability.SAFE,
             )
-            shown = f".{method}()" if method not in _STRIDED_PROPERTIES else f".{method}"
+            shown = f".{method}()" if method not in layout.REORDERING_PROPERTIES else f".{method}"
             ctx.report(
                 call,
                 Text(
@@ -264,40 +352,6 @@ class ViewOnTransposed(Rule):
                 ),
                 fixes=[reshape, contiguous],
             )
-
-    def _strided_source(self, ctx: Context, expr: ast.expr) -> ast.expr | None:
-        """The transposing expression ``expr`` is (or that the local name ``expr`` holds)."""
-        if _is_strided(ctx, expr):
-            return expr
-        if not isinstance(expr, ast.Name):
-            return None
-        binding = ctx.sem.lookup(expr.id, expr)
-        if (
-            binding is None
-            or binding.how != "assign"
-            or binding.index is not None
-            or binding.value is None
-            or binding.pos >= (expr.lineno, expr.col_offset)
-            or ctx.sem.scope_of(expr).node is not binding.scope
-        ):
-            return None
-        return binding.value if _is_strided(ctx, binding.value) else None
-
-
-def _is_strided(ctx: Context, expr: ast.expr) -> bool:
-    if isinstance(expr, ast.Attribute):
-        return expr.attr in _STRIDED_PROPERTIES and ctx.qualname(expr) is None
-    if isinstance(expr, ast.Call):
-        func = expr.func
-        qual = ctx.qualname(func)
-        if qual is not None:
-            return qual in _STRIDED_FUNCTIONS and bool(expr.args) and not _keeps_order(expr, 1)
-        return (
-            isinstance(func, ast.Attribute)
-            and func.attr in _STRIDED_METHODS
-            and not _keeps_order(expr, 0)
-        )
-    return False
 
 
 def _merges_across(source: ast.expr, view: ast.Call) -> bool:
@@ -390,7 +444,7 @@ def _breaks(source: ast.expr) -> int | None:
     if isinstance(source, ast.Attribute) or name in ("t", "expand"):
         return 1  # ``.T``/``.mT``/``.t()`` swap two dimensions; ``expand`` adds stride-0 ones
     assert isinstance(source, ast.Call)
-    skip = 0 if isinstance(source.func, ast.Attribute) and name in _STRIDED_METHODS else 1
+    skip = 0 if isinstance(source.func, ast.Attribute) and name in layout.REORDERING_METHODS else 1
     dims = _int_args(source.args[skip:])
     if dims is None or source.keywords:
         return None
@@ -414,20 +468,6 @@ def _breaks(source: ast.expr) -> int | None:
     return sum(1 for x, y in itertools.pairwise(order) if y != x + 1)
 
 
-def _keeps_order(call: ast.Call, skip: int) -> bool:
-    """``permute(0, 1, 2)`` or ``transpose(1, 1)``: literal dimensions that change nothing."""
-    args = call.args[skip:]
-    dims = [a.value for a in args if isinstance(a, ast.Constant) and type(a.value) is int]
-    if not args or len(dims) != len(args) or call.keywords:
-        return False
-    name = _method_name(call).rsplit(".", 1)[-1]
-    if name == "permute":
-        return dims == list(range(len(dims)))
-    if name in ("transpose", "swapaxes", "swapdims", "movedim"):
-        return len(dims) == 2 and dims[0] == dims[1]
-    return False
-
-
 def _method_name(expr: ast.expr) -> str:
     if isinstance(expr, ast.Attribute):
         return expr.attr
@@ -443,7 +483,7 @@ def _receiver(expr: ast.expr) -> ast.expr | None:
     if isinstance(expr, ast.Attribute):
         return expr.value
     if isinstance(expr, ast.Call):
-        if isinstance(expr.func, ast.Attribute) and expr.func.attr in _STRIDED_METHODS:
+        if isinstance(expr.func, ast.Attribute) and expr.func.attr in layout.REORDERING_METHODS:
             return expr.func.value
         return expr.args[0] if expr.args else None
     return None
