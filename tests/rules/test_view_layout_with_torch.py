@@ -131,3 +131,39 @@ def test_fix_of_the_accuracy_helper(tmp_path: Path, topk: str) -> None:
         assert before.stdout == after.stdout
     else:  # the view of five rows raised
         assert "view size is not compatible" in before.stderr
+
+
+# A permutation, then a view whose sizes are the tensor's own dimensions, named by unpacking
+# ``x.shape`` (before a slice that keeps them whole, where ``sliced``) and a ``-1`` that merges
+# the rest.
+NAMED = [
+    ("(0, 2, 1, 3, 4)", "(-1, c, 1, h, w)", True),
+    ("(0, 2, 1, 3, 4)", "(b, -1, h, w)", True),
+    ("(0, 2, 1, 3, 4)", "(-1, c, h, w)", False),
+    ("(0, 2, 1, 3, 4)", "(b, f, c, -1)", False),
+    ("(0, 3, 4, 1, 2)", "(b, h, w, -1)", False),
+    ("(1, 0, 2, 3, 4)", "(-1, h, w)", False),
+    ("(0, 1, 3, 4, 2)", "(b, c, -1)", True),
+]
+
+
+@pytest.mark.parametrize(("order", "view", "sliced"), NAMED)
+def test_named_sizes_reported_exactly_when_the_view_fails(
+    order: str, view: str, sliced: bool
+) -> None:
+    code = (
+        "import torch\ndef f(x):\n    b, c, f, h, w = x.shape\n"
+        + ("    x = x[:, :, 1:]\n" if sliced else "")
+        + f"    return x.permute{order}.view{view}\n"
+    )
+    result = check_text(code, "x.py", codes=frozenset({"TDR101"}))
+    assert not result.errors, result.errors
+    scope: dict[str, object] = {"torch": torch}
+    exec(code, scope)
+    try:
+        scope["f"](torch.empty(2, 3, 4, 5, 6, device="meta"))  # type: ignore[operator]
+        fails = False
+    except RuntimeError as error:
+        assert "view size is not compatible" in str(error)
+        fails = True
+    assert any(f.code == "TDR101" for f in result.findings) == fails

@@ -202,3 +202,66 @@ def _assigned_value(sem: Semantic, name: ast.Name) -> ast.expr | None:
     while isinstance(scope.node, _COMPREHENSIONS) and scope.parent is not None:
         scope = scope.parent
     return binding.value if scope.node is binding.scope else None
+
+
+def dim(sem: Semantic, tensor: ast.expr, index: int, _depth: int = 0) -> tuple[int, int] | None:
+    """A token for dimension ``index`` of the tensor a name holds: equal tokens are the same
+    size. A basic slice keeps the sizes of the dimensions it takes whole (``x = x[:, :, 1:]``
+    keeps dimensions 0, 1, 3, ...), so they keep their tokens."""
+    if not isinstance(tensor, ast.Name) or index < 0 or _depth > 8:
+        return None
+    binding = sem.lookup(tensor.id, tensor)
+    if binding is None or binding.pos >= (tensor.lineno, tensor.col_offset):
+        return None
+    value = binding.value
+    if binding.how == "assign" and binding.index is None and isinstance(value, ast.Subscript):
+        parts = value.slice.elts if isinstance(value.slice, ast.Tuple) else [value.slice]
+        if all(isinstance(p, ast.Slice) for p in parts):
+            whole = index >= len(parts) or _whole(parts[index])
+            return dim(sem, value.value, index, _depth + 1) if whole else None
+    return (id(binding), index)
+
+
+def size_of(sem: Semantic, expr: ast.expr) -> tuple[int, int] | None:
+    """The dimension whose size ``expr`` is (a token as ``dim`` gives): ``x.size(1)``,
+    ``x.shape[1]``, or a name unpacked from ``x.shape`` / ``x.size()`` (``b, c, h, w =
+    x.shape``)."""
+    if isinstance(expr, ast.Name):
+        binding = sem.lookup(expr.id, expr)
+        if (
+            binding is None
+            or binding.how != "assign"
+            or binding.value is None
+            or binding.pos >= (expr.lineno, expr.col_offset)
+        ):
+            return None
+        if binding.index is None:
+            return _size_expr(sem, binding.value, None)
+        return _size_expr(sem, binding.value, binding.index)
+    return _size_expr(sem, expr, None)
+
+
+def _size_expr(sem: Semantic, expr: ast.expr, unpacked: int | None) -> tuple[int, int] | None:
+    if isinstance(expr, ast.Subscript) and unpacked is None:
+        index = _literal(expr.slice, None)
+        return None if index is None else _shape_of(sem, expr.value, index)
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+        if expr.func.attr != "size" or expr.keywords:
+            return None
+        if unpacked is not None:
+            return None if expr.args else dim(sem, expr.func.value, unpacked)
+        index = _literal(expr.args[0], None) if len(expr.args) == 1 else None
+        return None if index is None else dim(sem, expr.func.value, index)
+    if unpacked is not None:
+        return _shape_of(sem, expr, unpacked)
+    return None
+
+
+def _shape_of(sem: Semantic, expr: ast.expr, index: int) -> tuple[int, int] | None:
+    if isinstance(expr, ast.Attribute) and expr.attr == "shape":
+        return dim(sem, expr.value, index)
+    return None
+
+
+def _whole(part: ast.expr) -> bool:
+    return isinstance(part, ast.Slice) and part.lower is part.upper is part.step is None

@@ -131,6 +131,9 @@ class ViewOnTransposed(Rule):
             "import torch\nx = torch.randn(3, 4)\ny = x.t().reshape(-1)",
             notebook=True,
         ),
+        # The `-1` merges dimensions that stay neighbours (`h` and `w`).
+        "import torch\ndef f(x):\n    b, c, f, h, w = x.shape\n"
+        "    return x.permute(0, 2, 1, 3, 4).view(b, f, c, -1)",
         # The layout followed through the code: a copy in the default format, or a slice of
         # one row along a dimension (``correct[:1]`` views as one row), ends it.
         "import torch\ndef f(pred, t):\n    c = pred.t().eq(t).contiguous()\n    return c[:5].view(-1)",
@@ -283,6 +286,17 @@ class ViewOnTransposed(Rule):
             "    return [correct[:k, :].reshape(-1).float().sum() for k in ks]\n",
             lines=(6,),
         ),
+        # The view's sizes name the permuted tensor's dimensions: the `-1` must merge the batch
+        # and frame dimensions, which the permutation took apart.
+        Invalid(
+            "import torch\ndef decode(latents):\n    b, c, f, h, w = latents.shape\n"
+            "    latents = latents[:, :, 1:]\n"
+            "    return latents.permute(0, 2, 1, 3, 4).view(-1, c, 1, h, w)\n",
+            fixed="import torch\ndef decode(latents):\n    b, c, f, h, w = latents.shape\n"
+            "    latents = latents[:, :, 1:]\n"
+            "    return latents.permute(0, 2, 1, 3, 4).reshape(-1, c, 1, h, w)\n",
+            lines=(5,),
+        ),
         # Copies in the default `preserve_format` keep the permuted strides: `.clone()` too.
         Invalid(
             "import torch\ndef f(x):\n    return x.t().clone().view(-1)",
@@ -317,7 +331,10 @@ class ViewOnTransposed(Rule):
             source = found.source
             if not (
                 _merges_across(source, call)
-                or (found.direct and _splits_trailing(ctx, source, call))
+                or (
+                    found.direct
+                    and (_splits_trailing(ctx, source, call) or _merges_named(ctx, source, call))
+                )
             ):
                 continue
             method = _method_name(source)
@@ -392,6 +409,39 @@ def _splits_trailing(ctx: Context, source: ast.expr, view: ast.Call) -> bool:
         return False
     shape = _literal_shape(ctx, _receiver(source))
     return shape is None or (len(shape) == n and shape[order[-1]] != last[0])
+
+
+def _merges_named(ctx: Context, source: ast.expr, view: ast.Call) -> bool:
+    """``x.permute(0, 2, 1, 3, 4).view(-1, c, 1, h, w)`` after ``b, c, f, h, w = x.shape``:
+    every size but the ``-1`` is a dimension of the permuted tensor, matched from both ends
+    (size-1 dimensions may be inserted); the ``-1`` then merges the dimensions left between,
+    and when those are not neighbours in memory (here ``b`` and ``f``) the view fails."""
+    if _method_name(source) != "permute" or not isinstance(source, ast.Call):
+        return False
+    skip = 0 if isinstance(source.func, ast.Attribute) else 1
+    order = _int_args(list(source.args[skip:]))
+    receiver = _receiver(source)
+    if not order or source.keywords or receiver is None:
+        return False
+    n = len(order)
+    order = [d % n for d in order]
+    args: list[ast.expr] = list(view.args)
+    if len(args) == 1 and isinstance(args[0], ast.Tuple | ast.List):
+        args = list(args[0].elts)
+    free = [i for i, a in enumerate(args) if _int_args([a]) == [-1]]
+    if sorted(order) != list(range(n)) or len(free) != 1:
+        return False
+    dims = [layout.dim(ctx.sem, receiver, d) for d in order]
+    lo, hi = 0, n - 1
+    for i in [*range(free[0]), *range(len(args) - 1, free[0], -1)]:
+        if _int_args([args[i]]) == [1]:
+            continue
+        k = lo if i < free[0] else hi
+        if k > hi or k < lo or dims[k] is None or layout.size_of(ctx.sem, args[i]) != dims[k]:
+            return False
+        lo, hi = (lo + 1, hi) if i < free[0] else (lo, hi - 1)
+    run = order[lo : hi + 1]
+    return any(y != x + 1 for x, y in itertools.pairwise(run))
 
 
 def _literal_shape(ctx: Context, expr: ast.expr | None) -> list[int] | None:
