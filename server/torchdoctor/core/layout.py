@@ -27,6 +27,7 @@ contiguous (``x.expand(4, 3) + 1``).
 from __future__ import annotations
 
 import ast
+import itertools
 from dataclasses import dataclass
 
 from .semantic import Semantic
@@ -117,7 +118,7 @@ def reordered(sem: Semantic, expr: ast.expr, _depth: int = 0) -> Reordered | Non
     elif isinstance(expr, ast.Subscript) and _basic_slice(expr.slice):
         inner, sliced = expr.value, True
     found = None if inner is None else reordered(sem, inner, _depth + 1)
-    if found is None or _method(found.source) == "expand":
+    if found is None or method_name(found.source) == "expand":
         return None
     return Reordered(found.source, sliced=found.sliced or sliced, direct=False)
 
@@ -128,21 +129,12 @@ def keeps_order(call: ast.Call, skip: int) -> bool:
     dims = [a.value for a in args if isinstance(a, ast.Constant) and type(a.value) is int]
     if not args or len(dims) != len(args) or call.keywords:
         return False
-    name = _method(call)
+    name = method_name(call)
     if name == "permute":
         return dims == list(range(len(dims)))
     if name in ("transpose", "swapaxes", "swapdims", "movedim"):
         return len(dims) == 2 and dims[0] == dims[1]
     return False
-
-
-def _method(expr: ast.expr) -> str:
-    if isinstance(expr, ast.Attribute):
-        return expr.attr
-    func = expr.func if isinstance(expr, ast.Call) else expr
-    if isinstance(func, ast.Attribute):
-        return func.attr
-    return func.id if isinstance(func, ast.Name) else ""
 
 
 def _keeps_layout(sem: Semantic, call: ast.Call) -> bool:
@@ -265,3 +257,73 @@ def _shape_of(sem: Semantic, expr: ast.expr, index: int) -> tuple[int, int] | No
 
 def _whole(part: ast.expr) -> bool:
     return isinstance(part, ast.Slice) and part.lower is part.upper is part.step is None
+
+
+def breaks(source: ast.expr) -> int | None:
+    """A lower bound of the places where neighbouring dimensions of the transposed tensor are
+    not neighbours in memory (the input taken as contiguous); None when the code does not say."""
+    name = method_name(source)
+    if isinstance(source, ast.Attribute) or name in ("t", "expand"):
+        return 1  # ``.T``/``.mT``/``.t()`` swap two dimensions; ``expand`` adds stride-0 ones
+    assert isinstance(source, ast.Call)
+    skip = 0 if isinstance(source.func, ast.Attribute) and name in REORDERING_METHODS else 1
+    dims = int_args(source.args[skip:])
+    if dims is None or source.keywords:
+        return None
+    if name == "permute":
+        n = len(dims)
+        if n == 0 or sorted(d % n for d in dims) != list(range(n)):
+            return None
+        order = [d % n for d in dims]
+    elif len(dims) == 2 and (min(dims) >= 0 or max(dims) < 0):
+        # Only the dimensions up to the larger one (or from the smaller negative one) are known.
+        n = max(dims) + 1 if min(dims) >= 0 else -min(dims)
+        a, b = (d % n for d in dims)
+        order = list(range(n))
+        if name == "movedim":
+            order.remove(a)
+            order.insert(b, a)
+        else:
+            order[a], order[b] = b, a
+    else:
+        return None
+    return sum(1 for x, y in itertools.pairwise(order) if y != x + 1)
+
+
+def int_args(args: list[ast.expr]) -> list[int] | None:
+    if len(args) == 1 and isinstance(args[0], ast.Tuple | ast.List):
+        args = list(args[0].elts)
+    out: list[int] = []
+    for arg in args:
+        if isinstance(arg, ast.UnaryOp) and isinstance(arg.op, ast.USub):
+            inner = int_args([arg.operand])
+            if inner is None:
+                return None
+            out.append(-inner[0])
+        elif isinstance(arg, ast.Constant) and type(arg.value) is int:
+            out.append(arg.value)
+        else:
+            return None
+    return out
+
+
+def receiver(expr: ast.expr) -> ast.expr | None:
+    """What a transposing expression transposes."""
+    if isinstance(expr, ast.Attribute):
+        return expr.value
+    if isinstance(expr, ast.Call):
+        if isinstance(expr.func, ast.Attribute) and expr.func.attr in REORDERING_METHODS:
+            return expr.func.value
+        return expr.args[0] if expr.args else None
+    return None
+
+
+def method_name(expr: ast.expr) -> str:
+    """``permute`` for ``x.permute(...)`` and ``torch.permute(x, ...)``, ``T`` for ``x.T``."""
+    if isinstance(expr, ast.Attribute):
+        return expr.attr
+    assert isinstance(expr, ast.Call)
+    func = expr.func
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else "transpose"

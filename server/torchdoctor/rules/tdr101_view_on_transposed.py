@@ -337,7 +337,7 @@ class ViewOnTransposed(Rule):
                 )
             ):
                 continue
-            method = _method_name(source)
+            method = layout.method_name(source)
             if ("view" in user_methods or method in user_methods) and not _rooted_in_torch(
                 ctx, source
             ):
@@ -377,7 +377,7 @@ def _merges_across(source: ast.expr, view: ast.Call) -> bool:
     one of them, which fails (for sizes above 1). Views that may only split, or merge runs the
     transposition kept in order, can work."""
     rank = _view_rank(view)
-    breaks = _breaks(source)
+    breaks = layout.breaks(source)
     return rank is not None and breaks is not None and rank <= breaks
 
 
@@ -387,10 +387,10 @@ def _splits_trailing(ctx: Context, source: ast.expr, view: ast.Call) -> bool:
     when that literal is the whole moved dimension (36 channels viewed as ``(..., 4)`` must
     merge the spatial dimensions with part of the channels, which are not neighbours in
     memory); it is reported unless the tensor's literal shape shows they are equal."""
-    if _method_name(source) != "permute" or not isinstance(source, ast.Call):
+    if layout.method_name(source) != "permute" or not isinstance(source, ast.Call):
         return False
     skip = 0 if isinstance(source.func, ast.Attribute) else 1
-    order = _int_args(list(source.args[skip:]))
+    order = layout.int_args(list(source.args[skip:]))
     if not order or source.keywords or len(order) < 3:
         return False
     n = len(order)
@@ -402,12 +402,12 @@ def _splits_trailing(ctx: Context, source: ast.expr, view: ast.Call) -> bool:
         args = list(args[0].elts)
     if len(args) < 2 or any(isinstance(a, ast.Starred) for a in args):
         return False
-    last = _int_args(args[-1:])
-    if last is None or last[0] <= 1 or _int_args(args[:-1]) == []:
+    last = layout.int_args(args[-1:])
+    if last is None or last[0] <= 1 or layout.int_args(args[:-1]) == []:
         return False
-    if not any(_int_args([a]) == [-1] for a in args[:-1]):
+    if not any(layout.int_args([a]) == [-1] for a in args[:-1]):
         return False
-    shape = _literal_shape(ctx, _receiver(source))
+    shape = _literal_shape(ctx, layout.receiver(source))
     return shape is None or (len(shape) == n and shape[order[-1]] != last[0])
 
 
@@ -416,11 +416,11 @@ def _merges_named(ctx: Context, source: ast.expr, view: ast.Call) -> bool:
     every size but the ``-1`` is a dimension of the permuted tensor, matched from both ends
     (size-1 dimensions may be inserted); the ``-1`` then merges the dimensions left between,
     and when those are not neighbours in memory (here ``b`` and ``f``) the view fails."""
-    if _method_name(source) != "permute" or not isinstance(source, ast.Call):
+    if layout.method_name(source) != "permute" or not isinstance(source, ast.Call):
         return False
     skip = 0 if isinstance(source.func, ast.Attribute) else 1
-    order = _int_args(list(source.args[skip:]))
-    receiver = _receiver(source)
+    order = layout.int_args(list(source.args[skip:]))
+    receiver = layout.receiver(source)
     if not order or source.keywords or receiver is None:
         return False
     n = len(order)
@@ -428,13 +428,13 @@ def _merges_named(ctx: Context, source: ast.expr, view: ast.Call) -> bool:
     args: list[ast.expr] = list(view.args)
     if len(args) == 1 and isinstance(args[0], ast.Tuple | ast.List):
         args = list(args[0].elts)
-    free = [i for i, a in enumerate(args) if _int_args([a]) == [-1]]
+    free = [i for i, a in enumerate(args) if layout.int_args([a]) == [-1]]
     if sorted(order) != list(range(n)) or len(free) != 1:
         return False
     dims = [layout.dim(ctx.sem, receiver, d) for d in order]
     lo, hi = 0, n - 1
     for i in [*range(free[0]), *range(len(args) - 1, free[0], -1)]:
-        if _int_args([args[i]]) == [1]:
+        if layout.int_args([args[i]]) == [1]:
             continue
         k = lo if i < free[0] else hi
         if k > hi or k < lo or dims[k] is None or layout.size_of(ctx.sem, args[i]) != dims[k]:
@@ -455,7 +455,7 @@ def _literal_shape(ctx: Context, expr: ast.expr | None) -> list[int] | None:
     qual = ctx.qualname(expr.func) or ""
     if qual not in ("torch.randn", "torch.rand", "torch.zeros", "torch.ones", "torch.empty"):
         return None
-    return _int_args(list(expr.args))
+    return layout.int_args(list(expr.args))
 
 
 def _view_rank(call: ast.Call) -> int | None:
@@ -468,75 +468,6 @@ def _view_rank(call: ast.Call) -> int | None:
     if any(isinstance(a, ast.Starred) for a in args):
         return None
     return len(args)
-
-
-def _int_args(args: list[ast.expr]) -> list[int] | None:
-    if len(args) == 1 and isinstance(args[0], ast.Tuple | ast.List):
-        args = list(args[0].elts)
-    out: list[int] = []
-    for arg in args:
-        if isinstance(arg, ast.UnaryOp) and isinstance(arg.op, ast.USub):
-            inner = _int_args([arg.operand])
-            if inner is None:
-                return None
-            out.append(-inner[0])
-        elif isinstance(arg, ast.Constant) and type(arg.value) is int:
-            out.append(arg.value)
-        else:
-            return None
-    return out
-
-
-def _breaks(source: ast.expr) -> int | None:
-    """A lower bound of the places where neighbouring dimensions of the transposed tensor are
-    not neighbours in memory (the input taken as contiguous); None when the code does not say."""
-    name = _method_name(source)
-    if isinstance(source, ast.Attribute) or name in ("t", "expand"):
-        return 1  # ``.T``/``.mT``/``.t()`` swap two dimensions; ``expand`` adds stride-0 ones
-    assert isinstance(source, ast.Call)
-    skip = 0 if isinstance(source.func, ast.Attribute) and name in layout.REORDERING_METHODS else 1
-    dims = _int_args(source.args[skip:])
-    if dims is None or source.keywords:
-        return None
-    if name == "permute":
-        n = len(dims)
-        if n == 0 or sorted(d % n for d in dims) != list(range(n)):
-            return None
-        order = [d % n for d in dims]
-    elif len(dims) == 2 and (min(dims) >= 0 or max(dims) < 0):
-        # Only the dimensions up to the larger one (or from the smaller negative one) are known.
-        n = max(dims) + 1 if min(dims) >= 0 else -min(dims)
-        a, b = (d % n for d in dims)
-        order = list(range(n))
-        if name == "movedim":
-            order.remove(a)
-            order.insert(b, a)
-        else:
-            order[a], order[b] = b, a
-    else:
-        return None
-    return sum(1 for x, y in itertools.pairwise(order) if y != x + 1)
-
-
-def _method_name(expr: ast.expr) -> str:
-    if isinstance(expr, ast.Attribute):
-        return expr.attr
-    assert isinstance(expr, ast.Call)
-    func = expr.func
-    if isinstance(func, ast.Attribute):
-        return func.attr
-    return func.id if isinstance(func, ast.Name) else "transpose"
-
-
-def _receiver(expr: ast.expr) -> ast.expr | None:
-    """What a transposing expression transposes."""
-    if isinstance(expr, ast.Attribute):
-        return expr.value
-    if isinstance(expr, ast.Call):
-        if isinstance(expr.func, ast.Attribute) and expr.func.attr in layout.REORDERING_METHODS:
-            return expr.func.value
-        return expr.args[0] if expr.args else None
-    return None
 
 
 def _root(expr: ast.expr | None) -> ast.expr | None:
@@ -573,14 +504,14 @@ def _origin_qualname(ctx: Context, expr: ast.expr | None, depth: int = 0) -> str
 
 
 def _foreign_root(ctx: Context, source: ast.expr) -> bool:
-    qual = _origin_qualname(ctx, _receiver(source))
+    qual = _origin_qualname(ctx, layout.receiver(source))
     if qual is None:
         return False
     return qual == "<local class>" or qual.split(".")[0] in _FOREIGN_PACKAGES
 
 
 def _rooted_in_torch(ctx: Context, source: ast.expr) -> bool:
-    qual = _origin_qualname(ctx, _receiver(source)) or ""
+    qual = _origin_qualname(ctx, layout.receiver(source)) or ""
     return qual.split(".")[0] == "torch"
 
 
