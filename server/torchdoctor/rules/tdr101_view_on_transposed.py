@@ -14,15 +14,23 @@ _FOREIGN_PACKAGES = ("numpy", "pandas", "jax", "tensorflow", "cupy", "scipy")
 
 class ViewOnTransposed(Rule):
     """## What it does
-    Checks for `.view(...)` called on the result of `.t()`, `.T`, `.mT`, `.transpose()`,
-    `.permute()`, `.swapaxes()`, `.swapdims()`, `.movedim()` or `.expand()`, directly or through
-    a local name assigned from one of them, when the new shape has too few dimensions to keep
-    the reordered dimensions apart: the view has to merge two dimensions that are no longer
-    neighbours in memory. Views that only split dimensions, or that merge dimensions the
-    transposition left in order (`x.permute(0, 2, 3, 1).view(n, -1, c)`), work and are not
-    reported; neither are shapes whose length the code does not show (`.view(*size)`). A merge
-    after a permutation that moves a dimension to the end works only when the merged
-    dimensions are exactly the ones the permutation kept in order: `view(n, -1, 4)` after
+    Checks for `.view(...)` called on a tensor whose strides come from `.t()`, `.T`, `.mT`,
+    `.transpose()`, `.permute()`, `.swapaxes()`, `.swapdims()`, `.movedim()` or `.expand()`,
+    when the new shape has too few dimensions to keep the reordered dimensions apart: the view
+    has to merge two dimensions that are no longer neighbours in memory. The rule follows the
+    tensor through what the code does with it: local names, elementwise methods and operators
+    whose first operand it is (`pred.t().eq(target)`, `x.t() > 0`, `2 * x.t()`), `.float()`,
+    `.type(...)`, `.to(...)`, `.clone()` and `.detach()` (copies in `preserve_format` keep the
+    permuted strides), and basic slices (`correct[:k]`, the top-k accuracy helper). It stops at
+    `.contiguous()`, `.reshape()`, reductions, an integer index and a slice of at most one
+    element (`correct[:1]` views as one row). Views that only split dimensions, or that merge
+    dimensions the transposition left in order (`x.permute(0, 2, 3, 1).view(n, -1, c)`), work
+    and are not reported; neither are shapes whose length the code does not show
+    (`.view(*size)`). When the view's sizes are the tensor's own dimensions (`b, c, f, h, w =
+    x.shape`, then `x.permute(0, 2, 1, 3, 4).view(-1, c, 1, h, w)`), the `-1` must merge the
+    dimensions left between them, and the view is reported when those are not neighbours in
+    memory. A merge after a permutation that moves a dimension to the end works only when the
+    merged dimensions are exactly the ones the permutation kept in order: `view(n, -1, 4)` after
     `permute(0, 2, 3, 1)` on 36 channels must merge the spatial dimensions with 9 of the
     channels, and fails. Such a view with a literal last size is reported, unless a literal
     shape of the tensor in the code shows that the size is the whole moved dimension.
