@@ -167,3 +167,33 @@ def test_named_sizes_reported_exactly_when_the_view_fails(
         assert "view size is not compatible" in str(error)
         fails = True
     assert any(f.code == "TDR101" for f in result.findings) == fails
+
+
+ALTERNATIVE = """\
+import torch
+def f(x, t):
+    a = (x.t() > 0).view(-1)
+    b = (x.t() + t).view(-1)
+    c = (x.movedim(0, 1)
+         .view(-1))
+    return torch.cat([a.float(), b, c])
+"""
+
+
+def test_contiguous_fix_goes_before_the_view_outside_parentheses() -> None:
+    from torchdoctor.core.fixes import apply_edits
+
+    result = check_text(ALTERNATIVE, "x.py", codes=frozenset({"TDR101"}))
+    assert len(result.findings) == 3
+    edits = [edit for f in result.findings for edit in f.fixes[1].edits]
+    fixed = apply_edits(ALTERNATIVE, edits)
+    assert "(x.t() > 0).contiguous().view(-1)" in fixed
+    assert not check_text(fixed, "x.py", codes=frozenset({"TDR101"})).findings
+    scope: dict[str, object] = {"torch": torch}
+    exec(fixed, scope)
+    x, t = torch.randn(3, 4), torch.randn(4, 3)
+    out = scope["f"](x, t)  # type: ignore[operator]
+    expected = torch.cat(
+        [(x.t() > 0).reshape(-1).float(), (x.t() + t).reshape(-1), x.t().reshape(-1)]
+    )
+    assert torch.equal(out, expected)

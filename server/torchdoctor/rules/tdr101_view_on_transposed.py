@@ -363,7 +363,9 @@ class ViewOnTransposed(Rule):
                 Text(
                     "Insert `.contiguous()` before `.view(`", "在 `.view(` 前插入 `.contiguous()`"
                 ),
-                (fixes.insert(ctx.source.end(func.value), ".contiguous()"),),
+                # Before the name `view`, not after the receiver: a parenthesised receiver
+                # (`(x.t() > 0).view(-1)`) ends inside its parentheses.
+                (fixes.insert(name_start, "contiguous()."),),
                 Applicability.SAFE,
             )
             shown = f".{method}()" if method not in layout.REORDERING_PROPERTIES else f".{method}"
