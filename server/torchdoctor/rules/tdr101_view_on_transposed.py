@@ -3,34 +3,34 @@ from __future__ import annotations
 import ast
 import itertools
 
-from ..core import fixes
+from ..core import fixes, layout
 from ..core.context import Context
 from ..core.model import Applicability, Edit, Fix, Pos, Text
 from .base import Invalid, Rule, Valid
 
-# Tensor methods and properties whose result usually does not have contiguous strides.
-_STRIDED_METHODS = frozenset(
-    {"t", "transpose", "permute", "swapaxes", "swapdims", "movedim", "expand"}
-)
-_STRIDED_PROPERTIES = frozenset({"T", "mT"})
-_STRIDED_FUNCTIONS = frozenset(
-    f"torch.{name}" for name in ("t", "transpose", "permute", "swapaxes", "swapdims", "movedim")
-)
 # Roots that hold something other than a tensor.
 _FOREIGN_PACKAGES = ("numpy", "pandas", "jax", "tensorflow", "cupy", "scipy")
 
 
 class ViewOnTransposed(Rule):
     """## What it does
-    Checks for `.view(...)` called on the result of `.t()`, `.T`, `.mT`, `.transpose()`,
-    `.permute()`, `.swapaxes()`, `.swapdims()`, `.movedim()` or `.expand()`, directly or through
-    a local name assigned from one of them, when the new shape has too few dimensions to keep
-    the reordered dimensions apart: the view has to merge two dimensions that are no longer
-    neighbours in memory. Views that only split dimensions, or that merge dimensions the
-    transposition left in order (`x.permute(0, 2, 3, 1).view(n, -1, c)`), work and are not
-    reported; neither are shapes whose length the code does not show (`.view(*size)`). A merge
-    after a permutation that moves a dimension to the end works only when the merged
-    dimensions are exactly the ones the permutation kept in order: `view(n, -1, 4)` after
+    Checks for `.view(...)` called on a tensor whose strides come from `.t()`, `.T`, `.mT`,
+    `.transpose()`, `.permute()`, `.swapaxes()`, `.swapdims()`, `.movedim()` or `.expand()`,
+    when the new shape has too few dimensions to keep the reordered dimensions apart: the view
+    has to merge two dimensions that are no longer neighbours in memory. The rule follows the
+    tensor through what the code does with it: local names, elementwise methods and operators
+    whose first operand it is (`pred.t().eq(target)`, `x.t() > 0`, `2 * x.t()`), `.float()`,
+    `.type(...)`, `.to(...)`, `.clone()` and `.detach()` (copies in `preserve_format` keep the
+    permuted strides), and basic slices (`correct[:k]`, the top-k accuracy helper). It stops at
+    `.contiguous()`, `.reshape()`, reductions, an integer index and a slice of at most one
+    element (`correct[:1]` views as one row). Views that only split dimensions, or that merge
+    dimensions the transposition left in order (`x.permute(0, 2, 3, 1).view(n, -1, c)`), work
+    and are not reported; neither are shapes whose length the code does not show
+    (`.view(*size)`). When the view's sizes are the tensor's own dimensions (`b, c, f, h, w =
+    x.shape`, then `x.permute(0, 2, 1, 3, 4).view(-1, c, 1, h, w)`), the `-1` must merge the
+    dimensions left between them, and the view is reported when those are not neighbours in
+    memory. A merge after a permutation that moves a dimension to the end works only when the
+    merged dimensions are exactly the ones the permutation kept in order: `view(n, -1, 4)` after
     `permute(0, 2, 3, 1)` on 36 channels must merge the spatial dimensions with 9 of the
     channels, and fails. Such a view with a literal last size is reported, unless a literal
     shape of the tensor in the code shows that the size is the whole moved dimension.
@@ -139,6 +139,41 @@ class ViewOnTransposed(Rule):
             "import torch\nx = torch.randn(3, 4)\ny = x.t().reshape(-1)",
             notebook=True,
         ),
+        # The `-1` merges dimensions that stay neighbours (`h` and `w`).
+        "import torch\ndef f(x):\n    b, c, f, h, w = x.shape\n"
+        "    return x.permute(0, 2, 1, 3, 4).view(b, f, c, -1)",
+        # The layout followed through the code: a copy in the default format, or a slice of
+        # one row along a dimension (``correct[:1]`` views as one row), ends it.
+        "import torch\ndef f(pred, t):\n    c = pred.t().eq(t).contiguous()\n    return c[:5].view(-1)",
+        "import torch\ndef f(pred, t):\n    c = pred.t().eq(t)\n    return c[:1].view(-1)",
+        "import torch\ndef f(pred, t):\n    c = pred.t().eq(t)\n    return c[:, 2:3].view(-1)",
+        "import torch\ndef f(pred, t):\n    c = pred.t().eq(t)\n    return c[0].view(-1)",
+        "import torch\ndef f(x):\n    return x.t().clone(memory_format=torch.contiguous_format).view(-1)",
+        # TensorIterator lays the result out like its first operand: `t` is contiguous here.
+        "import torch\ndef f(pred, t):\n    return t.eq(pred.t()).view(-1)",
+        "import torch\ndef f(pred, t):\n    return (t == pred.t()).view(-1)",
+        # Reductions and softmax return contiguous tensors; so does arithmetic on an expand.
+        "import torch\ndef f(x):\n    return x.t().sum(0).view(-1)",
+        "import torch\ndef f(x):\n    return x.t().softmax(1).view(-1)",
+        "import torch\ndef f(x):\n    return (x.expand(4, 3) + 1).view(12)",
+        # The name is rebound before the view, or the slice is taken of another tensor.
+        "import torch\n"
+        "def f(output, target, ks):\n"
+        "    _, pred = output.topk(max(ks), 1, True, True)\n"
+        "    pred = pred.t()\n"
+        "    correct = pred.eq(target.view(1, -1).expand_as(pred))\n"
+        "    correct = correct.contiguous()\n"
+        "    return [correct[:k].view(-1).float().sum(0) for k in ks]",
+        "import torch\ndef f(x, y):\n    c = x.t().eq(0)\n    c = y.eq(0)\n    return c[:3].view(-1)",
+        # numpy: a transposed array compared, then viewed as another dtype.
+        "import numpy as np\nimport torch\nm = np.zeros((3, 4)).T\nb = (m > 0).view(np.uint8)",
+        # A user class whose .t() and .eq() return its own objects.
+        "import torch\n"
+        "class Grid:\n"
+        "    def t(self):\n        return self\n"
+        "    def eq(self, other):\n        return self\n"
+        "    def view(self, *shape):\n        return shape\n"
+        "g = Grid()\nv = g.t().eq(1).view(-1)",
     )
     INVALID = (
         # A literal size that splits the moved channels (an SSD box head: 9 anchors x 4): the
@@ -216,6 +251,77 @@ class ViewOnTransposed(Rule):
             notebook=True,
             lines=(3,),
         ),
+        # The top-k accuracy helper: `correct` has the strides of `pred.t()` (an elementwise
+        # comparison keeps its first operand's layout), and a slice of two or more rows of it
+        # cannot be flattened without a copy.
+        Invalid(
+            "import torch\n"
+            "def accuracy(output, target, topk=(1,)):\n"
+            "    maxk = max(topk)\n"
+            "    _, pred = output.topk(maxk, 1, True, True)\n"
+            "    pred = pred.t()\n"
+            "    correct = pred.eq(target.view(1, -1).expand_as(pred))\n"
+            "    res = []\n"
+            "    for k in topk:\n"
+            "        correct_k = correct[:k].view(-1).float().sum(0, keepdim=True)\n"
+            "        res.append(correct_k)\n"
+            "    return res\n",
+            fixed="import torch\n"
+            "def accuracy(output, target, topk=(1,)):\n"
+            "    maxk = max(topk)\n"
+            "    _, pred = output.topk(maxk, 1, True, True)\n"
+            "    pred = pred.t()\n"
+            "    correct = pred.eq(target.view(1, -1).expand_as(pred))\n"
+            "    res = []\n"
+            "    for k in topk:\n"
+            "        correct_k = correct[:k].reshape(-1).float().sum(0, keepdim=True)\n"
+            "        res.append(correct_k)\n"
+            "    return res\n",
+            lines=(9,),
+        ),
+        Invalid(
+            "import torch\n"
+            "def errors(preds, labels, ks):\n"
+            "    _, inds = torch.topk(preds, max(ks), dim=1)\n"
+            "    inds = inds.t()\n"
+            "    correct = inds.eq(labels.view(1, -1).expand_as(inds))\n"
+            "    return [correct[:k, :].view(-1).float().sum() for k in ks]\n",
+            fixed="import torch\n"
+            "def errors(preds, labels, ks):\n"
+            "    _, inds = torch.topk(preds, max(ks), dim=1)\n"
+            "    inds = inds.t()\n"
+            "    correct = inds.eq(labels.view(1, -1).expand_as(inds))\n"
+            "    return [correct[:k, :].reshape(-1).float().sum() for k in ks]\n",
+            lines=(6,),
+        ),
+        # The view's sizes name the permuted tensor's dimensions: the `-1` must merge the batch
+        # and frame dimensions, which the permutation took apart.
+        Invalid(
+            "import torch\ndef decode(latents):\n    b, c, f, h, w = latents.shape\n"
+            "    latents = latents[:, :, 1:]\n"
+            "    return latents.permute(0, 2, 1, 3, 4).view(-1, c, 1, h, w)\n",
+            fixed="import torch\ndef decode(latents):\n    b, c, f, h, w = latents.shape\n"
+            "    latents = latents[:, :, 1:]\n"
+            "    return latents.permute(0, 2, 1, 3, 4).reshape(-1, c, 1, h, w)\n",
+            lines=(5,),
+        ),
+        # Copies in the default `preserve_format` keep the permuted strides: `.clone()` too.
+        Invalid(
+            "import torch\ndef f(x):\n    return x.t().clone().view(-1)",
+            fixed="import torch\ndef f(x):\n    return x.t().clone().reshape(-1)",
+            lines=(3,),
+        ),
+        Invalid(
+            "import torch\ndef f(x):\n    y = (2 * x.transpose(0, 1)).float()\n    return y.view(-1)",
+            fixed="import torch\ndef f(x):\n"
+            "    y = (2 * x.transpose(0, 1)).float()\n    return y.reshape(-1)",
+            lines=(4,),
+        ),
+        Invalid(
+            "import torch\ndef f(x):\n    return (x.t() > 0)[..., :2].view(-1)",
+            fixed="import torch\ndef f(x):\n    return (x.t() > 0)[..., :2].reshape(-1)",
+            lines=(3,),
+        ),
     )
 
     def check(self, ctx: Context) -> None:
@@ -227,12 +333,19 @@ class ViewOnTransposed(Rule):
             assert isinstance(func, ast.Attribute)
             if not call.args or call.keywords or _reinterprets_dtype(ctx, call):
                 continue
-            source = self._strided_source(ctx, func.value)
-            if source is None or not (
-                _merges_across(source, call) or _splits_trailing(ctx, source, call)
+            found = layout.reordered(ctx.sem, func.value)
+            if found is None:
+                continue
+            source = found.source
+            if not (
+                _merges_across(source, call)
+                or (
+                    found.direct
+                    and (_splits_trailing(ctx, source, call) or _merges_named(ctx, source, call))
+                )
             ):
                 continue
-            method = _method_name(source)
+            method = layout.method_name(source)
             if ("view" in user_methods or method in user_methods) and not _rooted_in_torch(
                 ctx, source
             ):
@@ -250,10 +363,12 @@ class ViewOnTransposed(Rule):
                 Text(
                     "Insert `.contiguous()` before `.view(`", "在 `.view(` 前插入 `.contiguous()`"
                 ),
-                (fixes.insert(ctx.source.end(func.value), ".contiguous()"),),
+                # Before the name `view`, not after the receiver: a parenthesised receiver
+                # (`(x.t() > 0).view(-1)`) ends inside its parentheses.
+                (fixes.insert(name_start, "contiguous()."),),
                 Applicability.SAFE,
             )
-            shown = f".{method}()" if method not in _STRIDED_PROPERTIES else f".{method}"
+            shown = f".{method}()" if method not in layout.REORDERING_PROPERTIES else f".{method}"
             ctx.report(
                 call,
                 Text(
@@ -265,40 +380,6 @@ class ViewOnTransposed(Rule):
                 fixes=[reshape, contiguous],
             )
 
-    def _strided_source(self, ctx: Context, expr: ast.expr) -> ast.expr | None:
-        """The transposing expression ``expr`` is (or that the local name ``expr`` holds)."""
-        if _is_strided(ctx, expr):
-            return expr
-        if not isinstance(expr, ast.Name):
-            return None
-        binding = ctx.sem.lookup(expr.id, expr)
-        if (
-            binding is None
-            or binding.how != "assign"
-            or binding.index is not None
-            or binding.value is None
-            or binding.pos >= (expr.lineno, expr.col_offset)
-            or ctx.sem.scope_of(expr).node is not binding.scope
-        ):
-            return None
-        return binding.value if _is_strided(ctx, binding.value) else None
-
-
-def _is_strided(ctx: Context, expr: ast.expr) -> bool:
-    if isinstance(expr, ast.Attribute):
-        return expr.attr in _STRIDED_PROPERTIES and ctx.qualname(expr) is None
-    if isinstance(expr, ast.Call):
-        func = expr.func
-        qual = ctx.qualname(func)
-        if qual is not None:
-            return qual in _STRIDED_FUNCTIONS and bool(expr.args) and not _keeps_order(expr, 1)
-        return (
-            isinstance(func, ast.Attribute)
-            and func.attr in _STRIDED_METHODS
-            and not _keeps_order(expr, 0)
-        )
-    return False
-
 
 def _merges_across(source: ast.expr, view: ast.Call) -> bool:
     """Whether ``view`` asks for no more dimensions than there are places where neighbouring
@@ -306,7 +387,7 @@ def _merges_across(source: ast.expr, view: ast.Call) -> bool:
     one of them, which fails (for sizes above 1). Views that may only split, or merge runs the
     transposition kept in order, can work."""
     rank = _view_rank(view)
-    breaks = _breaks(source)
+    breaks = layout.breaks(source)
     return rank is not None and breaks is not None and rank <= breaks
 
 
@@ -316,10 +397,10 @@ def _splits_trailing(ctx: Context, source: ast.expr, view: ast.Call) -> bool:
     when that literal is the whole moved dimension (36 channels viewed as ``(..., 4)`` must
     merge the spatial dimensions with part of the channels, which are not neighbours in
     memory); it is reported unless the tensor's literal shape shows they are equal."""
-    if _method_name(source) != "permute" or not isinstance(source, ast.Call):
+    if layout.method_name(source) != "permute" or not isinstance(source, ast.Call):
         return False
     skip = 0 if isinstance(source.func, ast.Attribute) else 1
-    order = _int_args(list(source.args[skip:]))
+    order = layout.int_args(list(source.args[skip:]))
     if not order or source.keywords or len(order) < 3:
         return False
     n = len(order)
@@ -331,13 +412,46 @@ def _splits_trailing(ctx: Context, source: ast.expr, view: ast.Call) -> bool:
         args = list(args[0].elts)
     if len(args) < 2 or any(isinstance(a, ast.Starred) for a in args):
         return False
-    last = _int_args(args[-1:])
-    if last is None or last[0] <= 1 or _int_args(args[:-1]) == []:
+    last = layout.int_args(args[-1:])
+    if last is None or last[0] <= 1 or layout.int_args(args[:-1]) == []:
         return False
-    if not any(_int_args([a]) == [-1] for a in args[:-1]):
+    if not any(layout.int_args([a]) == [-1] for a in args[:-1]):
         return False
-    shape = _literal_shape(ctx, _receiver(source))
+    shape = _literal_shape(ctx, layout.receiver(source))
     return shape is None or (len(shape) == n and shape[order[-1]] != last[0])
+
+
+def _merges_named(ctx: Context, source: ast.expr, view: ast.Call) -> bool:
+    """``x.permute(0, 2, 1, 3, 4).view(-1, c, 1, h, w)`` after ``b, c, f, h, w = x.shape``:
+    every size but the ``-1`` is a dimension of the permuted tensor, matched from both ends
+    (size-1 dimensions may be inserted); the ``-1`` then merges the dimensions left between,
+    and when those are not neighbours in memory (here ``b`` and ``f``) the view fails."""
+    if layout.method_name(source) != "permute" or not isinstance(source, ast.Call):
+        return False
+    skip = 0 if isinstance(source.func, ast.Attribute) else 1
+    order = layout.int_args(list(source.args[skip:]))
+    receiver = layout.receiver(source)
+    if not order or source.keywords or receiver is None:
+        return False
+    n = len(order)
+    order = [d % n for d in order]
+    args: list[ast.expr] = list(view.args)
+    if len(args) == 1 and isinstance(args[0], ast.Tuple | ast.List):
+        args = list(args[0].elts)
+    free = [i for i, a in enumerate(args) if layout.int_args([a]) == [-1]]
+    if sorted(order) != list(range(n)) or len(free) != 1:
+        return False
+    dims = [layout.dim(ctx.sem, receiver, d) for d in order]
+    lo, hi = 0, n - 1
+    for i in [*range(free[0]), *range(len(args) - 1, free[0], -1)]:
+        if layout.int_args([args[i]]) == [1]:
+            continue
+        k = lo if i < free[0] else hi
+        if k > hi or k < lo or dims[k] is None or layout.size_of(ctx.sem, args[i]) != dims[k]:
+            return False
+        lo, hi = (lo + 1, hi) if i < free[0] else (lo, hi - 1)
+    run = order[lo : hi + 1]
+    return any(y != x + 1 for x, y in itertools.pairwise(run))
 
 
 def _literal_shape(ctx: Context, expr: ast.expr | None) -> list[int] | None:
@@ -351,7 +465,7 @@ def _literal_shape(ctx: Context, expr: ast.expr | None) -> list[int] | None:
     qual = ctx.qualname(expr.func) or ""
     if qual not in ("torch.randn", "torch.rand", "torch.zeros", "torch.ones", "torch.empty"):
         return None
-    return _int_args(list(expr.args))
+    return layout.int_args(list(expr.args))
 
 
 def _view_rank(call: ast.Call) -> int | None:
@@ -364,89 +478,6 @@ def _view_rank(call: ast.Call) -> int | None:
     if any(isinstance(a, ast.Starred) for a in args):
         return None
     return len(args)
-
-
-def _int_args(args: list[ast.expr]) -> list[int] | None:
-    if len(args) == 1 and isinstance(args[0], ast.Tuple | ast.List):
-        args = list(args[0].elts)
-    out: list[int] = []
-    for arg in args:
-        if isinstance(arg, ast.UnaryOp) and isinstance(arg.op, ast.USub):
-            inner = _int_args([arg.operand])
-            if inner is None:
-                return None
-            out.append(-inner[0])
-        elif isinstance(arg, ast.Constant) and type(arg.value) is int:
-            out.append(arg.value)
-        else:
-            return None
-    return out
-
-
-def _breaks(source: ast.expr) -> int | None:
-    """A lower bound of the places where neighbouring dimensions of the transposed tensor are
-    not neighbours in memory (the input taken as contiguous); None when the code does not say."""
-    name = _method_name(source)
-    if isinstance(source, ast.Attribute) or name in ("t", "expand"):
-        return 1  # ``.T``/``.mT``/``.t()`` swap two dimensions; ``expand`` adds stride-0 ones
-    assert isinstance(source, ast.Call)
-    skip = 0 if isinstance(source.func, ast.Attribute) and name in _STRIDED_METHODS else 1
-    dims = _int_args(source.args[skip:])
-    if dims is None or source.keywords:
-        return None
-    if name == "permute":
-        n = len(dims)
-        if n == 0 or sorted(d % n for d in dims) != list(range(n)):
-            return None
-        order = [d % n for d in dims]
-    elif len(dims) == 2 and (min(dims) >= 0 or max(dims) < 0):
-        # Only the dimensions up to the larger one (or from the smaller negative one) are known.
-        n = max(dims) + 1 if min(dims) >= 0 else -min(dims)
-        a, b = (d % n for d in dims)
-        order = list(range(n))
-        if name == "movedim":
-            order.remove(a)
-            order.insert(b, a)
-        else:
-            order[a], order[b] = b, a
-    else:
-        return None
-    return sum(1 for x, y in itertools.pairwise(order) if y != x + 1)
-
-
-def _keeps_order(call: ast.Call, skip: int) -> bool:
-    """``permute(0, 1, 2)`` or ``transpose(1, 1)``: literal dimensions that change nothing."""
-    args = call.args[skip:]
-    dims = [a.value for a in args if isinstance(a, ast.Constant) and type(a.value) is int]
-    if not args or len(dims) != len(args) or call.keywords:
-        return False
-    name = _method_name(call).rsplit(".", 1)[-1]
-    if name == "permute":
-        return dims == list(range(len(dims)))
-    if name in ("transpose", "swapaxes", "swapdims", "movedim"):
-        return len(dims) == 2 and dims[0] == dims[1]
-    return False
-
-
-def _method_name(expr: ast.expr) -> str:
-    if isinstance(expr, ast.Attribute):
-        return expr.attr
-    assert isinstance(expr, ast.Call)
-    func = expr.func
-    if isinstance(func, ast.Attribute):
-        return func.attr
-    return func.id if isinstance(func, ast.Name) else "transpose"
-
-
-def _receiver(expr: ast.expr) -> ast.expr | None:
-    """What a transposing expression transposes."""
-    if isinstance(expr, ast.Attribute):
-        return expr.value
-    if isinstance(expr, ast.Call):
-        if isinstance(expr.func, ast.Attribute) and expr.func.attr in _STRIDED_METHODS:
-            return expr.func.value
-        return expr.args[0] if expr.args else None
-    return None
 
 
 def _root(expr: ast.expr | None) -> ast.expr | None:
@@ -483,14 +514,14 @@ def _origin_qualname(ctx: Context, expr: ast.expr | None, depth: int = 0) -> str
 
 
 def _foreign_root(ctx: Context, source: ast.expr) -> bool:
-    qual = _origin_qualname(ctx, _receiver(source))
+    qual = _origin_qualname(ctx, layout.receiver(source))
     if qual is None:
         return False
     return qual == "<local class>" or qual.split(".")[0] in _FOREIGN_PACKAGES
 
 
 def _rooted_in_torch(ctx: Context, source: ast.expr) -> bool:
-    qual = _origin_qualname(ctx, _receiver(source)) or ""
+    qual = _origin_qualname(ctx, layout.receiver(source)) or ""
     return qual.split(".")[0] == "torch"
 
 
