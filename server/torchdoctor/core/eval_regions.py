@@ -22,7 +22,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from . import kinds, training
+from . import forwards, kinds, training
 from .context import Context
 from .evaluation import (
     Flow,
@@ -33,6 +33,7 @@ from .evaluation import (
     forward_calls,
     frozen_models,
     grad_off_globally,
+    is_model,
     mode_switch,
     referenced_as_value,
     repeats,
@@ -70,20 +71,25 @@ def unguarded_forwards(ctx: Context) -> list[Unguarded]:
     """The forwards of evaluation regions that repeat with gradients on, for nothing: the
     region neither computes gradients nor manages grad mode, the forward is no mode switch of
     a model the analysis cannot see into, and what the statements compute is not
-    backpropagated later. A forward is reported with the first region that holds it."""
+    backpropagated later. A forward is a call of a model, or a call of a function (of the file
+    or of another module of the project) that runs a model it is handed
+    (``forwards.helper_forwards``). A forward is reported with the first region that holds
+    it; a region inside a function whose calls are reported is left to them."""
     key = "eval-regions-unguarded"
     known = ctx.sem.memo.get(key)
     if isinstance(known, list):
         return known
     out: list[Unguarded] = []
     ctx.sem.memo[key] = out
-    if is_test_file(ctx.path) or grad_off_globally(ctx):
+    if is_test_file(ctx) or grad_off_globally(ctx):
         return out
     found = regions(ctx)
     if not found:
         return out
+    sem = ctx.sem
     frozen = frozen_models(ctx)
     claimed: set[ast.Call] = set()
+    helpers: set[ast.AST] = set()  # functions of the file whose calls are reported
     for region in found:
         if trains(ctx, region.stmts):
             continue
@@ -93,18 +99,73 @@ def unguarded_forwards(ctx: Context) -> list[Unguarded]:
         calls = [
             call
             for call in forwards
-            if not training.grad_disabled(ctx.sem, call)
+            if not training.grad_disabled(sem, call)
             and dotted(callee(call)) not in frozen
             and repeats(ctx, call)
         ]
+        through = [
+            call
+            for call in _helper_calls(ctx, region.stmts, set(forwards))
+            if not training.grad_disabled(sem, call)
+        ]
+        calls = sorted([*calls, *through], key=lambda c: (c.lineno, c.col_offset))
         if not calls or any(call in claimed for call in calls):
             continue
         claimed.update(calls)
         stmts = covering(ctx, region.stmts, calls)
-        if Flow(ctx, stmts).outcome() is Outcome.AUTOGRAD:
+        if Flow(ctx, stmts, frozenset(through)).outcome() is Outcome.AUTOGRAD:
             continue  # what the region computes is backpropagated later
-        out.append(Unguarded(region, calls, stmts))
+        out.append(Unguarded(region, _primary_first(ctx, calls, stmts), stmts))
+        for call in through:
+            local = sem.local_function(call.func)
+            if local is not None:
+                helpers.add(local)
+    out[:] = [u for u in out if not _inside_any(ctx, u.calls[0], helpers)]
     return out
+
+
+def _helper_calls(ctx: Context, stmts: list[ast.stmt], direct: set[ast.Call]) -> list[ast.Call]:
+    """Calls in ``stmts`` of functions that run a model they are handed, again and again:
+    inside the function (a loop over batches), or because the call itself repeats."""
+    out = []
+    sem = ctx.sem
+    for node in sem.walk_body(stmts):
+        if not isinstance(node, ast.Call) or node in direct:
+            continue
+        for value, repeated in forwards.helper_forwards(sem, node):
+            if is_model(ctx, value) and (repeated or repeats(ctx, node)):
+                out.append(node)
+                break
+    return out
+
+
+def _primary_first(ctx: Context, calls: list[ast.Call], stmts: list[ast.stmt]) -> list[ast.Call]:
+    """``calls`` with the first one that no ``if`` inside ``stmts`` guards first (the forward
+    of every batch, not a warm-up under a condition), when the first call is guarded."""
+
+    def guarded(call: ast.Call) -> bool:
+        for anc in ctx.sem.ancestors(call):
+            if any(anc is s for s in stmts):
+                return isinstance(anc, ast.If | ast.Match)
+            if isinstance(anc, ast.If | ast.Match | ast.IfExp):
+                return True
+        return False
+
+    if not calls or not guarded(calls[0]):
+        return calls
+    for call in calls[1:]:
+        if not guarded(call):
+            return [call, *(c for c in calls if c is not call)]
+    return calls
+
+
+def _inside_any(ctx: Context, node: ast.AST, funcs: set[ast.AST]) -> bool:
+    func = ctx.sem.enclosing_function(node)
+    while func is not None:
+        if func in funcs:
+            return True
+        func = ctx.sem.enclosing_function(func)
+    return False
 
 
 def regions(ctx: Context) -> list[Region]:
@@ -112,20 +173,19 @@ def regions(ctx: Context) -> list[Region]:
     ``.eval()``, then loops over evaluation loaders, then evaluation functions."""
     found: list[Region] = []
     sem = ctx.sem
-    for call in sem.calls_by_attr.get("eval", ()):
-        if call.args or call.keywords:
-            continue
-        assert isinstance(call.func, ast.Attribute)
-        if ctx.kind(call.func.value) is not Kind.MODULE:
-            continue
+    for call, model in _eval_switches(ctx):
         stmt = sem.statement_of(call)
         if not isinstance(stmt, ast.Expr | ast.Assign) or _skipped_place(ctx, stmt):
             continue
         block, index = sem.block_of(stmt)
         following: list[ast.stmt] = []
-        receiver = dotted(call.func.value)
+        receiver = dotted(model)
         for item in block[index + 1 :]:
-            if _ends_eval_mode(item, receiver) or calls_train(ctx, item):
+            if (
+                _ends_eval_mode(item, receiver)
+                or calls_train(ctx, item)
+                or _trains_through_helper(ctx, item, receiver)
+            ):
                 break
             following.append(item)
         if trains(ctx, following):
@@ -152,18 +212,76 @@ def regions(ctx: Context) -> list[Region]:
     return found
 
 
+def _eval_switches(ctx: Context) -> list[tuple[ast.Call, ast.expr]]:
+    """Where a model enters evaluation mode, and the model: ``model.eval()``, and ``model =
+    load(...)`` where ``load`` (of the file or of another project module) hands back a model
+    it switched to evaluation mode (``forwards.returns_eval_model``)."""
+    sem = ctx.sem
+    out: list[tuple[ast.Call, ast.expr]] = []
+    for call in sem.calls_by_attr.get("eval", ()):
+        if call.args or call.keywords:
+            continue
+        assert isinstance(call.func, ast.Attribute)
+        if ctx.kind(call.func.value) is Kind.MODULE:
+            out.append((call, call.func.value))
+    if sem.project is None and not sem.functions:
+        return out
+    for node in sem.assigns:
+        value = node.value
+        if (
+            isinstance(value, ast.Call)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name | ast.Attribute)
+            and forwards.returns_eval_model(sem, value.func)
+        ):
+            out.append((value, node.targets[0]))
+    return sorted(out, key=lambda pair: (pair[0].lineno, pair[0].col_offset))
+
+
+def _trains_through_helper(ctx: Context, stmt: ast.stmt, receiver: str | None) -> bool:
+    """``stmt`` hands the model to a function that switches it back to training."""
+    if receiver is None:
+        return False
+    return any(
+        isinstance(node, ast.Call) and forwards.trains_argument(ctx.sem, node, receiver)
+        for node in ctx.sem.walk_body([stmt])
+    )
+
+
 # ---- helpers ------------------------------------------------------------------------------------
-def is_test_file(path: str) -> bool:
-    """A file pytest collects (``test_*.py``, ``*_test.py``), a ``tests.py``, a
-    ``conftest.py``, or a file under a ``tests/`` folder."""
+def is_test_file(ctx: Context) -> bool:
+    """A file of tests: a ``conftest.py``, a ``tests.py``, a file under a ``tests/`` folder, or
+    one named as pytest collects it (``test_*.py``, ``*_test.py``) that holds tests: it
+    imports ``pytest`` or ``unittest``, or defines a ``test_*`` function. A script named so
+    that holds none (SlowFast's ``tools/test_net.py`` evaluates a model) is evaluation code."""
+    path = ctx.path
     base = os.path.basename(path)
     parts = re.split(r"[\\/]", path)[:-1]
-    return base.endswith(".py") and (
-        base.startswith("test_")
-        or base.endswith("_test.py")
-        or base in ("tests.py", "conftest.py")
-        or "tests" in parts
-    )
+    if not base.endswith(".py"):
+        return False
+    if base in ("conftest.py", "tests.py") or "tests" in parts:
+        return True
+    if not (base.startswith("test_") or base.endswith("_test.py")):
+        return False
+    tree = ctx.sem.tree
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and stmt.name.startswith(
+            "test_"
+        ):
+            return True
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(
+            a.name.split(".")[0] in _TEST_FRAMEWORKS for a in node.names
+        ):
+            return True
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in (
+            _TEST_FRAMEWORKS
+        ):
+            return True
+    return False
+
+
+_TEST_FRAMEWORKS = frozenset({"pytest", "unittest"})
 
 
 def _ends_eval_mode(stmt: ast.stmt, receiver: str | None) -> bool:

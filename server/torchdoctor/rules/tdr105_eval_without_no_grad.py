@@ -166,7 +166,7 @@ def _no_grad_fix(ctx: Context, stmts: list[ast.stmt], calls: list[ast.Call]) -> 
     header = f"with {torch}.no_grad()"
     candidates = [stmts]
     own = []
-    for call in calls:
+    for call in sorted(calls, key=lambda c: (c.lineno, c.col_offset)):
         stmt = ctx.sem.statement_of(call)
         if stmt not in own:
             own.append(stmt)
