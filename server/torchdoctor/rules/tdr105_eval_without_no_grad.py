@@ -6,7 +6,7 @@ from functools import partial
 from ..core import fixes
 from ..core.context import Context
 from ..core.eval_regions import Region, earlier_eval, unguarded_forwards
-from ..core.evaluation import callee, safe_to_turn_grad_off
+from ..core.evaluation import callee, is_model, safe_to_turn_grad_off
 from ..core.model import Applicability, Edit, Fix, Text
 from .base import Rule
 from .examples import tdr105
@@ -132,26 +132,45 @@ class EvalWithoutNoGrad(Rule):
         eval_call = region.eval_call or earlier_eval(ctx, first)
         related = []
         if eval_call is not None:
+            switch = isinstance(eval_call.func, ast.Attribute) and eval_call.func.attr == "eval"
+            what = "`.eval()`" if switch else f"`{_short(ctx, eval_call.func)}(...)`"
             related.append(
                 ctx.related(
                     eval_call,
                     Text(
-                        "`.eval()` switches layers to inference behaviour but keeps autograd on",
-                        "`.eval()` 只切换层的推理行为，autograd 仍然开启",
+                        f"{what} switches layers to inference behaviour but keeps autograd on",
+                        f"{what} 只切换层的推理行为，autograd 仍然开启",
+                    )
+                    if switch
+                    else Text(
+                        f"{what} hands back a model in evaluation mode; autograd stays on",
+                        f"{what} 返回处于评估模式的模型，autograd 仍然开启",
                     ),
                 )
             )
-        target = ctx.segment(callee(first))
-        if len(target) > 40:
-            target = "model"
-        message = Text(
-            f"`{target}(...)` is evaluated without `torch.no_grad()` or "
-            "`torch.inference_mode()`, so autograd keeps activations for a backward pass that "
-            "never runs",
-            f"评估时调用 `{target}(...)` 未使用 `torch.no_grad()` 或 `torch.inference_mode()`，"
-            "autograd 会为永远不会发生的反向传播保留激活值",
-        )
+        target = _short(ctx, callee(first))
+        if is_model(ctx, callee(first)):
+            message = Text(
+                f"`{target}(...)` is evaluated without `torch.no_grad()` or "
+                "`torch.inference_mode()`, so autograd keeps activations for a backward pass "
+                "that never runs",
+                f"评估时调用 `{target}(...)` 未使用 `torch.no_grad()` 或 "
+                "`torch.inference_mode()`，autograd 会为永远不会发生的反向传播保留激活值",
+            )
+        else:  # a helper that runs the model it is handed
+            message = Text(
+                f"`{target}(...)` runs the model again and again without `torch.no_grad()` or "
+                "`torch.inference_mode()`, so autograd keeps activations for a backward pass "
+                "that never runs",
+                f"`{target}(...)` 反复运行模型却未使用 `torch.no_grad()` 或 "
+                "`torch.inference_mode()`，autograd 会为永远不会发生的反向传播保留激活值",
+            )
         ctx.report(first, message, fixes=partial(_no_grad_fix, ctx, stmts, calls), related=related)
+
+
+def _short(ctx: Context, expr: ast.expr) -> str:
+    text = ctx.segment(expr)
+    return text if len(text) <= 40 else "model"
 
 
 # ---- the fix ---------------------------------------------------------------------------------

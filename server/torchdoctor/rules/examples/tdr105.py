@@ -208,7 +208,78 @@ VALID = (
     "with torch.no_grad():\n"
     "    for x, y in loaders['val']:\n"
     "        print(model(x.cuda()).argmax(1).tolist())\n",
+    # A helper that runs the model it is handed, already under no_grad inside.
+    "import torch\n"
+    "@torch.no_grad()\n"
+    "def loss_over(loader, model):\n"
+    "    return sum(model(x).sum().item() for x in loader)\n"
+    "model = torch.nn.Linear(2, 2)\nmodel.eval()\nprint(loss_over(batches, model))\n",
+    # The helper switches the model back to training: evaluation mode ends at its call, and
+    # the single forward before it is not a loop.
+    "import torch\n"
+    "def fit(model, loader, opt):\n"
+    "    model.train()\n"
+    "    for x, y in loader:\n"
+    "        opt.zero_grad()\n"
+    "        torch.nn.functional.mse_loss(model(x), y).backward()\n"
+    "        opt.step()\n"
+    "model = torch.nn.Linear(2, 2)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+    "model.eval()\nprint(model(x0))\nfit(model, train_loader, opt)\n",
+    # The loss object handed to the shared epoch helper backpropagates in its `__call__`
+    # (wrapping the call in no_grad would make that backward fail).
+    Valid(
+        "import torch\nfrom losses import LossCompute\n"
+        "def run_epoch(data, model, loss_compute):\n"
+        "    total = 0.0\n"
+        "    for x, y in data:\n"
+        "        total += loss_compute(model(x), y)\n"
+        "    return total\n"
+        "model = torch.nn.Linear(2, 2)\ncriterion = torch.nn.MSELoss()\n"
+        "model.eval()\n"
+        "valid_loss = run_epoch(valid_data, model, LossCompute(criterion, opt=None))\n",
+        files=(
+            (
+                "losses.py",
+                "class LossCompute:\n"
+                "    def __init__(self, criterion, opt=None):\n"
+                "        self.criterion, self.opt = criterion, opt\n"
+                "    def __call__(self, out, y):\n"
+                "        loss = self.criterion(out, y)\n"
+                "        loss.backward()\n"
+                "        if self.opt is not None:\n"
+                "            self.opt.step()\n"
+                "        return loss.item()\n",
+            ),
+        ),
+    ),
+    # A file named like a pytest module that holds tests (it imports pytest).
+    Valid(
+        "import pytest\nimport torch\n"
+        "def check(model, loader):\n"
+        "    model.eval()\n"
+        "    for x in loader:\n"
+        "        assert model(x).shape[1] == 2\n",
+        filename="test_shapes.py",
+    ),
+    # A model handed back by a loader that leaves it in training mode: no evaluation code.
+    Valid(
+        "import torch\nfrom models import load\n"
+        "model = load('w.pt')\n"
+        "for x, y in loader:\n"
+        "    torch.nn.functional.mse_loss(model(x), y).backward()\n",
+        files=(
+            (
+                "models.py",
+                "import torch\n"
+                "def load(path):\n"
+                "    model = torch.nn.Linear(2, 2)\n"
+                "    model.load_state_dict(torch.load(path))\n"
+                "    return model\n",
+            ),
+        ),
+    ),
 )
+
 INVALID = (
     Invalid(
         "import torch\n"
@@ -594,5 +665,162 @@ INVALID = (
         "    for x, y in loaders['val']:\n"
         "        print(model(x.cuda()).argmax(1).tolist())\n",
         lines=(10,),
+    ),
+    # A local helper runs the model over every batch; the call after `.eval()` is reported.
+    Invalid(
+        "import torch\nimport torch.nn.functional as F\n"
+        "def loss_over(loader, model):\n"
+        "    total = 0.0\n"
+        "    for x, y in loader:\n"
+        "        total += F.cross_entropy(model(x), y).item()\n"
+        "    return total / len(loader)\n"
+        "model = torch.nn.Linear(2, 2)\nmodel.eval()\n"
+        "train_loss = loss_over(train_loader, model)\n"
+        "val_loss = loss_over(val_loader, model)\n"
+        "print(train_loss, val_loss)\n",
+        fixed="import torch\nimport torch.nn.functional as F\n"
+        "def loss_over(loader, model):\n"
+        "    total = 0.0\n"
+        "    for x, y in loader:\n"
+        "        total += F.cross_entropy(model(x), y).item()\n"
+        "    return total / len(loader)\n"
+        "model = torch.nn.Linear(2, 2)\nmodel.eval()\n"
+        "with torch.no_grad():\n"
+        "    train_loss = loss_over(train_loader, model)\n"
+        "    val_loss = loss_over(val_loader, model)\n"
+        "print(train_loss, val_loss)\n",
+        lines=(10,),
+    ),
+    # The forward runs in a helper of another module, called for every file of a loop after
+    # `.eval()`: the loop is reported where it hands the model over (no fix: the helper's
+    # code is not proven to need no autograd).
+    Invalid(
+        "import numpy as np\nimport torch\nfrom features import extract\n"
+        "def extract_all(model, paths):\n"
+        "    model.eval()\n"
+        "    for path in paths:\n"
+        "        feats = extract(model, np.load(path))\n"
+        "        np.save(path + '.feat', feats.detach().numpy())\n"
+        "model = torch.nn.Linear(3, 8)\n"
+        "extract_all(model, paths)\n",
+        fixed=None,
+        files=(
+            (
+                "features.py",
+                "import torch\n"
+                "def extract(model, points):\n"
+                "    return model(torch.from_numpy(points).float())\n",
+            ),
+        ),
+        lines=(7,),
+    ),
+    # ... and a helper of the file that does so, called after `.eval()` at module level: the
+    # call is reported, not the loop inside the helper.
+    Invalid(
+        "import numpy as np\nimport torch\nfrom features import extract\n"
+        "def extract_all(model, paths):\n"
+        "    model.eval()\n"
+        "    for path in paths:\n"
+        "        np.save(path + '.feat', extract(model, np.load(path)).detach().numpy())\n"
+        "model = torch.nn.Linear(3, 8)\nmodel.eval()\n"
+        "extract_all(model, paths)\n",
+        fixed=None,
+        files=(
+            (
+                "features.py",
+                "import torch\n"
+                "def extract(model, points):\n"
+                "    return model(torch.from_numpy(points).float())\n",
+            ),
+        ),
+        lines=(10,),
+    ),
+    # The model comes back from a loader of another module in evaluation mode (its class's
+    # forward is read there, so the fix is safe); a warm-up forward runs under a condition,
+    # the per-image forward is the one reported.
+    Invalid(
+        "import torch\nfrom models import load_eval\n"
+        "def detect(source):\n"
+        "    model = load_eval('w.pt')\n"
+        "    for img in source:\n"
+        "        if img.shape[0] != 1:\n"
+        "            model(img)\n"
+        "        pred = model(img)[0]\n"
+        "        print(pred.argmax().item())\n"
+        "detect(images)\n",
+        fixed="import torch\nfrom models import load_eval\n"
+        "def detect(source):\n"
+        "    model = load_eval('w.pt')\n"
+        "    with torch.no_grad():\n"
+        "        for img in source:\n"
+        "            if img.shape[0] != 1:\n"
+        "                model(img)\n"
+        "            pred = model(img)[0]\n"
+        "            print(pred.argmax().item())\n"
+        "detect(images)\n",
+        files=(
+            (
+                "models.py",
+                "import torch\n"
+                "class Net(torch.nn.Module):\n"
+                "    def __init__(self):\n"
+                "        super().__init__()\n"
+                "        self.fc = torch.nn.Linear(2, 2)\n"
+                "    def forward(self, x):\n"
+                "        return self.fc(x)\n"
+                "def load_eval(path):\n"
+                "    model = Net()\n"
+                "    model.load_state_dict(torch.load(path))\n"
+                "    model.eval()\n"
+                "    return model\n",
+            ),
+        ),
+        lines=(8,),
+    ),
+    # A script named like a pytest module that holds no tests (SlowFast's tools/test_net.py).
+    Invalid(
+        "import torch\n"
+        "def perform_test(test_loader, model):\n"
+        "    model.eval()\n"
+        "    for inputs, labels in test_loader:\n"
+        "        preds = model(inputs.cuda())\n"
+        "        print((preds.argmax(1) == labels.cuda()).float().mean().item())\n"
+        "def test(cfg):\n"
+        "    perform_test(build_loader(cfg), build_model(cfg))\n",
+        fixed=None,
+        filename="test_net.py",
+        lines=(5,),
+    ),
+    # Evaluation mode ends where a helper switches the model back to training (and trains
+    # it): the evaluation before it is still reported.
+    Invalid(
+        "import torch\nimport torch.nn.functional as F\n"
+        "def loss_over(loader, model):\n"
+        "    return sum(F.mse_loss(model(x), y).item() for x, y in loader)\n"
+        "def fit(model, loader, opt):\n"
+        "    model.train()\n"
+        "    for x, y in loader:\n"
+        "        opt.zero_grad()\n"
+        "        F.mse_loss(model(x), y).backward()\n"
+        "        opt.step()\n"
+        "model = torch.nn.Linear(2, 2)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "model.eval()\n"
+        "print('before', loss_over(val_loader, model))\n"
+        "fit(model, train_loader, opt)\n",
+        fixed="import torch\nimport torch.nn.functional as F\n"
+        "def loss_over(loader, model):\n"
+        "    return sum(F.mse_loss(model(x), y).item() for x, y in loader)\n"
+        "def fit(model, loader, opt):\n"
+        "    model.train()\n"
+        "    for x, y in loader:\n"
+        "        opt.zero_grad()\n"
+        "        F.mse_loss(model(x), y).backward()\n"
+        "        opt.step()\n"
+        "model = torch.nn.Linear(2, 2)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "model.eval()\n"
+        "with torch.no_grad():\n"
+        "    print('before', loss_over(val_loader, model))\n"
+        "fit(model, train_loader, opt)\n",
+        lines=(14,),
     ),
 )
