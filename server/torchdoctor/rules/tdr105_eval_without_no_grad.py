@@ -15,13 +15,18 @@ from .examples import tdr105
 class EvalWithoutNoGrad(Rule):
     """## What it does
     Checks for forward calls of a model that run again and again in evaluation code with
-    gradient tracking on. Evaluation code is the statements after `model.eval()` (up to a later
-    `model.train()`), a function whose name starts with `eval`, `valid`, `test`, `predict` or
-    `infer`, or a loop over a loader whose name contains `val` or `test`. The forward must
-    repeat: it runs inside a loop whose items reach the forward (whatever the iterable is
-    called: `val_loader`, `val_data`, `data`), a loop over `range(...)`, a `while` loop, or a loop that appends or adds its output to something made
-    before the loop. It is reported when it is not under `torch.no_grad()`,
-    `torch.inference_mode()` or `torch.set_grad_enabled(False)`.
+    gradient tracking on. Evaluation code is the statements after `model.eval()`, or after
+    `model = load(...)` where `load` (of the file or of another module of the project) hands
+    back a model it switched to evaluation mode, up to a later `model.train()` (also inside a
+    function the model is handed to); a function whose name starts with `eval`, `valid`,
+    `test`, `predict` or `infer`; or a loop over a loader whose name contains `val` or `test`.
+    The forward must repeat: it runs inside a loop whose items reach the forward (whatever the
+    iterable is called: `val_loader`, `val_data`, `data`), a loop over `range(...)`, a `while`
+    loop, or a loop that appends or adds its output to something made before the loop. A call
+    of a function that runs the model it is handed again and again (a loop over batches in a
+    helper of the file or of another module: `calc_loss_loader(val_loader, model, device)`)
+    counts as such a forward, and is reported where it is called. It is reported when it is
+    not under `torch.no_grad()`, `torch.inference_mode()` or `torch.set_grad_enabled(False)`.
 
     Not reported:
 
@@ -29,16 +34,20 @@ class EvalWithoutNoGrad(Rule):
       only until the output is dropped;
     - regions that need autograd: a backward pass, `torch.autograd`/`torch.func`, an optimizer
       step, `requires_grad_()`, gradients turned back on — in the region or in a function it
-      calls, of the file or of another module of the project — or the forward of a model the analysis cannot see into called with a
-      constant flag (`model(im, label, make_adv=True)`: robustness's `AttackerModel` runs a PGD
-      attack inside `forward`);
+      calls, of the file or of another module of the project, or in the `__call__` of an
+      object it makes (a loss-and-step helper handed to a shared epoch function) — or the
+      forward of a model the analysis cannot see into called with a constant flag
+      (`model(im, label, make_adv=True)`: robustness's `AttackerModel` runs a PGD attack
+      inside `forward`);
     - regions whose results are backpropagated later (followed through assignments, lists,
       returns and the callers of the function);
-    - tests (`test_*.py`, `*_test.py`, `tests.py`, `conftest.py`, files under `tests/`,
-      pytest-decorated functions, `test_*` functions without a loop over a loader, unittest
-      cases), Lightning's evaluation hooks, methods of `nn.Module` classes, functions only
-      called with gradients off or whose result is backpropagated, and functions never called
-      in the file but passed around as values (detectron2's `inference_on_dataset` runs them
+    - tests (`conftest.py`, `tests.py`, files under `tests/`, a `test_*.py` or `*_test.py`
+      that imports `pytest` or `unittest` or defines `test_*` functions — a script named so
+      without tests, like `tools/test_net.py`, is evaluation code — pytest-decorated
+      functions, `test_*` functions without a loop over a loader, unittest cases),
+      Lightning's evaluation hooks, methods of `nn.Module` classes, functions only called
+      with gradients off or whose result is backpropagated, and functions never called in
+      the file but passed around as values (detectron2's `inference_on_dataset` runs them
       under `no_grad()`).
 
     ## Why is this bad?
