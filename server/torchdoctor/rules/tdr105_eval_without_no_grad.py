@@ -168,10 +168,10 @@ class EvalWithoutNoGrad(Rule):
             )
         else:  # a helper that runs the model it is handed
             message = Text(
-                f"`{target}(...)` runs the model again and again without `torch.no_grad()` or "
-                "`torch.inference_mode()`, so autograd keeps activations for a backward pass "
-                "that never runs",
-                f"`{target}(...)` 反复运行模型却未使用 `torch.no_grad()` 或 "
+                f"The forwards `{target}(...)` runs are evaluated without `torch.no_grad()` or "
+                "`torch.inference_mode()`, again and again, so autograd keeps activations for "
+                "a backward pass that never runs",
+                f"`{target}(...)` 中的前向在评估时反复执行，未使用 `torch.no_grad()` 或 "
                 "`torch.inference_mode()`，autograd 会为永远不会发生的反向传播保留激活值",
             )
         ctx.report(first, message, fixes=partial(_no_grad_fix, ctx, stmts, calls), related=related)
