@@ -228,13 +228,18 @@ def _eval_switches(ctx: Context) -> list[tuple[ast.Call, ast.expr]]:
         return out
     for node in sem.assigns:
         value = node.value
-        if (
-            isinstance(value, ast.Call)
-            and len(node.targets) == 1
-            and isinstance(node.targets[0], ast.Name | ast.Attribute)
-            and forwards.returns_eval_model(sem, value.func)
-        ):
-            out.append((value, node.targets[0]))
+        if not isinstance(value, ast.Call) or len(node.targets) != 1:
+            continue
+        target = node.targets[0]
+        if isinstance(target, ast.Name):
+            called = target.id in sem.calls_by_name
+        elif isinstance(target, ast.Attribute):
+            called = target.attr in sem.calls_by_attr
+        else:
+            continue
+        # Only a model that is called somewhere can be evaluated.
+        if called and forwards.returns_eval_model(sem, value.func):
+            out.append((value, target))
     return sorted(out, key=lambda pair: (pair[0].lineno, pair[0].col_offset))
 
 
