@@ -524,8 +524,11 @@ class Flow:
 
     _LIMIT = 2000
 
-    def __init__(self, ctx: Context, stmts: list[ast.stmt]) -> None:
+    def __init__(
+        self, ctx: Context, stmts: list[ast.stmt], seeds: frozenset[ast.Call] = frozenset()
+    ) -> None:
         self.ctx = ctx
+        self.seeds = seeds  # more calls whose results require grad (helpers running a model)
         self.sem = ctx.sem
         self.stmts = stmts
         self.seen = Seen.of(ctx)
@@ -539,9 +542,9 @@ class Flow:
         code the analysis cannot see; else ``CLEAN``."""
         marked = _requires_grad_names(self.ctx)
         for node in self.sem.walk_body(self.stmts):
-            seed = (isinstance(node, ast.Call) and self._makes_grad_tensor(node)) or (
-                isinstance(node, ast.Name) and node.id in marked
-            )
+            seed = (
+                isinstance(node, ast.Call) and (node in self.seeds or self._makes_grad_tensor(node))
+            ) or (isinstance(node, ast.Name) and node.id in marked)
             if seed:
                 self.todo.append(node)
         result = Outcome.CLEAN
@@ -833,6 +836,8 @@ def _statement_trains(ctx: Context, stmt: ast.stmt, seen: set[ast.AST], depth: i
             if helper is not None and helper.sem is not sem:
                 if helper.autograd or "backward" in helper.methods:
                     return True  # project code of another module that needs autograd
+            if _callable_that_trains(sem, func):
+                return True  # an object whose calls backpropagate (a loss-and-step helper)
             local = sem.local_function(func)
             if local is not None and local not in seen and depth < 6:
                 seen.add(local)
@@ -853,6 +858,23 @@ def _statement_trains(ctx: Context, stmt: ast.stmt, seen: set[ast.AST], depth: i
                 ):
                     return True
     return False
+
+
+def _callable_that_trains(sem: Semantic, func: ast.expr) -> bool:
+    """``func`` names a class (of the file or another project module) whose ``__call__``
+    backpropagates: the object it makes is handed on and called where the analysis may not
+    follow (``run_epoch(data, model, SimpleLossCompute(generator, criterion, opt=None))``)."""
+    if not isinstance(func, ast.Name | ast.Attribute):
+        return False
+    defined = sem.owner(func).class_def(func)
+    if defined is None:
+        return False
+    owner, cls = defined
+    call = _method(cls, "__call__")
+    if call is None:
+        return False
+    found = summaries.of_function(owner, call)
+    return found.autograd or "backward" in found.methods
 
 
 def frozen_models(ctx: Context) -> set[str]:
