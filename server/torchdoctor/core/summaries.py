@@ -23,7 +23,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from . import arguments, distributed, graphs, training
+from . import arguments, distributed, graphs, kinds, training
 from .semantic import Semantic
 
 MAX_DEPTH = 3
@@ -133,8 +133,10 @@ def called_function(
     sem: Semantic, callee: ast.AST
 ) -> tuple[Semantic, ast.FunctionDef | ast.AsyncFunctionDef] | None:
     """The function a callee names: of this file or another project module
-    (``sem.function_def``), or a method of the class around the call (``self.train_step``,
-    also inherited from a base class of the file)."""
+    (``sem.function_def``), a method of the class around the call (``self.train_step``,
+    also inherited from a base class of the file), or a method of the one project class whose
+    instance a name holds (``trainer.train_step`` after ``trainer = Trainer(...)``, the class
+    of this file or of another module)."""
     defined = sem.owner(callee).function_def(callee)
     if defined is not None:
         return defined
@@ -149,6 +151,17 @@ def called_function(
             method = graphs.class_method(owner, cls, callee.attr)
             if method is not None:
                 return owner, method
+    if isinstance(callee, ast.Attribute) and isinstance(callee.value, ast.Name):
+        owner = sem.owner(callee)
+        made, other = kinds.constructions(
+            owner, callee.value, lambda c: owner.class_def(c.func) is not None
+        )
+        classes = {id(d[1]): d for c in made if (d := owner.class_def(c.func)) is not None}
+        if made and not other and len(classes) == 1:
+            cls_sem, cls = next(iter(classes.values()))
+            method = graphs.class_method(cls_sem, cls, callee.attr)
+            if method is not None:
+                return cls_sem, method
     return None
 
 
@@ -178,6 +191,15 @@ def trains(sem: Semantic, within: list[ast.stmt]) -> bool:
             if "backward" in of_function(*defined).methods:
                 return True
     return False
+
+
+def iteration_loop(sem: Semantic, node: ast.AST) -> training.LoopInfo | None:
+    """``training.iteration_loop``, also counting a loop whose body runs a backward pass in a
+    helper it calls (``for i, batch in enumerate(gen): losses = trainer.train_step(batch)``)."""
+    for loop in training.enclosing_loops(sem, node):
+        if training.is_iteration_loop(sem, loop) or trains(sem, loop.node.body):
+            return loop
+    return None
 
 
 def kept_on_self(sem: Semantic, value: ast.Name) -> list[ast.Attribute]:
@@ -237,10 +259,14 @@ class Returned:
     plain_keys: bool = False  # a returned dict also has values without one
     items: frozenset[int] = frozenset()  # positions of a returned tuple that carry one
     backpropagated: bool = False  # a returned loss was backpropagated inside
+    # An object returned after the backward pass of one of its attributes
+    # (``losses.total.backward()``, then ``return losses``): the parts unpacked from it are
+    # the losses of that step, with their graph.
+    parts: bool = False
 
     @property
     def carries(self) -> bool:
-        return self.graph or bool(self.keys) or bool(self.items)
+        return self.graph or bool(self.keys) or bool(self.items) or self.parts
 
 
 _NOTHING = Returned()
@@ -263,7 +289,7 @@ def returned(
     sem.memo[key] = _NOTHING  # recursion guard
     if _grad_off(sem, func):
         return _NOTHING
-    graph = backpropagated = plain = False
+    graph = backpropagated = plain = parts = False
     keys: set[str] = set()
     items: set[int] = set()
     for value in sem.returns(func):
@@ -288,7 +314,9 @@ def returned(
             graph = True
             if isinstance(value, ast.Name) and training.is_backpropagated(sem, value):
                 backpropagated = True
-    found = Returned(graph, frozenset(keys), plain, frozenset(items), backpropagated)
+        elif isinstance(value, ast.Name) and _attribute_backpropagated(sem, value):
+            parts = backpropagated = True
+    found = Returned(graph, frozenset(keys), plain, frozenset(items), backpropagated, parts)
     sem.memo[key] = found
     return found
 
@@ -381,9 +409,10 @@ def carried_graph(sem: Semantic, expr: ast.AST, _depth: int = 0) -> str | None:
         if binding.how == "assign" and binding.value is not None:
             if binding.index is None:
                 return carried_graph(sem, binding.value, _depth + 1)
-            if isinstance(binding.value, ast.Call):
-                found = _returned_by(sem, binding.value, _depth)
-                return TENSOR if found is not None and binding.index in found.items else None
+            # ``a, b, total = train_step(...)`` or ``= out`` after ``out = train_step(...)``
+            found = _held_returned(sem, binding.value, _depth)
+            if found is not None and (binding.index in found.items or found.parts):
+                return TENSOR
             return None
         if binding.how == "loop":
             return _loop_value(sem, binding.node, _depth)
@@ -408,6 +437,26 @@ def _item_backpropagated(sem: Semantic, holder: ast.expr, key: ast.expr | None) 
             and (key is None or ast.dump(tensor.slice) == ast.dump(key))
             and not training.grad_disabled(sem, call)
             and not _item_replaced(sem, tensor, holder)
+        ):
+            return True
+    return False
+
+
+def _attribute_backpropagated(sem: Semantic, holder: ast.Name) -> bool:
+    """Whether an attribute of the object ``holder`` holds is backpropagated while gradients
+    are on, before ``holder`` is read: ``losses.total.backward()`` ... ``return losses``."""
+    binding = sem.lookup(holder.id, holder)
+    if binding is None:
+        return False
+    for call in sem.calls_by_attr.get("backward", ()):
+        tensor = training.tensor_of_backward(call, sem)
+        if (
+            isinstance(tensor, ast.Attribute)
+            and isinstance(tensor.value, ast.Name)
+            and tensor.value.id == holder.id
+            and sem.lookup(holder.id, tensor.value) is binding
+            and not training.grad_disabled(sem, call)
+            and training.before(call, holder)
         ):
             return True
     return False

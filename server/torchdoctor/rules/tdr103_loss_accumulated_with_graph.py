@@ -19,6 +19,20 @@ _ENGINE_PY = (
 )
 
 
+# A trainer class of another module whose step returns its losses after backpropagating one.
+_TRAINER_PY = (
+    "from collections import namedtuple\nimport torch.nn.functional as F\n"
+    "Losses = namedtuple('Losses', ['cls', 'reg', 'total'])\n"
+    "class Trainer:\n    def __init__(self, model, opt):\n        self.model, self.opt = model, opt\n"
+    "    def losses(self, x, y, box):\n        out, reg = self.model(x)\n"
+    "        cls = F.cross_entropy(out, y)\n        reg = F.smooth_l1_loss(reg, box)\n"
+    "        return Losses(cls, reg, cls + reg)\n"
+    "    def train_step(self, x, y, box):\n        self.opt.zero_grad()\n"
+    "        losses = self.losses(x, y, box)\n        losses.total.backward()\n"
+    "        self.opt.step()\n        return losses\n"
+)
+
+
 class LossAccumulatedWithGraph(Rule):
     """## What it does
     Checks training loops that accumulate a loss tensor — `total += loss`,
@@ -26,6 +40,12 @@ class LossAccumulatedWithGraph(Rule):
     is the result of `criterion(...)` where `criterion` is an `nn.*Loss`, of
     `F.cross_entropy(...)`/`F.*_loss(...)`, of `nn.MSELoss()(...)`, arithmetic on one, or a
     tensor that is `.backward()`-ed.
+
+    The loss may come from a helper, of this file or of another module: a training step that
+    returns its loss after `backward()` (`total += train_step(...)`), a dict whose `'loss'` was
+    backpropagated, the values of `.items()` of a returned dict, or the parts unpacked from an
+    object returned after the backward pass of one of its attributes (`losses.total.backward()`
+    then `return losses`, a trainer's method called on its instance).
 
     ## Why is this bad?
     A loss tensor carries its autograd graph. Adding it to a running total (or keeping it in a
@@ -208,6 +228,14 @@ class LossAccumulatedWithGraph(Rule):
         "    output = module.training_step(batch, i)\n    output['loss'].backward()\n"
         "    optimizer.step()\n    output['loss'] = output['loss'].detach()\n"
         "    outputs.append(output)\n",
+        # Across modules: the parts of a trainer's step result are read as numbers.
+        Valid(
+            "import torch\nfrom trainer import Trainer\ntrainer = Trainer(model, opt)\ntotal_loss = 0.0\n"
+            "for i, (x, y, box) in enumerate(gen):\n"
+            "    cls, reg, total = trainer.train_step(x, y, box)\n"
+            "    total_loss += total.item()\n",
+            files=(("trainer.py", _TRAINER_PY),),
+        ),
     )
     INVALID = (
         # Only printed: `.detach()` is safe and comes first.
@@ -419,6 +447,22 @@ class LossAccumulatedWithGraph(Rule):
             fixed=None,
             lines=(9, 10),
         ),
+        # Across modules: a trainer's step backpropagates `losses.total` and returns `losses`;
+        # the caller unpacks the losses and sums them with their graphs.
+        Invalid(
+            "import torch\nfrom trainer import Trainer\ntrainer = Trainer(model, opt)\ntotal_loss = 0.0\n"
+            "for i, (x, y, box) in enumerate(gen):\n"
+            "    cls, reg, total = trainer.train_step(x, y, box)\n"
+            "    total_loss += total\n"
+            "print(total_loss / len(gen))\n",
+            fixed="import torch\nfrom trainer import Trainer\ntrainer = Trainer(model, opt)\ntotal_loss = 0.0\n"
+            "for i, (x, y, box) in enumerate(gen):\n"
+            "    cls, reg, total = trainer.train_step(x, y, box)\n"
+            "    total_loss += total.detach()\n"
+            "print(total_loss / len(gen))\n",
+            files=(("trainer.py", _TRAINER_PY),),
+            lines=(7,),
+        ),
     )
 
     def check(self, ctx: Context) -> None:
@@ -432,13 +476,13 @@ class LossAccumulatedWithGraph(Rule):
             if held is None:
                 # Through what helpers return (`total += train_step(...)`, `out["loss"]`):
                 # asked only inside a loop that runs with gradients on.
-                loop = training.iteration_loop(sem, node)
+                loop = summaries.iteration_loop(sem, node)
                 if loop is None or training.grad_disabled(sem, node):
                     continue
                 held = summaries.carried_graph(sem, value)
                 if held is None or (held == summaries.CONTAINER and not isinstance(node, ast.Call)):
                     continue
-            loop = loop or training.iteration_loop(sem, node)
+            loop = loop or summaries.iteration_loop(sem, node)
             if loop is None or training.grad_disabled(sem, node):
                 continue
             scope = sem.enclosing_function(node) or sem.tree
