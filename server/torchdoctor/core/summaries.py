@@ -151,18 +151,32 @@ def called_function(
             method = graphs.class_method(owner, cls, callee.attr)
             if method is not None:
                 return owner, method
+    owner = sem.owner(callee)
     if isinstance(callee, ast.Attribute) and isinstance(callee.value, ast.Name):
-        owner = sem.owner(callee)
-        made, other = kinds.constructions(
-            owner, callee.value, lambda c: owner.class_def(c.func) is not None
-        )
-        classes = {id(d[1]): d for c in made if (d := owner.class_def(c.func)) is not None}
-        if made and not other and len(classes) == 1:
-            cls_sem, cls = next(iter(classes.values()))
-            method = graphs.class_method(cls_sem, cls, callee.attr)
+        made = instance_class(owner, callee.value)  # trainer.train_step(...)
+        if made is not None:
+            method = graphs.class_method(made[0], made[1], callee.attr)
             if method is not None:
-                return cls_sem, method
+                return made[0], method
+    made = instance_class(owner, callee) if isinstance(callee, ast.expr) else None
+    if made is not None:  # self.loss_fn(...): the instance is called
+        for name in ("__call__", "forward"):
+            method = graphs.class_method(made[0], made[1], name)
+            if method is not None:
+                return made[0], method
     return None
+
+
+def instance_class(sem: Semantic, expr: ast.expr) -> tuple[Semantic, ast.ClassDef] | None:
+    """The one project class (of this file or another module) whose instances ``expr`` holds:
+    a name or ``self.attr`` assigned ``Trainer(...)``, or what a builder function returns."""
+    if not isinstance(expr, ast.Name | ast.Attribute):
+        return None
+    made, other = kinds.constructions(
+        sem, expr, lambda c: sem.owner(c).class_def(c.func) is not None
+    )
+    classes = {id(d[1]): d for c in made if (d := sem.owner(c).class_def(c.func)) is not None}
+    return next(iter(classes.values())) if made and not other and len(classes) == 1 else None
 
 
 def step_calls(sem: Semantic, within: ast.AST) -> list[ast.Call]:
@@ -263,16 +277,29 @@ class Returned:
     # (``losses.total.backward()``, then ``return losses``): the parts unpacked from it are
     # the losses of that step, with their graph.
     parts: bool = False
+    # Positions of a returned tuple: (a dict, an item computed from it), as in
+    # ``return loss_sum, loss_dict`` after ``loss_sum = sum(loss_dict.values())``. When the
+    # caller backpropagates that item, the dict's values are its terms, with their graph.
+    fed: frozenset[tuple[int, int]] = frozenset()
+    values: bool = False  # a returned dict whose values are all the terms of such a loss
 
     @property
     def carries(self) -> bool:
-        return self.graph or bool(self.keys) or bool(self.items) or self.parts
+        return (
+            self.graph
+            or bool(self.keys)
+            or bool(self.items)
+            or self.parts
+            or bool(self.fed)
+            or self.values
+        )
 
 
 _NOTHING = Returned()
 # What an expression is when it carries a graph: the tensor itself, or a dict or tuple that
 # holds one, or a value that may be one (a value of a dict whose other values are not).
 TENSOR, CONTAINER, SOME = "tensor", "container", "some"
+TERMS = "terms"  # a dict whose values are the terms of a backpropagated loss
 
 
 def returned(
@@ -285,13 +312,17 @@ def returned(
     if isinstance(known, Returned):
         return known
     if _depth > MAX_DEPTH:
-        return _NOTHING  # not remembered: a shallower question reads it whole
+        # Not remembered: a shallower question reads it whole. What needs no other function
+        # (a dict and the loss computed from it) is still read.
+        shallow = {f for v in sem.returns(func) if isinstance(v, ast.Tuple) for f in _fed(sem, v)}
+        return Returned(fed=frozenset(shallow)) if shallow else _NOTHING
     sem.memo[key] = _NOTHING  # recursion guard
     if _grad_off(sem, func):
         return _NOTHING
-    graph = backpropagated = plain = parts = False
+    graph = backpropagated = plain = parts = values = False
     keys: set[str] = set()
     items: set[int] = set()
+    fed: set[tuple[int, int]] = set()
     for value in sem.returns(func):
         if training.grad_disabled(sem, value):
             continue
@@ -299,6 +330,7 @@ def returned(
             items |= {
                 i for i, e in enumerate(value.elts) if carried_graph(sem, e, _depth + 1) == TENSOR
             }
+            fed |= _fed(sem, value)
             continue
         entries = _dict_entries(sem, value, func)
         if entries is not None:
@@ -316,7 +348,18 @@ def returned(
                 backpropagated = True
         elif isinstance(value, ast.Name) and _attribute_backpropagated(sem, value):
             parts = backpropagated = True
-    found = Returned(graph, frozenset(keys), plain, frozenset(items), backpropagated, parts)
+        elif carried_graph(sem, value, _depth + 1) == TERMS:
+            values = True
+    found = Returned(
+        graph,
+        frozenset(keys),
+        plain,
+        frozenset(items),
+        backpropagated,
+        parts,
+        frozenset(fed),
+        values,
+    )
     sem.memo[key] = found
     return found
 
@@ -397,6 +440,8 @@ def carried_graph(sem: Semantic, expr: ast.AST, _depth: int = 0) -> str | None:
             return TENSOR if index.value in found.keys else None
         if isinstance(index, ast.Constant) and isinstance(index.value, int):
             return TENSOR if index.value in found.items else None
+        if found.values and not isinstance(index, ast.Slice):
+            return TENSOR
         if found.keys and not isinstance(index, ast.Constant | ast.Slice):
             return SOME if found.plain_keys else TENSOR
         return None
@@ -413,6 +458,8 @@ def carried_graph(sem: Semantic, expr: ast.AST, _depth: int = 0) -> str | None:
             found = _held_returned(sem, binding.value, _depth)
             if found is not None and (binding.index in found.items or found.parts):
                 return TENSOR
+            if found is not None and _terms_of_backpropagated(sem, binding.node, found):
+                return TERMS
             return None
         if binding.how == "loop":
             return _loop_value(sem, binding.node, _depth)
@@ -458,6 +505,48 @@ def _attribute_backpropagated(sem: Semantic, holder: ast.Name) -> bool:
             and not training.grad_disabled(sem, call)
             and training.before(call, holder)
         ):
+            return True
+    return False
+
+
+def _fed(sem: Semantic, value: ast.Tuple) -> set[tuple[int, int]]:
+    """(i, j) for a returned tuple whose item ``i`` is a name bound to a dict and whose item
+    ``j`` is computed from it (inline, or through the one assignment of a name)."""
+    out: set[tuple[int, int]] = set()
+    for i, elt in enumerate(value.elts):
+        if not isinstance(elt, ast.Name):
+            continue
+        binding = sem.lookup(elt.id, elt)
+        if binding is None or binding.how != "assign" or binding.index is not None:
+            continue
+        if not isinstance(binding.value, ast.Dict):
+            continue
+        name = elt.id
+        for j, other in enumerate(value.elts):
+            expr: ast.AST | None = other
+            if isinstance(other, ast.Name):
+                found = sem.lookup(other.id, other)
+                ok = found is not None and found.how == "assign" and found.index is None
+                expr = found.value if ok and found is not None else None
+            if (
+                j != i
+                and expr is not None
+                and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(expr))
+            ):
+                out.add((i, j))
+    return out
+
+
+def _terms_of_backpropagated(sem: Semantic, target: ast.AST, found: Returned) -> bool:
+    """``loss, logs = loss_fn(...)`` where ``loss_fn`` computes ``loss`` from the dict
+    ``logs`` and the caller backpropagates ``loss``: ``target`` (``logs``) holds its terms."""
+    unpacked = sem.parent(target)
+    if not isinstance(unpacked, ast.Tuple) or target not in unpacked.elts:
+        return False
+    index = unpacked.elts.index(target)
+    for i, j in found.fed:
+        sibling = unpacked.elts[j] if i == index and j < len(unpacked.elts) else None
+        if isinstance(sibling, ast.Name) and training.is_backpropagated(sem, sibling):
             return True
     return False
 
@@ -523,6 +612,8 @@ def _loop_value(sem: Semantic, target: ast.AST, depth: int) -> str | None:
     if not ((method == "items" and position == 1) or (method == "values" and position is None)):
         return None
     found = _held_returned(sem, iterated.func.value, depth)
+    if found is not None and found.values:
+        return TENSOR
     if found is None or not found.keys:
         return None
     return SOME if found.plain_keys else TENSOR

@@ -9,11 +9,8 @@ from .base import Invalid, Rule, Valid
 
 # A training step of another module that returns its backpropagated loss in a dict.
 _ENGINE_PY = (
-    "import torch.nn.functional as F\n"
-    "def train_step(model, batch, opt):\n"
-    "    x, y = batch\n"
-    "    out = model(x)\n"
-    "    loss = F.cross_entropy(out, y)\n"
+    "import torch.nn.functional as F\ndef train_step(model, batch, opt):\n    x, y = batch\n"
+    "    out = model(x)\n    loss = F.cross_entropy(out, y)\n"
     "    opt.zero_grad()\n    loss.backward()\n    opt.step()\n"
     "    return {'loss': loss, 'acc': (out.argmax(1) == y).float().mean().item()}\n"
 )
@@ -33,6 +30,27 @@ _TRAINER_PY = (
 )
 
 
+# A loss function of another module that returns its loss with the dict of the terms it sums.
+_LOSSES_PY = (
+    "import torch.nn.functional as F\nclass DualLoss:\n    def __call__(self, out, y):\n"
+    "        terms = {'cls': F.cross_entropy(out, y), 'box': F.l1_loss(out, y)}\n"
+    "        return sum(terms.values()) / len(terms), terms\n"
+    "def create_loss(cfg):\n    return DualLoss()\n"
+)
+_SOLVER = (
+    "import torch\nfrom collections import defaultdict\nfrom losses import create_loss\n"
+    "class Solver:\n    def __init__(self, model, opt, cfg):\n"
+    "        self.model, self.opt = model, opt\n        self.loss_fn = create_loss(cfg)\n"
+    "    def train_one_batch(self, x, y):\n        self.opt.zero_grad()\n"
+    "        loss, terms = self.loss_fn(self.model(x), y)\n"
+    "        loss.backward()\n        self.opt.step()\n        return terms\n"
+    "    def train_one_epoch(self, loader):\n"
+    "        totals = defaultdict(float)\n        for x, y in loader:\n"
+    "            for name, value in self.train_one_batch(x, y).items():\n"
+    "                totals[name] += value\n        return totals\n"
+)
+
+
 class LossAccumulatedWithGraph(Rule):
     """## What it does
     Checks training loops that accumulate a loss tensor — `total += loss`,
@@ -43,7 +61,9 @@ class LossAccumulatedWithGraph(Rule):
 
     The loss may come from a helper, of this file or of another module: a training step that
     returns its loss after `backward()` (`total += train_step(...)`), a dict whose `'loss'` was
-    backpropagated, the values of `.items()` of a returned dict, or the parts unpacked from an
+    backpropagated, the values of `.items()` of a returned dict (also a dict whose values a
+    loss function sums into the loss it returns, when that loss is backpropagated: `loss, terms
+    = loss_fn(...)`, `loss.backward()`, `return terms`), or the parts unpacked from an
     object returned after the backward pass of one of its attributes (`losses.total.backward()`
     then `return losses`, a trainer's method called on its instance).
 
@@ -235,6 +255,20 @@ class LossAccumulatedWithGraph(Rule):
             "    cls, reg, total = trainer.train_step(x, y, box)\n"
             "    total_loss += total.item()\n",
             files=(("trainer.py", _TRAINER_PY),),
+        ),
+        # The loss function's dict holds detached copies, not the terms of the loss it returns.
+        Valid(
+            _SOLVER,
+            files=(
+                (
+                    "losses.py",
+                    "import torch.nn.functional as F\n"
+                    "class DualLoss:\n    def __call__(self, out, y):\n"
+                    "        cls, box = F.cross_entropy(out, y), F.l1_loss(out, y)\n"
+                    "        return cls + box, {'cls': cls.detach(), 'box': box.detach()}\n"
+                    "def create_loss(cfg):\n    return DualLoss()\n",
+                ),
+            ),
         ),
     )
     INVALID = (
@@ -462,6 +496,14 @@ class LossAccumulatedWithGraph(Rule):
             "print(total_loss / len(gen))\n",
             files=(("trainer.py", _TRAINER_PY),),
             lines=(7,),
+        ),
+        # Across modules: the dict the loss function sums into the backpropagated loss is handed
+        # back by the training step; its values are summed with their graphs.
+        Invalid(
+            _SOLVER,
+            fixed=_SOLVER.replace("totals[name] += value", "totals[name] += value.item()"),
+            files=(("losses.py", _LOSSES_PY),),
+            lines=(18,),
         ),
     )
 
