@@ -172,11 +172,16 @@ def instance_class(sem: Semantic, expr: ast.expr) -> tuple[Semantic, ast.ClassDe
     a name or ``self.attr`` assigned ``Trainer(...)``, or what a builder function returns."""
     if not isinstance(expr, ast.Name | ast.Attribute):
         return None
+    key = ("instance-class", expr)
+    if key in sem.memo:
+        return sem.memo[key]  # type: ignore[return-value]
     made, other = kinds.constructions(
         sem, expr, lambda c: sem.owner(c).class_def(c.func) is not None
     )
     classes = {id(d[1]): d for c in made if (d := sem.owner(c).class_def(c.func)) is not None}
-    return next(iter(classes.values())) if made and not other and len(classes) == 1 else None
+    found = next(iter(classes.values())) if made and not other and len(classes) == 1 else None
+    sem.memo[key] = found
+    return found
 
 
 def step_calls(sem: Semantic, within: ast.AST) -> list[ast.Call]:
