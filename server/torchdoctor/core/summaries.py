@@ -23,7 +23,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from . import arguments, distributed, graphs, training
+from . import arguments, distributed, graphs, kinds, training
 from .semantic import Semantic
 
 MAX_DEPTH = 3
@@ -133,8 +133,10 @@ def called_function(
     sem: Semantic, callee: ast.AST
 ) -> tuple[Semantic, ast.FunctionDef | ast.AsyncFunctionDef] | None:
     """The function a callee names: of this file or another project module
-    (``sem.function_def``), or a method of the class around the call (``self.train_step``,
-    also inherited from a base class of the file)."""
+    (``sem.function_def``), a method of the class around the call (``self.train_step``,
+    also inherited from a base class of the file), or a method of the one project class whose
+    instance a name holds (``trainer.train_step`` after ``trainer = Trainer(...)``, the class
+    of this file or of another module)."""
     defined = sem.owner(callee).function_def(callee)
     if defined is not None:
         return defined
@@ -149,7 +151,37 @@ def called_function(
             method = graphs.class_method(owner, cls, callee.attr)
             if method is not None:
                 return owner, method
+    owner = sem.owner(callee)
+    if isinstance(callee, ast.Attribute) and isinstance(callee.value, ast.Name):
+        made = instance_class(owner, callee.value)  # trainer.train_step(...)
+        if made is not None:
+            method = graphs.class_method(made[0], made[1], callee.attr)
+            if method is not None:
+                return made[0], method
+    made = instance_class(owner, callee) if isinstance(callee, ast.expr) else None
+    if made is not None:  # self.loss_fn(...): the instance is called
+        for name in ("__call__", "forward"):
+            method = graphs.class_method(made[0], made[1], name)
+            if method is not None:
+                return made[0], method
     return None
+
+
+def instance_class(sem: Semantic, expr: ast.expr) -> tuple[Semantic, ast.ClassDef] | None:
+    """The one project class (of this file or another module) whose instances ``expr`` holds:
+    a name or ``self.attr`` assigned ``Trainer(...)``, or what a builder function returns."""
+    if not isinstance(expr, ast.Name | ast.Attribute):
+        return None
+    key = ("instance-class", expr)
+    if key in sem.memo:
+        return sem.memo[key]  # type: ignore[return-value]
+    made, other = kinds.constructions(
+        sem, expr, lambda c: sem.owner(c).class_def(c.func) is not None
+    )
+    classes = {id(d[1]): d for c in made if (d := sem.owner(c).class_def(c.func)) is not None}
+    found = next(iter(classes.values())) if made and not other and len(classes) == 1 else None
+    sem.memo[key] = found
+    return found
 
 
 def step_calls(sem: Semantic, within: ast.AST) -> list[ast.Call]:
@@ -178,6 +210,15 @@ def trains(sem: Semantic, within: list[ast.stmt]) -> bool:
             if "backward" in of_function(*defined).methods:
                 return True
     return False
+
+
+def iteration_loop(sem: Semantic, node: ast.AST) -> training.LoopInfo | None:
+    """``training.iteration_loop``, also counting a loop whose body runs a backward pass in a
+    helper it calls (``for i, batch in enumerate(gen): losses = trainer.train_step(batch)``)."""
+    for loop in training.enclosing_loops(sem, node):
+        if training.is_iteration_loop(sem, loop) or trains(sem, loop.node.body):
+            return loop
+    return None
 
 
 def kept_on_self(sem: Semantic, value: ast.Name) -> list[ast.Attribute]:
@@ -237,16 +278,33 @@ class Returned:
     plain_keys: bool = False  # a returned dict also has values without one
     items: frozenset[int] = frozenset()  # positions of a returned tuple that carry one
     backpropagated: bool = False  # a returned loss was backpropagated inside
+    # An object returned after the backward pass of one of its attributes
+    # (``losses.total.backward()``, then ``return losses``): the parts unpacked from it are
+    # the losses of that step, with their graph.
+    parts: bool = False
+    # Positions of a returned tuple: (a dict, an item computed from it), as in
+    # ``return loss_sum, loss_dict`` after ``loss_sum = sum(loss_dict.values())``. When the
+    # caller backpropagates that item, the dict's values are its terms, with their graph.
+    fed: frozenset[tuple[int, int]] = frozenset()
+    values: bool = False  # a returned dict whose values are all the terms of such a loss
 
     @property
     def carries(self) -> bool:
-        return self.graph or bool(self.keys) or bool(self.items)
+        return (
+            self.graph
+            or bool(self.keys)
+            or bool(self.items)
+            or self.parts
+            or bool(self.fed)
+            or self.values
+        )
 
 
 _NOTHING = Returned()
 # What an expression is when it carries a graph: the tensor itself, or a dict or tuple that
 # holds one, or a value that may be one (a value of a dict whose other values are not).
 TENSOR, CONTAINER, SOME = "tensor", "container", "some"
+TERMS = "terms"  # a dict whose values are the terms of a backpropagated loss
 
 
 def returned(
@@ -259,13 +317,17 @@ def returned(
     if isinstance(known, Returned):
         return known
     if _depth > MAX_DEPTH:
-        return _NOTHING  # not remembered: a shallower question reads it whole
+        # Not remembered: a shallower question reads it whole. What needs no other function
+        # (a dict and the loss computed from it) is still read.
+        shallow = {f for v in sem.returns(func) if isinstance(v, ast.Tuple) for f in _fed(sem, v)}
+        return Returned(fed=frozenset(shallow)) if shallow else _NOTHING
     sem.memo[key] = _NOTHING  # recursion guard
     if _grad_off(sem, func):
         return _NOTHING
-    graph = backpropagated = plain = False
+    graph = backpropagated = plain = parts = values = False
     keys: set[str] = set()
     items: set[int] = set()
+    fed: set[tuple[int, int]] = set()
     for value in sem.returns(func):
         if training.grad_disabled(sem, value):
             continue
@@ -273,6 +335,7 @@ def returned(
             items |= {
                 i for i, e in enumerate(value.elts) if carried_graph(sem, e, _depth + 1) == TENSOR
             }
+            fed |= _fed(sem, value)
             continue
         entries = _dict_entries(sem, value, func)
         if entries is not None:
@@ -288,7 +351,20 @@ def returned(
             graph = True
             if isinstance(value, ast.Name) and training.is_backpropagated(sem, value):
                 backpropagated = True
-    found = Returned(graph, frozenset(keys), plain, frozenset(items), backpropagated)
+        elif isinstance(value, ast.Name) and _attribute_backpropagated(sem, value):
+            parts = backpropagated = True
+        elif carried_graph(sem, value, _depth + 1) == TERMS:
+            values = True
+    found = Returned(
+        graph,
+        frozenset(keys),
+        plain,
+        frozenset(items),
+        backpropagated,
+        parts,
+        frozenset(fed),
+        values,
+    )
     sem.memo[key] = found
     return found
 
@@ -369,6 +445,8 @@ def carried_graph(sem: Semantic, expr: ast.AST, _depth: int = 0) -> str | None:
             return TENSOR if index.value in found.keys else None
         if isinstance(index, ast.Constant) and isinstance(index.value, int):
             return TENSOR if index.value in found.items else None
+        if found.values and not isinstance(index, ast.Slice):
+            return TENSOR
         if found.keys and not isinstance(index, ast.Constant | ast.Slice):
             return SOME if found.plain_keys else TENSOR
         return None
@@ -381,9 +459,12 @@ def carried_graph(sem: Semantic, expr: ast.AST, _depth: int = 0) -> str | None:
         if binding.how == "assign" and binding.value is not None:
             if binding.index is None:
                 return carried_graph(sem, binding.value, _depth + 1)
-            if isinstance(binding.value, ast.Call):
-                found = _returned_by(sem, binding.value, _depth)
-                return TENSOR if found is not None and binding.index in found.items else None
+            # ``a, b, total = train_step(...)`` or ``= out`` after ``out = train_step(...)``
+            found = _held_returned(sem, binding.value, _depth)
+            if found is not None and (binding.index in found.items or found.parts):
+                return TENSOR
+            if found is not None and _terms_of_backpropagated(sem, binding.node, found):
+                return TERMS
             return None
         if binding.how == "loop":
             return _loop_value(sem, binding.node, _depth)
@@ -409,6 +490,68 @@ def _item_backpropagated(sem: Semantic, holder: ast.expr, key: ast.expr | None) 
             and not training.grad_disabled(sem, call)
             and not _item_replaced(sem, tensor, holder)
         ):
+            return True
+    return False
+
+
+def _attribute_backpropagated(sem: Semantic, holder: ast.Name) -> bool:
+    """Whether an attribute of the object ``holder`` holds is backpropagated while gradients
+    are on, before ``holder`` is read: ``losses.total.backward()`` ... ``return losses``."""
+    binding = sem.lookup(holder.id, holder)
+    if binding is None:
+        return False
+    for call in sem.calls_by_attr.get("backward", ()):
+        tensor = training.tensor_of_backward(call, sem)
+        if (
+            isinstance(tensor, ast.Attribute)
+            and isinstance(tensor.value, ast.Name)
+            and tensor.value.id == holder.id
+            and sem.lookup(holder.id, tensor.value) is binding
+            and not training.grad_disabled(sem, call)
+            and training.before(call, holder)
+        ):
+            return True
+    return False
+
+
+def _fed(sem: Semantic, value: ast.Tuple) -> set[tuple[int, int]]:
+    """(i, j) for a returned tuple whose item ``i`` is a name bound to a dict and whose item
+    ``j`` is computed from it (inline, or through the one assignment of a name)."""
+    out: set[tuple[int, int]] = set()
+    for i, elt in enumerate(value.elts):
+        if not isinstance(elt, ast.Name):
+            continue
+        binding = sem.lookup(elt.id, elt)
+        if binding is None or binding.how != "assign" or binding.index is not None:
+            continue
+        if not isinstance(binding.value, ast.Dict):
+            continue
+        name = elt.id
+        for j, other in enumerate(value.elts):
+            expr: ast.AST | None = other
+            if isinstance(other, ast.Name):
+                found = sem.lookup(other.id, other)
+                ok = found is not None and found.how == "assign" and found.index is None
+                expr = found.value if ok and found is not None else None
+            if (
+                j != i
+                and expr is not None
+                and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(expr))
+            ):
+                out.add((i, j))
+    return out
+
+
+def _terms_of_backpropagated(sem: Semantic, target: ast.AST, found: Returned) -> bool:
+    """``loss, logs = loss_fn(...)`` where ``loss_fn`` computes ``loss`` from the dict
+    ``logs`` and the caller backpropagates ``loss``: ``target`` (``logs``) holds its terms."""
+    unpacked = sem.parent(target)
+    if not isinstance(unpacked, ast.Tuple) or target not in unpacked.elts:
+        return False
+    index = unpacked.elts.index(target)
+    for i, j in found.fed:
+        sibling = unpacked.elts[j] if i == index and j < len(unpacked.elts) else None
+        if isinstance(sibling, ast.Name) and training.is_backpropagated(sem, sibling):
             return True
     return False
 
@@ -474,6 +617,8 @@ def _loop_value(sem: Semantic, target: ast.AST, depth: int) -> str | None:
     if not ((method == "items" and position == 1) or (method == "values" and position is None)):
         return None
     found = _held_returned(sem, iterated.func.value, depth)
+    if found is not None and found.values:
+        return TENSOR
     if found is None or not found.keys:
         return None
     return SOME if found.plain_keys else TENSOR

@@ -53,6 +53,23 @@ class Invalid:
     lines: tuple[int, ...] | None = None
     files: tuple[tuple[str, str], ...] = ()  # other modules of the example's project
 
+    @classmethod
+    def inserting(
+        cls,
+        code: str,
+        *,
+        at: int,
+        lines: str,
+        notebook: bool = False,
+        rows: tuple[int, ...] | None = None,
+        files: tuple[tuple[str, str], ...] = (),
+    ) -> Invalid:
+        """An example whose first fix inserts ``lines`` (whole lines, indented) before its
+        row ``at`` (1-based), reported at ``rows``."""
+        kept = code.splitlines(keepends=True)
+        fixed = "".join(kept[: at - 1]) + lines + "".join(kept[at - 1 :])
+        return cls(code, fixed, notebook=notebook, lines=rows, files=files)
+
 
 class Rule:
     code: ClassVar[str]

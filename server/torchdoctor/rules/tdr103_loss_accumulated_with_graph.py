@@ -1,23 +1,53 @@
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 
-from ..core import fixes, summaries, training
+from ..core import fixes, summaries, training, value_flow
 from ..core.context import Context
 from ..core.model import Applicability, Fix, Severity, Text
-from ..core.semantic import Binding, Semantic
 from .base import Invalid, Rule, Valid
 
 # A training step of another module that returns its backpropagated loss in a dict.
 _ENGINE_PY = (
-    "import torch.nn.functional as F\n"
-    "def train_step(model, batch, opt):\n"
-    "    x, y = batch\n"
-    "    out = model(x)\n"
-    "    loss = F.cross_entropy(out, y)\n"
+    "import torch.nn.functional as F\ndef train_step(model, batch, opt):\n    x, y = batch\n"
+    "    out = model(x)\n    loss = F.cross_entropy(out, y)\n"
     "    opt.zero_grad()\n    loss.backward()\n    opt.step()\n"
     "    return {'loss': loss, 'acc': (out.argmax(1) == y).float().mean().item()}\n"
+)
+
+
+# A trainer class of another module whose step returns its losses after backpropagating one.
+_TRAINER_PY = (
+    "from collections import namedtuple\nimport torch.nn.functional as F\n"
+    "Losses = namedtuple('Losses', ['cls', 'reg', 'total'])\n"
+    "class Trainer:\n    def __init__(self, model, opt):\n        self.model, self.opt = model, opt\n"
+    "    def losses(self, x, y, box):\n        out, reg = self.model(x)\n"
+    "        cls = F.cross_entropy(out, y)\n        reg = F.smooth_l1_loss(reg, box)\n"
+    "        return Losses(cls, reg, cls + reg)\n"
+    "    def train_step(self, x, y, box):\n        self.opt.zero_grad()\n"
+    "        losses = self.losses(x, y, box)\n        losses.total.backward()\n"
+    "        self.opt.step()\n        return losses\n"
+)
+
+
+# A loss function of another module that returns its loss with the dict of the terms it sums.
+_LOSSES_PY = (
+    "import torch.nn.functional as F\nclass DualLoss:\n    def __call__(self, out, y):\n"
+    "        terms = {'cls': F.cross_entropy(out, y), 'box': F.l1_loss(out, y)}\n"
+    "        return sum(terms.values()) / len(terms), terms\n"
+    "def create_loss(cfg):\n    return DualLoss()\n"
+)
+_SOLVER = (
+    "import torch\nfrom collections import defaultdict\nfrom losses import create_loss\n"
+    "class Solver:\n    def __init__(self, model, opt, cfg):\n"
+    "        self.model, self.opt = model, opt\n        self.loss_fn = create_loss(cfg)\n"
+    "    def train_one_batch(self, x, y):\n        self.opt.zero_grad()\n"
+    "        loss, terms = self.loss_fn(self.model(x), y)\n"
+    "        loss.backward()\n        self.opt.step()\n        return terms\n"
+    "    def train_one_epoch(self, loader):\n"
+    "        totals = defaultdict(float)\n        for x, y in loader:\n"
+    "            for name, value in self.train_one_batch(x, y).items():\n"
+    "                totals[name] += value\n        return totals\n"
 )
 
 
@@ -28,6 +58,14 @@ class LossAccumulatedWithGraph(Rule):
     is the result of `criterion(...)` where `criterion` is an `nn.*Loss`, of
     `F.cross_entropy(...)`/`F.*_loss(...)`, of `nn.MSELoss()(...)`, arithmetic on one, or a
     tensor that is `.backward()`-ed.
+
+    The loss may come from a helper, of this file or of another module: a training step that
+    returns its loss after `backward()` (`total += train_step(...)`), a dict whose `'loss'` was
+    backpropagated, the values of `.items()` of a returned dict (also a dict whose values a
+    loss function sums into the loss it returns, when that loss is backpropagated: `loss, terms
+    = loss_fn(...)`, `loss.backward()`, `return terms`), or the parts unpacked from an
+    object returned after the backward pass of one of its attributes (`losses.total.backward()`
+    then `return losses`, a trainer's method called on its instance).
 
     ## Why is this bad?
     A loss tensor carries its autograd graph. Adding it to a running total (or keeping it in a
@@ -119,73 +157,51 @@ class LossAccumulatedWithGraph(Rule):
         "    loss = crit(model(x), y)\n    loss.backward()\n    total += loss.item()\n",
         # Terms of the loss a loss module's forward returns, summed through a second total.
         "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"
-        "class BoxLoss(nn.Module):\n"
-        "    def forward(self, preds, targets):\n"
-        "        loc = 0.0\n"
-        "        for i in range(len(targets)):\n"
-        "            part = 0.0\n"
+        "class BoxLoss(nn.Module):\n    def forward(self, preds, targets):\n        loc = 0.0\n"
+        "        for i in range(len(targets)):\n            part = 0.0\n"
         "            for j in range(len(targets[i])):\n"
         "                part += F.smooth_l1_loss(preds[i][j], targets[i][j], reduction='sum')\n"
         "            loc += part / len(targets[i])\n"
         "        loss = loc / len(targets) + self.weight\n"
         "        return loss, loc\n",
-        "import torch\nfrom torch import nn\nmse = nn.MSELoss()\n"
-        "def rollout(model, xs, ys):\n"
-        "    total = 0\n"
-        "    for t in range(len(xs)):\n"
-        "        step = 0\n"
-        "        for k in range(3):\n"
-        "            step += mse(model(xs[t], k), ys[t])\n"
+        "import torch\nfrom torch import nn\nmse = nn.MSELoss()\ndef rollout(model, xs, ys):\n"
+        "    total = 0\n    for t in range(len(xs)):\n        step = 0\n"
+        "        for k in range(3):\n            step += mse(model(xs[t], k), ys[t])\n"
         "        total += step\n"
         "    return {'loss': total}\n",
         # Under no_grad, or the loss computed there.
-        "import torch\nimport torch.nn.functional as F\nloss_sum = 0\n"
-        "with torch.no_grad():\n"
+        "import torch\nimport torch.nn.functional as F\nloss_sum = 0\nwith torch.no_grad():\n"
         "    for x, y in val_loader:\n"
         "        loss_sum += F.cross_entropy(model(x), y)\n",
-        "import torch\nimport torch.nn.functional as F\ntotal = 0\n"
-        "for x, y in val_loader:\n"
+        "import torch\nimport torch.nn.functional as F\ntotal = 0\nfor x, y in val_loader:\n"
         "    with torch.inference_mode():\n        loss = F.mse_loss(model(x), y)\n"
         "    total += loss\n",
-        "import torch\nimport torch.nn.functional as F\n"
-        "@torch.no_grad()\n"
-        "def evaluate(model, loader):\n"
-        "    losses = []\n"
+        "import torch\nimport torch.nn.functional as F\n@torch.no_grad()\n"
+        "def evaluate(model, loader):\n    losses = []\n"
         "    for x, y in loader:\n        losses.append(F.cross_entropy(model(x), y))\n"
         "    return torch.stack(losses).mean()\n",
         # Summing per-step losses of an unrolled sequence before one backward pass.
-        "import torch\nimport torch.nn.functional as F\n"
-        "for x, y in loader:\n"
-        "    total = 0\n"
-        "    for t in range(x.size(1)):\n"
-        "        total += F.mse_loss(model(x[:, t]), y[:, t])\n"
+        "import torch\nimport torch.nn.functional as F\nfor x, y in loader:\n    total = 0\n"
+        "    for t in range(x.size(1)):\n        total += F.mse_loss(model(x[:, t]), y[:, t])\n"
         "    total.backward()\n    opt.step()\n",
-        "import torch\nimport torch.nn.functional as F\n"
-        "def rollout_loss(model, xs, ys):\n"
-        "    loss = 0\n"
-        "    for t in range(len(xs)):\n"
+        "import torch\nimport torch.nn.functional as F\ndef rollout_loss(model, xs, ys):\n"
+        "    loss = 0\n    for t in range(len(xs)):\n"
         "        loss = loss + F.l1_loss(model(xs[t]), ys[t])\n"
         "    return loss\n",
-        "import torch\nimport torch.nn.functional as F\n"
-        "losses = []\n"
-        "for step in range(10):\n"
+        "import torch\nimport torch.nn.functional as F\nlosses = []\nfor step in range(10):\n"
         "    losses.append(F.mse_loss(model(x), y))\n"
         "torch.stack(losses).sum().backward()\n",
         # Detached or converted.
-        "import torch\nfrom torch import nn\ncrit = nn.MSELoss()\nhist = []\n"
-        "for x, y in loader:\n"
+        "import torch\nfrom torch import nn\ncrit = nn.MSELoss()\nhist = []\nfor x, y in loader:\n"
         "    loss = crit(model(x), y)\n    loss.backward()\n"
         "    hist.append(loss.detach())\n    hist.append(float(loss))\n",
         # A local criterion that is not a torch loss, and a non-loss value.
-        "import torch\n"
-        "def criterion(a, b):\n    return abs(a - b)\n"
-        "total = 0\n"
+        "import torch\ndef criterion(a, b):\n    return abs(a - b)\ntotal = 0\n"
         "for x, y in loader:\n    total += criterion(x, y)\n",
         "import torch\ntotal = 0\n"
         "for x, y in loader:\n    out = model(x)\n    total += out.sum()\n",
         # Outside any repeating loop (a loop over a fixed collection of heads).
-        "import torch\nimport torch.nn.functional as F\n"
-        "total = 0\n"
+        "import torch\nimport torch.nn.functional as F\ntotal = 0\n"
         "for head in heads:\n    total += F.mse_loss(head(x), y)\n",
         Valid(
             "import torch\nimport torch.nn.functional as F\nrunning = 0.0\n"
@@ -193,40 +209,29 @@ class LossAccumulatedWithGraph(Rule):
             notebook=True,
         ),
         # A training-step helper that returns the loss as a number.
-        "import torch\nimport torch.nn.functional as F\n"
-        "def train_step(model, x, y, opt):\n"
-        "    loss = F.cross_entropy(model(x), y)\n"
-        "    loss.backward()\n    opt.step()\n"
-        "    return loss.item()\n"
-        "total = 0.0\n"
+        "import torch\nimport torch.nn.functional as F\ndef train_step(model, x, y, opt):\n"
+        "    loss = F.cross_entropy(model(x), y)\n    loss.backward()\n    opt.step()\n"
+        "    return loss.item()\ntotal = 0.0\n"
         "for x, y in loader:\n    total += train_step(model, x, y, opt)\n",
         # A helper that returns a dict of detached values; evaluation helpers under no_grad.
-        "import torch\nimport torch.nn.functional as F\n"
-        "def train_step(model, batch, opt):\n"
-        "    loss = F.mse_loss(model(batch[0]), batch[1])\n"
-        "    loss.backward()\n    opt.step()\n"
-        "    return {'loss': loss.detach(), 'lr': opt.param_groups[0]['lr']}\n"
-        "@torch.no_grad()\n"
-        "def eval_step(model, batch):\n"
-        "    return F.mse_loss(model(batch[0]), batch[1])\n"
-        "history = []\nlogs = []\nval = 0\n"
-        "for batch in loader:\n"
+        "import torch\nimport torch.nn.functional as F\ndef train_step(model, batch, opt):\n"
+        "    loss = F.mse_loss(model(batch[0]), batch[1])\n    loss.backward()\n    opt.step()\n"
+        "    return {'loss': loss.detach(), 'lr': opt.param_groups[0]['lr']}\n@torch.no_grad()\n"
+        "def eval_step(model, batch):\n    return F.mse_loss(model(batch[0]), batch[1])\n"
+        "history = []\nlogs = []\nval = 0\nfor batch in loader:\n"
         "    out = train_step(model, batch, opt)\n"
         "    history.append(out['loss'])\n    logs.append(out)\n"
         "    val += eval_step(model, batch)\n",
         # Across modules: the helper of engine.py hands back plain numbers.
         Valid(
-            "import torch\nfrom engine import train_step\n"
-            "meters = {}\n"
-            "for epoch in range(3):\n"
+            "import torch\nfrom engine import train_step\nmeters = {}\nfor epoch in range(3):\n"
             "    for batch in loader:\n"
             "        for name, value in train_step(model, batch, opt).items():\n"
             "            meters[name] = meters.get(name, 0) + value\n",
             files=(
                 (
                     "engine.py",
-                    "import torch.nn.functional as F\n"
-                    "def train_step(model, batch, opt):\n"
+                    "import torch.nn.functional as F\ndef train_step(model, batch, opt):\n"
                     "    loss = F.cross_entropy(model(batch[0]), batch[1])\n"
                     "    loss.backward()\n    opt.step()\n"
                     "    return {'loss': loss.item()}\n",
@@ -234,22 +239,37 @@ class LossAccumulatedWithGraph(Rule):
             ),
         ),
         # The dict's loss is backpropagated, and only detached values are kept.
-        "import torch\n"
-        "outputs = []\n"
-        "for i, batch in enumerate(loader):\n"
-        "    output = module.training_step(batch, i)\n"
-        "    output['loss'].backward()\n"
+        "import torch\noutputs = []\nfor i, batch in enumerate(loader):\n"
+        "    output = module.training_step(batch, i)\n    output['loss'].backward()\n"
         "    optimizer.step()\n"
         "    outputs.append({k: v.detach() for k, v in output.items()})\n",
         # The backpropagated item is replaced by its detached value before the dict is kept.
-        "import torch\n"
-        "outputs = []\n"
-        "for i, batch in enumerate(loader):\n"
-        "    output = module.training_step(batch, i)\n"
-        "    output['loss'].backward()\n"
-        "    optimizer.step()\n"
-        "    output['loss'] = output['loss'].detach()\n"
+        "import torch\noutputs = []\nfor i, batch in enumerate(loader):\n"
+        "    output = module.training_step(batch, i)\n    output['loss'].backward()\n"
+        "    optimizer.step()\n    output['loss'] = output['loss'].detach()\n"
         "    outputs.append(output)\n",
+        # Across modules: the parts of a trainer's step result are read as numbers.
+        Valid(
+            "import torch\nfrom trainer import Trainer\ntrainer = Trainer(model, opt)\ntotal_loss = 0.0\n"
+            "for i, (x, y, box) in enumerate(gen):\n"
+            "    cls, reg, total = trainer.train_step(x, y, box)\n"
+            "    total_loss += total.item()\n",
+            files=(("trainer.py", _TRAINER_PY),),
+        ),
+        # The loss function's dict holds detached copies, not the terms of the loss it returns.
+        Valid(
+            _SOLVER,
+            files=(
+                (
+                    "losses.py",
+                    "import torch.nn.functional as F\n"
+                    "class DualLoss:\n    def __call__(self, out, y):\n"
+                    "        cls, box = F.cross_entropy(out, y), F.l1_loss(out, y)\n"
+                    "        return cls + box, {'cls': cls.detach(), 'box': box.detach()}\n"
+                    "def create_loss(cfg):\n    return DualLoss()\n",
+                ),
+            ),
+        ),
     )
     INVALID = (
         # Only printed: `.detach()` is safe and comes first.
@@ -268,70 +288,49 @@ class LossAccumulatedWithGraph(Rule):
         ),
         # append: detach; functional alias; the loss times the batch size.
         Invalid(
-            "import torch.nn.functional as Fn\n"
-            "history = []\n"
-            "for epoch in range(3):\n"
+            "import torch.nn.functional as Fn\nhistory = []\nfor epoch in range(3):\n"
             "    for x, y in loader:\n"
             "        history.append(Fn.nll_loss(model(x), y) * x.size(0))\n",
             fixed="import torch.nn.functional as Fn\n"
-            "history = []\n"
-            "for epoch in range(3):\n"
-            "    for x, y in loader:\n"
+            "history = []\nfor epoch in range(3):\n    for x, y in loader:\n"
             "        history.append((Fn.nll_loss(model(x), y) * x.size(0)).detach())\n",
             lines=(5,),
         ),
         # total = total + loss with an inline loss module.
         Invalid(
-            "import torch\nfrom torch.nn import MSELoss\n"
-            "def train(model, loader):\n"
-            "    running = torch.zeros(())\n"
-            "    for x, y in loader:\n"
+            "import torch\nfrom torch.nn import MSELoss\ndef train(model, loader):\n"
+            "    running = torch.zeros(())\n    for x, y in loader:\n"
             "        running = running + MSELoss()(model(x), y)\n"
             "    print(running)\n",
             fixed="import torch\nfrom torch.nn import MSELoss\n"
-            "def train(model, loader):\n"
-            "    running = torch.zeros(())\n"
-            "    for x, y in loader:\n"
+            "def train(model, loader):\n    running = torch.zeros(())\n    for x, y in loader:\n"
             "        running = running + MSELoss()(model(x), y).detach()\n"
             "    print(running)\n",
             lines=(6,),
         ),
         # An attribute other methods can read: both fixes unsafe, `.item()` first.
         Invalid(
-            "import torch\n"
-            "class Trainer:\n"
-            "    def fit(self):\n"
-            "        self.stats = {'loss': 0}\n"
-            "        while True:\n"
-            "            out = self.model(next(self.it))\n"
-            "            loss = out.loss\n"
-            "            loss.backward()\n"
+            "import torch\nclass Trainer:\n    def fit(self):\n        self.stats = {'loss': 0}\n"
+            "        while True:\n            out = self.model(next(self.it))\n"
+            "            loss = out.loss\n            loss.backward()\n"
             "            self.stats['loss'] += loss\n",
             fixed="import torch\n"
-            "class Trainer:\n"
-            "    def fit(self):\n"
-            "        self.stats = {'loss': 0}\n"
-            "        while True:\n"
-            "            out = self.model(next(self.it))\n"
-            "            loss = out.loss\n"
-            "            loss.backward()\n"
+            "class Trainer:\n    def fit(self):\n        self.stats = {'loss': 0}\n"
+            "        while True:\n            out = self.model(next(self.it))\n"
+            "            loss = out.loss\n            loss.backward()\n"
             "            self.stats['loss'] += loss.item()\n",
             lines=(9,),
         ),
         # Returned from a loop that trains, to callers this file does not show: unsafe.
         Invalid(
-            "import torch\nimport torch.nn.functional as F\n"
-            "def train_epoch(model, loader, opt):\n"
-            "    total = 0.0\n"
-            "    for x, y in loader:\n"
+            "import torch\nimport torch.nn.functional as F\ndef train_epoch(model, loader, opt):\n"
+            "    total = 0.0\n    for x, y in loader:\n"
             "        loss = F.cross_entropy(model(x), y)\n"
             "        opt.zero_grad()\n        loss.backward()\n        opt.step()\n"
             "        total += loss\n"
             "    return total / len(loader)\n",
             fixed="import torch\nimport torch.nn.functional as F\n"
-            "def train_epoch(model, loader, opt):\n"
-            "    total = 0.0\n"
-            "    for x, y in loader:\n"
+            "def train_epoch(model, loader, opt):\n    total = 0.0\n    for x, y in loader:\n"
             "        loss = F.cross_entropy(model(x), y)\n"
             "        opt.zero_grad()\n        loss.backward()\n        opt.step()\n"
             "        total += loss.item()\n"
@@ -340,23 +339,17 @@ class LossAccumulatedWithGraph(Rule):
         ),
         # ... and to a caller that uses it as a tensor: no `.item()`, `.detach()` unsafe.
         Invalid(
-            "import torch\nimport torch.nn.functional as F\n"
-            "def train_epoch(model, loader, opt):\n"
-            "    total = 0.0\n"
-            "    for x, y in loader:\n"
+            "import torch\nimport torch.nn.functional as F\ndef train_epoch(model, loader, opt):\n"
+            "    total = 0.0\n    for x, y in loader:\n"
             "        loss = F.cross_entropy(model(x), y)\n"
-            "        loss.backward()\n        opt.step()\n"
-            "        total += loss\n"
+            "        loss.backward()\n        opt.step()\n        total += loss\n"
             "    return total / len(loader)\n"
             "curve = torch.stack([train_epoch(net, data, sgd) for _ in range(3)])\n"
             "torch.save(curve, 'curve.pt')\n",
             fixed="import torch\nimport torch.nn.functional as F\n"
-            "def train_epoch(model, loader, opt):\n"
-            "    total = 0.0\n"
-            "    for x, y in loader:\n"
+            "def train_epoch(model, loader, opt):\n    total = 0.0\n    for x, y in loader:\n"
             "        loss = F.cross_entropy(model(x), y)\n"
-            "        loss.backward()\n        opt.step()\n"
-            "        total += loss.detach()\n"
+            "        loss.backward()\n        opt.step()\n        total += loss.detach()\n"
             "    return total / len(loader)\n"
             "curve = torch.stack([train_epoch(net, data, sgd) for _ in range(3)])\n"
             "torch.save(curve, 'curve.pt')\n",
@@ -365,31 +358,19 @@ class LossAccumulatedWithGraph(Rule):
         # ... and to a caller that formats it, compares it and logs it: safe in a notebook
         # (the whole program), unsafe in a module that others may import.
         Invalid(
-            "import torch\nimport torch.nn.functional as F\n"
-            "def train_epoch(model, loader, opt):\n"
-            "    total = 0\n"
-            "    for x, y in loader:\n"
-            "        loss = F.mse_loss(model(x), y)\n"
-            "        loss.backward()\n        opt.step()\n"
-            "        total = total + loss\n"
-            "    return total / len(loader)\n"
-            "best = float('inf')\n"
-            "for epoch in range(5):\n"
+            "import torch\nimport torch.nn.functional as F\ndef train_epoch(model, loader, opt):\n"
+            "    total = 0\n    for x, y in loader:\n        loss = F.mse_loss(model(x), y)\n"
+            "        loss.backward()\n        opt.step()\n        total = total + loss\n"
+            "    return total / len(loader)\nbest = float('inf')\nfor epoch in range(5):\n"
             "    avg = train_epoch(net, data, sgd)\n"
             "    writer.add_scalar('train/loss', avg, epoch)\n"
             "    if avg < best:\n        best = float(avg)\n"
             "    print(f'{epoch}: {avg:.4f}')\n",
             fixed="import torch\nimport torch.nn.functional as F\n"
-            "def train_epoch(model, loader, opt):\n"
-            "    total = 0\n"
-            "    for x, y in loader:\n"
-            "        loss = F.mse_loss(model(x), y)\n"
-            "        loss.backward()\n        opt.step()\n"
-            "        total = total + loss.detach()\n"
-            "    return total / len(loader)\n"
-            "best = float('inf')\n"
-            "for epoch in range(5):\n"
-            "    avg = train_epoch(net, data, sgd)\n"
+            "def train_epoch(model, loader, opt):\n    total = 0\n    for x, y in loader:\n"
+            "        loss = F.mse_loss(model(x), y)\n        loss.backward()\n        opt.step()\n"
+            "        total = total + loss.detach()\n    return total / len(loader)\n"
+            "best = float('inf')\nfor epoch in range(5):\n    avg = train_epoch(net, data, sgd)\n"
             "    writer.add_scalar('train/loss', avg, epoch)\n"
             "    if avg < best:\n        best = float(avg)\n"
             "    print(f'{epoch}: {avg:.4f}')\n",
@@ -397,31 +378,19 @@ class LossAccumulatedWithGraph(Rule):
             lines=(9,),
         ),
         Invalid(
-            "import torch\nimport torch.nn.functional as F\n"
-            "def train_epoch(model, loader, opt):\n"
-            "    total = 0\n"
-            "    for x, y in loader:\n"
-            "        loss = F.mse_loss(model(x), y)\n"
-            "        loss.backward()\n        opt.step()\n"
-            "        total = total + loss\n"
-            "    return total / len(loader)\n"
-            "best = float('inf')\n"
-            "for epoch in range(5):\n"
+            "import torch\nimport torch.nn.functional as F\ndef train_epoch(model, loader, opt):\n"
+            "    total = 0\n    for x, y in loader:\n        loss = F.mse_loss(model(x), y)\n"
+            "        loss.backward()\n        opt.step()\n        total = total + loss\n"
+            "    return total / len(loader)\nbest = float('inf')\nfor epoch in range(5):\n"
             "    avg = train_epoch(net, data, sgd)\n"
             "    writer.add_scalar('train/loss', avg, epoch)\n"
             "    if avg < best:\n        best = float(avg)\n"
             "    print(f'{epoch}: {avg:.4f}')\n",
             fixed="import torch\nimport torch.nn.functional as F\n"
-            "def train_epoch(model, loader, opt):\n"
-            "    total = 0\n"
-            "    for x, y in loader:\n"
-            "        loss = F.mse_loss(model(x), y)\n"
-            "        loss.backward()\n        opt.step()\n"
-            "        total = total + loss.item()\n"
-            "    return total / len(loader)\n"
-            "best = float('inf')\n"
-            "for epoch in range(5):\n"
-            "    avg = train_epoch(net, data, sgd)\n"
+            "def train_epoch(model, loader, opt):\n    total = 0\n    for x, y in loader:\n"
+            "        loss = F.mse_loss(model(x), y)\n        loss.backward()\n        opt.step()\n"
+            "        total = total + loss.item()\n    return total / len(loader)\n"
+            "best = float('inf')\nfor epoch in range(5):\n    avg = train_epoch(net, data, sgd)\n"
             "    writer.add_scalar('train/loss', avg, epoch)\n"
             "    if avg < best:\n        best = float(avg)\n"
             "    print(f'{epoch}: {avg:.4f}')\n",
@@ -449,22 +418,15 @@ class LossAccumulatedWithGraph(Rule):
         ),
         # A training-step helper returns the backpropagated loss; the caller sums it.
         Invalid(
-            "import torch\nimport torch.nn.functional as F\n"
-            "def train_step(model, x, y, opt):\n"
-            "    opt.zero_grad()\n"
-            "    loss = F.cross_entropy(model(x), y)\n"
-            "    loss.backward()\n    opt.step()\n"
-            "    return loss\n"
-            "total = 0.0\n"
+            "import torch\nimport torch.nn.functional as F\ndef train_step(model, x, y, opt):\n"
+            "    opt.zero_grad()\n    loss = F.cross_entropy(model(x), y)\n"
+            "    loss.backward()\n    opt.step()\n    return loss\ntotal = 0.0\n"
             "for x, y in loader:\n    total += train_step(model, x, y, opt)\n"
             "print(total)\n",
             fixed="import torch\nimport torch.nn.functional as F\n"
-            "def train_step(model, x, y, opt):\n"
-            "    opt.zero_grad()\n"
-            "    loss = F.cross_entropy(model(x), y)\n"
-            "    loss.backward()\n    opt.step()\n"
-            "    return loss\n"
-            "total = 0.0\n"
+            "def train_step(model, x, y, opt):\n    opt.zero_grad()\n"
+            "    loss = F.cross_entropy(model(x), y)\n    loss.backward()\n    opt.step()\n"
+            "    return loss\ntotal = 0.0\n"
             "for x, y in loader:\n    total += train_step(model, x, y, opt).detach()\n"
             "print(total)\n",
             lines=(11,),
@@ -472,31 +434,23 @@ class LossAccumulatedWithGraph(Rule):
         # Across modules: the dict of engine.py holds the backpropagated loss; its 'loss' is
         # appended (`.detach()` applies), and so is the whole dict (no fix).
         Invalid(
-            "import torch\nfrom engine import train_step\n"
-            "history = []\nlogs = []\n"
-            "for epoch in range(3):\n"
-            "    for batch in loader:\n"
-            "        out = train_step(model, batch, opt)\n"
-            "        history.append(out['loss'])\n"
+            "import torch\nfrom engine import train_step\nhistory = []\nlogs = []\n"
+            "for epoch in range(3):\n    for batch in loader:\n"
+            "        out = train_step(model, batch, opt)\n        history.append(out['loss'])\n"
             "        logs.append(out)\n"
             "print(history)\n",
             fixed="import torch\nfrom engine import train_step\n"
-            "history = []\nlogs = []\n"
-            "for epoch in range(3):\n"
-            "    for batch in loader:\n"
+            "history = []\nlogs = []\nfor epoch in range(3):\n    for batch in loader:\n"
             "        out = train_step(model, batch, opt)\n"
-            "        history.append(out['loss'].detach())\n"
-            "        logs.append(out)\n"
+            "        history.append(out['loss'].detach())\n        logs.append(out)\n"
             "print(history)\n",
             files=(("engine.py", _ENGINE_PY),),
             lines=(8, 9),
         ),
         # The values of `.items()` of the returned dict: one of them carries the graph.
         Invalid(
-            "import torch\nfrom engine import train_step\n"
-            "meters = {'loss': 0.0, 'acc': 0.0}\n"
-            "for batch in loader:\n"
-            "    for name, value in train_step(model, batch, opt).items():\n"
+            "import torch\nfrom engine import train_step\nmeters = {'loss': 0.0, 'acc': 0.0}\n"
+            "for batch in loader:\n    for name, value in train_step(model, batch, opt).items():\n"
             "        meters[name] += value\n",
             fixed=None,
             files=(("engine.py", _ENGINE_PY),),
@@ -504,45 +458,52 @@ class LossAccumulatedWithGraph(Rule):
         ),
         # Accelerate's backward, on an accelerator whose name says nothing.
         Invalid(
-            "import torch\nfrom accelerate import Accelerator\n"
-            "acc = Accelerator()\n"
-            "model, opt, loader = acc.prepare(model, opt, loader)\n"
-            "total_loss = 0\n"
-            "for batch in loader:\n"
-            "    outputs = model(**batch)\n"
-            "    loss = outputs.loss\n"
-            "    acc.backward(loss)\n"
-            "    opt.step()\n"
-            "    total_loss += loss\n"
+            "import torch\nfrom accelerate import Accelerator\nacc = Accelerator()\n"
+            "model, opt, loader = acc.prepare(model, opt, loader)\ntotal_loss = 0\n"
+            "for batch in loader:\n    outputs = model(**batch)\n    loss = outputs.loss\n"
+            "    acc.backward(loss)\n    opt.step()\n    total_loss += loss\n"
             "print(total_loss / len(loader))\n",
             fixed="import torch\nfrom accelerate import Accelerator\n"
-            "acc = Accelerator()\n"
-            "model, opt, loader = acc.prepare(model, opt, loader)\n"
-            "total_loss = 0\n"
-            "for batch in loader:\n"
-            "    outputs = model(**batch)\n"
-            "    loss = outputs.loss\n"
-            "    acc.backward(loss)\n"
-            "    opt.step()\n"
+            "acc = Accelerator()\nmodel, opt, loader = acc.prepare(model, opt, loader)\n"
+            "total_loss = 0\nfor batch in loader:\n    outputs = model(**batch)\n"
+            "    loss = outputs.loss\n    acc.backward(loss)\n    opt.step()\n"
             "    total_loss += loss.detach()\n"
             "print(total_loss / len(loader))\n",
             lines=(11,),
         ),
         # The dict whose 'loss' was backpropagated is kept whole (no fix), and its loss too.
         Invalid(
-            "import torch\n"
-            "outputs = []\n"
-            "losses = []\n"
-            "for i, batch in enumerate(loader):\n"
-            "    optimizer.zero_grad()\n"
-            "    output = module.training_step(batch, i)\n"
-            "    output['loss'].backward()\n"
-            "    optimizer.step()\n"
-            "    outputs.append(output)\n"
+            "import torch\noutputs = []\nlosses = []\nfor i, batch in enumerate(loader):\n"
+            "    optimizer.zero_grad()\n    output = module.training_step(batch, i)\n"
+            "    output['loss'].backward()\n    optimizer.step()\n    outputs.append(output)\n"
             "    losses.append(output['loss'])\n"
             "print(len(outputs), losses)\n",
             fixed=None,
             lines=(9, 10),
+        ),
+        # Across modules: a trainer's step backpropagates `losses.total` and returns `losses`;
+        # the caller unpacks the losses and sums them with their graphs.
+        Invalid(
+            "import torch\nfrom trainer import Trainer\ntrainer = Trainer(model, opt)\ntotal_loss = 0.0\n"
+            "for i, (x, y, box) in enumerate(gen):\n"
+            "    cls, reg, total = trainer.train_step(x, y, box)\n"
+            "    total_loss += total\n"
+            "print(total_loss / len(gen))\n",
+            fixed="import torch\nfrom trainer import Trainer\ntrainer = Trainer(model, opt)\ntotal_loss = 0.0\n"
+            "for i, (x, y, box) in enumerate(gen):\n"
+            "    cls, reg, total = trainer.train_step(x, y, box)\n"
+            "    total_loss += total.detach()\n"
+            "print(total_loss / len(gen))\n",
+            files=(("trainer.py", _TRAINER_PY),),
+            lines=(7,),
+        ),
+        # Across modules: the dict the loss function sums into the backpropagated loss is handed
+        # back by the training step; its values are summed with their graphs.
+        Invalid(
+            _SOLVER,
+            fixed=_SOLVER.replace("totals[name] += value", "totals[name] += value.item()"),
+            files=(("losses.py", _LOSSES_PY),),
+            lines=(18,),
         ),
     )
 
@@ -557,13 +518,13 @@ class LossAccumulatedWithGraph(Rule):
             if held is None:
                 # Through what helpers return (`total += train_step(...)`, `out["loss"]`):
                 # asked only inside a loop that runs with gradients on.
-                loop = training.iteration_loop(sem, node)
+                loop = summaries.iteration_loop(sem, node)
                 if loop is None or training.grad_disabled(sem, node):
                     continue
                 held = summaries.carried_graph(sem, value)
                 if held is None or (held == summaries.CONTAINER and not isinstance(node, ast.Call)):
                     continue
-            loop = loop or training.iteration_loop(sem, node)
+            loop = loop or summaries.iteration_loop(sem, node)
             if loop is None or training.grad_disabled(sem, node):
                 continue
             scope = sem.enclosing_function(node) or sem.tree
@@ -575,16 +536,16 @@ class LossAccumulatedWithGraph(Rule):
                 sem, name, scope, returns=not trains
             ):
                 continue
-            if isinstance(node, ast.Call) and not _is_list(ctx, acc, scope):
+            if isinstance(node, ast.Call) and not value_flow.is_list(ctx.sem, acc):
                 continue
-            flow = _flow(sem, acc, whole=ctx.notebook is not None)
+            flow = value_flow.follow(sem, acc, whole=ctx.notebook is not None)
             if not trains and flow.returned:
                 continue  # terms of the loss a function returns (a loss module's forward)
             self._report(ctx, node, value, flow, tensor=held == summaries.TENSOR)
 
     @staticmethod
     def _report(
-        ctx: Context, node: ast.AST, value: ast.expr, flow: _Flow, *, tensor: bool = True
+        ctx: Context, node: ast.AST, value: ast.expr, flow: value_flow.Flow, *, tensor: bool = True
     ) -> None:
         if not tensor:
             # A dict (or a value of one) that holds the loss: `.detach()` would not apply.
@@ -635,210 +596,3 @@ class LossAccumulatedWithGraph(Rule):
             )
             choices = [item, detach] if flow.unsafe else [detach, item]
         ctx.report(value, message, fixes=choices)
-
-
-def _is_list(ctx: Context, acc: ast.expr, scope: ast.AST) -> bool:
-    """The receiver of ``append`` is built as a list (``[]``, ``list()``) in this file."""
-    values: list[ast.expr | None] = []
-    if isinstance(acc, ast.Name):
-        binding = ctx.sem.lookup(acc.id, acc)
-        if binding is None:
-            return False
-        owner = ctx.sem.scopes.get(binding.scope)
-        values = [b.value for b in (owner.bindings.get(acc.id, []) if owner else [])]
-    elif isinstance(acc, ast.Attribute) and isinstance(acc.value, ast.Name):
-        cls = ctx.sem.enclosing_class(acc) if acc.value.id == "self" else None
-        if cls is None:
-            return False
-        values = list(ctx.sem.self_attr_values.get((cls, acc.attr), []))
-    return bool(values) and all(
-        isinstance(v, ast.List | ast.ListComp)
-        or (isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "list")
-        for v in values
-    )
-
-
-# ---------------------------------------------------------------- where the total goes ------
-# Where a value computed from the accumulator may go, for the fix: `.detach()` cannot be
-# noticed where every path ends in a use that only reads the number.
-_READ_FUNCTIONS = frozenset({"float", "int", "bool", "len", "print", "str", "repr", "format"})
-_PASS_FUNCTIONS = frozenset({"abs", "round", "min", "max", "sum"})  # builtins: a derived value
-_READ_METHODS = frozenset({"item", "tolist", "detach"})
-_TENSOR_METHODS = frozenset(
-    {"cpu", "cuda", "to", "float", "double", "half", "mean", "sum", "squeeze", "unsqueeze"}
-    | {"view", "reshape", "flatten", "clone", "abs", "sqrt", "exp", "log", "div", "mul", "add"}
-    | {"sub", "pow", "clamp", "round"}
-)
-_TENSOR_ATTRIBUTES = frozenset({"shape", "dtype", "device", "ndim", "data"})
-_LIST_METHODS = frozenset({"append", "extend", "insert", "clear"})  # add to it, read nothing
-_LOGGERS = frozenset(
-    {"add_scalar", "add_scalars", "log", "log_dict", "log_metric", "log_metrics", "info"}
-    | {"debug", "warning", "set_postfix"}
-)
-# torch functions that differentiate, store or trace their argument: not a plain value op.
-_NOT_VALUE_OPS = ("torch.autograd.", "torch.func.", "torch.save", "torch.jit.", "torch.onnx.")
-_BUDGET = 48  # uses followed before giving up (then: not proven)
-
-
-@dataclass
-class _Flow:
-    """What the code does with the accumulator (and with the values computed from it)."""
-
-    whole: bool = False  # the file is the whole program (a notebook): no caller elsewhere
-    unsafe: bool = False  # a use the analysis cannot prove blind to `.detach()`
-    tensor: bool = False  # a use that needs a tensor: `.item()` would break it
-    returned: bool = False  # it reaches a `return`/`yield`
-
-
-def _flow(sem: Semantic, acc: ast.expr, *, whole: bool) -> _Flow:
-    """Follow every read of the accumulator ``acc`` (a plain name) through arithmetic,
-    containers, assignments to other names and the calls in the file of the module-level
-    function returning it, to where it ends: a format, `print`, `float()`, a comparison,
-    `.item()`, a logger (reads the number), or anything else (not proven). ``whole``: the
-    file is the whole program (a notebook); a module's function may be called from another."""
-    flow = _Flow(whole=whole)
-    if not isinstance(acc, ast.Name):
-        flow.unsafe = True  # an attribute or an item: other code may read it
-        return flow
-    names: list[ast.Name] = [acc]
-    nodes: list[ast.AST] = []
-    seen: set[tuple[str, ast.AST]] = set()
-    budget = _BUDGET
-    while names or nodes:
-        budget -= 1
-        if budget < 0:
-            flow.unsafe = True
-            return flow
-        if nodes:
-            nodes.extend(_follow(sem, nodes.pop(), flow, names))
-            continue
-        target = names.pop()
-        binding = sem.lookup(target.id, target)
-        if binding is None or (target.id, binding.scope) in seen:
-            continue
-        seen.add((target.id, binding.scope))
-        for load in sem.names.get(target.id, ()):
-            found = sem.lookup(target.id, load)
-            if (
-                found is not None
-                and found.scope is binding.scope
-                and not _reads_fresh(sem, found, load)
-            ):
-                nodes.append(load)
-    return flow
-
-
-def _reads_fresh(sem: Semantic, binding: Binding, load: ast.Name) -> bool:
-    """Whether ``load`` can only read the value of ``binding``, a plain assignment of a value
-    without a graph (``total = 0``, ``total = x.detach().cpu().numpy()``) that runs before it
-    in the same block: the name no longer holds the accumulated tensor there."""
-    stmt = sem.parent(binding.node)
-    if (
-        binding.how != "assign"
-        or binding.index is not None
-        or not isinstance(stmt, ast.Assign)
-        or not training.is_plain_value(binding.value)
-    ):
-        return False
-    block, index = sem.block_of(stmt)
-    for anc in sem.ancestors(load):
-        if isinstance(anc, ast.stmt) and sem.parent(anc) is sem.parent(stmt):
-            return anc in block[index + 1 :]
-    return False
-
-
-def _follow(sem: Semantic, node: ast.AST, flow: _Flow, names: list[ast.Name]) -> list[ast.AST]:
-    """One step from an expression holding the value: the nodes holding it next (names it is
-    assigned to go to ``names``); ``flow`` records what the step shows."""
-    parent = sem.parent(node)
-    if isinstance(parent, ast.FormattedValue | ast.Compare | ast.Expr):
-        return []  # formatted, compared, or shown by a notebook cell
-    if isinstance(parent, ast.If | ast.While | ast.Assert | ast.IfExp) and node is parent.test:
-        return []
-    if isinstance(parent, ast.BinOp | ast.UnaryOp | ast.BoolOp | ast.IfExp | ast.Starred):
-        return [parent]
-    if isinstance(parent, ast.Tuple | ast.List | ast.Set | ast.keyword) or (
-        isinstance(parent, ast.Dict) and node in parent.values
-    ):
-        return [parent]
-    if isinstance(parent, ast.ListComp | ast.SetComp | ast.GeneratorExp) and node is parent.elt:
-        return [parent]
-    if isinstance(parent, ast.Attribute) and parent.value is node:
-        return _attribute_use(sem, parent, flow)
-    if isinstance(parent, ast.Subscript) and parent.value is node:
-        flow.tensor = True
-        return [parent]
-    if isinstance(parent, ast.Call) and node is not parent.func:
-        return _argument_use(sem, parent, flow)
-    if isinstance(parent, ast.Assign | ast.AugAssign | ast.AnnAssign) and node is parent.value:
-        targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
-        if len(targets) == 1 and isinstance(targets[0], ast.Name):
-            names.append(targets[0])
-            return []
-    if isinstance(parent, ast.Return | ast.Yield | ast.YieldFrom):
-        flow.returned = True
-        return _callers(sem, parent, flow)
-    flow.unsafe = True
-    return []
-
-
-def _attribute_use(sem: Semantic, attr: ast.Attribute, flow: _Flow) -> list[ast.AST]:
-    flow.tensor = True  # a Python float has none of these
-    call = sem.parent(attr)
-    if isinstance(call, ast.Call) and call.func is attr:
-        if attr.attr in _READ_METHODS:
-            return []
-        if attr.attr in _TENSOR_METHODS:
-            return [call]
-        if attr.attr in _LIST_METHODS:
-            return []
-    elif attr.attr in _TENSOR_ATTRIBUTES:
-        return []
-    flow.unsafe = True  # `.backward()`, `.numpy()`, `.requires_grad`, `.grad_fn`...
-    return []
-
-
-def _argument_use(sem: Semantic, call: ast.Call, flow: _Flow) -> list[ast.AST]:
-    func = call.func
-    qual = sem.qualname(func)
-    if isinstance(func, ast.Name) and sem.lookup(func.id, func) is None:  # a builtin
-        if func.id in _READ_FUNCTIONS:
-            return []
-        if func.id in _PASS_FUNCTIONS:
-            return [call]
-    elif qual is not None and qual.startswith("torch.") and not qual.startswith(_NOT_VALUE_OPS):
-        flow.tensor = True
-        return [call]
-    elif isinstance(func, ast.Attribute):
-        if func.attr in _LOGGERS and not (qual or "").startswith(("torch.", "numpy.")):
-            return []
-        if func.attr == "format" and isinstance(func.value, ast.Constant):
-            return []  # "{:.4f}".format(total)
-    flow.unsafe = True
-    return []
-
-
-def _callers(sem: Semantic, ret: ast.AST, flow: _Flow) -> list[ast.AST]:
-    """The calls of the module-level function that returns the value: where the value goes
-    next. Not proven when the function may be called from elsewhere (a method, a name read
-    other than by a call, no call in the file, a `.py` file that other modules may import);
-    the calls the file shows are still followed, for the uses that need a tensor."""
-    func = sem.enclosing_function(ret)
-    if (
-        func is None
-        or isinstance(ret, ast.Yield | ast.YieldFrom)
-        or sem.parent(func) is not sem.tree
-        or len(sem.scopes[sem.tree].bindings.get(func.name, ())) != 1
-    ):
-        flow.unsafe = True
-        return []
-    calls: list[ast.AST] = []
-    for load in sem.names.get(func.name, ()):
-        parent = sem.parent(load)
-        if not (isinstance(parent, ast.Call) and parent.func is load):
-            flow.unsafe = True
-            return []
-        calls.append(parent)
-    if not calls or not flow.whole:
-        flow.unsafe = True
-    return calls
