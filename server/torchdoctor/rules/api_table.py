@@ -31,7 +31,14 @@ from functools import partial
 from ..core import fixes, kinds, torch_version
 from ..core.context import Context
 from ..core.model import Applicability, Edit, Fix, Text
-from ..core.semantic import argument, canonical, has_star_kwargs, int_literal, keyword
+from ..core.semantic import (
+    FUNCTION_NODES,
+    argument,
+    canonical,
+    has_star_kwargs,
+    int_literal,
+    keyword,
+)
 
 SAFE, UNSAFE = Applicability.SAFE, Applicability.UNSAFE
 
@@ -482,9 +489,10 @@ def entry_uses(ctx: Context) -> Iterator[tuple[ast.AST, ApiEntry]]:
         yield call, entry
     for ref in ctx.sem.references_to(*by_symbol):
         parent = ctx.sem.parent(ref)
-        if isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and (
-            ref in parent.decorator_list
-        ):
+        if (
+            isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+            and (ref in parent.decorator_list)
+        ) or _handed_on(ctx, ref, parent, by_symbol[ctx.qualname(ref) or ""]):
             entry = by_symbol[ctx.qualname(ref) or ""]
             if entry.when_keyword is None and id(ref) not in seen:
                 seen.add(id(ref))
@@ -494,6 +502,68 @@ def entry_uses(ctx: Context) -> Iterator[tuple[ast.AST, ApiEntry]]:
         if id(ref) not in seen:
             seen.add(id(ref))
             yield ref, attr_symbols[ctx.qualname(ref) or ""]
+
+
+def _handed_on(ctx: Context, ref: ast.AST, parent: ast.AST | None, entry: ApiEntry) -> bool:
+    """A function of the table used as a value that the code calls later: assigned
+    (``norm_f = nn.utils.weight_norm``), chosen (``a if c else nn.utils.weight_norm``),
+    returned or passed on (``layer.apply(fn)``). A legacy constructor is also a type
+    (``x.type(torch.cuda.FloatTensor)``, ``isinstance``): it counts only when the name it is
+    assigned to is called. Not a fallback the code picks by testing what the installed torch
+    has (``hasattr(...)``, ``torch.__version__``, ``getattr(mod, "name", default)``, an
+    ``except`` clause)."""
+    node = ref
+    if isinstance(parent, ast.IfExp):
+        if ref is parent.test or _feature_test(parent.test):
+            return False
+        node, parent = parent, ctx.sem.parent(parent)
+    if isinstance(parent, ast.Assign) and node is parent.value:
+        if entry.fix == "legacy_ctor" and not _called(ctx, parent):
+            return False
+    elif entry.fix == "legacy_ctor":
+        return False
+    elif isinstance(parent, ast.Call):
+        if node not in parent.args or ctx.qualname(parent.func) in _TYPE_TAKING:
+            return False
+    elif not isinstance(parent, ast.Return | ast.keyword | ast.IfExp):
+        return False
+    for anc in ctx.sem.ancestors(ref):
+        if isinstance(anc, ast.If | ast.IfExp | ast.While) and _feature_test(anc.test):
+            return False
+        if isinstance(anc, ast.Try) and any(ctx.sem.is_inside(ref, h) for h in anc.handlers):
+            return False  # ``try: new API except AttributeError: old one``
+        if isinstance(anc, (*FUNCTION_NODES, ast.ClassDef)):
+            break
+    return True
+
+
+_TYPE_TAKING = frozenset({"getattr", "hasattr", "isinstance", "issubclass", "type"})
+
+
+def _called(ctx: Context, assign: ast.Assign) -> bool:
+    """Whether a name the assignment binds is called afterwards (``Tensor(...)``)."""
+    for target in assign.targets:
+        if not isinstance(target, ast.Name):
+            continue
+        for call in ctx.sem.calls_by_name.get(target.id, ()):
+            binding = ctx.sem.lookup(target.id, call.func)
+            if binding is not None and binding.node is target:
+                return True
+    return False
+
+
+def _feature_test(test: ast.expr) -> bool:
+    """A test of what the installed torch has: ``hasattr(...)``, ``torch.__version__``."""
+    for node in ast.walk(test):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("hasattr", "getattr")
+        ):
+            return True
+        if isinstance(node, ast.Attribute) and node.attr == "__version__":
+            return True
+    return False
 
 
 def entry_imports(ctx: Context) -> Iterator[tuple[ast.ImportFrom, ast.alias, ApiEntry]]:

@@ -25,6 +25,13 @@ class DeprecatedApiUse(Rule):
     TDR813 instead: on real training code they work as they always did, and changing them is
     style.
 
+    A deprecated function used as a value counts too: assigned, chosen in a conditional or
+    passed on (`norm_f = nn.utils.spectral_norm if sn else nn.utils.weight_norm`), unless the
+    code picks it as a fallback after testing what the installed torch has (`hasattr(...)`,
+    `torch.__version__`, an `except` clause). A CUDA legacy type counts when the name it is
+    assigned to is called (`Tensor = torch.cuda.FloatTensor if cuda else ...`, then
+    `Tensor(n, 1)`).
+
     Only rows that apply to the target torch version are reported (`target-version` in
     `[tool.torchdoctor]`, else the installed version, else the newest).
 
@@ -114,8 +121,30 @@ class DeprecatedApiUse(Rule):
         # Removed (not deprecated): TDR801's.
         "import torch\nx = torch.solve(b, A)",
         Valid("import torch\nq, r = torch.linalg.qr(a)\n", notebook=True),
+        # A fallback for an older torch, picked by testing what the installed one has.
+        "import torch\nfrom torch import nn\n"
+        "wn = (nn.utils.parametrizations.weight_norm if hasattr(nn.utils, 'parametrizations')\n"
+        "      else nn.utils.weight_norm)\n",
+        "import torch\nfrom torch import nn\ntry:\n    wn = nn.utils.parametrizations.weight_norm\n"
+        "except AttributeError:\n    wn = nn.utils.weight_norm\n",
+        # A legacy CUDA type kept in a name that is never called: a type, not a constructor.
+        "import torch\nT = torch.cuda.FloatTensor if cuda else torch.FloatTensor\ny = x.type(T)\n",
     )
     INVALID = (
+        # Chosen as a value and called through a name.
+        Invalid(
+            "import torch\nfrom torch import nn\n"
+            "norm_f = nn.utils.spectral_norm if spectral else nn.utils.weight_norm\n"
+            "conv = norm_f(nn.Conv1d(1, 32, 5))\n",
+            fixed=None,
+            lines=(3,),
+        ),
+        Invalid(
+            "import torch\nTensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor\n"
+            "valid = Tensor(imgs.size(0), 1).fill_(1.0)\n",
+            fixed=None,
+            lines=(2,),
+        ),
         Invalid(
             "import torch\nq, r = torch.qr(a)",
             fixed="import torch\nq, r = torch.linalg.qr(a)",
