@@ -50,6 +50,36 @@ def uses_workers(call: ast.Call) -> bool:
     return not (isinstance(value, ast.Constant) and value.value == 0)
 
 
+def loader_values(sem: Semantic, call: ast.Call, name: str) -> list[ast.expr]:
+    """What a ``DataLoader(...)`` call may pass for ``name``: the argument it gives, or else
+    the value each dict spread by ``**kwargs`` gives it (``kw = {"num_workers": 2} if cuda
+    else {}``, ``kw = dict(num_workers=2)``: any branch may be the one that runs)."""
+    given = loader_argument(call, name)
+    if given is not None:
+        return [given]
+    out: list[ast.expr] = []
+    for kw in call.keywords:
+        if kw.arg is None:
+            for spread in sources(sem, kw.value)[0]:
+                value = _dict_value(spread, name)
+                if value is not None:
+                    out.append(value)
+    return out
+
+
+def _dict_value(expr: ast.expr, key: str) -> ast.expr | None:
+    """The value a dict display or a ``dict(...)`` call gives ``key``."""
+    if isinstance(expr, ast.Dict):
+        for k, v in zip(expr.keys, expr.values, strict=True):
+            if isinstance(k, ast.Constant) and k.value == key:
+                return v
+    elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "dict":
+        for kw in expr.keywords:
+            if kw.arg == key:
+                return kw.value
+    return None
+
+
 def is_literal(expr: ast.AST | None, value: object) -> bool:
     return isinstance(expr, ast.Constant) and expr.value is value
 

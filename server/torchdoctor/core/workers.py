@@ -23,7 +23,7 @@ import ast
 from collections.abc import Iterable
 
 from . import arguments
-from .data import sources
+from .data import loader_values, sources
 from .semantic import FUNCTION_NODES, Semantic, is_main_guard
 
 Func = ast.FunctionDef | ast.AsyncFunctionDef
@@ -114,20 +114,10 @@ def offense(
 # ---- what a call starts ------------------------------------------------------------------
 def is_worker_loader(sem: Semantic, call: ast.Call) -> bool:
     """A ``DataLoader(...)`` whose ``num_workers`` is set and not literally 0: as an argument,
-    or in a dict spread by ``**kwargs`` (any dict the spread name may hold)."""
+    or in a dict spread by ``**kwargs`` (``data.loader_values``)."""
     if sem.qualname(call.func) != arguments.DATALOADER:
         return False
-    bound = arguments.bind(call, arguments.DATALOADER)
-    value = bound.value("num_workers")
-    if value is not None:
-        return not _is_zero(sem, value)
-    for kw in call.keywords:
-        if kw.arg is None:
-            for spread in sources(sem, kw.value)[0]:
-                given = _dict_value(spread, "num_workers")
-                if given is not None and not _is_zero(sem, given):
-                    return True
-    return False
+    return any(not _is_zero(sem, v) for v in loader_values(sem, call, "num_workers"))
 
 
 def starts_processes(sem: Semantic, call: ast.Call) -> bool:
@@ -319,19 +309,6 @@ def _called_functions(sem: Semantic, nodes: Iterable[ast.AST]) -> list[ast.AST]:
             if func is not None:
                 out.append(func)
     return out
-
-
-def _dict_value(expr: ast.expr, key: str) -> ast.expr | None:
-    """The value a dict display or ``dict(...)`` call gives ``key``."""
-    if isinstance(expr, ast.Dict):
-        for k, v in zip(expr.keys, expr.values, strict=True):
-            if isinstance(k, ast.Constant) and k.value == key:
-                return v
-    elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "dict":
-        for kw in expr.keywords:
-            if kw.arg == key:
-                return kw.value
-    return None
 
 
 def _is_zero(sem: Semantic, expr: ast.expr) -> bool:

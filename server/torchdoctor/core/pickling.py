@@ -1,0 +1,102 @@
+"""What pickling a value for a worker process would meet that cannot be pickled.
+
+Under the ``spawn`` and ``forkserver`` start methods a DataLoader pickles its dataset,
+``collate_fn`` and ``worker_init_fn`` to send them to each worker. A ``lambda`` and a function
+defined inside another function cannot be pickled ("Can't pickle local object"). They hide:
+
+- in a transform pipeline (``Compose([Lambda(lambda x: ...)])``, the arguments of torchvision's
+  and torchaudio's transforms), through names and what functions of the project return;
+- as what a helper returns: ``Lambda(expand(3))`` where ``expand`` returns its nested ``inner``;
+- on the dataset itself: an attribute its class sets on ``self`` (``self.prep = lambda t: ...``,
+  ``self.transform = Compose([...])``), for a class of this file or of the project.
+
+``unpicklable`` finds them in a value; ``held_by_instance`` in the attributes of the object a
+constructor call makes. Each is given as (where it is when in another module, else "", node).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from .semantic import FUNCTION_NODES, Semantic
+
+_TRANSFORM_MODULES = ("torchvision.transforms.", "torchaudio.transforms.", "torchvision.transforms")
+_MAX_DEPTH = 6
+_CUSTOM_PICKLING = frozenset({"__getstate__", "__reduce__", "__reduce_ex__"})
+Found = list[tuple[Semantic, ast.AST]]
+
+
+def is_local_callable(sem: Semantic, value: ast.AST) -> bool:
+    """A lambda, or a name of a function defined inside another function."""
+    if isinstance(value, ast.Lambda):
+        return True
+    if isinstance(value, ast.Name):
+        binding = sem.lookup(value.id, value)
+        if (
+            binding is not None
+            and binding.how == "def"
+            and isinstance(binding.node, FUNCTION_NODES)
+        ):
+            return any(
+                isinstance(a, (*FUNCTION_NODES, ast.Lambda)) for a in sem.ancestors(binding.node)
+            )
+    return False
+
+
+def unpicklable(sem: Semantic, value: ast.AST) -> Found:
+    """The lambdas and nested functions that pickling ``value`` (a transform pipeline, a
+    callable, what a helper returns) would meet, with the facts of the module each is in;
+    ``value`` itself when it is one. One that a helper returns is given as the helper's call
+    (``expand(3)`` in ``Lambda(expand(3))``): the place that puts it into the pipeline."""
+    found: Found = []
+    seen: set[ast.AST] = set()
+    # depth first, in source order; the call that brought the value, when it came from a helper
+    todo: list[tuple[ast.AST | None, int, ast.Call | None]] = [(value, 0, None)]
+    while todo:
+        expr, depth, via = todo.pop()
+        if expr is None or depth > _MAX_DEPTH or expr in seen:
+            continue
+        seen.add(expr)
+        owner = sem.owner(expr)
+        inner: list[ast.AST | None] = []
+        if is_local_callable(owner, expr):
+            node = via if via is not None else expr
+            if all(node is not n for _s, n in found):
+                found.append((sem.owner(node), node))
+        elif isinstance(expr, ast.List | ast.Tuple):
+            inner = list(expr.elts)
+        elif isinstance(expr, ast.Name):
+            binding = owner.lookup(expr.id, expr)
+            if binding is not None and binding.how == "assign" and binding.index is None:
+                inner = [binding.value]
+        elif isinstance(expr, ast.Call):
+            qual = owner.qualname(expr.func) or ""
+            if qual.startswith(_TRANSFORM_MODULES):
+                inner = [*expr.args, *(k.value for k in expr.keywords)]
+            else:
+                defined = owner.function_def(expr.func)
+                if defined is not None:
+                    inner = list(defined[0].returns(defined[1]))
+                    via = via if via is not None else expr
+        todo.extend((node, depth + 1, via) for node in reversed(inner))
+    return found
+
+
+def held_by_instance(sem: Semantic, made: ast.Call) -> Found:
+    """The lambdas and nested functions an object keeps on ``self`` (set by any method of its
+    class, a class of this file or of the project), for the object ``made`` constructs."""
+    defined = sem.class_def(made.func)
+    if defined is None:
+        return []
+    owner, cls = defined
+    if any(isinstance(stmt, FUNCTION_NODES) and stmt.name in _CUSTOM_PICKLING for stmt in cls.body):
+        return []  # the class decides what is pickled
+    found: Found = []
+    for (holder, _attr), values in owner.self_attr_values.items():
+        if holder is not cls:
+            continue
+        for value in values:
+            for item in unpicklable(owner, value):
+                if all(item[1] is not node for _s, node in found):
+                    found.append(item)
+    return found
