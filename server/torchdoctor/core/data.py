@@ -205,15 +205,39 @@ def batch_loader(sem: Semantic, expr: ast.AST, _depth: int = 0) -> ast.expr | No
         if isinstance(anc, ast.comprehension):
             return batch_loader(sem, anc.iter, _depth + 1)
         if isinstance(anc, ast.For | ast.AsyncFor):
+            iterable = anc.iter
             if not training.loop_info(sem, anc).is_batch_loop:
-                return None
-            return _iterated_for(sem, anc.iter, anc.target, binding.node)
+                wrapped = _wrapped_loader(sem, anc.iter)
+                if wrapped is None:
+                    return None
+                iterable = wrapped
+            return _iterated_for(sem, iterable, anc.target, binding.node)
         if isinstance(anc, ast.stmt):
             return None
     return None
 
 
 _PASS_THROUGH = frozenset({"tqdm", "iter", "track", "islice"})
+
+
+def _wrapped_loader(sem: Semantic, expr: ast.expr) -> ast.expr | None:
+    """The wrapped loader a name iterated by a loop was assigned, once, in its scope:
+    ``pbar = tqdm(enumerate(loader)) if verbose else enumerate(loader)`` (either branch)."""
+    if not isinstance(expr, ast.Name):
+        return None
+    binding = sem.lookup(expr.id, expr)
+    if binding is None or binding.how != "assign" or binding.index is not None:
+        return None
+    if len(sem.scopes[binding.scope].bindings.get(expr.id, [])) != 1:
+        return None
+    value = binding.value
+    branches = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
+    for branch in branches:
+        if branch is not None and any(
+            kinds.is_loader(sem, c) for c in training.iterated_candidates(branch)
+        ):
+            return branch
+    return None
 
 
 def _iterated_for(
