@@ -46,8 +46,9 @@ def is_local_callable(sem: Semantic, value: ast.AST) -> bool:
 def unpicklable(sem: Semantic, value: ast.AST) -> Found:
     """The lambdas and nested functions that pickling ``value`` (a transform pipeline, a
     callable, what a helper returns) would meet, with the facts of the module each is in;
-    ``value`` itself when it is one. One that a helper returns is given as the helper's call
-    (``expand(3)`` in ``Lambda(expand(3))``): the place that puts it into the pipeline."""
+    ``value`` itself when it is one. A nested function that a helper returns is given as the
+    helper's call (``expand(3)`` in ``Lambda(expand(3))``): the place that puts it into the
+    pipeline."""
     found: Found = []
     seen: set[ast.AST] = set()
     # depth first, in source order; the call that brought the value, when it came from a helper
@@ -60,7 +61,8 @@ def unpicklable(sem: Semantic, value: ast.AST) -> Found:
         owner = sem.owner(expr)
         inner: list[ast.AST | None] = []
         if is_local_callable(owner, expr):
-            node = via if via is not None else expr
+            # A lambda is its own place; a nested function is put in by the call that returns it.
+            node = via if via is not None and isinstance(expr, ast.Name) else expr
             if all(node is not n for _s, n in found):
                 found.append((sem.owner(node), node))
         elif isinstance(expr, ast.List | ast.Tuple):

@@ -190,6 +190,17 @@ class UnpicklableWorkerCallable(Rule):
             fixed=None,
             lines=(11,),
         ),
+        # A helper of the file returns the pipeline: the lambda is reported where it is.
+        Invalid(
+            "from torch.utils.data import DataLoader\n"
+            "from torchvision import datasets, transforms\n"
+            "def build():\n"
+            "    return transforms.Compose([transforms.Lambda(lambda im: im.convert('RGB'))])\n"
+            "ds = datasets.CIFAR10('data', transform=build())\n"
+            "loader = DataLoader(ds, num_workers=4)\n",
+            fixed=None,
+            lines=(4,),
+        ),
         # A dataset class of another module keeps a lambda on `self`.
         Invalid(
             "from torch.utils.data import DataLoader\n"
