@@ -24,6 +24,7 @@ _TRANSFORM_MODULES = ("torchvision.transforms.", "torchaudio.transforms.", "torc
 _MAX_DEPTH = 6
 _CUSTOM_PICKLING = frozenset({"__getstate__", "__reduce__", "__reduce_ex__"})
 Found = list[tuple[Semantic, ast.AST]]
+Func = ast.FunctionDef | ast.AsyncFunctionDef
 
 
 def is_local_callable(sem: Semantic, value: ast.AST) -> bool:
@@ -43,24 +44,26 @@ def is_local_callable(sem: Semantic, value: ast.AST) -> bool:
     return False
 
 
-def unpicklable(sem: Semantic, value: ast.AST) -> Found:
+def unpicklable(sem: Semantic, value: ast.AST, pipeline_only: bool = False) -> Found:
     """The lambdas and nested functions that pickling ``value`` (a transform pipeline, a
     callable, what a helper returns) would meet, with the facts of the module each is in;
     ``value`` itself when it is one. A nested function that a helper returns is given as the
     helper's call (``expand(3)`` in ``Lambda(expand(3))``): the place that puts it into the
-    pipeline."""
+    pipeline. ``pipeline_only``: only those inside a transform's arguments."""
     found: Found = []
     seen: set[ast.AST] = set()
     # depth first, in source order; the call that brought the value, when it came from a helper
-    todo: list[tuple[ast.AST | None, int, ast.Call | None]] = [(value, 0, None)]
+    todo: list[tuple[ast.AST | None, int, ast.Call | None, bool]] = [(value, 0, None, False)]
     while todo:
-        expr, depth, via = todo.pop()
+        expr, depth, via, piped = todo.pop()
         if expr is None or depth > _MAX_DEPTH or expr in seen:
             continue
         seen.add(expr)
         owner = sem.owner(expr)
         inner: list[ast.AST | None] = []
         if is_local_callable(owner, expr):
+            if pipeline_only and not piped:
+                continue
             # A lambda is its own place; a nested function is put in by the call that returns it.
             node = via if via is not None and isinstance(expr, ast.Name) else expr
             if all(node is not n for _s, n in found):
@@ -75,12 +78,13 @@ def unpicklable(sem: Semantic, value: ast.AST) -> Found:
             qual = owner.qualname(expr.func) or ""
             if qual.startswith(_TRANSFORM_MODULES):
                 inner = [*expr.args, *(k.value for k in expr.keywords)]
+                piped = True
             else:
                 defined = owner.function_def(expr.func)
                 if defined is not None:
                     inner = list(defined[0].returns(defined[1]))
                     via = via if via is not None else expr
-        todo.extend((node, depth + 1, via) for node in reversed(inner))
+        todo.extend((node, depth + 1, via, piped) for node in reversed(inner))
     return found
 
 
@@ -102,3 +106,35 @@ def held_by_instance(sem: Semantic, made: ast.Call) -> Found:
                 if all(item[1] is not node for _s, node in found):
                     found.append(item)
     return found
+
+
+def exported_pipelines(sem: Semantic) -> list[tuple[Func, ast.AST]]:
+    """The lambdas and nested functions of this module inside the transform pipelines that the
+    functions it exports (lists in ``__all__``) return: a library's preprocessing, which its
+    users hand to datasets of their DataLoaders. Each with the exported function."""
+    names = _exported_names(sem.tree)
+    found: list[tuple[Func, ast.AST]] = []
+    for stmt in sem.tree.body:
+        if not isinstance(stmt, FUNCTION_NODES) or stmt.name not in names:
+            continue
+        for value in sem.returns(stmt):
+            for owner, node in unpicklable(sem, value, pipeline_only=True):
+                if owner is sem and all(node is not n for _f, n in found):
+                    found.append((stmt, node))
+    return found
+
+
+def _exported_names(tree: ast.Module) -> frozenset[str]:
+    """The names a module's ``__all__`` lists (a literal list or tuple of strings)."""
+    for stmt in tree.body:
+        if (
+            isinstance(stmt, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "__all__" for t in stmt.targets)
+            and isinstance(stmt.value, ast.List | ast.Tuple)
+        ):
+            return frozenset(
+                e.value
+                for e in stmt.value.elts
+                if isinstance(e, ast.Constant) and isinstance(e.value, str)
+            )
+    return frozenset()

@@ -40,7 +40,9 @@ class UnpicklableWorkerCallable(Rule):
     through a name, or returned by a function of the file or of another module of the project),
     or whose dataset class keeps one on `self` (`self.prep = lambda t: tok(t)[0]`). Arguments
     passed in a dict spread with `**kwargs` count, and so does a nested function that a helper
-    returns (`transforms.Lambda(expand(3))` where `expand` returns its inner function).
+    returns (`transforms.Lambda(expand(3))` where `expand` returns its inner function). In a
+    library module, the rule also checks the transform pipelines that the functions listed in
+    `__all__` return: their users hand them to datasets of loaders with workers.
 
     ## Why is this bad?
     Under the `spawn` start method — the default on macOS and Windows, and what many cluster
@@ -111,6 +113,13 @@ class UnpicklableWorkerCallable(Rule):
         "    def __init__(self):\n        self.prep = lambda t: t.lower()\n"
         "    def __getstate__(self):\n        return {}\n"
         "loader = DataLoader(Words(), num_workers=4)\n",
+        # Exported: a pipeline without lambdas, and a lambda that is no pipeline; a pipeline
+        # with a lambda that only a function the module does not export returns.
+        "from torchvision import transforms\n__all__ = ['preprocess', 'activation']\n"
+        "def preprocess(n):\n    return transforms.Compose([transforms.Resize(n)])\n"
+        "def activation():\n    return lambda x: x.clamp(min=0)\n"
+        "def debug_view():\n"
+        "    return transforms.Compose([transforms.Lambda(lambda im: im.convert('L'))])\n",
         # A dataset of another module that keeps only plain values.
         Valid(
             "from torch.utils.data import DataLoader\nfrom data import Plain\n"
@@ -201,6 +210,22 @@ class UnpicklableWorkerCallable(Rule):
             fixed=None,
             lines=(4,),
         ),
+        # A library's exported function returns a pipeline with a lambda: its users' datasets
+        # cannot go to spawn workers.
+        Invalid(
+            "from torchvision.transforms import Compose, Resize, ToTensor\n"
+            "__all__ = ['load']\n"
+            "def _transform(n_px):\n"
+            "    return Compose([\n"
+            "        Resize(n_px),\n"
+            "        lambda image: image.convert('RGB'),\n"
+            "        ToTensor(),\n"
+            "    ])\n"
+            "def load(name):\n"
+            "    return build(name), _transform(224)\n",
+            fixed=None,
+            lines=(6,),
+        ),
         # A dataset class of another module keeps a lambda on `self`.
         Invalid(
             "from torch.utils.data import DataLoader\n"
@@ -215,6 +240,9 @@ class UnpicklableWorkerCallable(Rule):
 
     def check(self, ctx: Context) -> None:
         sem = ctx.sem
+        if "__all__" in sem.scopes[sem.tree].bindings:
+            for func, node in pickling.exported_pipelines(sem):
+                self._report(ctx, node, f"The transform pipeline `{func.name}` returns", "")
         for call in sem.calls_to("torch.utils.data.DataLoader"):
             if not any(not is_literal(v, 0) for v in data.loader_values(sem, call, "num_workers")):
                 continue
