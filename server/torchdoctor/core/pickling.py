@@ -20,8 +20,17 @@ import ast
 
 from .semantic import FUNCTION_NODES, Semantic
 
-_TRANSFORM_MODULES = ("torchvision.transforms.", "torchaudio.transforms.", "torchvision.transforms")
-_MAX_DEPTH = 6
+# Callables whose arguments the object they build keeps (a transform, a webdataset stage).
+_TRANSFORM_MODULES = (
+    "torchvision.transforms.",
+    "torchaudio.transforms.",
+    "torchvision.transforms",
+    "webdataset.",
+)
+# Loaders that pickle their dataset for each worker, besides torch's DataLoader.
+LOADERS = frozenset({"webdataset.WebLoader", "webdataset.compat.WebLoader"})
+_LIST_ADDITIONS = ("append", "extend", "insert")
+_MAX_DEPTH = 10
 _CUSTOM_PICKLING = frozenset({"__getstate__", "__reduce__", "__reduce_ex__"})
 Found = list[tuple[Semantic, ast.AST]]
 Func = ast.FunctionDef | ast.AsyncFunctionDef
@@ -70,10 +79,21 @@ def unpicklable(sem: Semantic, value: ast.AST, pipeline_only: bool = False) -> F
                 found.append((sem.owner(node), node))
         elif isinstance(expr, ast.List | ast.Tuple):
             inner = list(expr.elts)
+        elif isinstance(expr, ast.Starred):
+            inner = [expr.value]
         elif isinstance(expr, ast.Name):
             binding = owner.lookup(expr.id, expr)
             if binding is not None and binding.how == "assign" and binding.index is None:
                 inner = [binding.value]
+                if binding.value is not None and owner.is_inside(expr, binding.value):
+                    # ``ds = ds.with_epoch(n)``: the values ``ds`` held before (any branch).
+                    inner = [
+                        b.value
+                        for b in owner.scopes[binding.scope].bindings.get(expr.id, [])
+                        if b.pos < binding.pos and b.how == "assign" and b.index is None
+                    ]
+                elif isinstance(binding.value, ast.List):
+                    inner += _added_to_list(owner, expr.id, binding.scope)
         elif isinstance(expr, ast.Call):
             qual = owner.qualname(expr.func) or ""
             if qual.startswith(_TRANSFORM_MODULES):
@@ -84,8 +104,28 @@ def unpicklable(sem: Semantic, value: ast.AST, pipeline_only: bool = False) -> F
                 if defined is not None:
                     inner = list(defined[0].returns(defined[1]))
                     via = via if via is not None else expr
+                elif isinstance(expr.func, ast.Attribute) and not qual:
+                    # A method of a pipeline returns the pipeline (``ds.with_epoch(n)``).
+                    inner = [expr.func.value]
         todo.extend((node, depth + 1, via, piped) for node in reversed(inner))
     return found
+
+
+def _added_to_list(sem: Semantic, name: str, scope: ast.AST) -> list[ast.AST | None]:
+    """What ``name.append(x)`` / ``name.extend([...])`` / ``name.insert(i, x)`` add to a list
+    that ``name`` holds in ``scope``."""
+    out: list[ast.AST | None] = []
+    for attr in _LIST_ADDITIONS:
+        for call in sem.calls_by_attr.get(attr, ()):
+            func = call.func
+            if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)):
+                continue
+            if func.value.id != name:
+                continue
+            binding = sem.lookup(name, func.value)
+            if binding is not None and binding.scope is scope:
+                out += call.args[1:] if attr == "insert" else call.args
+    return out
 
 
 def held_by_instance(sem: Semantic, made: ast.Call) -> Found:

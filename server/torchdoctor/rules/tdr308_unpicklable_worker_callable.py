@@ -38,7 +38,8 @@ class UnpicklableWorkerCallable(Rule):
     `collate_fn=` or `worker_init_fn=`, or whose dataset was built with a `lambda` transform
     or with a pipeline that holds one (`transforms.Compose([transforms.Lambda(lambda x: ...)])`,
     through a name, or returned by a function of the file or of another module of the project),
-    or whose dataset class keeps one on `self` (`self.prep = lambda t: tok(t)[0]`). Arguments
+    or whose dataset class keeps one on `self` (`self.prep = lambda t: tok(t)[0]`), or whose
+    dataset is a webdataset pipeline with one in a stage (`wds.WebLoader` too). Arguments
     passed in a dict spread with `**kwargs` count, and so does a nested function that a helper
     returns (`transforms.Lambda(expand(3))` where `expand` returns its inner function). In a
     library module, the rule also checks the transform pipelines that the functions listed in
@@ -120,6 +121,11 @@ class UnpicklableWorkerCallable(Rule):
         "def activation():\n    return lambda x: x.clamp(min=0)\n"
         "def debug_view():\n"
         "    return transforms.Compose([transforms.Lambda(lambda im: im.convert('L'))])\n",
+        # A webdataset pipeline whose stages hold module-level functions only.
+        "import torch\nimport webdataset as wds\ndef first(text):\n    return text[0]\n"
+        "pipeline = [wds.SimpleShardList(urls)]\npipeline.extend([wds.map_dict(text=first)])\n"
+        "dataset = wds.DataPipeline(*pipeline)\n"
+        "loader = wds.WebLoader(dataset.with_epoch(10), batch_size=None, num_workers=4)\n",
         # A dataset of another module that keeps only plain values.
         Valid(
             "from torch.utils.data import DataLoader\nfrom data import Plain\n"
@@ -226,6 +232,20 @@ class UnpicklableWorkerCallable(Rule):
             fixed=None,
             lines=(6,),
         ),
+        # A webdataset pipeline: a stage added to the list of stages holds a lambda.
+        Invalid(
+            "import torch\n"
+            "import webdataset as wds\n"
+            "pipeline = [wds.SimpleShardList(urls)]\n"
+            "pipeline.extend([\n"
+            "    wds.map_dict(text=lambda text: tokenizer(text)[0]),\n"
+            "])\n"
+            "dataset = wds.DataPipeline(*pipeline)\n"
+            "dataset = dataset.with_epoch(100)\n"
+            "loader = wds.WebLoader(dataset, batch_size=None, num_workers=4)\n",
+            fixed=None,
+            lines=(5,),
+        ),
         # A dataset class of another module keeps a lambda on `self`.
         Invalid(
             "from torch.utils.data import DataLoader\n"
@@ -243,7 +263,7 @@ class UnpicklableWorkerCallable(Rule):
         if "__all__" in sem.scopes[sem.tree].bindings:
             for func, node in pickling.exported_pipelines(sem):
                 self._report(ctx, node, f"The transform pipeline `{func.name}` returns", "")
-        for call in sem.calls_to("torch.utils.data.DataLoader"):
+        for call in sem.calls_to("torch.utils.data.DataLoader", *pickling.LOADERS):
             if not any(not is_literal(v, 0) for v in data.loader_values(sem, call, "num_workers")):
                 continue
             for name in _CALLABLE_ARGS:
@@ -251,7 +271,11 @@ class UnpicklableWorkerCallable(Rule):
                     if pickling.is_local_callable(sem, given):
                         self._report(ctx, given, f"`{name}`")
             dataset = data.loader_argument(call, "dataset")
-            made = kinds.constructor_call(sem, dataset) if dataset is not None else None
+            if dataset is None:
+                continue
+            # A pipeline built of stages (webdataset's ``DataPipeline(*stages)``).
+            self._report_all(ctx, dataset, pickling.unpicklable(sem, dataset, True), None)
+            made = kinds.constructor_call(sem, dataset)
             if made is None:
                 continue
             for name in _TRANSFORM_ARGS:
@@ -262,7 +286,6 @@ class UnpicklableWorkerCallable(Rule):
                     self._report(ctx, kw.value, f"the dataset's `{name}`")
                     continue
                 self._report_all(ctx, kw.value, pickling.unpicklable(sem, kw.value), name)
-            assert dataset is not None
             self._report_all(ctx, dataset, pickling.held_by_instance(sem, made), None)
 
     def _report_all(
