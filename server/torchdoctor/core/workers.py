@@ -133,10 +133,12 @@ def function_starts(sem: Semantic, func: Func, seen: set[ast.AST]) -> ast.AST | 
     seen.add(func)
     found: ast.AST | None = None
     for node in sem.walk(func):
-        if not isinstance(node, ast.Call):
+        if isinstance(node, ast.Attribute):
+            found = _self_loader_used(sem, node)
+        elif not isinstance(node, ast.Call):
             continue
-        if starts_processes(sem, node) or (
-            is_worker_loader(sem, node) and not only_returned(sem, node, func)
+        elif starts_processes(sem, node) or (
+            is_worker_loader(sem, node) and not _handed_on(sem, node, func)
         ):
             found = node
         else:
@@ -145,12 +147,52 @@ def function_starts(sem: Semantic, func: Func, seen: set[ast.AST]) -> ast.AST | 
                 if found is not None:
                     break
                 returned = returned_loader(owner, callee)
-                if returned is not None and not only_returned(sem, node, func):
+                if returned is not None and not _handed_on(sem, node, func):
                     found = returned
                     break
         if found is not None:
             break
     return found
+
+
+def _handed_on(sem: Semantic, value: ast.expr, func: Func) -> bool:
+    """Whether a loader made in ``func`` is only returned, or kept on ``self`` for a method to
+    iterate later (that method starts the workers, when it runs)."""
+    if only_returned(sem, value, func):
+        return True
+    parent = sem.parent(value)
+    return (
+        isinstance(parent, ast.Assign)
+        and len(parent.targets) == 1
+        and _self_attribute(parent.targets[0]) is not None
+    )
+
+
+def _self_loader_used(sem: Semantic, node: ast.Attribute) -> ast.AST | None:
+    """The worker loader a method iterates or passes on as ``self.attr``: one its class keeps
+    there (built in place, or returned by a helper)."""
+    attr = _self_attribute(node)
+    if attr is None or not isinstance(node.ctx, ast.Load) or _only_read(sem, node):
+        return None
+    cls = sem.enclosing_class(node)
+    if cls is None:
+        return None
+    for value in sem.self_attr_values.get((cls, attr), ()):
+        if not isinstance(value, ast.Call):
+            continue
+        if is_worker_loader(sem, value):
+            return value
+        for owner, callee in callees(sem, value):
+            returned = returned_loader(owner, callee)
+            if returned is not None:
+                return returned
+    return None
+
+
+def _self_attribute(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return node.attr if node.value.id == "self" else None
+    return None
 
 
 def returned_loader(sem: Semantic, func: Func, _depth: int = 0) -> ast.Call | None:
@@ -286,7 +328,7 @@ def used_here(sem: Semantic, value: ast.expr, reachable: set[ast.AST]) -> bool:
     return False
 
 
-def _only_read(sem: Semantic, load: ast.Name) -> bool:
+def _only_read(sem: Semantic, load: ast.expr) -> bool:
     """A use of a loader that does not iterate it: an attribute read, or an argument of a
     builtin such as ``len``."""
     parent = sem.parent(load)

@@ -39,7 +39,8 @@ class DataLoaderWithoutMainGuard(Rule):
     that is created and iterated there, or a `multiprocessing` / `torch.multiprocessing` start
     (`Process(...).start()`, `Pool(...)`, `mp.spawn(...)`). The start may happen in a function
     called there: of this file or of another module of the project, a method of a project class
-    (`exp = Exp(args); exp.train()`), or a helper that builds the loader. `num_workers` counts
+    (`exp = Exp(args); exp.train()`), or a helper that builds the loader; a loader that a
+    constructor keeps on `self` counts where a method iterates it. `num_workers` counts
     when given in a dict spread with `**kwargs` in either branch of a condition; reading the
     loader (`len(loader)`) starts no worker and is not reported.
 
@@ -160,6 +161,14 @@ class DataLoaderWithoutMainGuard(Rule):
         "loader = DataLoader(ds, num_workers=4)\nsteps = len(loader)\n"
         "def main():\n    for b in loader:\n        pass\n"
         "if __name__ == '__main__':\n    main()\n",
+        # The constructor only keeps the loader on `self`; the guarded main iterates it.
+        "import torch\nfrom torch.utils.data import DataLoader\n"
+        "class Trainer:\n    def __init__(self, ds):\n"
+        "        self.loader = DataLoader(ds, num_workers=4)\n"
+        "        self.steps = len(self.loader)\n"
+        "    def fit(self):\n        for b in self.loader:\n            pass\n"
+        "trainer = Trainer(list(range(8)))\n"
+        "if __name__ == '__main__':\n    trainer.fit()\n",
         # Another module's experiment class, whose called method starts nothing.
         Valid(
             _RUN_HEAD + "Exp = ExpA if torch.cuda.is_available() else ExpB\n"
@@ -193,6 +202,36 @@ class DataLoaderWithoutMainGuard(Rule):
             'if __name__ == "__main__":\n'
             "    main()\n",
             lines=(4,),
+        ),
+        # The constructor keeps the loader on `self`; the method called at module level
+        # iterates it.
+        Invalid(
+            "import torch\n"
+            "from torch.utils.data import DataLoader\n"
+            "class Trainer:\n"
+            "    def __init__(self, ds):\n"
+            "        self.loader = DataLoader(ds, num_workers=4)\n"
+            "    def fit(self):\n"
+            "        for b in self.loader:\n"
+            "            pass\n"
+            "trainer = Trainer(list(range(8)))\n"
+            "trainer.fit()\n",
+            fixed="import torch\n"
+            "from torch.utils.data import DataLoader\n"
+            "class Trainer:\n"
+            "    def __init__(self, ds):\n"
+            "        self.loader = DataLoader(ds, num_workers=4)\n"
+            "    def fit(self):\n"
+            "        for b in self.loader:\n"
+            "            pass\n"
+            "def main():\n"
+            "    trainer = Trainer(list(range(8)))\n"
+            "    trainer.fit()\n"
+            "\n"
+            "\n"
+            'if __name__ == "__main__":\n'
+            "    main()\n",
+            lines=(10,),
         ),
         # A method of another module's class (the class bound in either branch of an `if`)
         # iterates a loader that a helper of a third module builds with workers.
