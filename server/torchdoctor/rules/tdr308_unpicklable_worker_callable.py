@@ -262,14 +262,18 @@ class UnpicklableWorkerCallable(Rule):
         sem = ctx.sem
         if "__all__" in sem.scopes[sem.tree].bindings:
             for func, node in pickling.exported_pipelines(sem):
-                self._report(ctx, node, f"The transform pipeline `{func.name}` returns", "")
+                what = Text(
+                    f"the transform pipeline `{func.name}` returns",
+                    f"`{func.name}` 返回的变换流水线",
+                )
+                self._report(ctx, node, what, "")
         for call in sem.calls_to("torch.utils.data.DataLoader", *pickling.LOADERS):
             if not any(not is_literal(v, 0) for v in data.loader_values(sem, call, "num_workers")):
                 continue
             for name in _CALLABLE_ARGS:
                 for given in data.loader_values(sem, call, name):
                     if pickling.is_local_callable(sem, given):
-                        self._report(ctx, given, f"`{name}`")
+                        self._report(ctx, given, Text(f"`{name}`", f"`{name}`"))
             dataset = data.loader_argument(call, "dataset")
             if dataset is None:
                 continue
@@ -283,7 +287,7 @@ class UnpicklableWorkerCallable(Rule):
                 if kw is None:
                     continue
                 if isinstance(kw.value, ast.Lambda):
-                    self._report(ctx, kw.value, f"the dataset's `{name}`")
+                    self._report(ctx, kw.value, _dataset_part(name))
                     continue
                 self._report_all(ctx, kw.value, pickling.unpicklable(sem, kw.value), name)
             self._report_all(ctx, dataset, pickling.held_by_instance(sem, made), None)
@@ -297,7 +301,7 @@ class UnpicklableWorkerCallable(Rule):
     ) -> None:
         """Report what pickling a dataset argument (``name``) or the dataset itself (None)
         meets: here at each node, or once at ``value`` for those in another module."""
-        what = f"the dataset's `{name}`" if name else "the dataset"
+        what = _dataset_part(name) if name else Text("the dataset", "数据集")
         elsewhere = False
         for _owner, node in found:
             where = ctx.elsewhere(node)
@@ -308,13 +312,14 @@ class UnpicklableWorkerCallable(Rule):
                 self._report(ctx, value, what, inside=where)
 
     @staticmethod
-    def _report(ctx: Context, node: ast.AST, what: str, inside: str | None = None) -> None:
+    def _report(ctx: Context, node: ast.AST, what: Text, inside: str | None = None) -> None:
         if inside is None:
-            en, zh = f"{what} is a lambda or nested function", f"{what} 是 lambda 或嵌套函数"
+            en = f"{what.en} is a lambda or nested function"
+            zh = f"{what.zh} 是 lambda 或嵌套函数"
         else:  # a lambda inside a transform pipeline (``Compose([Lambda(lambda x: ...)])``)
             place = f" ({inside})" if inside else ""
-            en = f"{what} holds a lambda or nested function{place}"
-            zh = f"{what} 中含有 lambda 或嵌套函数{place}"
+            en = f"{what.en} holds a lambda or nested function{place}"
+            zh = f"{what.zh} 中含有 lambda 或嵌套函数{place}"
         ctx.report(
             node,
             Text(
@@ -324,3 +329,7 @@ class UnpicklableWorkerCallable(Rule):
                 "`Can't pickle local object` 而失败",
             ),
         )
+
+
+def _dataset_part(name: str) -> Text:
+    return Text(f"the dataset's `{name}`", f"数据集的 `{name}`")
