@@ -50,6 +50,36 @@ def uses_workers(call: ast.Call) -> bool:
     return not (isinstance(value, ast.Constant) and value.value == 0)
 
 
+def loader_values(sem: Semantic, call: ast.Call, name: str) -> list[ast.expr]:
+    """What a ``DataLoader(...)`` call may pass for ``name``: the argument it gives, or else
+    the value each dict spread by ``**kwargs`` gives it (``kw = {"num_workers": 2} if cuda
+    else {}``, ``kw = dict(num_workers=2)``: any branch may be the one that runs)."""
+    given = loader_argument(call, name)
+    if given is not None:
+        return [given]
+    out: list[ast.expr] = []
+    for kw in call.keywords:
+        if kw.arg is None:
+            for spread in sources(sem, kw.value)[0]:
+                value = _dict_value(spread, name)
+                if value is not None:
+                    out.append(value)
+    return out
+
+
+def _dict_value(expr: ast.expr, key: str) -> ast.expr | None:
+    """The value a dict display or a ``dict(...)`` call gives ``key``."""
+    if isinstance(expr, ast.Dict):
+        for k, v in zip(expr.keys, expr.values, strict=True):
+            if isinstance(k, ast.Constant) and k.value == key:
+                return v
+    elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "dict":
+        for kw in expr.keywords:
+            if kw.arg == key:
+                return kw.value
+    return None
+
+
 def is_literal(expr: ast.AST | None, value: object) -> bool:
     return isinstance(expr, ast.Constant) and expr.value is value
 
@@ -175,15 +205,39 @@ def batch_loader(sem: Semantic, expr: ast.AST, _depth: int = 0) -> ast.expr | No
         if isinstance(anc, ast.comprehension):
             return batch_loader(sem, anc.iter, _depth + 1)
         if isinstance(anc, ast.For | ast.AsyncFor):
+            iterable = anc.iter
             if not training.loop_info(sem, anc).is_batch_loop:
-                return None
-            return _iterated_for(sem, anc.iter, anc.target, binding.node)
+                wrapped = _wrapped_loader(sem, anc.iter)
+                if wrapped is None:
+                    return None
+                iterable = wrapped
+            return _iterated_for(sem, iterable, anc.target, binding.node)
         if isinstance(anc, ast.stmt):
             return None
     return None
 
 
 _PASS_THROUGH = frozenset({"tqdm", "iter", "track", "islice"})
+
+
+def _wrapped_loader(sem: Semantic, expr: ast.expr) -> ast.expr | None:
+    """The wrapped loader a name iterated by a loop was assigned, once, in its scope:
+    ``pbar = tqdm(enumerate(loader)) if verbose else enumerate(loader)`` (either branch)."""
+    if not isinstance(expr, ast.Name):
+        return None
+    binding = sem.lookup(expr.id, expr)
+    if binding is None or binding.how != "assign" or binding.index is not None:
+        return None
+    if len(sem.scopes[binding.scope].bindings.get(expr.id, [])) != 1:
+        return None
+    value = binding.value
+    branches = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
+    for branch in branches:
+        if branch is not None and any(
+            kinds.is_loader(sem, c) for c in training.iterated_candidates(branch)
+        ):
+            return branch
+    return None
 
 
 def _iterated_for(

@@ -3,37 +3,46 @@ from __future__ import annotations
 import ast
 from functools import partial
 
-from ..core import arguments, fixes
+from ..core import main_guard, workers
 from ..core.context import Context
-from ..core.model import Applicability, Edit, Fix, Pos, Text
+from ..core.model import Applicability, Fix, Text
 from ..core.semantic import FUNCTION_NODES, is_main_guard
 from .base import Invalid, Rule, Valid
 
-# Calls that start worker processes as soon as they run.
-_PROCESS_STARTERS = frozenset(
-    {
-        "multiprocessing.Pool",
-        "multiprocessing.pool.Pool",
-        "torch.multiprocessing.Pool",
-        "torch.multiprocessing.spawn",
-        "torch.multiprocessing.start_processes",
-    }
+# A project whose experiment classes (picked in either branch of an ``if``) iterate loaders
+# that a helper of a third module builds with workers.
+_FACTORY_PY = (
+    "from torch.utils.data import DataLoader\n"
+    "def make_loader(ds, workers):\n"
+    "    return DataLoader(ds, batch_size=8, num_workers=workers)\n"
 )
-_PROCESS_CLASSES = frozenset({"multiprocessing.Process", "torch.multiprocessing.Process"})
-_MAX_DEPTH = 8
-Func = ast.FunctionDef | ast.AsyncFunctionDef
-
-
-# Words without which no worker process can be started (a cheap first filter).
+_EXP_PY = (
+    "from factory import make_loader\n"
+    "class ExpA:\n"
+    "    def _data(self):\n"
+    "        return make_loader(list(range(8)), 4)\n"
+    "    def describe(self):\n"
+    "        print('experiment A')\n"
+    "    def train(self):\n"
+    "        for batch in self._data():\n"
+    "            print(batch)\n"
+    "class ExpB(ExpA):\n"
+    "    pass\n"
+)
+_RUN_HEAD = "import torch\nfrom exp import ExpA, ExpB\n"
 
 
 class DataLoaderWithoutMainGuard(Rule):
     """## What it does
     Checks for scripts whose module-level code starts worker processes outside an
     `if __name__ == "__main__":` block: a `DataLoader` with `num_workers` other than `0`
-    that is created and used there (directly, or through a local function called there), or a
-    `multiprocessing` / `torch.multiprocessing` start (`Process(...).start()`, `Pool(...)`,
-    `mp.spawn(...)`).
+    that is created and iterated there, or a `multiprocessing` / `torch.multiprocessing` start
+    (`Process(...).start()`, `Pool(...)`, `mp.spawn(...)`). The start may happen in a function
+    called there: of this file or of another module of the project, a method of a project class
+    (`exp = Exp(args); exp.train()`), or a helper that builds the loader; a loader that a
+    constructor keeps on `self` counts where a method iterates it. `num_workers` counts
+    when given in a dict spread with `**kwargs` in either branch of a condition; reading the
+    loader (`len(loader)`) starts no worker and is not reported.
 
     ## Why is this bad?
     With the `spawn` start method, the default on Windows and macOS, every worker process
@@ -140,11 +149,113 @@ class DataLoaderWithoutMainGuard(Rule):
             "loader = DataLoader(ds, num_workers=4)\nfor b in loader:\n    pass\n",
             notebook=True,
         ),
-        # `num_workers` passed by position: 0, no worker processes.
+        # `num_workers=` passed by position: 0, no worker processes.
         "import torch\nfrom torch.utils.data import DataLoader\n"
         "loader = DataLoader(ds, 8, True, None, None, 0)\nfor b in loader:\n    pass\n",
+        # The spread dict sets no `num_workers` in either branch.
+        "import torch\nfrom torch.utils.data import DataLoader\n"
+        "kwargs = {'pin_memory': True} if torch.cuda.is_available() else {}\n"
+        "loader = DataLoader(ds, batch_size=8, **kwargs)\nfor b in loader:\n    pass\n",
+        # Module-level code only reads the loader's length; the guarded main iterates it.
+        "import torch\nfrom torch.utils.data import DataLoader\n"
+        "loader = DataLoader(ds, num_workers=4)\nsteps = len(loader)\n"
+        "def main():\n    for b in loader:\n        pass\n"
+        "if __name__ == '__main__':\n    main()\n",
+        # The constructor only keeps the loader on `self`; the guarded main iterates it.
+        "import torch\nfrom torch.utils.data import DataLoader\n"
+        "class Trainer:\n    def __init__(self, ds):\n"
+        "        self.loader = DataLoader(ds, num_workers=4)\n"
+        "        self.steps = len(self.loader)\n"
+        "    def fit(self):\n        for b in self.loader:\n            pass\n"
+        "trainer = Trainer(list(range(8)))\n"
+        "if __name__ == '__main__':\n    trainer.fit()\n",
+        # Another module's experiment class, whose called method starts nothing.
+        Valid(
+            _RUN_HEAD + "Exp = ExpA if torch.cuda.is_available() else ExpB\n"
+            "exp = Exp()\nexp.describe()\n",
+            files=(("exp.py", _EXP_PY), ("factory.py", _FACTORY_PY)),
+        ),
+        # The experiment trains only under the guard.
+        Valid(
+            _RUN_HEAD + "if __name__ == '__main__':\n    ExpB().train()\n",
+            files=(("exp.py", _EXP_PY), ("factory.py", _FACTORY_PY)),
+        ),
     )
     INVALID = (
+        # `num_workers` in the dict that `**kwargs` spreads, in one branch of a conditional.
+        Invalid(
+            "import torch\n"
+            "from torch.utils.data import DataLoader\n"
+            "kwargs = {'num_workers': 1} if torch.cuda.is_available() else {}\n"
+            "loader = DataLoader(ds, batch_size=8, **kwargs)\n"
+            "for b in loader:\n"
+            "    pass\n",
+            fixed="import torch\n"
+            "from torch.utils.data import DataLoader\n"
+            "def main():\n"
+            "    kwargs = {'num_workers': 1} if torch.cuda.is_available() else {}\n"
+            "    loader = DataLoader(ds, batch_size=8, **kwargs)\n"
+            "    for b in loader:\n"
+            "        pass\n"
+            "\n"
+            "\n"
+            'if __name__ == "__main__":\n'
+            "    main()\n",
+            lines=(4,),
+        ),
+        # The constructor keeps the loader on `self`; the method called at module level
+        # iterates it.
+        Invalid(
+            "import torch\n"
+            "from torch.utils.data import DataLoader\n"
+            "class Trainer:\n"
+            "    def __init__(self, ds):\n"
+            "        self.loader = DataLoader(ds, num_workers=4)\n"
+            "    def fit(self):\n"
+            "        for b in self.loader:\n"
+            "            pass\n"
+            "trainer = Trainer(list(range(8)))\n"
+            "trainer.fit()\n",
+            fixed="import torch\n"
+            "from torch.utils.data import DataLoader\n"
+            "class Trainer:\n"
+            "    def __init__(self, ds):\n"
+            "        self.loader = DataLoader(ds, num_workers=4)\n"
+            "    def fit(self):\n"
+            "        for b in self.loader:\n"
+            "            pass\n"
+            "def main():\n"
+            "    trainer = Trainer(list(range(8)))\n"
+            "    trainer.fit()\n"
+            "\n"
+            "\n"
+            'if __name__ == "__main__":\n'
+            "    main()\n",
+            lines=(10,),
+        ),
+        # A method of another module's class (the class bound in either branch of an `if`)
+        # iterates a loader that a helper of a third module builds with workers.
+        Invalid(
+            _RUN_HEAD + "if torch.cuda.is_available():\n"
+            "    Exp = ExpA\n"
+            "else:\n"
+            "    Exp = ExpB\n"
+            "exp = Exp()\n"
+            "exp.train()\n",
+            fixed=_RUN_HEAD + "def main():\n"
+            "    if torch.cuda.is_available():\n"
+            "        Exp = ExpA\n"
+            "    else:\n"
+            "        Exp = ExpB\n"
+            "    exp = Exp()\n"
+            "    exp.train()\n"
+            "\n"
+            "\n"
+            'if __name__ == "__main__":\n'
+            "    main()\n",
+            files=(("exp.py", _EXP_PY), ("factory.py", _FACTORY_PY)),
+            lines=(8,),
+        ),
         Invalid(
             "import torch\n"
             "from torch.utils.data import DataLoader, TensorDataset\n"
@@ -360,20 +471,21 @@ class DataLoaderWithoutMainGuard(Rule):
     )
 
     def check(self, ctx: Context) -> None:
-        if not _may_start_workers(ctx):
+        sem = ctx.sem
+        if not workers.may_start_workers(sem):
             return
         # The calls each module-level statement runs on import (walked once for both uses).
         running = [
-            (top, _walk_running(ctx, top))
+            (top, workers.running_calls(sem, top))
             for top in ctx.tree.body
             if not (is_main_guard(top) or isinstance(top, (*FUNCTION_NODES, ast.ClassDef)))
         ]
-        reachable = self._reachable_functions(ctx, running)
+        reachable = workers.reachable_functions(sem, (c for _top, calls in running for c in calls))
         reported: set[ast.stmt] = set()
         fix_cache: list[list[Fix]] = []
         for top, calls in running:
             for node in calls:
-                found = self._offense(ctx, node, reachable)
+                found = workers.offense(sem, node, reachable)
                 if found is None or top in reported:
                     continue
                 reported.add(top)
@@ -383,10 +495,7 @@ class DataLoaderWithoutMainGuard(Rule):
                     related.append(
                         ctx.related(
                             cause,
-                            Text(
-                                "worker processes are started here",
-                                "工作进程在这里启动",
-                            ),
+                            Text("worker processes are started here", "工作进程在这里启动"),
                         )
                     )
                 ctx.report(
@@ -402,64 +511,21 @@ class DataLoaderWithoutMainGuard(Rule):
                     related=related,
                 )
 
-    # -- detection -------------------------------------------------------------------------
-    def _offense(
-        self, ctx: Context, node: ast.AST, reachable: set[ast.AST]
-    ) -> tuple[ast.AST, ast.AST | None] | None:
-        """(where to report, what starts the workers) for a node of module-level code."""
-        if not isinstance(node, ast.Call):
-            return None
-        if _starts_processes(ctx, node):
-            return node, None
-        if _is_worker_loader(ctx, node):
-            return (node, None) if _used_here(ctx, node, node, reachable) else None
-        func = ctx.sem.local_function(node.func)
-        if func is None:
-            return None
-        cause = _function_starts(ctx, func, set())
-        if cause is not None:
-            return node, cause
-        returned = _returned_loader(ctx, func)
-        if returned is not None and _used_here(ctx, node, node, reachable):
-            return node, returned
-        return None
-
-    def _reachable_functions(
-        self, ctx: Context, running: list[tuple[ast.stmt, list[ast.Call]]]
-    ) -> set[ast.AST]:
-        """Local functions called (directly or through each other) by module-level code
-        (``running``: the calls of each module-level statement)."""
-        seen: set[ast.AST] = set()
-        todo: list[ast.AST] = []
-        for _top, calls in running:
-            todo.extend(_called_functions(ctx, calls))
-        while todo:
-            func = todo.pop()
-            if func in seen:
-                continue
-            seen.add(func)
-            todo.extend(_called_functions(ctx, ctx.sem.walk(func)))
-        return seen
-
-    # -- fixes -----------------------------------------------------------------------------
     def _offered(self, ctx: Context, top: ast.stmt, fix_cache: list[list[Fix]]) -> list[Fix]:
         """The fixes of a finding in ``top``: those of the file's script code when ``top`` is
         part of it (built once per file, in ``fix_cache``)."""
-        if top not in _trailing_run(ctx):
+        trailing = main_guard.trailing_run(ctx.tree)
+        if top not in trailing:
             return []
         if not fix_cache:
-            fix_cache.append(self._fixes(ctx))
+            fix_cache.append(self._fixes(ctx, trailing))
         return fix_cache[0]
 
-    def _fixes(self, ctx: Context) -> list[Fix]:
-        trailing = _trailing_run(ctx)
-        if not trailing or any(is_main_guard(s) for s in trailing):
-            return []
-        source = ctx.source
-        if not fixes.starts_line(source, trailing[0]) or not fixes.ends_line(source, trailing[-1]):
+    def _fixes(self, ctx: Context, trailing: list[ast.stmt]) -> list[Fix]:
+        if not main_guard.movable(ctx.source, trailing):
             return []
         out: list[Fix] = []
-        main = _main_fix(ctx, trailing)
+        main = main_guard.main_edits(ctx.sem, ctx.source, trailing)
         if main is not None:
             out.append(
                 Fix(
@@ -471,7 +537,7 @@ class DataLoaderWithoutMainGuard(Rule):
                     Applicability.UNSAFE,
                 )
             )
-        guard = fixes.wrap_statements(source, trailing, 'if __name__ == "__main__"')
+        guard = main_guard.guard_edits(ctx.source, trailing)
         if guard is not None:
             out.append(
                 Fix(
@@ -484,230 +550,3 @@ class DataLoaderWithoutMainGuard(Rule):
                 )
             )
         return out
-
-
-# ---- helpers ---------------------------------------------------------------------------------
-_STARTER_NAMES = frozenset({"DataLoader", "Process", "Pool", "spawn", "start_processes"})
-
-
-def _may_start_workers(ctx: Context) -> bool:
-    """Whether anything in the file may start worker processes: it calls one of the starters
-    by name, or imports one under another name."""
-    sem = ctx.sem
-    return (
-        not _STARTER_NAMES.isdisjoint(sem.calls_by_name)
-        or not _STARTER_NAMES.isdisjoint(sem.calls_by_attr)
-        or any(alias.name.rsplit(".", 1)[-1] in _STARTER_NAMES for _n, alias, _q in sem.imports)
-    )
-
-
-def _walk_running(ctx: Context, top: ast.stmt) -> list[ast.Call]:
-    """Calls in a module-level statement that run on import, in source order: not inside
-    nested defs, lambdas or classes, nor under a nested ``if __name__ == "__main__":``."""
-    sem = ctx.sem
-    calls: list[ast.Call] = []
-    guards: list[ast.If] = []
-    for node in sem.walk(top):  # nested defs, lambdas and classes are not entered
-        kind = type(node)
-        if kind is ast.Call:
-            calls.append(node)  # type: ignore[arg-type]
-        elif kind is ast.If and is_main_guard(node):
-            guards.append(node)  # type: ignore[arg-type]
-    if guards:
-        calls = [
-            call
-            for call in calls
-            if not any(sem.is_inside(call, stmt) for guard in guards for stmt in guard.body)
-        ]
-    return sorted(calls, key=lambda n: (n.lineno, n.col_offset))
-
-
-def _called_functions(ctx: Context, nodes: object) -> list[Func]:
-    out = []
-    for node in nodes:  # type: ignore[attr-defined]
-        if isinstance(node, ast.Call):
-            func = ctx.sem.local_function(node.func)
-            if func is not None:
-                out.append(func)
-    return out
-
-
-def _is_worker_loader(ctx: Context, call: ast.Call) -> bool:
-    """A ``DataLoader(...)`` whose ``num_workers`` is set and not literally 0."""
-    if ctx.qualname(call.func) != arguments.DATALOADER:
-        return False
-    value = arguments.value(call, arguments.DATALOADER, "num_workers")
-    if value is None:
-        return False
-    return not _is_zero(ctx, value)
-
-
-def _is_zero(ctx: Context, expr: ast.expr) -> bool:
-    if isinstance(expr, ast.Constant):
-        return bool(expr.value == 0)
-    if isinstance(expr, ast.Name):
-        binding = ctx.sem.lookup(expr.id, expr)
-        if binding is None or binding.how != "assign" or binding.index is not None:
-            return False
-        bindings = ctx.sem.scopes[binding.scope].bindings.get(expr.id, [])
-        if len(bindings) == 1 and binding.value is not None:
-            return isinstance(binding.value, ast.Constant) and binding.value.value == 0
-    return False
-
-
-def _process_start(ctx: Context, call: ast.Call) -> bool:
-    """``Process(...).start()`` or ``p.start()`` with ``p = Process(...)``."""
-    func = call.func
-    if not isinstance(func, ast.Attribute) or func.attr != "start":
-        return False
-    owner = func.value
-    if isinstance(owner, ast.Name):
-        binding = ctx.sem.lookup(owner.id, owner)
-        if binding is None or binding.how != "assign" or binding.index is not None:
-            return False
-        owner = binding.value  # type: ignore[assignment]
-    return isinstance(owner, ast.Call) and ctx.qualname(owner.func) in _PROCESS_CLASSES
-
-
-def _starts_processes(ctx: Context, call: ast.Call) -> bool:
-    return ctx.qualname(call.func) in _PROCESS_STARTERS or _process_start(ctx, call)
-
-
-def _function_starts(ctx: Context, func: Func, seen: set[ast.AST]) -> ast.AST | None:
-    """The call inside ``func`` (or a local function it calls) that starts worker processes."""
-    if func in seen or len(seen) > _MAX_DEPTH:
-        return None
-    seen.add(func)
-    for node in ctx.sem.walk(func):
-        if not isinstance(node, ast.Call):
-            continue
-        if _starts_processes(ctx, node):
-            return node
-        if _is_worker_loader(ctx, node) and not _only_returned(ctx, node, func):
-            return node
-        callee = ctx.sem.local_function(node.func)
-        if callee is None:
-            continue
-        inner = _function_starts(ctx, callee, seen)
-        if inner is not None:
-            return inner
-        returned = _returned_loader(ctx, callee)
-        if returned is not None and not _only_returned(ctx, node, func):
-            return returned
-    return None
-
-
-def _returned_loader(ctx: Context, func: Func) -> ast.Call | None:
-    """The worker ``DataLoader(...)`` a local function returns, if any."""
-    for node in ctx.sem.walk(func):
-        if (
-            isinstance(node, ast.Call)
-            and _is_worker_loader(ctx, node)
-            and _only_returned(ctx, node, func)
-        ):
-            return node
-    return None
-
-
-def _only_returned(ctx: Context, value: ast.expr, func: Func) -> bool:
-    """Whether ``value`` is returned by ``func`` without being used there."""
-    parent = ctx.sem.parent(value)
-    if isinstance(parent, ast.Return):
-        return True
-    if isinstance(parent, ast.Assign) and len(parent.targets) == 1:
-        target = parent.targets[0]
-        if isinstance(target, ast.Name):
-            loads = [
-                n
-                for n in ctx.sem.walk(func)
-                if isinstance(n, ast.Name) and n.id == target.id and isinstance(n.ctx, ast.Load)
-            ]
-            return bool(loads) and all(isinstance(ctx.sem.parent(n), ast.Return) for n in loads)
-    return False
-
-
-def _used_here(ctx: Context, value: ast.expr, at: ast.AST, reachable: set[ast.AST]) -> bool:
-    """Whether a loader made at module level is used by code that runs on import: iterated or
-    passed on right there, or bound to a name that running code (or a function it calls) reads."""
-    sem = ctx.sem
-    parent = sem.parent(value)
-    if isinstance(parent, ast.For | ast.Call | ast.keyword | ast.comprehension):
-        return True
-    if not (
-        isinstance(parent, ast.Assign)
-        and len(parent.targets) == 1
-        and isinstance(parent.targets[0], ast.Name)
-    ):
-        return False
-    name = parent.targets[0].id
-    start = (parent.lineno, parent.col_offset)
-    for load in sem.names.get(name, ()):
-        binding = sem.lookup(name, load)
-        if binding is None or binding.node is not parent.targets[0]:
-            continue
-        if sem.runs_on_import(load) and (load.lineno, load.col_offset) > start:
-            return True
-        func = sem.enclosing_function(load)
-        if func is not None and func in reachable:
-            return True
-    return False
-
-
-def _trailing_run(ctx: Context) -> list[ast.stmt]:
-    """The module-level statements after the last top-level import, def or class."""
-    body = ctx.tree.body
-    last = -1
-    for i, stmt in enumerate(body):
-        if isinstance(stmt, (ast.Import, ast.ImportFrom, ast.ClassDef, *FUNCTION_NODES)):
-            last = i
-    return body[last + 1 :]
-
-
-def _main_fix(ctx: Context, trailing: list[ast.stmt]) -> list[Edit] | None:
-    sem, source = ctx.sem, ctx.source
-    module = sem.scopes[sem.tree]
-    if "main" in module.bindings:
-        return None
-    first, last = fixes.block_rows(trailing)
-    for stmt in trailing:
-        for node in ast.walk(stmt):
-            if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
-                return None
-            if isinstance(node, ast.Global | ast.Nonlocal):
-                return None
-    unit = "\t" if any(source.line(r).startswith("\t") for r in range(first, last + 1)) else "    "
-    body = fixes.reindent_rows(source, first, last, add=unit)
-    if body is None:
-        return None
-    nl = source.newline
-    # Names the moved code assigns and code elsewhere (functions above) reads stay global.
-    assigned = {
-        b.name
-        for bindings in module.bindings.values()
-        for b in bindings
-        if first <= b.pos[0] <= last
-    }
-    read_elsewhere = sorted(
-        name
-        for name in assigned
-        if any(
-            not first <= n.lineno <= last and _module_binding(ctx, n)
-            for n in sem.names.get(name, ())
-        )
-    )
-    header = f"def main():{nl}"
-    if read_elsewhere:
-        header += f"{unit}global {', '.join(read_elsewhere)}{nl}"
-    guard = f'if __name__ == "__main__":{nl}{unit}main()'
-    line = source.line(last)
-    if line.endswith(("\n", "\r")):
-        tail = fixes.insert(Pos(last + 1, 0), f"{nl}{nl}{guard}{nl}")
-    else:
-        tail = fixes.insert(Pos(last, len(line)), f"{nl}{nl}{nl}{guard}")
-    return [fixes.insert(Pos(first, 0), header), *body, tail]
-
-
-def _module_binding(ctx: Context, name: ast.Name) -> bool:
-    """Whether a read of ``name`` refers to a module-level (global) binding."""
-    binding = ctx.sem.lookup(name.id, name)
-    return binding is not None and binding.scope is ctx.sem.tree

@@ -70,6 +70,11 @@ class PinMemoryMissing(Rule):
     fix_safety = Applicability.SAFE
 
     VALID = (
+        # The progress bar wraps a list of tensors, not a loader.
+        _HEAD + "loader = DataLoader(ds, batch_size=8)\n"
+        "pbar = tqdm(enumerate(items)) if verbose else enumerate(items)\n"
+        "for it, (x, y) in pbar:\n"
+        "    x = x.to('cuda')\n",
         # Already pinned, or pinning turned off on purpose.
         _HEAD + "loader = DataLoader(ds, batch_size=8, pin_memory=True)\n"
         "for x, y in loader:\n    x = x.cuda()\n",
@@ -117,6 +122,31 @@ class PinMemoryMissing(Rule):
         ),
     )
     INVALID = (
+        # The loop iterates a progress bar over the loader, picked in either branch of a
+        # conditional; the device is kept on `self`.
+        Invalid(
+            _HEAD + "class Trainer:\n"
+            "    def __init__(self):\n"
+            "        self.device = 'cpu'\n"
+            "        if torch.cuda.is_available():\n"
+            "            self.device = torch.cuda.current_device()\n"
+            "    def run(self, ds, verbose):\n"
+            "        loader = DataLoader(ds, batch_size=8, num_workers=2)\n"
+            "        pbar = tqdm(enumerate(loader)) if verbose else enumerate(loader)\n"
+            "        for it, (x, y) in pbar:\n"
+            "            x = x.to(self.device)\n",
+            fixed=_HEAD + "class Trainer:\n"
+            "    def __init__(self):\n"
+            "        self.device = 'cpu'\n"
+            "        if torch.cuda.is_available():\n"
+            "            self.device = torch.cuda.current_device()\n"
+            "    def run(self, ds, verbose):\n"
+            "        loader = DataLoader(ds, batch_size=8, num_workers=2, pin_memory=True)\n"
+            "        pbar = tqdm(enumerate(loader)) if verbose else enumerate(loader)\n"
+            "        for it, (x, y) in pbar:\n"
+            "            x = x.to(self.device)\n",
+            lines=(9,),
+        ),
         Invalid(
             _HEAD + "loader = DataLoader(ds, batch_size=64, shuffle=True, num_workers=4)\n"
             "for images, labels in loader:\n"

@@ -2,15 +2,27 @@ from __future__ import annotations
 
 import ast
 
-from ..core import arguments, kinds
+from ..core import data, kinds, pickling
 from ..core.context import Context
-from ..core.data import uses_workers
+from ..core.data import is_literal
 from ..core.model import Severity, Text
-from ..core.semantic import FUNCTION_NODES, keyword
+from ..core.semantic import Semantic, keyword
 from .base import Invalid, Rule, Valid
 
 _CALLABLE_ARGS = ("collate_fn", "worker_init_fn")
 _TRANSFORM_ARGS = ("transform", "target_transform", "transforms")
+# A dataset class of another module that keeps a lambda on itself.
+_DATA_PY = (
+    "from torch.utils.data import Dataset\n"
+    "class Captions(Dataset):\n"
+    "    def __init__(self, tokenizer):\n"
+    "        self.prep = lambda text: tokenizer(text)[0]\n"
+    "    def __getitem__(self, i):\n"
+    "        return self.prep('a photo')\n"
+    "class Plain(Dataset):\n"
+    "    def __init__(self, tokenizer):\n"
+    "        self.tokenizer = tokenizer\n"
+)
 _AUG_PY = (
     "from torchvision import transforms\n"
     "def build_transforms():\n"
@@ -18,7 +30,6 @@ _AUG_PY = (
     "def build_plain():\n"
     "    return transforms.Compose([transforms.ToTensor()])\n"
 )
-_TRANSFORM_MODULES = ("torchvision.transforms.", "torchaudio.transforms.", "torchvision.transforms")
 
 
 class UnpicklableWorkerCallable(Rule):
@@ -26,7 +37,13 @@ class UnpicklableWorkerCallable(Rule):
     Checks for a DataLoader with workers that is given a `lambda` or a nested function as
     `collate_fn=` or `worker_init_fn=`, or whose dataset was built with a `lambda` transform
     or with a pipeline that holds one (`transforms.Compose([transforms.Lambda(lambda x: ...)])`,
-    through a name, or returned by a function of the file or of another module of the project).
+    through a name, or returned by a function of the file or of another module of the project),
+    or whose dataset class keeps one on `self` (`self.prep = lambda t: tok(t)[0]`), or whose
+    dataset is a webdataset pipeline with one in a stage (`wds.WebLoader` too). Arguments
+    passed in a dict spread with `**kwargs` count, and so does a nested function that a helper
+    returns (`transforms.Lambda(expand(3))` where `expand` returns its inner function). In a
+    library module, the rule also checks the transform pipelines that the functions listed in
+    `__all__` return: their users hand them to datasets of loaders with workers.
 
     ## Why is this bad?
     Under the `spawn` start method — the default on macOS and Windows, and what many cluster
@@ -81,6 +98,40 @@ class UnpicklableWorkerCallable(Rule):
             "loader2 = DataLoader(ds2, num_workers=0)\n",
             files=(("aug.py", _AUG_PY),),
         ),
+        # The spread dict passes a module-level function; another one sets no workers.
+        "from torch.utils.data import DataLoader\ndef init(worker_id):\n    pass\n"
+        "args = dict(num_workers=2, worker_init_fn=init)\nloader = DataLoader(ds, **args)\n",
+        "from torch.utils.data import DataLoader\ndef make(ds):\n"
+        "    def init(worker_id):\n        pass\n"
+        "    args = dict(num_workers=0, worker_init_fn=init)\n    return DataLoader(ds, **args)\n",
+        # The helper returns a module-level function, not a nested one.
+        "from torch.utils.data import DataLoader\nfrom torchvision import datasets, transforms\n"
+        "def gray(im):\n    return im.convert('L')\ndef pick():\n    return gray\n"
+        "ds = datasets.MNIST('data', transform=transforms.Lambda(pick()))\n"
+        "loader = DataLoader(ds, num_workers=4)\n",
+        # The dataset keeps its lambda, but decides itself what is pickled.
+        "from torch.utils.data import DataLoader, Dataset\nclass Words(Dataset):\n"
+        "    def __init__(self):\n        self.prep = lambda t: t.lower()\n"
+        "    def __getstate__(self):\n        return {}\n"
+        "loader = DataLoader(Words(), num_workers=4)\n",
+        # Exported: a pipeline without lambdas, and a lambda that is no pipeline; a pipeline
+        # with a lambda that only a function the module does not export returns.
+        "from torchvision import transforms\n__all__ = ['preprocess', 'activation']\n"
+        "def preprocess(n):\n    return transforms.Compose([transforms.Resize(n)])\n"
+        "def activation():\n    return lambda x: x.clamp(min=0)\n"
+        "def debug_view():\n"
+        "    return transforms.Compose([transforms.Lambda(lambda im: im.convert('L'))])\n",
+        # A webdataset pipeline whose stages hold module-level functions only.
+        "import torch\nimport webdataset as wds\ndef first(text):\n    return text[0]\n"
+        "pipeline = [wds.SimpleShardList(urls)]\npipeline.extend([wds.map_dict(text=first)])\n"
+        "dataset = wds.DataPipeline(*pipeline)\n"
+        "loader = wds.WebLoader(dataset.with_epoch(10), batch_size=None, num_workers=4)\n",
+        # A dataset of another module that keeps only plain values.
+        Valid(
+            "from torch.utils.data import DataLoader\nfrom data import Plain\n"
+            "loader = DataLoader(Plain(str.split), num_workers=4)\n",
+            files=(("data.py", _DATA_PY),),
+        ),
     )
     INVALID = (
         Invalid(
@@ -122,49 +173,153 @@ class UnpicklableWorkerCallable(Rule):
             files=(("aug.py", _AUG_PY),),
             lines=(4,),
         ),
+        # A nested `worker_init_fn` reaches the loader through the dict `**loader_args` spreads.
+        Invalid(
+            "from torch.utils.data import DataLoader\n"
+            "def main(ds):\n"
+            "    def init(worker_id):\n"
+            "        pass\n"
+            "    loader_args = dict(\n"
+            "        num_workers=2,\n"
+            "        worker_init_fn=init,\n"
+            "    )\n"
+            "    return DataLoader(ds, **loader_args)\n",
+            fixed=None,
+            lines=(7,),
+        ),
+        # A helper returns its nested function, which a Lambda transform puts into the pipeline.
+        Invalid(
+            "from torch.utils.data import DataLoader, Dataset\n"
+            "from torchvision import transforms\n"
+            "def expand(channels):\n"
+            "    def inner(t):\n"
+            "        return t.expand(channels, -1, -1)\n"
+            "    return inner\n"
+            "class Images(Dataset):\n"
+            "    def __init__(self, channels):\n"
+            "        self.transform = transforms.Compose([\n"
+            "            transforms.ToTensor(),\n"
+            "            transforms.Lambda(expand(channels)),\n"
+            "        ])\n"
+            "loader = DataLoader(Images(3), num_workers=4)\n",
+            fixed=None,
+            lines=(11,),
+        ),
+        # A helper of the file returns the pipeline: the lambda is reported where it is.
+        Invalid(
+            "from torch.utils.data import DataLoader\n"
+            "from torchvision import datasets, transforms\n"
+            "def build():\n"
+            "    return transforms.Compose([transforms.Lambda(lambda im: im.convert('RGB'))])\n"
+            "ds = datasets.CIFAR10('data', transform=build())\n"
+            "loader = DataLoader(ds, num_workers=4)\n",
+            fixed=None,
+            lines=(4,),
+        ),
+        # A library's exported function returns a pipeline with a lambda: its users' datasets
+        # cannot go to spawn workers.
+        Invalid(
+            "from torchvision.transforms import Compose, Resize, ToTensor\n"
+            "__all__ = ['load']\n"
+            "def _transform(n_px):\n"
+            "    return Compose([\n"
+            "        Resize(n_px),\n"
+            "        lambda image: image.convert('RGB'),\n"
+            "        ToTensor(),\n"
+            "    ])\n"
+            "def load(name):\n"
+            "    return build(name), _transform(224)\n",
+            fixed=None,
+            lines=(6,),
+        ),
+        # A webdataset pipeline: a stage added to the list of stages holds a lambda.
+        Invalid(
+            "import torch\n"
+            "import webdataset as wds\n"
+            "pipeline = [wds.SimpleShardList(urls)]\n"
+            "pipeline.extend([\n"
+            "    wds.map_dict(text=lambda text: tokenizer(text)[0]),\n"
+            "])\n"
+            "dataset = wds.DataPipeline(*pipeline)\n"
+            "dataset = dataset.with_epoch(100)\n"
+            "loader = wds.WebLoader(dataset, batch_size=None, num_workers=4)\n",
+            fixed=None,
+            lines=(5,),
+        ),
+        # A dataset class of another module keeps a lambda on `self`.
+        Invalid(
+            "from torch.utils.data import DataLoader\n"
+            "from data import Captions\n"
+            "dataset = Captions(str.split)\n"
+            "loader = DataLoader(dataset, num_workers=4)\n",
+            fixed=None,
+            files=(("data.py", _DATA_PY),),
+            lines=(4,),
+        ),
     )
 
     def check(self, ctx: Context) -> None:
-        for call in ctx.sem.calls_to("torch.utils.data.DataLoader"):
-            if not uses_workers(call):
-                continue
-            bound = arguments.bind(call, arguments.DATALOADER)
-            for name in _CALLABLE_ARGS:
-                given = bound.value(name)
-                if given is not None and self._unpicklable(ctx, given):
-                    self._report(ctx, given, f"`{name}`")
-            dataset = bound.value("dataset")
-            made = kinds.constructor_call(ctx.sem, dataset) if dataset is not None else None
-            if made is not None:
-                for name in _TRANSFORM_ARGS:
-                    kw = keyword(made, name)
-                    if kw is None:
-                        continue
-                    if isinstance(kw.value, ast.Lambda):
-                        self._report(ctx, kw.value, f"the dataset's `{name}`")
-                        continue
-                    for where, node in _inner_lambdas(ctx, kw.value):
-                        self._report(ctx, node, f"the dataset's `{name}`", inside=where)
-
-    @staticmethod
-    def _unpicklable(ctx: Context, value: ast.expr) -> bool:
-        if isinstance(value, ast.Lambda):
-            return True
-        if isinstance(value, ast.Name):
-            func = ctx.sem.local_function(value)
-            if func is not None:
-                return any(
-                    isinstance(a, (*FUNCTION_NODES, ast.Lambda)) for a in ctx.sem.ancestors(func)
+        sem = ctx.sem
+        if "__all__" in sem.scopes[sem.tree].bindings:
+            for func, node in pickling.exported_pipelines(sem):
+                what = Text(
+                    f"the transform pipeline `{func.name}` returns",
+                    f"`{func.name}` 返回的变换流水线",
                 )
-        return False
+                self._report(ctx, node, what, "")
+        for call in sem.calls_to("torch.utils.data.DataLoader", *pickling.LOADERS):
+            if not any(not is_literal(v, 0) for v in data.loader_values(sem, call, "num_workers")):
+                continue
+            for name in _CALLABLE_ARGS:
+                for given in data.loader_values(sem, call, name):
+                    if pickling.is_local_callable(sem, given):
+                        self._report(ctx, given, Text(f"`{name}`", f"`{name}`"))
+            dataset = data.loader_argument(call, "dataset")
+            if dataset is None:
+                continue
+            # A pipeline built of stages (webdataset's ``DataPipeline(*stages)``).
+            self._report_all(ctx, dataset, pickling.unpicklable(sem, dataset, True), None)
+            made = kinds.constructor_call(sem, dataset)
+            if made is None:
+                continue
+            for name in _TRANSFORM_ARGS:
+                kw = keyword(made, name)
+                if kw is None:
+                    continue
+                if isinstance(kw.value, ast.Lambda):
+                    self._report(ctx, kw.value, _dataset_part(name))
+                    continue
+                self._report_all(ctx, kw.value, pickling.unpicklable(sem, kw.value), name)
+            self._report_all(ctx, dataset, pickling.held_by_instance(sem, made), None)
+
+    def _report_all(
+        self,
+        ctx: Context,
+        value: ast.AST,
+        found: list[tuple[Semantic, ast.AST]],
+        name: str | None,
+    ) -> None:
+        """Report what pickling a dataset argument (``name``) or the dataset itself (None)
+        meets: here at each node, or once at ``value`` for those in another module."""
+        what = _dataset_part(name) if name else Text("the dataset", "数据集")
+        elsewhere = False
+        for _owner, node in found:
+            where = ctx.elsewhere(node)
+            if where is None:
+                self._report(ctx, node, what, inside="")
+            elif not elsewhere:
+                elsewhere = True
+                self._report(ctx, value, what, inside=where)
 
     @staticmethod
-    def _report(ctx: Context, node: ast.AST, what: str, inside: str | None = None) -> None:
+    def _report(ctx: Context, node: ast.AST, what: Text, inside: str | None = None) -> None:
         if inside is None:
-            en, zh = f"{what} is a lambda or nested function", f"{what} 是 lambda 或嵌套函数"
+            en = f"{what.en} is a lambda or nested function"
+            zh = f"{what.zh} 是 lambda 或嵌套函数"
         else:  # a lambda inside a transform pipeline (``Compose([Lambda(lambda x: ...)])``)
             place = f" ({inside})" if inside else ""
-            en, zh = f"{what} holds a lambda{place}", f"{what} 中含有 lambda{place}"
+            en = f"{what.en} holds a lambda or nested function{place}"
+            zh = f"{what.zh} 中含有 lambda 或嵌套函数{place}"
         ctx.report(
             node,
             Text(
@@ -176,40 +331,5 @@ class UnpicklableWorkerCallable(Rule):
         )
 
 
-def _inner_lambdas(ctx: Context, value: ast.expr) -> list[tuple[str, ast.AST]]:
-    """Lambdas inside a transform pipeline that pickling the dataset would meet: in the list of
-    ``transforms.Compose([...])`` and the arguments of torchvision's transforms, through names
-    assigned once, and in what a function (of this file or another module) returns. Each as
-    (where it is, for one in another module; "" for one here, the node to report)."""
-    found: list[tuple[str, ast.AST]] = []
-    seen: set[ast.AST] = set()
-    todo: list[tuple[ast.AST | None, int]] = [(value, 0)]  # depth first, in source order
-    while todo:
-        expr, depth = todo.pop()
-        if expr is None or depth > 6 or expr in seen:
-            continue
-        seen.add(expr)
-        sem = ctx.sem.owner(expr)
-        inner: list[ast.AST | None] = []
-        if isinstance(expr, ast.Lambda):
-            where = ctx.elsewhere(expr)
-            if where is None:
-                found.append(("", expr))
-            elif not any(node is value for _w, node in found):
-                found.append((where, value))
-        elif isinstance(expr, ast.List | ast.Tuple):
-            inner = list(expr.elts)
-        elif isinstance(expr, ast.Name):
-            binding = sem.lookup(expr.id, expr)
-            if binding is not None and binding.how == "assign" and binding.index is None:
-                inner = [binding.value]
-        elif isinstance(expr, ast.Call):
-            qual = sem.qualname(expr.func) or ""
-            if qual.startswith(_TRANSFORM_MODULES):
-                inner = [*expr.args, *(k.value for k in expr.keywords)]
-            else:
-                defined = sem.function_def(expr.func)
-                if defined is not None:
-                    inner = list(defined[0].returns(defined[1]))
-        todo.extend((node, depth + 1) for node in reversed(inner))
-    return found
+def _dataset_part(name: str) -> Text:
+    return Text(f"the dataset's `{name}`", f"数据集的 `{name}`")
