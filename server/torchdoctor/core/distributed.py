@@ -12,7 +12,7 @@ import ast
 import re
 from typing import TYPE_CHECKING
 
-from . import fixes, kinds
+from . import fixes, kinds, summaries
 from .kinds import MODEL_WRAPPERS
 from .model import Edit
 from .semantic import FUNCTION_NODES, Semantic, terminal_name
@@ -22,6 +22,29 @@ if TYPE_CHECKING:
     from .notebook import Notebook
 
 INIT_PROCESS_GROUP = "torch.distributed.init_process_group"
+# Collectives: every process of the group must call them, or the others wait forever.
+COLLECTIVES = frozenset(
+    f"torch.distributed.{name}"
+    for name in (
+        "barrier",
+        "monitored_barrier",
+        "all_reduce",
+        "all_gather",
+        "all_gather_into_tensor",
+        "all_gather_object",
+        "broadcast",
+        "broadcast_object_list",
+        "reduce",
+        "reduce_scatter",
+        "reduce_scatter_tensor",
+        "all_to_all",
+        "all_to_all_single",
+        "gather",
+        "gather_object",
+        "scatter",
+        "scatter_object_list",
+    )
+)
 # Names that say "which process is this": rank variables, main-process predicates.
 _RANK_NAME = re.compile(
     r"rank|main_proc|is_main|master|primary|global_zero|process_zero|should_save|is_chief|"
@@ -144,13 +167,47 @@ def rank_guarded(sem: Semantic, node: ast.AST, _depth: int = 0) -> bool:
     return all(rank_guarded(sem, c, _depth + 1) for c in calls)
 
 
+def group_calls(sem: Semantic) -> list[ast.Call]:
+    """The calls that show the code around them runs in every process of a group: it sets the
+    group up (``init_process_group``), or takes part in a collective (``barrier``,
+    ``all_reduce``... outside a rank check: every rank must call it), or calls a function of
+    another project module that does either (``utils.init_distributed_mode(args)``,
+    ``comm.synchronize()``), as its summary tells."""
+    key = "distributed-group-calls"
+    known = sem.memo.get(key)
+    if isinstance(known, list):
+        return known
+    found: list[ast.Call] = []
+    for call in sem.calls:
+        qual = sem.qualname(call.func)
+        if qual == INIT_PROCESS_GROUP:
+            found.append(call)
+        elif qual in COLLECTIVES:
+            if not _guarded_here(sem, call):
+                found.append(call)
+        elif sem.project is not None and not (qual or "").startswith("torch."):
+            helper = summaries.called_summary(sem, call.func)
+            if helper is None or helper.sem is sem or _guarded_here(sem, call):
+                continue
+            if INIT_PROCESS_GROUP in helper.qualnames or helper.qualnames & COLLECTIVES:
+                found.append(call)
+    sem.memo[key] = found
+    return found
+
+
+def joins_group(sem: Semantic, func: ast.AST) -> bool:
+    """Whether a function itself sets up the group or takes part in a collective
+    (``group_calls``): every rank runs it, so its callers cannot all be rank-checked."""
+    return any(sem.enclosing_function(c) is func for c in group_calls(sem))
+
+
 def rank_functions(sem: Semantic) -> set[ast.AST]:
     """The functions (and the module, for top-level code) that run in a process of a group:
-    those that set the group up (they call ``init_process_group``, or a function of this file
-    that does), the functions they call, and the methods of classes whose instances they make
-    or that hold one of them."""
+    those that set the group up or take part in its collectives (``group_calls``; also through
+    a function of this file that does), the functions they call, and the methods of classes
+    whose instances they make or that hold one of them."""
     roots: set[ast.AST] = set()
-    for call in sem.calls_to(INIT_PROCESS_GROUP):
+    for call in group_calls(sem):
         roots.add(sem.enclosing_function(call) or sem.tree)
     if not roots:
         return roots
@@ -215,10 +272,11 @@ def in_rank_process(sem: Semantic, node: ast.AST, regions: set[ast.AST]) -> bool
     if sem.tree not in regions:
         return False
     pos = (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+    joined = set(group_calls(sem))
     return any(
         (c.lineno, c.col_offset) < pos
         and sem.enclosing_function(c) is None
-        and (sem.qualname(c.func) == INIT_PROCESS_GROUP or sem.local_function(c.func) in regions)
+        and (c in joined or sem.local_function(c.func) in regions)
         for c in sem.calls
     )
 

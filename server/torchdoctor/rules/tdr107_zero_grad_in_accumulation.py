@@ -377,9 +377,10 @@ class ZeroGradInAccumulation(Rule):
         # A function that runs once per batch (Lightning's `training_step` with manual
         # optimization): its body is one iteration.
         for micro in accumulation.micro_batches(sem):
-            region, guard, step = micro.region, micro.shape, micro.step
-            if not isinstance(region, FUNCTION_NODES) or not isinstance(guard, ast.If):
+            region, shape, step = micro.region, micro.shape, micro.step
+            if not isinstance(region, FUNCTION_NODES) or not isinstance(shape, ast.If):
                 continue
+            guard = shape
             optimizer = ctx.segment(training.step_optimizer(sem, step) or step)
             if not _accumulates(ctx, region, step, guard, optimizer):
                 continue
