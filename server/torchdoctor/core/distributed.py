@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from . import fixes, kinds, summaries
 from .kinds import MODEL_WRAPPERS
 from .model import Edit
-from .semantic import FUNCTION_NODES, Semantic, terminal_name
+from .semantic import FUNCTION_NODES, Semantic, dotted, terminal_name
 from .source import Source
 
 if TYPE_CHECKING:
@@ -312,16 +312,107 @@ def wrapper_call(sem: Semantic, expr: ast.AST, _depth: int = 0) -> ast.Call | No
             block, _ = sem.block_of(stmt)
         except ValueError:
             return None
-        # The assignment must sit in a block that also holds the use (not in an `if` branch).
-        if not any(sem.in_block(node, block) for node in (expr, *sem.ancestors(expr))):
-            return None
-        return wrapper_call(sem, binding.value, _depth)
-    if isinstance(expr, ast.Attribute) and terminal_name(expr.value) == "self":
-        calls, other = kinds.constructions(
-            sem, expr, lambda c: sem.qualname(c.func) in MODEL_WRAPPERS
-        )
-        return calls[0] if calls and not other else None
+        # The assignment sits in a block that also holds the use, or every assignment that
+        # reaches the use makes a wrapper (each branch of `if gpu: ... else: ...`).
+        if any(sem.in_block(node, block) for node in (expr, *sem.ancestors(expr))):
+            return wrapper_call(sem, binding.value, _depth)
+        return _assigned_wrapper(sem, expr, _depth)
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+        if expr.value.id == "self":
+            calls, other = kinds.constructions(
+                sem, expr, lambda c: sem.qualname(c.func) in MODEL_WRAPPERS
+            )
+            if calls and not other:
+                return calls[0]
+        return _assigned_wrapper(sem, expr, _depth)
     return None
+
+
+def _pos(node: ast.AST) -> tuple[int, int]:
+    return getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
+
+
+def _assigned_wrapper(sem: Semantic, expr: ast.Name | ast.Attribute, depth: int) -> ast.Call | None:
+    """The wrapper a name or ``x.attr`` holds where it is read, from the assignments of its own
+    function before the read: going back from the read through the statements of its block and
+    of the blocks around it, the first statement that assigns it decides, when it assigns a
+    wrapper on every path through it (``self.model = DDP(...)``, or in each branch of ``if
+    use_gpu: ... else: ...``). A loop around the read must not assign it after the read."""
+    func = sem.enclosing_function(expr)  # None: the module's top level
+    target = dotted(expr)
+    if target is None:
+        return None
+    node: ast.AST = sem.statement_of(expr)
+    while node is not func:
+        if not isinstance(node, ast.stmt):
+            return None
+        try:
+            block, index = sem.block_of(node)
+        except ValueError:
+            return None
+        for prev in reversed(block[:index]):
+            found = _assigns(sem, prev, target, depth)
+            if found is not None:
+                return found or None
+        owner = sem.parent(node)
+        if owner is None:
+            return None
+        if isinstance(owner, ast.For | ast.AsyncFor | ast.While) and any(
+            _assigns(sem, later, target, depth) is not None for later in block[index:]
+        ):
+            return None  # a later statement of the loop assigns it for the next iteration
+        node = owner
+    return None
+
+
+def _assigns(sem: Semantic, stmt: ast.stmt, target: str, depth: int) -> ast.Call | bool | None:
+    """What ``stmt`` does to the attribute ``target``: None when it assigns nothing to it, the
+    wrapper call when it assigns a wrapper on every path through it, False otherwise."""
+    if isinstance(stmt, ast.Assign | ast.AnnAssign):
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        if any(_is_target(t, target) for t in targets):
+            value = stmt.value
+            return (wrapper_call(sem, value, depth + 1) if value is not None else None) or False
+    if isinstance(stmt, ast.If):
+        branches = [_block_assigns(sem, b, target, depth) for b in (stmt.body, stmt.orelse)]
+        if all(b is None for b in branches):
+            return None
+        if all(isinstance(b, ast.Call) for b in branches):
+            return min(branches, key=_pos)  # type: ignore[arg-type]
+        return False
+    if isinstance(stmt, ast.With | ast.AsyncWith):
+        return _block_assigns(sem, stmt.body, target, depth)
+    for node in sem.walk(stmt):
+        if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(_is_target(t, target) for t in targets):
+                return False  # assigned in a loop, a `try`, a tuple...: not on every path
+        if isinstance(node, ast.For | ast.AsyncFor | ast.With | ast.AsyncWith | ast.NamedExpr):
+            bound = (
+                node.target
+                if isinstance(node, ast.For | ast.AsyncFor | ast.NamedExpr)
+                else [i.optional_vars for i in node.items if i.optional_vars is not None]
+            )
+            if any(_is_target(t, target) for t in (bound if isinstance(bound, list) else [bound])):
+                return False
+    return None
+
+
+def _block_assigns(
+    sem: Semantic, block: list[ast.stmt], target: str, depth: int
+) -> ast.Call | bool | None:
+    for stmt in reversed(block):
+        found = _assigns(sem, stmt, target, depth)
+        if found is not None:
+            return found
+    return None
+
+
+def _is_target(node: ast.expr, target: str) -> bool:
+    if isinstance(node, ast.Tuple | ast.List | ast.Starred):
+        parts = node.elts if isinstance(node, ast.Tuple | ast.List) else [node.value]
+        return any(_is_target(e, target) for e in parts)
+    return dotted(node) == target
 
 
 def dist_ref(
