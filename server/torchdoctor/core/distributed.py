@@ -353,7 +353,7 @@ def _assigned_wrapper(sem: Semantic, expr: ast.Name | ast.Attribute, depth: int)
         for prev in reversed(block[:index]):
             found = _assigns(sem, prev, target, depth)
             if found is not None:
-                return found or None
+                return found if isinstance(found, ast.Call) else None
         owner = sem.parent(node)
         if owner is None:
             return None
