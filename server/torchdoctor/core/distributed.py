@@ -137,17 +137,31 @@ def _guarded_here(sem: Semantic, node: ast.AST) -> bool:
 def callers(sem: Semantic, func: ast.AST) -> list[ast.Call] | None:
     """Calls of a function of this file: by its name, or for a method any ``x.name(...)``
     that is not an imported function (``self.save()``, ``trainer.save()``, not
-    ``torch.save()``). None when a function's name is also used other than by calling it
-    (passed to ``mp.spawn``...)."""
+    ``torch.save()`` nor ``self.plot.save()``). None when a function's name is also used
+    other than by calling it (passed to ``mp.spawn``...)."""
     if not isinstance(func, FUNCTION_NODES):
         return None
     cls = sem.parent(func)
     if isinstance(cls, ast.ClassDef):
-        return [c for c in sem.calls_by_attr.get(func.name, ()) if sem.qualname(c.func) is None]
+        return [
+            c
+            for c in sem.calls_by_attr.get(func.name, ())
+            if sem.qualname(c.func) is None and not _other_object(c.func)
+        ]
     calls = [c for c in sem.calls_by_name.get(func.name, ()) if sem.local_function(c.func) is func]
     if len(calls) != len(sem.names.get(func.name, ())):
         return None
     return calls
+
+
+def _other_object(func: ast.expr) -> bool:
+    """``self.plot.save``: a method of an object the instance holds, not of the instance."""
+    return (
+        isinstance(func, ast.Attribute)
+        and isinstance(func.value, ast.Attribute)
+        and isinstance(func.value.value, ast.Name)
+        and func.value.value.id == "self"
+    )
 
 
 def rank_guarded(sem: Semantic, node: ast.AST, _depth: int = 0) -> bool:

@@ -222,6 +222,14 @@ class SaveOnEveryRank(Rule):
         _HEAD + "def main(model):\n"
         "    if dist.get_rank() == 0:\n        dist.broadcast(model.weight, 0)\n"
         "    torch.save(model.state_dict(), 'm.pt')\n",
+        # Another object's `save` runs unchecked; this class's saving method only under a check.
+        _HEAD + "class Runner:\n"
+        "    def save(self, epoch):\n        torch.save(self.state(), f'ckpt_{epoch}.pt')\n"
+        "    def train(self):\n"
+        "        for epoch in range(3):\n"
+        "            if dist.get_rank() == 0:\n                self.save(epoch)\n"
+        "            self.plot.save('loss.png')\n"
+        "            dist.barrier()\n",
     )
     INVALID = (
         # The group is set up by a helper of another module.
@@ -507,7 +515,12 @@ def _unguarded_callers(sem: Semantic, save: ast.Call) -> list[ast.Call]:
     if not calls:
         return []
     unguarded = [c for c in calls if not rank_guarded(sem, c)]
-    return unguarded if len(unguarded) < len(calls) else []
+    if len(unguarded) == len(calls):
+        return []
+    # Only calls known to run this function (``self.save(...)``, not ``image.save(...)``).
+    return [
+        c for c in unguarded if (summaries.called_function(sem, c.func) or (None, None))[1] is func
+    ]
 
 
 def _never_called(ctx: Context, call: ast.Call) -> bool:
