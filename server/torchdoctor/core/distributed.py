@@ -111,13 +111,75 @@ def _exits(body: list[ast.stmt]) -> bool:
     )
 
 
+def rank_test(sem: Semantic, test: ast.expr) -> bool:
+    """Whether a condition tests the rank (``depends_on_rank``)."""
+    return depends_on_rank(sem, test)
+
+
+def depends_on_rank(sem: Semantic, expr: ast.AST | None, _depth: int = 0) -> bool:
+    """Whether a value differs from rank to rank: it reads a rank (``mentions_rank``), or a
+    name or attribute the code set from such a value (``args.save_logs = args.logs and
+    is_master(args)``; ``for i in self._indices`` after ``self._indices = mapping[rank]``), or
+    the result of a function that returns early on some ranks (``if local_rank != 0: return``)."""
+    if expr is None:
+        return False
+    if mentions_rank(expr):
+        return True
+    if _depth > 3:
+        return False
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            binding = sem.lookup(node.id, node)
+            if binding is None:
+                continue
+            value: ast.AST | None = None
+            if binding.how == "assign":
+                value = binding.value
+                if binding.index is not None and isinstance(value, ast.Tuple | ast.List):
+                    elements = value.elts  # `path, rank = args.path, args.rank`: its element
+                    value = elements[binding.index] if binding.index < len(elements) else None
+            elif binding.how == "loop":
+                loop = sem.parent(binding.node)
+                while isinstance(loop, ast.Tuple | ast.List):
+                    loop = sem.parent(loop)
+                if isinstance(loop, ast.For | ast.AsyncFor | ast.comprehension):
+                    value = loop.iter
+            if value is not None and value is not expr:
+                if depends_on_rank(sem, value, _depth + 1):
+                    return True
+                if isinstance(value, ast.Call) and _returns_by_rank(sem, value):
+                    return True
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+            target = dotted(node)
+            if target is None or "." not in target:
+                continue
+            for assign in sem.assigns:
+                if any(dotted(t) == target for t in assign.targets):
+                    if depends_on_rank(sem, assign.value, _depth + 1):
+                        return True
+    return False
+
+
+def _returns_by_rank(sem: Semantic, call: ast.Call) -> bool:
+    """A call of a function that returns early on some ranks (``if local_rank != 0: return``):
+    its result tells the ranks apart."""
+    defined = summaries.called_function(sem, call.func)
+    if defined is None:
+        return False
+    owner, func = defined
+    for node in owner.walk(func):
+        if isinstance(node, ast.If) and mentions_rank(node.test) and _exits(node.body):
+            return isinstance(node.body[-1], ast.Return)
+    return False
+
+
 def _guarded_here(sem: Semantic, node: ast.AST) -> bool:
     """A rank check around ``node`` within its function: an enclosing ``if``/``else`` or
     conditional expression on a rank, or an earlier ``if <rank test>: return``."""
     child: ast.AST = node
     for anc in sem.ancestors(node):
         if isinstance(anc, ast.If | ast.IfExp) and child is not anc.test:
-            if mentions_rank(anc.test):
+            if rank_test(sem, anc.test):
                 return True
         if isinstance(child, ast.stmt):
             try:
@@ -125,7 +187,7 @@ def _guarded_here(sem: Semantic, node: ast.AST) -> bool:
             except ValueError:
                 block, index = [], 0
             for prev in block[:index]:
-                if isinstance(prev, ast.If) and mentions_rank(prev.test):
+                if isinstance(prev, ast.If) and rank_test(sem, prev.test):
                     if _exits(prev.body) or _exits(prev.orelse):
                         return True
         if isinstance(anc, (*FUNCTION_NODES, ast.Lambda, ast.ClassDef)):

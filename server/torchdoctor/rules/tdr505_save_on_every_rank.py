@@ -8,10 +8,10 @@ from ..core.context import Context
 from ..core.distributed import (
     INIT_PROCESS_GROUP,
     callers,
+    depends_on_rank,
     dist_ref,
     in_rank_process,
     joins_group,
-    mentions_rank,
     rank_functions,
     rank_guarded,
 )
@@ -30,8 +30,9 @@ class SaveOnEveryRank(Rule):
     module such as `utils.init_distributed_mode(args)`, or that takes part in a collective such
     as `dist.barrier()` that every rank must run) without a rank check around it:
     `if rank == 0:`, `if dist.get_rank() == 0:`, `if is_main_process():`,
-    `if local_rank in (-1, 0):`, an earlier `return` on the other ranks, or a helper that is
-    only called under such a check. A save that the same function loads back (each process
+    `if local_rank in (-1, 0):`, a flag set from such a test (`args.save_logs = args.logs and
+    is_master(args)`), an earlier `return` on the other ranks, or a helper that is only called
+    under such a check. A save that the same function loads back (each process
     round-tripping its own temporary file) is not reported. A saving helper of another module
     of the project (`save_checkpoint(...)` from `utils.py`) is reported where it is called when
     it saves without a rank check of its own; one that checks the rank (`save_on_master`) is not.
@@ -50,8 +51,8 @@ class SaveOnEveryRank(Rule):
     collectives, is checked: the function that calls `init_process_group` (or `barrier`,
     `all_reduce`... outside a rank check, or a helper of another module that does), the
     functions it calls or that call it, and the methods of its class or of a class created
-    there. Saves whose path names the rank (`f"shard_{rank}.pt"`) are per-rank files on
-    purpose, and saves into an `io.BytesIO` buffer serialise data to send; neither is
+    there. Saves whose path names the rank (`f"shard_{rank}.pt"`, or an index taken
+    from the rank's own share) are per-rank files on purpose, and saves into an `io.BytesIO` buffer serialise data to send; neither is
     reported. Nor is code that shows no process group (Lightning, Accelerate and other
     launchers save from the main process for you), nor a helper function that is never called
     in the file and takes part in no collective.
@@ -230,6 +231,20 @@ class SaveOnEveryRank(Rule):
         "            if dist.get_rank() == 0:\n                self.save(epoch)\n"
         "            self.plot.save('loss.png')\n"
         "            dist.barrier()\n",
+        # The rank check is kept in a flag set earlier.
+        _HEAD + "from utils import is_master\n"
+        "def main(args):\n    dist.init_process_group('nccl')\n"
+        "    args.save_logs = args.logs and is_master(args)\n"
+        "    for epoch in range(3):\n"
+        "        if args.save_logs:\n            torch.save(model.state_dict(), 'm.pt')\n",
+        # Each rank writes the shards it owns: the path comes from the rank's own indices.
+        _HEAD + "class Checkpointer:\n"
+        "    def __init__(self, mapping, rank):\n"
+        "        self.indices = mapping['embedding'][rank]\n"
+        "    def save(self, model, folder):\n"
+        "        for index in self.indices:\n"
+        "            torch.save(model.embeddings[index], f'{folder}/embedding_{index}.pt')\n"
+        "        dist.barrier()\n",
     )
     INVALID = (
         # The group is set up by a helper of another module.
@@ -448,7 +463,9 @@ class SaveOnEveryRank(Rule):
             if not in_rank_process(sem, call, regions) or rank_guarded(sem, call):
                 continue
             target = arguments.value(call, arguments.SAVE, "f")
-            if mentions_rank(target) or summaries.in_memory(sem, call) or _never_called(ctx, call):
+            if depends_on_rank(sem, target) or summaries.in_memory(sem, call):
+                continue
+            if _never_called(ctx, call):
                 continue
             if checkpoints.round_trip(sem, call):
                 continue
