@@ -12,16 +12,39 @@ import ast
 import re
 from typing import TYPE_CHECKING
 
-from . import fixes, kinds
+from . import fixes, kinds, summaries
 from .kinds import MODEL_WRAPPERS
 from .model import Edit
-from .semantic import FUNCTION_NODES, Semantic, terminal_name
+from .semantic import FUNCTION_NODES, Semantic, dotted, terminal_name
 from .source import Source
 
 if TYPE_CHECKING:
     from .notebook import Notebook
 
 INIT_PROCESS_GROUP = "torch.distributed.init_process_group"
+# Collectives: every process of the group must call them, or the others wait forever.
+COLLECTIVES = frozenset(
+    f"torch.distributed.{name}"
+    for name in (
+        "barrier",
+        "monitored_barrier",
+        "all_reduce",
+        "all_gather",
+        "all_gather_into_tensor",
+        "all_gather_object",
+        "broadcast",
+        "broadcast_object_list",
+        "reduce",
+        "reduce_scatter",
+        "reduce_scatter_tensor",
+        "all_to_all",
+        "all_to_all_single",
+        "gather",
+        "gather_object",
+        "scatter",
+        "scatter_object_list",
+    )
+)
 # Names that say "which process is this": rank variables, main-process predicates.
 _RANK_NAME = re.compile(
     r"rank|main_proc|is_main|master|primary|global_zero|process_zero|should_save|is_chief|"
@@ -88,13 +111,75 @@ def _exits(body: list[ast.stmt]) -> bool:
     )
 
 
+def rank_test(sem: Semantic, test: ast.expr) -> bool:
+    """Whether a condition tests the rank (``depends_on_rank``)."""
+    return depends_on_rank(sem, test)
+
+
+def depends_on_rank(sem: Semantic, expr: ast.AST | None, _depth: int = 0) -> bool:
+    """Whether a value differs from rank to rank: it reads a rank (``mentions_rank``), or a
+    name or attribute the code set from such a value (``args.save_logs = args.logs and
+    is_master(args)``; ``for i in self._indices`` after ``self._indices = mapping[rank]``), or
+    the result of a function that returns early on some ranks (``if local_rank != 0: return``)."""
+    if expr is None:
+        return False
+    if mentions_rank(expr):
+        return True
+    if _depth > 3:
+        return False
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            binding = sem.lookup(node.id, node)
+            if binding is None:
+                continue
+            value: ast.AST | None = None
+            if binding.how == "assign":
+                value = binding.value
+                if binding.index is not None and isinstance(value, ast.Tuple | ast.List):
+                    elements = value.elts  # `path, rank = args.path, args.rank`: its element
+                    value = elements[binding.index] if binding.index < len(elements) else None
+            elif binding.how == "loop":
+                loop = sem.parent(binding.node)
+                while isinstance(loop, ast.Tuple | ast.List):
+                    loop = sem.parent(loop)
+                if isinstance(loop, ast.For | ast.AsyncFor | ast.comprehension):
+                    value = loop.iter
+            if value is not None and value is not expr:
+                if depends_on_rank(sem, value, _depth + 1):
+                    return True
+                if isinstance(value, ast.Call) and _returns_by_rank(sem, value):
+                    return True
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+            target = dotted(node)
+            if target is None or "." not in target:
+                continue
+            for assign in sem.assigns:
+                if any(dotted(t) == target for t in assign.targets):
+                    if depends_on_rank(sem, assign.value, _depth + 1):
+                        return True
+    return False
+
+
+def _returns_by_rank(sem: Semantic, call: ast.Call) -> bool:
+    """A call of a function that returns early on some ranks (``if local_rank != 0: return``):
+    its result tells the ranks apart."""
+    defined = summaries.called_function(sem, call.func)
+    if defined is None:
+        return False
+    owner, func = defined
+    for node in owner.walk(func):
+        if isinstance(node, ast.If) and mentions_rank(node.test) and _exits(node.body):
+            return isinstance(node.body[-1], ast.Return)
+    return False
+
+
 def _guarded_here(sem: Semantic, node: ast.AST) -> bool:
     """A rank check around ``node`` within its function: an enclosing ``if``/``else`` or
     conditional expression on a rank, or an earlier ``if <rank test>: return``."""
     child: ast.AST = node
     for anc in sem.ancestors(node):
         if isinstance(anc, ast.If | ast.IfExp) and child is not anc.test:
-            if mentions_rank(anc.test):
+            if rank_test(sem, anc.test):
                 return True
         if isinstance(child, ast.stmt):
             try:
@@ -102,7 +187,7 @@ def _guarded_here(sem: Semantic, node: ast.AST) -> bool:
             except ValueError:
                 block, index = [], 0
             for prev in block[:index]:
-                if isinstance(prev, ast.If) and mentions_rank(prev.test):
+                if isinstance(prev, ast.If) and rank_test(sem, prev.test):
                     if _exits(prev.body) or _exits(prev.orelse):
                         return True
         if isinstance(anc, (*FUNCTION_NODES, ast.Lambda, ast.ClassDef)):
@@ -114,17 +199,31 @@ def _guarded_here(sem: Semantic, node: ast.AST) -> bool:
 def callers(sem: Semantic, func: ast.AST) -> list[ast.Call] | None:
     """Calls of a function of this file: by its name, or for a method any ``x.name(...)``
     that is not an imported function (``self.save()``, ``trainer.save()``, not
-    ``torch.save()``). None when a function's name is also used other than by calling it
-    (passed to ``mp.spawn``...)."""
+    ``torch.save()`` nor ``self.plot.save()``). None when a function's name is also used
+    other than by calling it (passed to ``mp.spawn``...)."""
     if not isinstance(func, FUNCTION_NODES):
         return None
     cls = sem.parent(func)
     if isinstance(cls, ast.ClassDef):
-        return [c for c in sem.calls_by_attr.get(func.name, ()) if sem.qualname(c.func) is None]
+        return [
+            c
+            for c in sem.calls_by_attr.get(func.name, ())
+            if sem.qualname(c.func) is None and not _other_object(c.func)
+        ]
     calls = [c for c in sem.calls_by_name.get(func.name, ()) if sem.local_function(c.func) is func]
     if len(calls) != len(sem.names.get(func.name, ())):
         return None
     return calls
+
+
+def _other_object(func: ast.expr) -> bool:
+    """``self.plot.save``: a method of an object the instance holds, not of the instance."""
+    return (
+        isinstance(func, ast.Attribute)
+        and isinstance(func.value, ast.Attribute)
+        and isinstance(func.value.value, ast.Name)
+        and func.value.value.id == "self"
+    )
 
 
 def rank_guarded(sem: Semantic, node: ast.AST, _depth: int = 0) -> bool:
@@ -144,13 +243,47 @@ def rank_guarded(sem: Semantic, node: ast.AST, _depth: int = 0) -> bool:
     return all(rank_guarded(sem, c, _depth + 1) for c in calls)
 
 
+def group_calls(sem: Semantic) -> list[ast.Call]:
+    """The calls that show the code around them runs in every process of a group: it sets the
+    group up (``init_process_group``), or takes part in a collective (``barrier``,
+    ``all_reduce``... outside a rank check: every rank must call it), or calls a function of
+    another project module that does either (``utils.init_distributed_mode(args)``,
+    ``comm.synchronize()``), as its summary tells."""
+    key = "distributed-group-calls"
+    known = sem.memo.get(key)
+    if isinstance(known, list):
+        return known
+    found: list[ast.Call] = []
+    for call in sem.calls:
+        qual = sem.qualname(call.func)
+        if qual == INIT_PROCESS_GROUP:
+            found.append(call)
+        elif qual in COLLECTIVES:
+            if not _guarded_here(sem, call):
+                found.append(call)
+        elif sem.project is not None and not (qual or "").startswith("torch."):
+            helper = summaries.called_summary(sem, call.func)
+            if helper is None or helper.sem is sem or _guarded_here(sem, call):
+                continue
+            if INIT_PROCESS_GROUP in helper.qualnames or helper.qualnames & COLLECTIVES:
+                found.append(call)
+    sem.memo[key] = found
+    return found
+
+
+def joins_group(sem: Semantic, func: ast.AST) -> bool:
+    """Whether a function itself sets up the group or takes part in a collective
+    (``group_calls``): every rank runs it, so its callers cannot all be rank-checked."""
+    return any(sem.enclosing_function(c) is func for c in group_calls(sem))
+
+
 def rank_functions(sem: Semantic) -> set[ast.AST]:
     """The functions (and the module, for top-level code) that run in a process of a group:
-    those that set the group up (they call ``init_process_group``, or a function of this file
-    that does), the functions they call, and the methods of classes whose instances they make
-    or that hold one of them."""
+    those that set the group up or take part in its collectives (``group_calls``; also through
+    a function of this file that does), the functions they call, and the methods of classes
+    whose instances they make or that hold one of them."""
     roots: set[ast.AST] = set()
-    for call in sem.calls_to(INIT_PROCESS_GROUP):
+    for call in group_calls(sem):
         roots.add(sem.enclosing_function(call) or sem.tree)
     if not roots:
         return roots
@@ -215,10 +348,11 @@ def in_rank_process(sem: Semantic, node: ast.AST, regions: set[ast.AST]) -> bool
     if sem.tree not in regions:
         return False
     pos = (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+    joined = set(group_calls(sem))
     return any(
         (c.lineno, c.col_offset) < pos
         and sem.enclosing_function(c) is None
-        and (sem.qualname(c.func) == INIT_PROCESS_GROUP or sem.local_function(c.func) in regions)
+        and (c in joined or sem.local_function(c.func) in regions)
         for c in sem.calls
     )
 
@@ -254,16 +388,107 @@ def wrapper_call(sem: Semantic, expr: ast.AST, _depth: int = 0) -> ast.Call | No
             block, _ = sem.block_of(stmt)
         except ValueError:
             return None
-        # The assignment must sit in a block that also holds the use (not in an `if` branch).
-        if not any(sem.in_block(node, block) for node in (expr, *sem.ancestors(expr))):
-            return None
-        return wrapper_call(sem, binding.value, _depth)
-    if isinstance(expr, ast.Attribute) and terminal_name(expr.value) == "self":
-        calls, other = kinds.constructions(
-            sem, expr, lambda c: sem.qualname(c.func) in MODEL_WRAPPERS
-        )
-        return calls[0] if calls and not other else None
+        # The assignment sits in a block that also holds the use, or every assignment that
+        # reaches the use makes a wrapper (each branch of `if gpu: ... else: ...`).
+        if any(sem.in_block(node, block) for node in (expr, *sem.ancestors(expr))):
+            return wrapper_call(sem, binding.value, _depth)
+        return _assigned_wrapper(sem, expr, _depth)
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+        if expr.value.id == "self":
+            calls, other = kinds.constructions(
+                sem, expr, lambda c: sem.qualname(c.func) in MODEL_WRAPPERS
+            )
+            if calls and not other:
+                return calls[0]
+        return _assigned_wrapper(sem, expr, _depth)
     return None
+
+
+def _pos(node: ast.AST) -> tuple[int, int]:
+    return getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
+
+
+def _assigned_wrapper(sem: Semantic, expr: ast.Name | ast.Attribute, depth: int) -> ast.Call | None:
+    """The wrapper a name or ``x.attr`` holds where it is read, from the assignments of its own
+    function before the read: going back from the read through the statements of its block and
+    of the blocks around it, the first statement that assigns it decides, when it assigns a
+    wrapper on every path through it (``self.model = DDP(...)``, or in each branch of ``if
+    use_gpu: ... else: ...``). A loop around the read must not assign it after the read."""
+    func = sem.enclosing_function(expr)  # None: the module's top level
+    target = dotted(expr)
+    if target is None:
+        return None
+    node: ast.AST = sem.statement_of(expr)
+    while node is not func:
+        if not isinstance(node, ast.stmt):
+            return None
+        try:
+            block, index = sem.block_of(node)
+        except ValueError:
+            return None
+        for prev in reversed(block[:index]):
+            found = _assigns(sem, prev, target, depth)
+            if found is not None:
+                return found if isinstance(found, ast.Call) else None
+        owner = sem.parent(node)
+        if owner is None:
+            return None
+        if isinstance(owner, ast.For | ast.AsyncFor | ast.While) and any(
+            _assigns(sem, later, target, depth) is not None for later in block[index:]
+        ):
+            return None  # a later statement of the loop assigns it for the next iteration
+        node = owner
+    return None
+
+
+def _assigns(sem: Semantic, stmt: ast.stmt, target: str, depth: int) -> ast.Call | bool | None:
+    """What ``stmt`` does to the attribute ``target``: None when it assigns nothing to it, the
+    wrapper call when it assigns a wrapper on every path through it, False otherwise."""
+    if isinstance(stmt, ast.Assign | ast.AnnAssign):
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        if any(_is_target(t, target) for t in targets):
+            value = stmt.value
+            return (wrapper_call(sem, value, depth + 1) if value is not None else None) or False
+    if isinstance(stmt, ast.If):
+        branches = [_block_assigns(sem, b, target, depth) for b in (stmt.body, stmt.orelse)]
+        if all(b is None for b in branches):
+            return None
+        if all(isinstance(b, ast.Call) for b in branches):
+            return min(branches, key=_pos)  # type: ignore[arg-type]
+        return False
+    if isinstance(stmt, ast.With | ast.AsyncWith):
+        return _block_assigns(sem, stmt.body, target, depth)
+    for node in sem.walk(stmt):
+        if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(_is_target(t, target) for t in targets):
+                return False  # assigned in a loop, a `try`, a tuple...: not on every path
+        if isinstance(node, ast.For | ast.AsyncFor | ast.With | ast.AsyncWith | ast.NamedExpr):
+            bound = (
+                node.target
+                if isinstance(node, ast.For | ast.AsyncFor | ast.NamedExpr)
+                else [i.optional_vars for i in node.items if i.optional_vars is not None]
+            )
+            if any(_is_target(t, target) for t in (bound if isinstance(bound, list) else [bound])):
+                return False
+    return None
+
+
+def _block_assigns(
+    sem: Semantic, block: list[ast.stmt], target: str, depth: int
+) -> ast.Call | bool | None:
+    for stmt in reversed(block):
+        found = _assigns(sem, stmt, target, depth)
+        if found is not None:
+            return found
+    return None
+
+
+def _is_target(node: ast.expr, target: str) -> bool:
+    if isinstance(node, ast.Tuple | ast.List | ast.Starred):
+        parts = node.elts if isinstance(node, ast.Tuple | ast.List) else [node.value]
+        return any(_is_target(e, target) for e in parts)
+    return dotted(node) == target
 
 
 def dist_ref(

@@ -66,6 +66,13 @@ def summary(sem: Semantic, callee: ast.AST, _depth: int = 0) -> Summary | None:
     return of_function(*defined, _depth=_depth)
 
 
+def called_summary(sem: Semantic, callee: ast.AST) -> Summary | None:
+    """The summary of the function a call runs (``called_function``: also a method of the
+    class around the call, inherited from a base class of another module)."""
+    defined = called_function(sem, callee)
+    return of_function(*defined) if defined is not None else None
+
+
 def of_function(
     sem: Semantic, func: ast.FunctionDef | ast.AsyncFunctionDef, _depth: int = 0
 ) -> Summary:
@@ -97,11 +104,12 @@ def of_function(
             obj = arguments.value(node, arguments.SAVE, "obj")
             if isinstance(obj, ast.Name) and obj.id in params:
                 saved.add(obj.id)
-            if not distributed.rank_guarded(sem, node):
+            if not distributed.rank_guarded(sem, node) and not in_memory(sem, node):
                 every_rank = True
         if _depth >= MAX_DEPTH:
             continue
-        inner = summary(sem, node.func, _depth + 1)
+        defined = called_function(sem, node.func)
+        inner = of_function(*defined, _depth=_depth + 1) if defined is not None else None
         if inner is None or inner.func is func:
             continue
         methods |= inner.methods
@@ -129,6 +137,16 @@ def of_function(
     return found
 
 
+def in_memory(sem: Semantic, save: ast.Call) -> bool:
+    """A ``torch.save`` into an ``io.BytesIO`` buffer: serialising to send or to read back,
+    not writing a file."""
+    target = arguments.value(save, arguments.SAVE, "f")
+    if target is None:
+        return False
+    call = target if isinstance(target, ast.Call) else kinds.constructor_call(sem, target)
+    return call is not None and sem.qualname(call.func) == "io.BytesIO"
+
+
 def called_function(
     sem: Semantic, callee: ast.AST
 ) -> tuple[Semantic, ast.FunctionDef | ast.AsyncFunctionDef] | None:
@@ -148,22 +166,44 @@ def called_function(
         owner = sem.owner(callee)
         cls = owner.enclosing_class(callee)
         if cls is not None:
-            method = graphs.class_method(owner, cls, callee.attr)
-            if method is not None:
-                return owner, method
+            found = _method(owner, cls, callee.attr)
+            if found is not None:
+                return found
     owner = sem.owner(callee)
     if isinstance(callee, ast.Attribute) and isinstance(callee.value, ast.Name):
         made = instance_class(owner, callee.value)  # trainer.train_step(...)
         if made is not None:
-            method = graphs.class_method(made[0], made[1], callee.attr)
-            if method is not None:
-                return made[0], method
+            found = _method(made[0], made[1], callee.attr)
+            if found is not None:
+                return found
     made = instance_class(owner, callee) if isinstance(callee, ast.expr) else None
     if made is not None:  # self.loss_fn(...): the instance is called
         for name in ("__call__", "forward"):
-            method = graphs.class_method(made[0], made[1], name)
-            if method is not None:
-                return made[0], method
+            found = _method(made[0], made[1], name)
+            if found is not None:
+                return found
+    return None
+
+
+def _method(
+    sem: Semantic, cls: ast.ClassDef, name: str, _depth: int = 0
+) -> tuple[Semantic, ast.FunctionDef | ast.AsyncFunctionDef] | None:
+    """The method ``name`` of a class: its own, or inherited from a base class of this file or
+    of another project module (``class Trainer(BaseTrainer)`` with ``BaseTrainer`` in
+    ``base.py``)."""
+    method = graphs.class_method(sem, cls, name)
+    if method is not None:
+        return sem, method
+    if _depth > 4 or sem.project is None:
+        return None
+    for base in cls.bases:
+        if sem.local_class(base) is not None:
+            continue  # read by ``class_method``
+        found = sem.class_def(base)
+        if found is not None and found[1] is not cls:
+            inherited = _method(found[0], found[1], name, _depth + 1)
+            if inherited is not None:
+                return inherited
     return None
 
 

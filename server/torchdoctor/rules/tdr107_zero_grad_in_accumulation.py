@@ -3,10 +3,11 @@ from __future__ import annotations
 import ast
 from functools import partial
 
-from ..core import fixes, training
+from ..core import accumulation, fixes, training
 from ..core.context import Context
 from ..core.kinds import Kind
 from ..core.model import Applicability, Edit, Fix, Severity, Text
+from ..core.semantic import FUNCTION_NODES
 from .base import Invalid, Rule, Valid
 
 
@@ -14,7 +15,9 @@ class ZeroGradInAccumulation(Rule):
     """## What it does
     Checks gradient-accumulation loops — the optimizer steps only under a counting condition
     such as `if (i + 1) % accum_steps == 0:` — that call `optimizer.zero_grad()` (or
-    `model.zero_grad()`) unconditionally on every iteration.
+    `model.zero_grad()`) unconditionally on every iteration. A function that runs once per
+    batch counts as one iteration too: Lightning's `training_step` with manual optimization
+    that zeroes on every call and steps only when `(batch_idx + 1) % k == 0`.
 
     Only a backward pass that feeds the conditionally stepped optimizer counts: one that
     runs under the same condition as the step accumulates nothing, and one followed by
@@ -185,8 +188,54 @@ class ZeroGradInAccumulation(Rule):
         "        accelerator.backward(model(**batch).loss)\n"
         "        optimizer.step()\n"
         "        optimizer.zero_grad()\n",
+        # Lightning, manual optimization: zeroed right after the counted step.
+        "import torch\nimport lightning.pytorch as pl\n"
+        "class M(pl.LightningModule):\n"
+        "    def training_step(self, batch, batch_idx):\n"
+        "        opt = self.optimizers()\n"
+        "        self.manual_backward(self.net(batch).sum())\n"
+        "        if (batch_idx + 1) % 4 == 0:\n"
+        "            opt.step()\n"
+        "            opt.zero_grad()\n",
+        # Once per batch, the step on every call and the zeroing once per window.
+        "import torch\n"
+        "def train_step(model, opt, batch, i):\n"
+        "    if i % 4 == 0:\n"
+        "        opt.zero_grad()\n"
+        "    model(batch).sum().backward()\n"
+        "    if (i + 1) % 4 == 0:\n"
+        "        opt.step()\n",
     )
     INVALID = (
+        # Lightning, manual optimization: `training_step` runs once per batch and zeroes
+        # both optimizers each time.
+        Invalid(
+            "import torch\nimport lightning.pytorch as pl\n"
+            "class VAE(pl.LightningModule):\n"
+            "    def training_step(self, batch, batch_idx):\n"
+            "        g_opt, d_opt = self.optimizers()\n"
+            "        g_opt.zero_grad()\n"
+            "        self.manual_backward(self.g_loss(batch))\n"
+            "        if (batch_idx + 1) % self.accum == 0:\n"
+            "            g_opt.step()\n"
+            "        d_opt.zero_grad()\n"
+            "        self.manual_backward(self.d_loss(batch))\n"
+            "        if (batch_idx + 1) % self.accum == 0:\n"
+            "            d_opt.step()\n",
+            fixed="import torch\nimport lightning.pytorch as pl\n"
+            "class VAE(pl.LightningModule):\n"
+            "    def training_step(self, batch, batch_idx):\n"
+            "        g_opt, d_opt = self.optimizers()\n"
+            "        self.manual_backward(self.g_loss(batch))\n"
+            "        if (batch_idx + 1) % self.accum == 0:\n"
+            "            g_opt.step()\n"
+            "            g_opt.zero_grad()\n"
+            "        d_opt.zero_grad()\n"
+            "        self.manual_backward(self.d_loss(batch))\n"
+            "        if (batch_idx + 1) % self.accum == 0:\n"
+            "            d_opt.step()\n",
+            lines=(6, 10),
+        ),
         # Two optimizers: the encoder's steps every iteration, the head's backward runs on
         # every iteration too but its step only every k-th.
         Invalid(
@@ -314,46 +363,75 @@ class ZeroGradInAccumulation(Rule):
                 continue
             for step, guard in training.accumulated_steps(sem, loop):
                 optimizer = ctx.segment(training.step_optimizer(sem, step) or step)
-                if not _accumulates(ctx, loop, step, guard, optimizer):
+                if not _accumulates(ctx, loop.node, step, guard, optimizer):
                     continue  # the backward pass runs only when stepping: nothing accumulates
                 for call in training.calls_in(sem, loop.node.body):
-                    if call in seen or not training.is_zero_grad(sem, call):
-                        continue
-                    assert isinstance(call.func, ast.Attribute)
-                    receiver = call.func.value
-                    if ctx.segment(receiver) != optimizer and not _is_model(ctx, receiver):
+                    if call in seen or not _zeroes(ctx, call, optimizer):
                         continue
                     if training.iteration_loop(sem, call) is not loop:
                         continue
                     if not training.runs_every_iteration(sem, call, loop.node):
                         continue
                     seen.add(call)
-                    ctx.report(
-                        call,
-                        Text(
-                            f"`{ctx.segment(call.func)}()` runs on every iteration but "
-                            f"`{ctx.segment(step.func)}()` only every few: the accumulated "
-                            "gradients are wiped before each step",
-                            f"`{ctx.segment(call.func)}()` 每次迭代都会执行，而 "
-                            f"`{ctx.segment(step.func)}()` 隔几次才执行一次：累积的梯度在每次更新前都被清空了",
-                        ),
-                        fixes=partial(_move_into_guard, ctx, call, step, guard),
-                        related=[
-                            ctx.related(step, Text("the conditional step", "条件执行的优化器更新"))
-                        ],
-                    )
+                    _report(ctx, call, step, guard)
+        # A function that runs once per batch (Lightning's `training_step` with manual
+        # optimization): its body is one iteration.
+        for micro in accumulation.micro_batches(sem):
+            region, shape, step = micro.region, micro.shape, micro.step
+            if not isinstance(region, FUNCTION_NODES) or not isinstance(shape, ast.If):
+                continue
+            guard = shape
+            optimizer = ctx.segment(training.step_optimizer(sem, step) or step)
+            if not _accumulates(ctx, region, step, guard, optimizer):
+                continue
+            for call in training.calls_in(sem, region.body):
+                if call in seen or not _zeroes(ctx, call, optimizer):
+                    continue
+                if training.enclosing_loops(sem, call) or training.conditions_between(
+                    sem, call, region
+                ):
+                    continue
+                seen.add(call)
+                _report(ctx, call, step, guard)
+
+
+def _zeroes(ctx: Context, call: ast.Call, optimizer: str) -> bool:
+    """``zero_grad()`` of the stepped optimizer, or of a model."""
+    if not training.is_zero_grad(ctx.sem, call):
+        return False
+    assert isinstance(call.func, ast.Attribute)
+    receiver = call.func.value
+    return ctx.segment(receiver) == optimizer or _is_model(ctx, receiver)
+
+
+def _report(ctx: Context, call: ast.Call, step: ast.Call, guard: ast.If) -> None:
+    ctx.report(
+        call,
+        Text(
+            f"`{ctx.segment(call.func)}()` runs on every iteration but "
+            f"`{ctx.segment(step.func)}()` only every few: the accumulated "
+            "gradients are wiped before each step",
+            f"`{ctx.segment(call.func)}()` 每次迭代都会执行，而 "
+            f"`{ctx.segment(step.func)}()` 隔几次才执行一次：累积的梯度在每次更新前都被清空了",
+        ),
+        fixes=partial(_move_into_guard, ctx, call, step, guard),
+        related=[ctx.related(step, Text("the conditional step", "条件执行的优化器更新"))],
+    )
 
 
 def _accumulates(
-    ctx: Context, loop: training.LoopInfo, step: ast.Call, guard: ast.If, optimizer: str
+    ctx: Context, region: ast.AST, step: ast.Call, guard: ast.If, optimizer: str
 ) -> bool:
     """Whether a backward pass outside the step's guard feeds this optimizer: the first
-    optimizer step after it (in the loop's order, wrapping around) is this one's. A backward
-    followed by another optimizer's step (a GAN's discriminator, updated every iteration while
-    the generator is updated every k-th) accumulates nothing for this one."""
+    optimizer step after it (in the order of one iteration of ``region``, a loop or a function
+    run once per batch, wrapping around) is this one's. A backward followed by another
+    optimizer's step (a GAN's discriminator, updated every iteration while the generator is
+    updated every k-th) accumulates nothing for this one."""
     sem = ctx.sem
-    steps = sorted(training.optimizer_steps(sem, loop.node), key=lambda c: (c.lineno, c.col_offset))
-    for backward in training.backward_calls(sem, loop.node.body):
+    steps = sorted(training.optimizer_steps(sem, region), key=lambda c: (c.lineno, c.col_offset))
+    body = region.body  # type: ignore[attr-defined]
+    backwards = [c for c in training.calls_in(sem, body) if accumulation.is_backward(sem, c)]
+    for backward in backwards:
         if sem.is_inside(backward, guard):
             continue
         later = [s for s in steps if training.before(backward, s)] or steps

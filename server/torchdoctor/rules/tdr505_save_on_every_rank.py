@@ -3,18 +3,20 @@ from __future__ import annotations
 import ast
 from functools import partial
 
-from ..core import arguments, checkpoints, fixes, kinds, summaries
+from ..core import arguments, checkpoints, fixes, summaries
 from ..core.context import Context
 from ..core.distributed import (
     INIT_PROCESS_GROUP,
     callers,
+    depends_on_rank,
     dist_ref,
     in_rank_process,
-    mentions_rank,
+    joins_group,
     rank_functions,
     rank_guarded,
 )
 from ..core.model import Applicability, Fix, Text
+from ..core.semantic import Semantic
 from .base import Invalid, Rule, Valid
 
 _HEAD = "import torch\nimport torch.distributed as dist\n"
@@ -23,14 +25,20 @@ _SAVE_HELPER = "import torch\ndef save_checkpoint(state, path):\n    torch.save(
 
 class SaveOnEveryRank(Rule):
     """## What it does
-    Checks for `torch.save(...)` in code that runs in every process of a distributed job (a
-    script that calls `torch.distributed.init_process_group`) without a rank check around it:
+    Checks for `torch.save(...)` in code that runs in every process of a distributed job (code
+    that calls `torch.distributed.init_process_group`, itself or through a helper of another
+    module such as `utils.init_distributed_mode(args)`, or that takes part in a collective such
+    as `dist.barrier()` that every rank must run) without a rank check around it:
     `if rank == 0:`, `if dist.get_rank() == 0:`, `if is_main_process():`,
-    `if local_rank in (-1, 0):`, an earlier `return` on the other ranks, or a helper that is
-    only called under such a check. A save that the same function loads back (each process
+    `if local_rank in (-1, 0):`, a flag set from such a test (`args.save_logs = args.logs and
+    is_master(args)`), an earlier `return` on the other ranks, or a helper that is only called
+    under such a check. A save that the same function loads back (each process
     round-tripping its own temporary file) is not reported. A saving helper of another module
     of the project (`save_checkpoint(...)` from `utils.py`) is reported where it is called when
     it saves without a rank check of its own; one that checks the rank (`save_on_master`) is not.
+    So is a saving method inherited from a trainer class of another module. When some calls of
+    a saving function of the file check the rank and others do not, the unchecked calls are
+    reported.
 
     ## Why is this bad?
     Under `torchrun` or `mp.spawn` every rank runs the same code, so every rank writes the same
@@ -39,13 +47,15 @@ class SaveOnEveryRank(Rule):
     the job waits for the slowest copy. Save from rank 0 only, as PyTorch's DDP tutorial does:
     the weights are the same on every rank after DDP's gradient all-reduce, so nothing is lost.
 
-    Only code that runs after the file sets up a process group is checked: the function that
-    calls `init_process_group`, the functions it calls or that call it, and the methods of a
-    class created there. Saves whose path names the rank (`f"shard_{rank}.pt"`) are per-rank
-    files on purpose, and saves into an `io.BytesIO` buffer serialise data to send; neither
-    is reported. Nor is code that does not set up a process group itself (Lightning,
-    Accelerate and other launchers save from the main process for you), nor a helper
-    function that is never called in the file.
+    Only code that runs after the file sets up a process group, or that takes part in its
+    collectives, is checked: the function that calls `init_process_group` (or `barrier`,
+    `all_reduce`... outside a rank check, or a helper of another module that does), the
+    functions it calls or that call it, and the methods of its class or of a class created
+    there. Saves whose path names the rank (`f"shard_{rank}.pt"`, or an index taken
+    from the rank's own share) are per-rank files on purpose, and saves into an `io.BytesIO` buffer serialise data to send; neither is
+    reported. Nor is code that shows no process group (Lightning, Accelerate and other
+    launchers save from the main process for you), nor a helper function that is never called
+    in the file and takes part in no collective.
 
     ## Example
     ```python
@@ -78,8 +88,8 @@ class SaveOnEveryRank(Rule):
     The fix wraps the statement in `if dist.get_rank() == 0:`, spelling `torch.distributed`
     the way the file imports it (adding `import torch.distributed as dist` when the name is
     free); when the file sets the group up only under a condition (`if args.distributed:`),
-    the test is `not dist.is_initialized() or dist.get_rank() == 0`, so single-process runs
-    still save. It is unsafe: `dist.get_rank()` raises when no process group is initialised,
+    or not itself, the test is `not dist.is_initialized() or dist.get_rank() == 0`, so
+    single-process runs still save. It is unsafe: `dist.get_rank()` raises when no process group is initialised,
     which the plain test does not guard against; and if the other ranks read the file right
     after (a `barrier()` then `torch.load`), they must still wait for rank 0. No fix is offered when the save is not a statement of its own, or
     when `torch.distributed` cannot be named.
@@ -185,8 +195,140 @@ class SaveOnEveryRank(Rule):
             "    if dist.get_rank() == 0:\n        save_checkpoint({'m': 1}, 'c.pt')\n",
             files=(("utils.py", _SAVE_HELPER),),
         ),
+        # A helper of another module that serialises into memory (to read back at once).
+        Valid(
+            _HEAD + "import utils\n"
+            "def main(args):\n    utils.init_distributed_mode(args)\n"
+            "    utils.load_ema(ema, torch.load(args.resume, map_location='cpu'))\n",
+            files=(
+                (
+                    "utils.py",
+                    "import io\nimport torch\nimport torch.distributed as dist\n"
+                    "def init_distributed_mode(args):\n"
+                    "    dist.init_process_group('nccl')\n"
+                    "def load_ema(ema, state):\n"
+                    "    buffer = io.BytesIO()\n    torch.save(state, buffer)\n"
+                    "    buffer.seek(0)\n    ema.load(buffer)\n",
+                ),
+            ),
+        ),
+        # A trainer that takes part in collectives, and saves from the main process only.
+        _HEAD + "class Runner:\n"
+        "    def save(self, epoch):\n        torch.save(self.state(), f'ckpt_{epoch}.pt')\n"
+        "    def train(self):\n"
+        "        for epoch in range(3):\n            self.train_epoch()\n"
+        "            if dist.get_rank() == 0:\n                self.save(epoch)\n"
+        "            dist.barrier()\n",
+        # A collective under a rank check says nothing about who runs the code around it.
+        _HEAD + "def main(model):\n"
+        "    if dist.get_rank() == 0:\n        dist.broadcast(model.weight, 0)\n"
+        "    torch.save(model.state_dict(), 'm.pt')\n",
+        # Another object's `save` runs unchecked; this class's saving method only under a check.
+        _HEAD + "class Runner:\n"
+        "    def save(self, epoch):\n        torch.save(self.state(), f'ckpt_{epoch}.pt')\n"
+        "    def train(self):\n"
+        "        for epoch in range(3):\n"
+        "            if dist.get_rank() == 0:\n                self.save(epoch)\n"
+        "            self.plot.save('loss.png')\n"
+        "            dist.barrier()\n",
+        # The rank check is kept in a flag set earlier.
+        _HEAD + "from utils import is_master\n"
+        "def main(args):\n    dist.init_process_group('nccl')\n"
+        "    args.save_logs = args.logs and is_master(args)\n"
+        "    for epoch in range(3):\n"
+        "        if args.save_logs:\n            torch.save(model.state_dict(), 'm.pt')\n",
+        # Each rank writes the shards it owns: the path comes from the rank's own indices.
+        _HEAD + "class Checkpointer:\n"
+        "    def __init__(self, mapping, rank):\n"
+        "        self.indices = mapping['embedding'][rank]\n"
+        "    def save(self, model, folder):\n"
+        "        for index in self.indices:\n"
+        "            torch.save(model.embeddings[index], f'{folder}/embedding_{index}.pt')\n"
+        "        dist.barrier()\n",
     )
     INVALID = (
+        # The group is set up by a helper of another module.
+        Invalid(
+            _HEAD + "import utils\n"
+            "def train(args):\n    utils.init_distributed_mode(args)\n"
+            "    for epoch in range(3):\n"
+            "        torch.save(model.state_dict(), 'checkpoint.pth')\n",
+            fixed=_HEAD + "import utils\n"
+            "def train(args):\n    utils.init_distributed_mode(args)\n"
+            "    for epoch in range(3):\n"
+            "        if not dist.is_initialized() or dist.get_rank() == 0:\n"
+            "            torch.save(model.state_dict(), 'checkpoint.pth')\n",
+            files=(
+                (
+                    "utils.py",
+                    "import torch.distributed as dist\n"
+                    "def init_distributed_mode(args):\n"
+                    "    dist.init_process_group('nccl', init_method=args.dist_url)\n",
+                ),
+            ),
+            lines=(7,),
+        ),
+        # A runner whose loop waits at a barrier (every rank runs it; the group is set up by
+        # the script that makes it): one call of its save checks the rank, the other does not.
+        Invalid(
+            _HEAD + "class Runner:\n"
+            "    def save(self, epoch):\n        torch.save(self.state(), f'ckpt_{epoch}.pt')\n"
+            "    def train(self):\n"
+            "        for epoch in range(3):\n"
+            "            if self.has_val:\n"
+            "                if dist.get_rank() == 0:\n                    self.save(epoch)\n"
+            "            else:\n                self.save(epoch)\n"
+            "            dist.barrier()\n",
+            fixed=_HEAD + "class Runner:\n"
+            "    def save(self, epoch):\n        torch.save(self.state(), f'ckpt_{epoch}.pt')\n"
+            "    def train(self):\n"
+            "        for epoch in range(3):\n"
+            "            if self.has_val:\n"
+            "                if dist.get_rank() == 0:\n                    self.save(epoch)\n"
+            "            else:\n"
+            "                if not dist.is_initialized() or dist.get_rank() == 0:\n"
+            "                    self.save(epoch)\n"
+            "            dist.barrier()\n",
+            lines=(12,),
+        ),
+        # A trainer that synchronises through a helper of another module, and saves through a
+        # method inherited from a base class of a third one.
+        Invalid(
+            "import torch\nfrom base import BaseTrainer\nfrom comm import synchronize\n"
+            "class Trainer(BaseTrainer):\n"
+            "    def run(self):\n"
+            "        for epoch in range(3):\n"
+            "            synchronize()\n"
+            "            if self.evaluate() > self.best:\n"
+            "                self.save_best()\n",
+            fixed="import torch\nfrom base import BaseTrainer\nfrom comm import synchronize\n"
+            "class Trainer(BaseTrainer):\n"
+            "    def run(self):\n"
+            "        for epoch in range(3):\n"
+            "            synchronize()\n"
+            "            if self.evaluate() > self.best:\n"
+            "                if not torch.distributed.is_initialized() or "
+            "torch.distributed.get_rank() == 0:\n"
+            "                    self.save_best()\n",
+            files=(
+                (
+                    "base.py",
+                    "import torch\n"
+                    "class BaseTrainer:\n"
+                    "    def _save(self, tag):\n"
+                    "        torch.save(self.state(), f'checkpoint_{tag}.pth')\n"
+                    "    def save_best(self):\n        self._save('best')\n",
+                ),
+                (
+                    "comm.py",
+                    "import torch.distributed as dist\n"
+                    "def synchronize():\n"
+                    "    if not dist.is_initialized():\n        return\n"
+                    "    dist.barrier()\n",
+                ),
+            ),
+            lines=(9,),
+        ),
         Invalid(
             _HEAD + "def main():\n    dist.init_process_group('nccl')\n"
             "    for epoch in range(3):\n        train()\n"
@@ -308,45 +450,64 @@ class SaveOnEveryRank(Rule):
         saves = list(sem.calls_to("torch.save"))
         if not saves and sem.project is None:
             return  # nothing saves here, and no helper of another module can
+        helpers = _helpers_saving_elsewhere(ctx)
+        if not saves and not helpers:
+            return
         regions = rank_functions(sem)
         if not regions:
             return
+        # Where to report: the save itself, or a call that runs it (with the helper's summary
+        # when it is known).
+        sites: dict[ast.Call, tuple[bool, summaries.Summary | None]] = {}
         for call in saves:
             if not in_rank_process(sem, call, regions) or rank_guarded(sem, call):
                 continue
             target = arguments.value(call, arguments.SAVE, "f")
-            if mentions_rank(target) or _in_memory(ctx, target) or _never_called(ctx, call):
+            if depends_on_rank(sem, target) or summaries.in_memory(sem, call):
+                continue
+            if _never_called(ctx, call):
                 continue
             if checkpoints.round_trip(sem, call):
                 continue
-            ctx.report(
-                call,
-                Text(
+            unguarded = _unguarded_callers(sem, call)
+            if unguarded:  # other calls of its function check the rank: these calls do not
+                helper = summaries.called_summary(sem, unguarded[0].func)
+                for caller in unguarded:
+                    if in_rank_process(sem, caller, regions):
+                        sites[caller] = (True, helper)
+            else:
+                sites[call] = (False, None)
+        for call, helper in helpers:
+            if in_rank_process(sem, call, regions) and not rank_guarded(sem, call):
+                if not _never_called(ctx, call):
+                    sites[call] = (True, helper)
+        for call, (via, helper) in sorted(sites.items(), key=lambda s: _pos(s[0])):
+            if not via:
+                message = Text(
                     "`torch.save` runs on every rank of the process group; save from rank 0 only",
                     "`torch.save` 会在进程组的每个 rank 上运行；请只在 rank 0 保存",
-                ),
-                fixes=partial(_fix, ctx, call),
-            )
-        for call, helper in _helpers_saving_elsewhere(ctx, regions):
-            name = ctx.segment(call.func)
-            where = ctx.elsewhere(helper.func)
-            ctx.report(
-                call,
-                Text(
-                    f"`{name}` ({where}) calls `torch.save` on every rank of the process "
-                    "group; call it from rank 0 only",
-                    f"`{name}`（{where}）会在进程组的每个 rank 上调用 `torch.save`；"
-                    "请只在 rank 0 调用",
-                ),
-                fixes=partial(_fix, ctx, call),
-            )
+                )
+            else:
+                name = ctx.segment(call.func)
+                where = ctx.elsewhere(helper.func) if helper and helper.sem is not sem else None
+                said = f"`{name}` ({where})" if where else f"`{name}`"
+                said_zh = f"`{name}`（{where}）" if where else f"`{name}`"
+                message = Text(
+                    f"{said} calls `torch.save` on every rank of the process group; "
+                    "call it from rank 0 only",
+                    f"{said_zh} 会在进程组的每个 rank 上调用 `torch.save`；请只在 rank 0 调用",
+                )
+            ctx.report(call, message, fixes=partial(_fix, ctx, call))
 
 
-def _helpers_saving_elsewhere(
-    ctx: Context, regions: set[ast.AST]
-) -> list[tuple[ast.Call, summaries.Summary]]:
-    """Calls, in every rank's code, of a helper of another project module that saves without a
-    rank check of its own (``save_checkpoint(...)`` from ``utils.py``)."""
+def _pos(node: ast.expr) -> tuple[int, int]:
+    return node.lineno, node.col_offset
+
+
+def _helpers_saving_elsewhere(ctx: Context) -> list[tuple[ast.Call, summaries.Summary]]:
+    """Calls of a helper of another project module that saves without a rank check of its own
+    (``save_checkpoint(...)`` from ``utils.py``, a method inherited from a trainer class of
+    ``base.py``)."""
     sem = ctx.sem
     if sem.project is None:
         return []
@@ -354,24 +515,29 @@ def _helpers_saving_elsewhere(
     for call in sem.calls:
         if not isinstance(call.func, ast.Name | ast.Attribute):
             continue
-        helper = summaries.summary(sem, call.func)
+        helper = summaries.called_summary(sem, call.func)
         if helper is None or helper.sem is sem or not helper.saves_on_every_rank:
-            continue
-        if not in_rank_process(sem, call, regions) or rank_guarded(sem, call):
-            continue
-        if _never_called(ctx, call):
             continue
         out.append((call, helper))
     return out
 
 
-def _in_memory(ctx: Context, target: ast.expr | None) -> bool:
-    """A save into an ``io.BytesIO`` buffer: serialising to send, not writing a file."""
-    if target is None:
-        return False
-    call = target if isinstance(target, ast.Call) else kinds.constructor_call(ctx.sem, target)
-    name = ctx.qualname(call.func) if call is not None else None
-    return name == "io.BytesIO"
+def _unguarded_callers(sem: Semantic, save: ast.Call) -> list[ast.Call]:
+    """The calls of the function around ``save`` (of this file) that run without a rank check,
+    when some other call of it has one (``if is_main_process(): self.save_checkpoint(...)`` in
+    one branch, a bare ``self.save_checkpoint(...)`` in the other): the unchecked calls are
+    what to fix."""
+    func = sem.enclosing_function(save)
+    calls = callers(sem, func) if func is not None else None
+    if not calls:
+        return []
+    unguarded = [c for c in calls if not rank_guarded(sem, c)]
+    if len(unguarded) == len(calls):
+        return []
+    # Only calls known to run this function (``self.save(...)``, not ``image.save(...)``).
+    return [
+        c for c in unguarded if (summaries.called_function(sem, c.func) or (None, None))[1] is func
+    ]
 
 
 def _never_called(ctx: Context, call: ast.Call) -> bool:
@@ -379,11 +545,7 @@ def _never_called(ctx: Context, call: ast.Call) -> bool:
     does not set up the group itself: its callers may well check the rank."""
     sem = ctx.sem
     func = sem.enclosing_function(call)
-    if func is None or any(
-        sem.qualname(c.func) == INIT_PROCESS_GROUP
-        for c in sem.walk(func)
-        if isinstance(c, ast.Call)
-    ):
+    if func is None or joins_group(sem, func):
         return False
     return callers(sem, func) == []
 

@@ -7,6 +7,7 @@ from ..core import checkpoints, fixes, kinds
 from ..core.context import Context
 from ..core.distributed import wrapper_call
 from ..core.model import Applicability, Fix, Text
+from ..core.semantic import Semantic
 from .base import Invalid, Rule, Valid
 
 # Wrapping helpers of another module (the multi-file examples' dist_utils.py).
@@ -51,7 +52,9 @@ class SaveWrappedStateDict(Rule):
 
     Only names that certainly hold a wrapper where they are saved are reported: a model that
     is wrapped in one branch only (`model = DDP(model) if distributed else model`) is left
-    alone, since `model.module` would fail in the other branch. Nor is a checkpoint that the
+    alone, since `model.module` would fail in the other branch; one wrapped in each branch of
+    `if use_gpu: ... else: ...` (a name, or `self.model` in the method that saves it) is
+    reported, and so is a copy of its state dict (`copy.deepcopy(self.model.state_dict())`). Nor is a checkpoint that the
     file resumes from into the wrapper itself (a load of the path it saves into the wrapper's
     `load_state_dict`, or a call that receives both the wrapper and that path, such as
     `restart_from_checkpoint(path, state_dict=model)`): the file's own format keeps the
@@ -135,8 +138,67 @@ class SaveWrappedStateDict(Rule):
             "torch.save({'model': model.state_dict(), 'epoch': 1}, 'c.pt')\n",
             files=(("dist_utils.py", _WRAP_PY),),
         ),
+        # Wrapped in one branch of the method only.
+        "import copy\nimport torch\nfrom torch import nn\n"
+        "class Trainable:\n"
+        "    def __init__(self, model):\n        self.model = model\n"
+        "    def fit(self, rank, gpu):\n"
+        "        if gpu:\n"
+        "            self.model = nn.parallel.DistributedDataParallel(self.model.cuda(rank))\n"
+        "        best = copy.deepcopy(self.model.state_dict())\n"
+        "        torch.save(best, 'best.pt')\n",
+        # Unwrapped again later in the loop: the next iteration saves the plain model.
+        "import torch\nfrom torch import nn\n"
+        "class Trainer:\n"
+        "    def __init__(self, net):\n        self.net = net\n"
+        "    def fit(self):\n"
+        "        self.net = nn.DataParallel(self.net)\n"
+        "        for epoch in range(3):\n"
+        "            torch.save(self.net.state_dict(), 'm.pt')\n"
+        "            self.net = self.net.module\n",
     )
     INVALID = (
+        # Wrapped in each branch of `if use_gpu: ... else: ...` of the method; a copy of the
+        # state dict is saved, and loaded back into the wrapper afterwards (the fix is unsafe).
+        Invalid(
+            "import copy\nimport torch\nfrom torch import nn\n"
+            "class Trainable:\n"
+            "    def __init__(self, task):\n        self.model = task.initial_model()\n"
+            "    def fit(self, rank, use_gpu):\n"
+            "        if use_gpu:\n"
+            "            self.model = nn.parallel.DistributedDataParallel(\n"
+            "                self.model.cuda(rank), device_ids=[rank])\n"
+            "        else:\n"
+            "            self.model = nn.parallel.DistributedDataParallel(self.model)\n"
+            "        best = copy.deepcopy(self.model.state_dict())\n"
+            "        torch.save(best, 'model.pth.tar')\n"
+            "        self.model.load_state_dict(best)\n",
+            fixed="import copy\nimport torch\nfrom torch import nn\n"
+            "class Trainable:\n"
+            "    def __init__(self, task):\n        self.model = task.initial_model()\n"
+            "    def fit(self, rank, use_gpu):\n"
+            "        if use_gpu:\n"
+            "            self.model = nn.parallel.DistributedDataParallel(\n"
+            "                self.model.cuda(rank), device_ids=[rank])\n"
+            "        else:\n"
+            "            self.model = nn.parallel.DistributedDataParallel(self.model)\n"
+            "        best = copy.deepcopy(self.model.module.state_dict())\n"
+            "        torch.save(best, 'model.pth.tar')\n"
+            "        self.model.load_state_dict(best)\n",
+            lines=(13,),
+        ),
+        # A name wrapped in both branches.
+        Invalid(
+            _HEAD + "def main(model, rank, gpu):\n"
+            "    if gpu:\n        model = DDP(model.cuda(rank), device_ids=[rank])\n"
+            "    else:\n        model = DDP(model)\n"
+            "    torch.save(model.state_dict(), 'm.pt')\n",
+            fixed=_HEAD + "def main(model, rank, gpu):\n"
+            "    if gpu:\n        model = DDP(model.cuda(rank), device_ids=[rank])\n"
+            "    else:\n        model = DDP(model)\n"
+            "    torch.save(model.module.state_dict(), 'm.pt')\n",
+            lines=(9,),
+        ),
         Invalid(
             _HEAD + "model = nn.Linear(2, 2).cuda()\nmodel = DDP(model, device_ids=[0])\n"
             "for epoch in range(3):\n    train(model)\n"
@@ -256,6 +318,7 @@ class SaveWrappedStateDict(Rule):
         # `sd = model.state_dict()` then `torch.save(sd, ...)`.
         saved += [(kinds.constructor_call(sem, v), c) for v, c in saved if isinstance(v, ast.Name)]
         for value, save in dict.fromkeys(saved):
+            value = _copied(sem, value)
             if not (
                 isinstance(value, ast.Call)
                 and isinstance(value.func, ast.Attribute)
@@ -281,6 +344,18 @@ class SaveWrappedStateDict(Rule):
                 ),
                 fixes=partial(_fix, ctx, owner, reads, text),
             )
+
+
+def _copied(sem: Semantic, value: ast.expr | None) -> ast.expr | None:
+    """What a copy holds: ``m.state_dict()`` in ``copy.deepcopy(m.state_dict())``."""
+    while (
+        isinstance(value, ast.Call)
+        and len(value.args) == 1
+        and not value.keywords
+        and sem.qualname(value.func) in ("copy.deepcopy", "copy.copy")
+    ):
+        value = value.args[0]
+    return value
 
 
 def _fix(ctx: Context, owner: ast.expr, reads: list[ast.expr], text: str) -> Fix | None:
