@@ -145,11 +145,7 @@ def _guard(sem: Semantic, step: ast.Call, region: Region) -> tuple[ast.If, ast.e
 
 def _all_steps(sem: Semantic) -> Iterator[ast.Call]:
     """The optimizer steps of the file, in functions too."""
-    if not sem.calls_by_attr.get("step"):
-        return  # (``opt.step()``, ``scaler.step(opt)``: none in the file, nothing to walk)
-    yield from training.optimizer_steps(sem, sem.tree)
-    for func in sem.functions:
-        yield from training.optimizer_steps(sem, func)
+    yield from training.all_optimizer_steps(sem)
 
 
 def _guarded(sem: Semantic) -> Iterator[MicroBatch]:

@@ -17,6 +17,7 @@ once per file in ``sem.memo``. All of it is read from ``Semantic`` facts.
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 import weakref
 from collections.abc import Iterator
@@ -360,22 +361,64 @@ def scaled_backward_scaler(call: ast.Call) -> ast.expr | None:
 def optimizer_steps(sem: Semantic, within: ast.AST) -> list[ast.Call]:
     """``optimizer.step()`` and ``scaler.step(optimizer)`` calls under ``within`` (not in
     nested functions), in source order."""
+    steps, keys = _file_steps(sem)
+    if not steps:
+        return []
+    lo, hi = 0, len(steps)
+    end = getattr(within, "end_lineno", None)
+    if end is not None:  # only the steps within its span can be under it
+        lo = bisect.bisect_left(keys, (within.lineno, within.col_offset))  # type: ignore[attr-defined]
+        hi = bisect.bisect_right(keys, (end, within.end_col_offset))  # type: ignore[attr-defined]
+    return [step for step in steps[lo:hi] if _directly_under(sem, step, within)]
+
+
+def all_optimizer_steps(sem: Semantic) -> list[ast.Call]:
+    """The optimizer steps of the file at module level and in functions (not in lambdas or
+    class bodies), in source order."""
+    steps, _ = _file_steps(sem)
     out = []
-    for node in sem.walk(within):
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "step"
-        ):
-            receiver = node.func.value
-            if kinds.is_optimizer(sem, receiver) or (
-                node.args
-                and kinds.is_optimizer(sem, node.args[0])
-                and not kinds.is_scheduler(sem, receiver)
-            ):
-                out.append(node)
-    out.sort(key=_pos)
+    for step in steps:
+        scope = next((a for a in sem.ancestors(step) if type(a) in _SCOPE_NODES), None)
+        if scope is None or isinstance(scope, FUNCTION_NODES):
+            out.append(step)
     return out
+
+
+_SCOPE_NODES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda})
+_STEPS = "training-optimizer-steps"
+
+
+def _file_steps(sem: Semantic) -> tuple[list[ast.Call], list[tuple[int, int]]]:
+    """Every optimizer step call of the file with its position, worked out once per file."""
+    known = sem.memo.get(_STEPS)
+    if isinstance(known, tuple):
+        return known
+    steps = []
+    for node in sem.calls_by_attr.get("step", ()):
+        if not isinstance(node.func, ast.Attribute):
+            continue
+        receiver = node.func.value
+        if kinds.is_optimizer(sem, receiver) or (
+            node.args
+            and kinds.is_optimizer(sem, node.args[0])
+            and not kinds.is_scheduler(sem, receiver)
+        ):
+            steps.append(node)
+    steps.sort(key=_pos)
+    found = (steps, [_pos(step) for step in steps])
+    sem.memo[_STEPS] = found
+    return found
+
+
+def _directly_under(sem: Semantic, node: ast.AST, within: ast.AST) -> bool:
+    """Whether ``node`` lies under ``within`` with no nested function, class or lambda
+    between them (what ``sem.walk(within)`` reaches)."""
+    for anc in sem.ancestors(node):
+        if anc is within:
+            return True
+        if type(anc) in _SCOPE_NODES:
+            return False
+    return False
 
 
 # ------------------------------------------------------------------ grad mode ------------
