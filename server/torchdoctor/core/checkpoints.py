@@ -1399,13 +1399,32 @@ def writes(sem: Semantic) -> list[Written]:
     sem.memo[_PROJECT_SAVES + "-own"] = out
     for call in sem.calls_to(*SAVES):
         out.append(_written(sem, call, saved_object(call), argument(call, "f", 1)))
+    definable = _definable_names(sem)
     for call in sem.calls:
-        if sem.qualname(call.func) in SAVES or not call.args:
+        if not call.args:
+            continue
+        root = call.func
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        # Only a name bound by a def, a class or an import can name a helper (``definition``).
+        if not isinstance(root, ast.Name) or root.id not in definable:
+            continue
+        if sem.qualname(call.func) in SAVES:
             continue
         handed = _helper_arguments(sem, call)
         if handed is not None:
             out.append(_written(sem, call, *handed))
     return out
+
+
+def _definable_names(sem: Semantic) -> frozenset[str]:
+    """The names some ``def``, ``class`` or import of the file binds (in any scope)."""
+    return frozenset(
+        name
+        for scope in sem.scopes.values()
+        for name, bindings in scope.bindings.items()
+        if any(b.how in ("def", "class", "import") for b in bindings)
+    )
 
 
 def _written(sem: Semantic, call: ast.Call, obj: ast.expr | None, path: ast.expr | None) -> Written:
