@@ -6,6 +6,7 @@ broken cell never hides the findings of the others."""
 from __future__ import annotations
 
 import ast
+import bisect
 import copy
 import functools
 import json
@@ -234,7 +235,14 @@ class Notebook:
         return nb
 
     def cell_at(self, row: int) -> Cell | None:
-        for cell in self.cells:
+        """The cell holding ``row`` of the concatenated text (a binary search over the cells'
+        first rows: every finding of a large notebook is located so)."""
+        starts = self.__dict__.get("_starts")
+        if starts is None or len(starts) != len(self.cells):
+            starts = self.__dict__["_starts"] = [cell.start_row for cell in self.cells]
+        at = bisect.bisect_right(starts, row) - 1
+        if at >= 0:
+            cell = self.cells[at]
             if cell.start_row <= row < cell.start_row + cell.rows:
                 return cell
         return None
