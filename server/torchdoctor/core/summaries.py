@@ -256,9 +256,19 @@ def iteration_loop(sem: Semantic, node: ast.AST) -> training.LoopInfo | None:
     """``training.iteration_loop``, also counting a loop whose body runs a backward pass in a
     helper it calls (``for i, batch in enumerate(gen): losses = trainer.train_step(batch)``)."""
     for loop in training.enclosing_loops(sem, node):
-        if training.is_iteration_loop(sem, loop) or trains(sem, loop.node.body):
+        if training.is_iteration_loop(sem, loop) or _loop_trains(sem, loop.node):
             return loop
     return None
+
+
+def _loop_trains(sem: Semantic, loop: ast.AST) -> bool:
+    """``trains`` of a loop's body, worked out once per loop."""
+    key = ("summaries-loop-trains", loop)
+    known = sem.memo.get(key)
+    if not isinstance(known, bool):
+        known = trains(sem, loop.body)  # type: ignore[attr-defined]
+        sem.memo[key] = known
+    return known
 
 
 def kept_on_self(sem: Semantic, value: ast.Name) -> list[ast.Attribute]:
