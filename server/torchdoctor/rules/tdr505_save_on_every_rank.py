@@ -450,11 +450,11 @@ class SaveOnEveryRank(Rule):
         saves = list(sem.calls_to("torch.save"))
         if not saves and sem.project is None:
             return  # nothing saves here, and no helper of another module can
-        helpers = _helpers_saving_elsewhere(ctx)
-        if not saves and not helpers:
-            return
         regions = rank_functions(sem)
         if not regions:
+            return  # no process group here: every save runs once
+        helpers = _helpers_saving_elsewhere(ctx)
+        if not saves and not helpers:
             return
         # Where to report: the save itself, or a call that runs it (with the helper's summary
         # when it is known).
