@@ -32,7 +32,6 @@ from ..core import fixes, kinds, torch_version
 from ..core.context import Context
 from ..core.model import Applicability, Edit, Fix, Text
 from ..core.semantic import (
-    FUNCTION_NODES,
     argument,
     canonical,
     has_star_kwargs,
@@ -509,12 +508,11 @@ def _handed_on(ctx: Context, ref: ast.AST, parent: ast.AST | None, entry: ApiEnt
     (``norm_f = nn.utils.weight_norm``), chosen (``a if c else nn.utils.weight_norm``),
     returned or passed on (``layer.apply(fn)``). A legacy constructor is also a type
     (``x.type(torch.cuda.FloatTensor)``, ``isinstance``): it counts only when the name it is
-    assigned to is called. Not a fallback the code picks by testing what the installed torch
-    has (``hasattr(...)``, ``torch.__version__``, ``getattr(mod, "name", default)``, an
-    ``except`` clause)."""
+    assigned to is called. Not a fallback for other torch versions (``sem.in_version_fallback``:
+    after ``hasattr(...)`` or a version test, in an ``except`` clause)."""
     node = ref
     if isinstance(parent, ast.IfExp):
-        if ref is parent.test or _feature_test(parent.test):
+        if ref is parent.test:
             return False
         node, parent = parent, ctx.sem.parent(parent)
     if isinstance(parent, ast.Assign) and node is parent.value:
@@ -527,14 +525,7 @@ def _handed_on(ctx: Context, ref: ast.AST, parent: ast.AST | None, entry: ApiEnt
             return False
     elif not isinstance(parent, ast.Return | ast.keyword | ast.IfExp):
         return False
-    for anc in ctx.sem.ancestors(ref):
-        if isinstance(anc, ast.If | ast.IfExp | ast.While) and _feature_test(anc.test):
-            return False
-        if isinstance(anc, ast.Try) and any(ctx.sem.is_inside(ref, h) for h in anc.handlers):
-            return False  # ``try: new API except AttributeError: old one``
-        if isinstance(anc, (*FUNCTION_NODES, ast.ClassDef)):
-            break
-    return True
+    return not ctx.sem.in_version_fallback(ref, ("AttributeError", "ImportError"))
 
 
 _TYPE_TAKING = frozenset({"getattr", "hasattr", "isinstance", "issubclass", "type"})
@@ -549,20 +540,6 @@ def _called(ctx: Context, assign: ast.Assign) -> bool:
             binding = ctx.sem.lookup(target.id, call.func)
             if binding is not None and binding.node is target:
                 return True
-    return False
-
-
-def _feature_test(test: ast.expr) -> bool:
-    """A test of what the installed torch has: ``hasattr(...)``, ``torch.__version__``."""
-    for node in ast.walk(test):
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id in ("hasattr", "getattr")
-        ):
-            return True
-        if isinstance(node, ast.Attribute) and node.attr == "__version__":
-            return True
     return False
 
 
