@@ -212,7 +212,17 @@ def instance_class(sem: Semantic, expr: ast.expr) -> tuple[Semantic, ast.ClassDe
     a name or ``self.attr`` assigned ``Trainer(...)``, or what a builder function returns."""
     if not isinstance(expr, ast.Name | ast.Attribute):
         return None
-    key = ("instance-class", expr)
+    sem = sem.owner(expr)
+    # What ``kinds.constructions`` reads is the same for every read of a name in one scope
+    # (all its assignments there) and of ``self.attr`` in one class: worked out once for each,
+    # not once per read (a name rebound thousands of times in a long script was quadratic).
+    key: tuple[object, ...] = ("instance-class", expr)
+    if isinstance(expr, ast.Name):
+        binding = sem.lookup(expr.id, expr)
+        if binding is not None:
+            key = ("instance-class-name", binding.scope, expr.id)
+    elif isinstance(expr.value, ast.Name) and expr.value.id == "self":
+        key = ("instance-class-self", sem.enclosing_class(expr), expr.attr)
     if key in sem.memo:
         return sem.memo[key]  # type: ignore[return-value]
     made, other = kinds.constructions(
