@@ -1702,20 +1702,59 @@ def writers_of(sem: Semantic, load: ast.Call) -> list[Written]:
     wanted = {k for k in path_keys(sem, argument(load, "f", 0)) if k[0] != "node"}
     names = _file_names(sem, argument(load, "f", 0))
     read = keys_read(sem, load) or frozenset()
-    out: list[Written] = []
-    for written, keys in _writes_with_paths(sem):
-        if written.sem is sem:
-            same = bool(keys & wanted) or any(
-                k[0] == "text" and _instance(str(w[1]), str(k[1]))
-                for k in keys
-                for w in wanted
-                if w[0] == "text"
-            )
-        else:
-            same = bool(names & keys)
-        if same or (len(read) >= 2 and read <= written.keys):
-            out.append(written)
-    return out
+    index = _writes_index(sem)
+    hits: set[int] = set()
+    for key in wanted:  # this file's saves of the same path
+        hits.update(index.own_by_key.get(key, ()))
+    texts = [str(w[1]) for w in wanted if w[0] == "text"]
+    if texts:  # ... or of a pattern the path is an instance of ("ckpt_{}.pt")
+        for at, patterns in index.own_patterns:
+            if any(_instance(t, p) for p in patterns for t in texts):
+                hits.add(at)
+    for name in names:  # other scripts' saves of the same file name
+        hits.update(index.other_by_name.get(name, ()))
+    if len(read) >= 2:  # saves of a dict holding every key the load reads
+        holders = [index.by_dict_key.get(k, set()) for k in read]
+        hits.update(set.intersection(*holders))
+    return [index.writes[at] for at in sorted(hits)]
+
+
+@dataclass
+class _WritesIndex:
+    """``_writes_with_paths`` indexed for ``writers_of``: a load is matched against the saves
+    that share a key with it, not against every save of the file (which made a long script
+    quadratic)."""
+
+    writes: list[Written]
+    own_by_key: dict[Any, list[int]]  # a path key of this file's save -> its saves
+    own_patterns: list[tuple[int, list[str]]]  # this file's saves whose path has "{}"
+    other_by_name: dict[str, list[int]]  # another script's file name -> its saves
+    by_dict_key: dict[str, set[int]]  # a key of the dict saved -> the saves writing it
+
+
+def _writes_index(sem: Semantic) -> _WritesIndex:
+    known = sem.memo.get(_WRITES_INDEX)
+    if isinstance(known, _WritesIndex):
+        return known
+    index = _WritesIndex([], {}, [], {}, {})
+    for at, (written, keys) in enumerate(_writes_with_paths(sem)):
+        index.writes.append(written)
+        for name in written.keys:
+            index.by_dict_key.setdefault(name, set()).add(at)
+        if written.sem is not sem:
+            for name in keys:
+                index.other_by_name.setdefault(name, []).append(at)
+            continue
+        for key in keys:
+            index.own_by_key.setdefault(key, []).append(at)
+        patterns = [str(k[1]) for k in keys if k[0] == "text" and "{}" in str(k[1])]
+        if patterns:
+            index.own_patterns.append((at, patterns))
+    sem.memo[_WRITES_INDEX] = index
+    return index
+
+
+_WRITES_INDEX = "checkpoints-writes-index"
 
 
 _WRITES_WITH_PATHS = "checkpoints-writes-with-paths"
