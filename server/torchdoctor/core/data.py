@@ -131,10 +131,20 @@ def sources(sem: Semantic, expr: ast.AST | None, _depth: int = 0) -> tuple[list[
             # later for another purpose is not this one); read from a function, any of them.
             scope = sem.scopes.get(binding.scope)
             same = scope.bindings.get(expr.id, []) if scope is not None else [binding]
+            key: tuple[object, ...] | None = None
             if sem.scope_of(expr).node is binding.scope:
                 same = [binding]
+            elif _depth == 0:  # the same for every read from another scope: worked out once
+                key = ("data-sources-any", binding.scope, expr.id)
+                known = sem.memo.get(key)
+                if isinstance(known, tuple):
+                    return known[0][:], known[1]
             if all(b.how == "assign" and b.index is None and b.value is not None for b in same):
                 values = [b.value for b in same if b.value is not None]
+            if key is not None:
+                result = _sources_of(sem, values, _depth)
+                sem.memo[key] = result
+                return result[0][:], result[1]
     elif (
         isinstance(expr, ast.Attribute)
         and isinstance(expr.value, ast.Name)
@@ -152,6 +162,12 @@ def sources(sem: Semantic, expr: ast.AST | None, _depth: int = 0) -> tuple[list[
         return [expr], False
     else:
         return [], True
+    return _sources_of(sem, values, _depth)
+
+
+def _sources_of(
+    sem: Semantic, values: list[ast.expr] | None, _depth: int
+) -> tuple[list[ast.expr], bool]:
     if values is None:
         return [], True
     found: list[ast.expr] = []
