@@ -30,6 +30,7 @@ from ..linter.projects import Projects
 from ..linter.runner import Superseded, broken_cell, check_text, fix_any
 from . import convert
 from .kernels import LiveInput
+from .measured import Reports, merge
 from .notebook_sync import CellDoc, NotebookLocator, check_cells, fix_cells
 from .settings import ClientSettings
 
@@ -60,6 +61,8 @@ class Job:
     # Build a text document's fixes with its diagnostics, in their ``data``, for a client that
     # reads them there (torchdoctor's JupyterLab extension); else they are built on request.
     fixes_in_data: bool = False
+    # What ``torchdoctor run`` measured (its reports): shown with the findings of the document.
+    measured: Reports | None = None
 
     @property
     def uris(self) -> list[str]:
@@ -171,6 +174,18 @@ def _analyse(job: Job, resolver: SettingsResolver) -> Analysis:
                 docs_base=settings.docs_base_url,
             )
             out.setdefault(uri, []).append(diagnostic)
+    if job.measured is not None and job.cells is None:
+        found = job.measured.for_path(job.path)
+        if found:
+            out[job.uri] = merge(
+                out[job.uri],
+                found,
+                convert.split_lines(job.text),
+                job.encoding,
+                job.locale,
+                job.version,
+                settings.docs_base_url,
+            )
     deferred = any(f.fixes_deferred for f in findings)
     return Analysis(job.version, broken, out, problems, errors, live_request, deferred)
 

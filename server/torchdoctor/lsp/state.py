@@ -44,6 +44,7 @@ from ..linter.projects import Projects
 from . import convert
 from .diagnostics import Analysis, Job, SettingsResolver, analyse, compute_fix_all, compute_fixes
 from .kernels import LiveManager
+from .measured import Reports
 from .notebook_sync import CellDoc
 from .settings import ClientSettings, parse_settings
 
@@ -212,6 +213,8 @@ class Doctor:
         # The projects of the open files: names imported from their other modules resolve
         # there, reading open documents as the editor has them.
         self.projects = Projects(overlay=self.open_text)
+        # The reports of ``torchdoctor run``, looked at each time a document is analysed.
+        self.measured = Reports()
 
     # -- logging ------------------------------------------------------------------------------
     def log(self, level: str, message: str) -> None:
@@ -415,6 +418,7 @@ class Doctor:
             stop=unit.stop,
             projects=self.projects,
             fixes_in_data=self.fixes_in_data,
+            measured=self.measured,
         )
 
     def parser_for(self, key: str) -> IncrementalParser:
