@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lsp_helpers import initialize, lsp_client, open_doc, published, wait_until
+from lsp_helpers import initialize, lsp_client, open_doc, open_notebook, published, wait_until
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
@@ -246,3 +246,31 @@ async def test_chinese_client(client: LanguageClient, tmp_path: Path) -> None:
     assert own[0].data["measured"]["summary"] == "中文 2.1 GB"
     text = await hover_text(client, uri, 1, 12)
     assert "实测：中文 loaded 3 times（`torchdoctor run train.py`" in text
+
+
+async def test_notebook_cell_measured_by_the_cell_magic(
+    client: LanguageClient, tmp_path: Path
+) -> None:
+    """`%%torchdoctor run` writes the notebook's report: rows are those of the cell's code, and
+    `"cell"` names that code (sha256 of it, stripped, first 16 hex digits)."""
+    root = tmp_path / "nbproj"
+    root.mkdir()
+    (root / ".git").mkdir()
+    nb = root / "eval.ipynb"
+    body = "outs = []\nfor b in batches:\n    outs.append(model(b))\n"
+    key = hashlib.sha256(body.strip().encode()).hexdigest()[:16]
+    write_report(
+        root,
+        nb,
+        [finding(nb, "TDR105", 3, 5, "330.0 KB of activations over 10 forward calls", cell=key)],
+        "2026-12-02T15:30:00Z",
+    )
+    await initialize(client, root_uri=root.as_uri())
+    a = f"vscode-notebook-cell:{nb}#A"
+    b = f"vscode-notebook-cell:{nb}#B"
+    open_notebook(client, nb.as_uri(), [(a, "import torch"), (b, "%%torchdoctor run\n" + body)])
+    params = await published(client, b)
+    own = by_source(params, "torchdoctor run")
+    assert [(d.code, d.range.start) for d in own] == [("TDR105", types.Position(3, 4))]
+    assert own[0].data["measured"]["summary"] == "330.0 KB of activations over 10 forward calls"
+    assert by_source(await published(client, a), "torchdoctor run") == []

@@ -15,6 +15,8 @@ threads).
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import os
 import threading
@@ -65,6 +67,7 @@ class Measurement:
     script: str
     started: str
     report: str  # the report file
+    cell: str = ""  # a notebook's measurement: the key of the cell's code (rows are the cell's)
 
     def text(self, locale: str | None) -> str:
         """The finding's sentence in the locale (English when there is no Chinese one)."""
@@ -145,6 +148,7 @@ def parse_report(data: Any, report: str) -> tuple[str, str, list[Measurement]] |
                 script=script,
                 started=started,
                 report=report,
+                cell=_str(item.get("cell")),
             )
         )
     return script, started, out
@@ -254,6 +258,28 @@ class Reports:
             return _File(stamp)
         script, started, findings = parsed
         return _File(stamp, script, started, findings, ok=True)
+
+
+def cell_key(code: str) -> str:
+    """The key of a cell's code, as ``%%torchdoctor run`` writes it in its findings' ``"cell"``."""
+    text = code.replace("\r\n", "\n").replace("\r", "\n").strip()
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def cell_measurements(measurements: Iterable[Measurement], text: str) -> list[Measurement]:
+    """The measurements of a notebook that were made running the cell ``text`` (as it is, or
+    the body of its ``%%torchdoctor run``), with their rows moved to the cell's rows."""
+    keys = {cell_key(text): 0}
+    first, _, body = text.partition("\n")
+    if first.lstrip().startswith("%%torchdoctor"):
+        keys[cell_key(body)] = 1
+    out = []
+    for m in measurements:
+        shift = keys.get(m.cell) if m.cell else None
+        if shift is not None:
+            end_row = m.end_row + shift if m.end_row is not None else None
+            out.append(dataclasses.replace(m, row=m.row + shift, end_row=end_row))
+    return out
 
 
 # ---- diagnostics ------------------------------------------------------------------------------

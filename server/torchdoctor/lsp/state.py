@@ -399,6 +399,7 @@ class Doctor:
                 parser=self.parser_for(unit.key),
                 stop=unit.stop,
                 projects=self.projects,
+                measured=self.measured,
             )
         doc = self.server.workspace.text_documents.get(unit.key)
         if doc is None:
