@@ -5,6 +5,7 @@ own where no static finding is; it follows the report when it changes and goes w
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -274,3 +275,29 @@ async def test_notebook_cell_measured_by_the_cell_magic(
     assert [(d.code, d.range.start) for d in own] == [("TDR105", types.Position(3, 4))]
     assert own[0].data["measured"]["summary"] == "330.0 KB of activations over 10 forward calls"
     assert by_source(await published(client, a), "torchdoctor run") == []
+
+
+async def test_pull_diagnostics_follow_the_report(client: LanguageClient, tmp_path: Path) -> None:
+    root, script, uri = project(tmp_path)
+    report = write_report(
+        root, script, [finding(script, "TDR105", 4, 5, "1 GB")], "2026-12-02T15:30:00Z"
+    )
+    await initialize(client, root_uri=root.as_uri(), pull=True)
+    open_doc(client, uri, TEXT)
+
+    async def pulled() -> list[str]:
+        result = await client.text_document_diagnostic_async(
+            types.DocumentDiagnosticParams(text_document=types.TextDocumentIdentifier(uri=uri))
+        )
+        assert isinstance(result, types.RelatedFullDocumentDiagnosticReport)
+        return [d.message for d in result.items if d.source == "torchdoctor run"]
+
+    assert await pulled() == ["TDR105 measured: 1 GB"]
+    write_report(root, script, [finding(script, "TDR105", 4, 5, "2 GB")], "2026-12-02T16:00:00Z")
+    changed(client, report, types.FileChangeType.Changed)
+    # The document is checked again (and the editor told to pull): a pull then has the new one.
+    for _ in range(300):
+        if await pulled() == ["TDR105 measured: 2 GB"]:
+            break
+        await asyncio.sleep(0.05)
+    assert await pulled() == ["TDR105 measured: 2 GB"]

@@ -348,6 +348,14 @@ class Doctor:
             unit.refresh = self.pull and self.refresh_support
             self.schedule(unit, delay_ms)
 
+    def reports_changed(self) -> None:
+        """A report of ``torchdoctor run`` came, changed or went: check the open documents
+        again (they read the reports as they are now); a pull client is told to pull once each
+        check is done."""
+        for unit in [u for u in self.units.values() if not u.closed]:
+            unit.refresh = self.pull and self.refresh_support
+            self.schedule(unit, 0)
+
     # -- units ----------------------------------------------------------------------------------
     def unit_for(self, uri: str) -> Unit | None:
         key = norm_uri(uri)

@@ -94,9 +94,7 @@ def did_change_watched_files(doctor: Doctor, params: types.DidChangeWatchedFiles
     if any(change.uri.endswith("pyproject.toml") for change in params.changes):
         reload_configuration(doctor)
     elif any(is_report(change.uri) for change in params.changes):
-        # A report of ``torchdoctor run`` came, changed or went: each document is analysed
-        # again, and takes the reports as they are now (read again where they changed).
-        doctor.reanalyse_all()
+        doctor.reports_changed()
     python = [c for c in params.changes if c.uri.endswith(".py")]
     if any(c.type != types.FileChangeType.Changed for c in python):
         doctor.project_changed(None)  # a module came or went: imports may resolve elsewhere
