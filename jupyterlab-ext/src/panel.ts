@@ -10,7 +10,7 @@ import { Widget } from '@lumino/widgets';
 import { inlineCode } from './editor';
 import { CellFindings, countFixable, Finding } from './findings';
 import { LIVE_CODES, LiveItem, liveItems, LiveState, torchImported } from './live';
-import { Fix } from './lsp';
+import { Fix, measuredOf } from './lsp';
 
 export interface PanelActions {
   jump(finding: Finding): void;
@@ -29,6 +29,7 @@ export interface PanelText {
   reconnecting: string;
   cell: (n: number) => string;
   line: (n: number) => string;
+  measured: (summary: string) => string;
   status: (findings: number, fixable: number) => string;
   liveTitle: string;
   liveOff: string;
@@ -67,6 +68,7 @@ export const ENGLISH: PanelText = {
   reconnecting: 'The torchdoctor language server is not connected; reconnecting…',
   cell: n => `Cell ${n}`,
   line: n => `line ${n}`,
+  measured: summary => `measured: ${summary}`,
   status: (findings, fixable) =>
     `${findings} finding${findings === 1 ? '' : 's'}, ${fixable} with a safe fix`,
   liveTitle: 'Live tensors',
@@ -107,6 +109,7 @@ export const CHINESE: PanelText = {
   reconnecting: 'torchdoctor 语言服务器未连接；正在重新连接…',
   cell: n => `单元格 ${n}`,
   line: n => `第 ${n} 行`,
+  measured: summary => `实测：${summary}`,
   status: (findings, fixable) => `${findings} 个问题，${fixable} 个可安全修复`,
   liveTitle: '实时张量',
   liveOff: '实时事实已关闭（“来自内核的实时事实”设置）。',
@@ -373,6 +376,14 @@ export class FindingsPanel extends Widget {
     const line = this.text.line(finding.diagnostic.range.start.line + 1);
     where.textContent = withCell ? `${this.text.cell(finding.cell.index + 1)}, ${line}` : line;
     main.append(code, ' ', message, ' ', where);
+    const measured = measuredOf(finding.diagnostic);
+    if (measured !== null) {
+      // What `torchdoctor run` measured there (the last report of the file).
+      const span = doc.createElement('span');
+      span.className = 'jp-torchdoctor-measured';
+      span.textContent = this.text.measured(measured);
+      main.append(' ', span);
+    }
     const jump = () => {
       this.actions.jump(finding);
     };

@@ -118,6 +118,30 @@ describe('FindingsPanel', () => {
     expect(node.querySelector('.jp-torchdoctor-live-warnings h3')!.textContent).toBe('实时警告');
   });
 
+  it('shows what `torchdoctor run` measured next to a finding, and a measured-only finding', () => {
+    const measured = { summary: '2.1 GB of activations over 157 batches', values: { bytes: 2254857830 } };
+    const staticOne: Diagnostic = { ...d('TDR105', 1, 'Forward calls with gradients on'), data: { fixes: [], measured } };
+    const runOnly: Diagnostic = {
+      ...d('TDR105', 4, '1.0 GB of activations over 10 forward calls'),
+      source: 'torchdoctor run',
+      data: { measured: { summary: '1.0 GB of activations over 10 forward calls' } }
+    };
+    const other: Diagnostic = { ...d('E0', 2, 'pyflakes'), source: 'pyflakes' };
+    for (const [text, label] of [
+      [ENGLISH, 'measured: '],
+      [CHINESE, '实测：']
+    ] as const) {
+      const { panel, node } = render(text);
+      panel.setFindings(findingsByCell([{ id: 'file', uri: 'f', index: 0 }], () => [staticOne, runOnly, other]), 'file', 'eval.py');
+      const rows = [...node.querySelectorAll<HTMLElement>('.jp-torchdoctor-cells .jp-torchdoctor-finding')];
+      expect(rows.map(r => r.dataset.code)).toEqual(['TDR105', 'TDR105']);
+      expect(rows.map(r => r.querySelector('.jp-torchdoctor-measured')?.textContent)).toEqual([
+        `${label}2.1 GB of activations over 157 batches`,
+        `${label}1.0 GB of activations over 10 forward calls`
+      ]);
+    }
+  });
+
   it('shows a Python file without cells and without a live section', () => {
     const { panel, node } = render(ENGLISH, ready);
     panel.setFindings(findingsByCell([{ id: 'file', uri: 'cell-b', index: 0 }], uri => DIAGNOSTICS[uri] ?? []), 'file', 'train.py');
