@@ -17,6 +17,8 @@ export interface PanelActions {
   fix(finding: Finding, fix: Fix): void;
   fixAll(): void;
   refreshLive(): void;
+  /** Run the active cell under `%%torchdoctor run` (the user's click). */
+  measureCell(): void;
 }
 
 export interface PanelText {
@@ -25,6 +27,8 @@ export interface PanelText {
   noFindings: string;
   noFindingsFile: string;
   fixAllSafe: string;
+  measureCell: string;
+  measureCellTip: string;
   disconnected: string;
   reconnecting: string;
   cell: (n: number) => string;
@@ -64,6 +68,9 @@ export const ENGLISH: PanelText = {
   noFindings: 'No findings in this notebook.',
   noFindingsFile: 'No findings in this file.',
   fixAllSafe: 'Fix all safe',
+  measureCell: 'Measure this cell',
+  measureCellTip:
+    'Run the active cell in the kernel under %%torchdoctor run and show what it measured next to the findings',
   disconnected: 'The torchdoctor language server is not connected.',
   reconnecting: 'The torchdoctor language server is not connected; reconnecting…',
   cell: n => `Cell ${n}`,
@@ -105,6 +112,8 @@ export const CHINESE: PanelText = {
   noFindings: '此笔记本中没有问题。',
   noFindingsFile: '此文件中没有问题。',
   fixAllSafe: '修复所有安全项',
+  measureCell: '实测此单元格',
+  measureCellTip: '在内核中以 %%torchdoctor run 运行当前单元格，并在问题旁显示实测结果',
   disconnected: 'torchdoctor 语言服务器未连接。',
   reconnecting: 'torchdoctor 语言服务器未连接；正在重新连接…',
   cell: n => `单元格 ${n}`,
@@ -225,6 +234,16 @@ export class FindingsPanel extends Widget {
       this.actions.fixAll();
     });
     header.append(status, fixAll);
+    if (this.kind === 'notebook') {
+      const measure = doc.createElement('button');
+      measure.className = 'jp-Button jp-mod-styled jp-torchdoctor-measure';
+      measure.textContent = this.text.measureCell;
+      measure.title = this.text.measureCellTip;
+      measure.addEventListener('click', () => {
+        this.actions.measureCell();
+      });
+      header.append(measure);
+    }
     if (total === 0) {
       node.append(note(doc, this.kind === 'file' ? this.text.noFindingsFile : this.text.noFindings));
     } else {

@@ -37,7 +37,8 @@ function render(text = ENGLISH, live: LiveState | null = null) {
       jump: f => calls.push(`jump ${f.code}`),
       fix: (f, fix) => calls.push(`fix ${f.code} ${fix.title}`),
       fixAll: () => calls.push('fixAll'),
-      refreshLive: () => calls.push('refresh')
+      refreshLive: () => calls.push('refresh'),
+      measureCell: () => calls.push('measure')
     },
     text
   );
@@ -140,6 +141,17 @@ describe('FindingsPanel', () => {
         `${label}1.0 GB of activations over 10 forward calls`
       ]);
     }
+  });
+
+  it('offers "Measure this cell" for a notebook, not for a file', () => {
+    const { panel, node, calls } = render();
+    const button = node.querySelector<HTMLButtonElement>('.jp-torchdoctor-measure')!;
+    expect(button.textContent).toBe('Measure this cell');
+    button.click();
+    expect(calls).toEqual(['measure']);
+    panel.setFindings(findingsByCell([{ id: 'file', uri: 'cell-b', index: 0 }], uri => DIAGNOSTICS[uri] ?? []), 'file', 'train.py');
+    expect(node.querySelector('.jp-torchdoctor-measure')).toBeNull();
+    expect(render(CHINESE).node.querySelector('.jp-torchdoctor-measure')!.textContent).toBe('实测此单元格');
   });
 
   it('shows a Python file without cells and without a live section', () => {

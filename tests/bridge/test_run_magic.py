@@ -128,3 +128,22 @@ def test_an_error_in_the_cell_is_raised_and_reported(ready: Kernel, tmp_path: Pa
     report = report_of(nb, tmp_path)
     assert report["stopped"] == "error" and report["exit_code"] == 1
     assert [f["code"] for f in report["findings"]] == ["TDR105"]
+
+
+def test_the_code_of_the_panels_measure_button(ready: Kernel, tmp_path: Path) -> None:
+    """JupyterLab's "Measure this cell" sends the cell's code in this form (measure.ts: string
+    literals as JSON writes them); the rows are the cell's own."""
+    nb = tmp_path / "my notebooks" / "it's.ipynb"
+    nb.parent.mkdir()
+    quoted = "'" + str(nb).replace("'", "'\"'\"'") + "'"
+    code = (
+        "get_ipython().run_line_magic('load_ext', 'torchdoctor.bridge.run_magic')\n"
+        f"get_ipython().run_cell_magic('torchdoctor', {json.dumps('run --notebook ' + quoted)}, "
+        f"{json.dumps(EVAL)})"
+    )
+    content, printed = run(ready, code)
+    assert content["status"] == "ok", content
+    assert "line 3: TDR105" in printed
+    [finding] = report_of(nb, nb.parent)["findings"]  # no project above: the notebook's folder
+    assert finding["row"] == 3
+    assert finding["cell"] == hashlib.sha256(EVAL.strip().encode()).hexdigest()[:16]
