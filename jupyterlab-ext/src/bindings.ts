@@ -423,7 +423,11 @@ export class NotebookBinding extends EditorBinding implements Binding {
     }
     const code = measureCode(cell.model.sharedModel.getSource(), this.notebookPath);
     try {
-      await OutputArea.execute(code, cell.outputArea, this.panel.sessionContext);
+      const reply = await OutputArea.execute(code, cell.outputArea, this.panel.sessionContext);
+      const count = reply?.content && 'execution_count' in reply.content ? reply.content.execution_count : null;
+      if (typeof count === 'number') {
+        cell.model.executionCount = count; // the cell ran: its prompt says when
+      }
     } finally {
       this.client?.endpoint.notify('workspace/didChangeWatchedFiles', {
         changes: [{ uri: reportsUri(this.notebookUri), type: 2 }]
