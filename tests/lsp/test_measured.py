@@ -301,3 +301,20 @@ async def test_pull_diagnostics_follow_the_report(client: LanguageClient, tmp_pa
             break
         await asyncio.sleep(0.05)
     assert await pulled() == ["TDR105 measured: 2 GB"]
+
+
+async def test_a_measured_code_no_rule_has(client: LanguageClient, tmp_path: Path) -> None:
+    root, script, uri = project(tmp_path)
+    write_report(
+        root,
+        script,
+        [finding(script, "TDR999", 1, 1, "3 s in data loading")],
+        "2026-12-02T15:30:00Z",
+    )
+    await initialize(client, root_uri=root.as_uri())
+    open_doc(client, uri, TEXT)
+    [own] = by_source(await published(client, uri), "torchdoctor run")
+    assert own.code == "TDR999" and own.code_description is None
+    text = await hover_text(client, uri, 0, 2)
+    assert text.startswith("**TDR999**: TDR999 measured: 3 s in data loading")
+    assert "measured: 3 s in data loading (`torchdoctor run train.py`" in text
