@@ -36,7 +36,7 @@ from functools import partial
 from itertools import islice, product
 from typing import Any
 
-from . import arguments, kinds, summaries
+from . import arguments, kinds, summaries, training
 from .kinds import Kind
 from .semantic import FUNCTION_NODES, Binding, Semantic, argument, dotted, keyword
 
@@ -840,6 +840,57 @@ def restores_training(sem: Semantic, load: ast.Call) -> bool:
         if isinstance(outer, ast.Subscript) and _restores_object(sem, outer):
             return True
     return False
+
+
+def resumed_weights_snapshot(sem: Semantic, save: ast.Call) -> ast.Call | None:
+    """For ``torch.save(model.state_dict(), path)`` (the module's weights alone) inside a loop
+    that steps an optimizer, the ``model.load_state_dict(torch.load(...))`` of the same
+    variable, earlier in the same function and outside that loop: the run restarts training
+    from such a weights file, so the file is a checkpoint for resuming."""
+    obj = saved_object(save)
+    owner = state_dict_owner(obj) if obj is not None else None
+    if owner is None or kinds.kind(sem, owner) is not Kind.MODULE:
+        return None
+    loop = next(
+        (
+            info.node
+            for info in training.enclosing_loops(sem, save)
+            if training.optimizer_steps(sem, info.node)
+        ),
+        None,
+    )
+    if loop is None:
+        return None
+    function = sem.enclosing_function(save)
+    for call in sem.calls_by_attr.get("load_state_dict", ()):
+        receiver = call.func.value  # type: ignore[attr-defined]
+        if (
+            sem.enclosing_function(call) is function
+            and _pos(call) < _pos(loop)
+            and _same_variable(sem, receiver, owner)
+            and any(
+                isinstance(n, ast.Call) and sem.qualname(n.func) in LOADS
+                for arg in call.args[:1]
+                for n in ast.walk(arg)
+            )
+        ):
+            return call
+    return None
+
+
+def _same_variable(sem: Semantic, a: ast.expr, b: ast.expr) -> bool:
+    """Two reads of one variable, whichever of its assignments each sees (``model =
+    model.cuda()`` in between): a name of the same scope, or ``self.x`` in one class."""
+    a, b = _unwrapped(a), _unwrapped(b)
+    if isinstance(a, ast.Name) and isinstance(b, ast.Name):
+        first, second = sem.lookup(a.id, a), sem.lookup(b.id, b)
+        return (
+            a.id == b.id
+            and first is not None
+            and second is not None
+            and first.scope is second.scope
+        )
+    return _same_object(sem, a, b)
 
 
 def _restores_object(sem: Semantic, item: ast.Subscript) -> bool:
