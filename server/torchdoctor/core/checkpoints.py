@@ -1873,6 +1873,29 @@ def saved_elsewhere(sem: Semantic, load: ast.Call) -> list[Written]:
     return [w for w, written in named if names & written]
 
 
+def written_on_gpu_elsewhere(sem: Semantic, load: ast.Call) -> list[Written]:
+    """The saves of other scripts in the file's folder that write the file name a load reads
+    with weights that may be on a GPU: not CPU data, by a script that can run on CUDA (it
+    moves things there or tests ``torch.cuda.is_available()``)."""
+    return [
+        w
+        for w in saved_elsewhere(sem, load)
+        if may_use_cuda(w.sem)
+        and w.sem.qualname(w.call.func) in SAVES
+        and holds_weights(w.sem, w.call)
+        and not writes_cpu(w.sem, w.call)
+    ]
+
+
+def may_use_cuda(sem: Semantic) -> bool:
+    """Whether a file can put tensors on a CUDA device: it moves things there, or picks
+    CUDA when ``torch.cuda.is_available()``."""
+    return next(_cuda_uses(sem), None) is not None or any(
+        sem.qualname(call.func) == "torch.cuda.is_available"
+        for call in sem.calls_by_attr.get("is_available", ())
+    )
+
+
 def holds_weights(sem: Semantic, save: ast.Call) -> bool:
     """Whether a ``torch.save`` may write model weights (tensors that live on a GPU): a state
     dict, a module, or a value the code does not show; not a dataset or other data built by a

@@ -42,6 +42,11 @@ class LoadWithoutMapLocation(Rule):
     the file saves the same path, resumes, or needs CUDA anyway: every rank loads the tensors
     onto the device that saved them, GPU 0, before moving them.
 
+    A file with a CPU fallback is reported even when it saves the path it reads, if another
+    script of its folder that can run on CUDA saves weights that may be on the GPU to the
+    same file name (`train.py` writes `model.pth` from a model on `device`; a notebook beside
+    it writes and reads `model.pth` too): the file it reads may be the GPU run's.
+
     A load of a file that the code downloads (`urllib.request.urlretrieve`,
     `torch.hub.download_url_to_file`...) was made elsewhere: it is reported whatever the file
     also saves there (unless the code needs CUDA anyway or the data is numpy).
@@ -172,6 +177,13 @@ class LoadWithoutMapLocation(Rule):
                     "import torch\nnet.cpu()\ntorch.save(net.state_dict(), 'net.pt')\n",
                 ),
             ),
+        ),
+        # The script beside it writes that file name from the CPU... or runs on CPU only.
+        Valid(
+            "import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+            "torch.save(net.cpu().state_dict(), 'model.pth')\n"
+            "net.load_state_dict(torch.load('model.pth'))\n",
+            files=(("train.py", "import torch\ntorch.save(net.state_dict(), 'model.pth')\n"),),
         ),
         # numpy data has no device.
         "import torch\ndata = torch.load('wave.pt')\nx = torch.from_numpy(data[3:, :-1])\n",
@@ -318,6 +330,26 @@ class LoadWithoutMapLocation(Rule):
             '    return torch.load(where, map_location="cpu")\n',
             lines=(5,),
         ),
+        # A training script beside it writes the same file name from the GPU: the file read
+        # may be that run's, even though this file saves it too.
+        Invalid(
+            "import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+            "torch.save(net.state_dict(), 'model.pth')\n"
+            "net.load_state_dict(torch.load('model.pth'))\n",
+            fixed="import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+            "torch.save(net.state_dict(), 'model.pth')\n"
+            "net.load_state_dict(torch.load('model.pth', map_location=device))\n",
+            files=(
+                (
+                    "gpt_train.py",
+                    "import torch\n"
+                    "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+                    "model.to(device)\ntrain(model)\n"
+                    "torch.save(model.state_dict(), 'model.pth')\n",
+                ),
+            ),
+            lines=(4,),
+        ),
         # Downloaded: made elsewhere, even if the code saves there too.
         Invalid(
             "import urllib.request\nimport torch\n"
@@ -428,6 +460,8 @@ def _made_here(sem: Semantic, call: ast.Call) -> bool:
         checkpoints.writes_cpu(w.sem, w.call) for w in elsewhere if w.sem.qualname(w.call.func)
     ):
         return True
+    if checkpoints.cpu_fallback(sem) and checkpoints.written_on_gpu_elsewhere(sem, call):
+        return False  # a training script beside it writes that file from the GPU
     if several:
         if checkpoints.round_trip(sem, call):
             return True  # a buffer or temporary file the same function has just written
