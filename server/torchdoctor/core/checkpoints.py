@@ -893,6 +893,97 @@ def _same_variable(sem: Semantic, a: ast.expr, b: ast.expr) -> bool:
     return _same_object(sem, a, b)
 
 
+def held_while_training(sem: Semantic, load: ast.Call) -> ast.Call | None:
+    """For a module-level ``ckpt = torch.load(p)`` whose state (the value, an item of it, or
+    a name assigned an item: ``hparams, weights = ckpt["hparams"], ckpt["weights"]``) goes to
+    ``load_state_dict``, the first optimizer step (or ``backward``) of the module-level code
+    after it when nothing deletes the name: the checkpoint's tensors stay referenced by a
+    global for the whole run, a second copy of the restored state."""
+    if not sem.at_module_level(load):
+        return None
+    target = loaded_name(sem, load)
+    if target is None or _deleted(sem, target.id):
+        return None
+    restored = False
+    for use in _module_reads(sem, target):
+        node: ast.expr = use
+        while isinstance(sem.parent(node), ast.Subscript) and sem.parent(node).value is node:  # type: ignore[union-attr]
+            node = sem.parent(node)  # type: ignore[assignment]
+        if _state_receiver(sem, node) is not None:
+            restored = True
+            continue
+        name = _item_name(sem, node)
+        if name is not None and not _deleted(sem, name.id):
+            restored = restored or any(
+                _state_receiver(sem, read) is not None for read in _module_reads(sem, name)
+            )
+    if not restored:
+        return None
+    here = _pos(load)
+    steps = [
+        c
+        for c in (*training.all_optimizer_steps(sem), *sem.calls_by_attr.get("backward", ()))
+        if _pos(c) > here and sem.at_module_level(c)
+    ]
+    return min(steps, key=_pos) if steps else None
+
+
+def _module_reads(sem: Semantic, name: ast.Name) -> list[ast.Name]:
+    """The module-level reads of a module-level name after this assignment (the value of
+    one branch of an ``if`` reaches them, whatever the other branch assigns)."""
+    here = _pos(name)
+    return [
+        use
+        for use in sem.names.get(name.id, ())
+        if isinstance(use.ctx, ast.Load) and _pos(use) > here and sem.at_module_level(use)
+    ]
+
+
+def _item_name(sem: Semantic, item: ast.expr) -> ast.Name | None:
+    """``w`` when ``item`` is assigned to ``w`` (``w = ckpt["w"]``, or one element of
+    ``a, w = ckpt["a"], ckpt["w"]``)."""
+    parent = sem.parent(item)
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1:
+        target = parent.targets[0]
+        if isinstance(target, ast.Name) and parent.value is item:
+            return target
+        if (
+            isinstance(target, ast.Tuple)
+            and isinstance(parent.value, ast.Tuple)
+            and len(target.elts) == len(parent.value.elts)
+        ):
+            return None  # the value is the tuple, not the item
+    if (
+        isinstance(parent, ast.Tuple)
+        and isinstance(sem.parent(parent), ast.Assign)
+        and sem.parent(parent).value is parent  # type: ignore[union-attr]
+    ):
+        assign = sem.parent(parent)
+        target = assign.targets[0] if len(assign.targets) == 1 else None  # type: ignore[union-attr]
+        if isinstance(target, ast.Tuple) and len(target.elts) == len(parent.elts):
+            element = target.elts[parent.elts.index(item)]
+            if isinstance(element, ast.Name):
+                return element
+    return None
+
+
+def _deleted(sem: Semantic, name: str) -> bool:
+    """Whether some ``del`` of the file removes ``name``."""
+    known = sem.memo.get(_DELETED)
+    if not isinstance(known, frozenset):
+        known = sem.memo[_DELETED] = frozenset(
+            t.id
+            for node in ast.walk(sem.tree)
+            if isinstance(node, ast.Delete)
+            for t in node.targets
+            if isinstance(t, ast.Name)
+        )
+    return name in known
+
+
+_DELETED = "checkpoints-deleted-names"
+
+
 def _restores_object(sem: Semantic, item: ast.Subscript) -> bool:
     """``optimizer = ckpt["optimizer"]`` where the name otherwise holds an optimizer (or a
     scheduler) built in the same scope."""
