@@ -3,10 +3,11 @@ from __future__ import annotations
 import ast
 import re
 
-from ..core import checkpoints, fixes, kinds
+from ..core import checkpoints, fixes, kinds, training
 from ..core.context import Context
 from ..core.kinds import Kind
 from ..core.model import Applicability, Fix, Severity, Text
+from ..core.semantic import argument
 from .base import Invalid, Rule, Valid
 
 _COUNTER_KEY = re.compile(r"epoch|step|iter", re.I)
@@ -175,14 +176,19 @@ class IncompleteCheckpoint(Rule):
             resume = checkpoints.resumed_weights_snapshot(sem, save)
             if resume is None or self._optimizer_in_scope(ctx, save) is None:
                 continue
+            counted = _counter_in_path(ctx, save)
             ctx.report(
                 save,
                 Text(
                     "checkpoint saves only the model's weights, inside the training loop of "
-                    "a run that resumes from such a file: the optimizer state and the "
-                    "epoch/step are lost on resume",
+                    "a run that resumes from such a file: "
+                    + (
+                        "the optimizer state is lost on resume"
+                        if counted
+                        else "the optimizer state and the epoch/step are lost on resume"
+                    ),
                     "检查点只保存了模型权重，而它位于一个会从此类文件恢复训练的训练循环中："
-                    "恢复时优化器状态和 epoch/step 计数都会丢失",
+                    + ("恢复时优化器状态会丢失" if counted else "恢复时优化器状态和 epoch/step 计数都会丢失"),
                 ),
                 related=[ctx.related(resume, Text("the run resumes here", "在此恢复训练"))],
             )
@@ -253,3 +259,18 @@ class IncompleteCheckpoint(Rule):
                 if values and all(ctx.kind(v) is Kind.OPTIMIZER for v in values):
                     return f"self.{attr}"
         return None
+
+
+def _counter_in_path(ctx: Context, save: ast.Call) -> bool:
+    """The file name holds the counter of a loop around the save (``f"G_{epoch}.pth"``)."""
+    path = argument(save, "f", 1)
+    if path is None:
+        return False
+    counters = {
+        name.id
+        for info in training.enclosing_loops(ctx.sem, save)
+        if isinstance(info.node, ast.For | ast.AsyncFor)
+        for name in ast.walk(info.node.target)
+        if isinstance(name, ast.Name)
+    }
+    return any(isinstance(n, ast.Name) and n.id in counters for n in ast.walk(path))
