@@ -907,8 +907,9 @@ def held_while_training(sem: Semantic, load: ast.Call) -> ast.Call | None:
     restored = False
     for use in _module_reads(sem, target):
         node: ast.expr = use
-        while isinstance(sem.parent(node), ast.Subscript) and sem.parent(node).value is node:  # type: ignore[union-attr]
-            node = sem.parent(node)  # type: ignore[assignment]
+        outer = sem.parent(node)
+        while isinstance(outer, ast.Subscript) and outer.value is node:
+            node, outer = outer, sem.parent(outer)
         if _state_receiver(sem, node) is not None:
             restored = True
             continue
@@ -945,23 +946,17 @@ def _item_name(sem: Semantic, item: ast.expr) -> ast.Name | None:
     parent = sem.parent(item)
     if isinstance(parent, ast.Assign) and len(parent.targets) == 1:
         target = parent.targets[0]
-        if isinstance(target, ast.Name) and parent.value is item:
-            return target
-        if (
-            isinstance(target, ast.Tuple)
-            and isinstance(parent.value, ast.Tuple)
-            and len(target.elts) == len(parent.value.elts)
-        ):
-            return None  # the value is the tuple, not the item
+        return target if isinstance(target, ast.Name) and parent.value is item else None
+    assign = sem.parent(parent) if isinstance(parent, ast.Tuple) else None
     if (
         isinstance(parent, ast.Tuple)
-        and isinstance(sem.parent(parent), ast.Assign)
-        and sem.parent(parent).value is parent  # type: ignore[union-attr]
+        and isinstance(assign, ast.Assign)
+        and assign.value is parent
+        and len(assign.targets) == 1
     ):
-        assign = sem.parent(parent)
-        target = assign.targets[0] if len(assign.targets) == 1 else None  # type: ignore[union-attr]
-        if isinstance(target, ast.Tuple) and len(target.elts) == len(parent.elts):
-            element = target.elts[parent.elts.index(item)]
+        targets = assign.targets[0]
+        if isinstance(targets, ast.Tuple) and len(targets.elts) == len(parent.elts):
+            element = targets.elts[next(i for i, e in enumerate(parent.elts) if e is item)]
             if isinstance(element, ast.Name):
                 return element
     return None

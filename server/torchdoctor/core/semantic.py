@@ -760,7 +760,8 @@ class Semantic:
                 continue
             defined = self.function_def(value.func)
             if defined is not None and any(
-                defined[0]._reads_torch_version(r, depth + 1) for r in defined[0].returns(defined[1])
+                defined[0]._reads_torch_version(r, depth + 1)
+                for r in defined[0].returns(defined[1])
             ):
                 return True
         return False

@@ -375,7 +375,7 @@ class LoadWithoutMapLocation(Rule):
             "for x in loader:\n    model(x.cuda()).sum().backward()\n    opt.step()\n"
             "torch.save({'hparams': hparams, 'weights': model.state_dict()}, 'model.pt')\n",
             fixed="import torch\nif args.resume:\n"
-            "    loaded = torch.load(args.resume, map_location=\"cpu\")\n"
+            '    loaded = torch.load(args.resume, map_location="cpu")\n'
             "    hparams, weights = loaded['hparams'], loaded['weights']\n"
             "model = Net(**hparams).cuda()\nmodel.load_state_dict(weights)\n"
             "opt = torch.optim.Adam(model.parameters())\n"

@@ -188,7 +188,11 @@ class IncompleteCheckpoint(Rule):
                         else "the optimizer state and the epoch/step are lost on resume"
                     ),
                     "检查点只保存了模型权重，而它位于一个会从此类文件恢复训练的训练循环中："
-                    + ("恢复时优化器状态会丢失" if counted else "恢复时优化器状态和 epoch/step 计数都会丢失"),
+                    + (
+                        "恢复时优化器状态会丢失"
+                        if counted
+                        else "恢复时优化器状态和 epoch/step 计数都会丢失"
+                    ),
                 ),
                 related=[ctx.related(resume, Text("the run resumes here", "在此恢复训练"))],
             )

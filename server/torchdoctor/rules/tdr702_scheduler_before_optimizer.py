@@ -25,7 +25,10 @@ _ENGINE_PY = (
 class SchedulerBeforeOptimizer(Rule):
     """## What it does
     Checks for `scheduler.step()` called before `optimizer.step()` (or
-    `scaler.step(optimizer)`) in the same loop.
+    `scaler.step(optimizer)`) in the same loop. A step in a branch that runs only on some
+    torch versions (an `if` on a value computed from `torch.__version__`, also through a
+    project helper: `if not is_pytorch_1_1_0_or_later():`) is left alone: before 1.1 that
+    order was the right one.
 
     ## Why is this bad?
     Since PyTorch 1.1 the scheduler must be stepped *after* the optimizer. Stepped before, the
