@@ -16,6 +16,33 @@ _NET_PY = (
     "        return self.fc(x)\n"
 )
 
+# A trainer whose text never names torch: its batches and model come from the project's modules,
+# one of which (reached through a package's __init__.py) imports torch.
+_TRAINER_PY = (
+    "import pkg.inputs as inputs\n"
+    "from pkg.meter import Stats\n"
+    "\n"
+    "class Trainer(object):\n"
+    "    def __init__(self, model, valid_loss):\n"
+    "        self.model = model\n"
+    "        self.valid_loss = valid_loss\n"
+    "\n"
+    "    def validate(self, valid_iter):\n"
+    "        self.model.eval()\n"
+    "        stats = Stats()\n"
+    "        for batch in valid_iter:\n"
+    "            src = inputs.features(batch)\n"
+    "            out = self.model(src)\n"
+    "            stats.update(self.valid_loss(out, batch.tgt))\n"
+    "        self.model.train()\n"
+    "        return stats\n"
+)
+_TRAINER_FILES = (
+    ("pkg/__init__.py", ""),
+    ("pkg/inputs/__init__.py", "from pkg.inputs.features import features\n"),
+    ("pkg/meter.py", "class Stats:\n    def update(self, value):\n        self.last = value\n"),
+)
+
 
 VALID = (
     # Already correct, in each spelling.
@@ -275,6 +302,18 @@ VALID = (
                 "    model = torch.nn.Linear(2, 2)\n"
                 "    model.load_state_dict(torch.load(path))\n"
                 "    return model\n",
+            ),
+        ),
+    ),
+    # The same trainer in a project none of whose modules imports torch: not torch code.
+    Valid(
+        _TRAINER_PY,
+        filename="trainer.py",
+        files=(
+            *_TRAINER_FILES,
+            (
+                "pkg/inputs/features.py",
+                "import numpy as np\ndef features(batch):\n    return np.stack(batch.src)\n",
             ),
         ),
     ),
@@ -821,6 +860,21 @@ INVALID = (
         "with torch.no_grad():\n"
         "    print('before', loss_over(val_loader, model))\n"
         "fit(model, train_loader, opt)\n",
+        lines=(14,),
+    ),
+    # The file never names torch; a module of its project that it imports (through the
+    # package's __init__.py) does: the model it evaluates is torch code.
+    Invalid(
+        _TRAINER_PY,
+        fixed=None,
+        filename="trainer.py",
+        files=(
+            *_TRAINER_FILES,
+            (
+                "pkg/inputs/features.py",
+                "import torch\ndef features(batch):\n    return torch.stack(batch.src)\n",
+            ),
+        ),
         lines=(14,),
     ),
 )
