@@ -576,6 +576,17 @@ class Project:
             return found.sem, found.sem.tree
         return _top_level(found.sem, target.name, target.line)
 
+    def imported_from_project(self, sem: Semantic, binding: Binding) -> bool:
+        """Whether an import binding of ``sem`` may name something of the project's own
+        modules (a cheap test: the top-level module is a file or folder of the project)."""
+        alias = binding.node
+        stmt = sem.parent(alias)
+        if sem.path is None or not isinstance(alias, ast.alias):
+            return False
+        if not isinstance(stmt, ast.Import | ast.ImportFrom):
+            return False
+        return self._in_project(sem.path, stmt, alias)
+
     # -- the plain cases, read from the files ----------------------------------------------
     def _direct(
         self, importer: str, stmt: ast.Import | ast.ImportFrom, alias: ast.alias, depth: int = 0

@@ -260,6 +260,8 @@ class Resolver(Protocol):
 
     def owner(self, node: ast.AST) -> Semantic | None: ...
 
+    def imported_from_project(self, sem: Semantic, binding: Binding) -> bool: ...
+
 
 class Chunk(Protocol):
     """A run of top-level statements (``core.incremental``) and the facts collected for it."""
