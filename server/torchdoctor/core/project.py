@@ -587,6 +587,24 @@ class Project:
             return False
         return self._in_project(sem.path, stmt, alias)
 
+    def imported_module(self, sem: Semantic, name: str) -> Semantic | None:
+        """The facts of the project module a dotted name (``onmt.model_builder``) imported by
+        ``sem``'s file stands for."""
+        parts = name.split(".")
+        if sem.path is None or parts[0] in _NOT_PROJECT:
+            return None
+        if not self._top_in_project(sem.path, parts[0]):
+            return None
+        found = self._module_file(sem.path, 0, parts)
+        if found is None or found is _NAMESPACE:
+            return None
+        module = self.module(found)
+        if module is None:
+            return None
+        with self._lock:
+            self._used.setdefault(sem.path, set()).add(module.path)
+        return module.sem
+
     # -- the plain cases, read from the files ----------------------------------------------
     def _direct(
         self, importer: str, stmt: ast.Import | ast.ImportFrom, alias: ast.alias, depth: int = 0

@@ -196,15 +196,25 @@ def instance_method(
     owner = sem.owner(callee)
     receiver = callee.value
     values: list[ast.expr | None] = []
+    key: tuple[object, ...]
     if isinstance(receiver, ast.Name):
         binding = owner.lookup(receiver.id, receiver)
-        values = [binding.value] if binding is not None and binding.how == "assign" else []
+        if binding is None or binding.how != "assign":
+            return None
+        values, key = [binding.value], ("instance-made", id(binding.node))
     elif isinstance(receiver, ast.Attribute):
         cls = owner.enclosing_class(receiver)
         values = [*owner.self_attr_values.get((cls, receiver.attr), ())] if cls else []
-    # A cheap test first: some value is a call of a name imported or defined (a class, a
-    # builder), not a method of a value (``x = x.to(device)``) or a model's forward.
-    if not any(isinstance(v, ast.Call) and _made_by_definition(owner, v.func) for v in values):
+        key = ("instance-made", cls, receiver.attr)
+    # A cheap test first (once per binding): some value is a call of a class or function of
+    # the project, not a method of a value (``x = x.to(device)``) or a model's forward.
+    made_by = owner.memo.get(key)
+    if not isinstance(made_by, bool):
+        made_by = any(
+            isinstance(v, ast.Call) and _made_by_definition(owner, v.func) for v in values
+        )
+        owner.memo[key] = made_by
+    if not made_by:
         return None
     made = instance_class(owner, receiver)
     return None if made is None else _method(made[0], made[1], callee.attr)

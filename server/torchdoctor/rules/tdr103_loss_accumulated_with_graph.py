@@ -5,7 +5,7 @@ import ast
 from ..core import fixes, running_totals, summaries, training, value_flow
 from ..core.context import Context
 from ..core.model import Applicability, Fix, Severity, Text
-from ..core.semantic import Semantic
+from ..core.semantic import Semantic, dotted
 from .base import Rule
 from .examples import tdr103
 
@@ -163,11 +163,14 @@ class LossAccumulatedWithGraph(Rule):
         its instance, called once per iteration (in a training loop, or in a training step:
         a method that runs a backward pass and an optimizer step) with a loss tensor."""
         sem = ctx.sem
+        assert isinstance(call.func, ast.Attribute)
+        meter = call.func.value
+        on_self = isinstance(meter, ast.Attribute) and dotted(meter.value) == "self"
+        if not on_self and not training.enclosing_loops(sem, call):
+            return  # neither kept across steps nor called again and again
         values = running_totals.kept_arguments(sem, call)
         if not values or training.grad_disabled(sem, call):
             return
-        assert isinstance(call.func, ast.Attribute)
-        meter = call.func.value
         loop = summaries.iteration_loop(sem, call)
         if loop is not None:
             name = training.accumulator_name(meter)
