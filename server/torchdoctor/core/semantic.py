@@ -260,6 +260,10 @@ class Resolver(Protocol):
 
     def owner(self, node: ast.AST) -> Semantic | None: ...
 
+    def imported_from_project(self, sem: Semantic, binding: Binding) -> bool: ...
+
+    def imported_module(self, sem: Semantic, name: str) -> Semantic | None: ...
+
 
 class Chunk(Protocol):
     """A run of top-level statements (``core.incremental``) and the facts collected for it."""
@@ -1142,8 +1146,30 @@ class Semantic:
                 bindings = other.scopes[other.tree].bindings.get(expr.attr)
                 if bindings:
                     found = other.binding_definition(bindings[-1])
+            if found is None:
+                found = self._submodule(expr)
         self._definitions[expr] = found
         return found
+
+    def _submodule(self, expr: ast.Attribute) -> tuple[Semantic, ast.AST] | None:
+        """``onmt.model_builder`` after ``import onmt.model_builder``: the submodule the file
+        imports by its dotted name (its package need not import it)."""
+        if self.project is None:
+            return None
+        prefixes = self.memo.get("imported-dotted")
+        if not isinstance(prefixes, frozenset):
+            parts = [
+                alias.name.split(".")
+                for stmt, alias, _qual in self.imports
+                if isinstance(stmt, ast.Import) and alias.asname is None and "." in alias.name
+            ]
+            prefixes = frozenset(".".join(p[:i]) for p in parts for i in range(2, len(p) + 1))
+            self.memo["imported-dotted"] = prefixes
+        name = dotted(expr) if prefixes else None
+        if name is None or name not in prefixes:
+            return None
+        module = self.project.imported_module(self, name)
+        return None if module is None else (module, module.tree)
 
     def binding_definition(self, binding: Binding) -> tuple[Semantic, ast.AST] | None:
         """The definition a binding stands for: its own ``def``/``class``, or what an import of
