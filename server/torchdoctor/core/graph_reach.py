@@ -20,8 +20,8 @@ import ast
 import builtins
 from dataclasses import dataclass, field
 
-from . import arguments, graphs, kinds, training
-from .semantic import FUNCTION_NODES, Binding, Semantic
+from . import arguments, graphs, kinds, summaries, training
+from .semantic import FUNCTION_NODES, Binding, Semantic, dotted
 
 _BUDGET = 1500  # expressions looked at per question before giving up (then: unknown)
 _MAX_CALLS = 4  # nested helper calls followed
@@ -118,6 +118,7 @@ class _Env:
         return None
 
 
+_Assignment = ast.Assign | ast.AugAssign | ast.AnnAssign
 _Helper = tuple[Semantic, "ast.FunctionDef | ast.AsyncFunctionDef", bool]
 
 
@@ -138,6 +139,8 @@ class _Walker:
         self.loop = loop
         self.budget = _BUDGET
         self.active: set[tuple[int, str]] = set()  # bindings being followed (cycles)
+        # Attributes the loop assigns (``self.hidden``), by dotted name: made on first use.
+        self.stores: dict[str, list[tuple[ast.expr, _Assignment]]] | None = None
 
     # ------------------------------------------------------------- expressions ----------
     def value(self, expr: ast.AST | None, env: _Env, ctx: str) -> Reach:
@@ -151,6 +154,10 @@ class _Walker:
         if isinstance(expr, ast.Attribute):
             if expr.attr in _CUT_ATTRIBUTES:
                 return Reach()
+            if ctx == _ITER and env.sem is self.sem and not env.args:
+                kept = self.attribute_state(expr, env)
+                if kept is not None:
+                    return kept
             return self.value(expr.value, env, ctx)
         if isinstance(expr, ast.Subscript | ast.Starred | ast.Await | ast.NamedExpr):
             return self.value(expr.value, env, ctx)
@@ -241,7 +248,92 @@ class _Walker:
         out.graph = True
         if ctx == _ITER:
             out.nodes.add(call)
+            kept = self.module_state(call, env)
+            if kept is not None:
+                out.kept = out.kept or kept
         return out
+
+    def attribute_state(self, attr: ast.Attribute, env: _Env) -> Reach | None:
+        """``self.hidden`` read in the loop where the loop also assigns it: made earlier in
+        the iteration, or carried from the previous one."""
+        want = dotted(attr)
+        if want is None:
+            return None
+        sem = self.sem
+        if self.stores is None:
+            self.stores = {}
+            for stmt in sem.walk(self.loop):
+                if isinstance(stmt, ast.Assign | ast.AugAssign | ast.AnnAssign):
+                    for node in _stored(stmt):
+                        if isinstance(node, ast.Attribute) and (key := dotted(node)):
+                            self.stores.setdefault(key, []).append((node, stmt))
+        stores = self.stores.get(want)
+        if not stores:
+            return None
+        guard = (id(attr), "attribute")
+        if guard in self.active:
+            return Reach()
+        self.active.add(guard)
+        try:
+            return self._attribute_state(attr, stores, env)
+        finally:
+            self.active.discard(guard)
+
+    def _attribute_state(
+        self, attr: ast.Attribute, stores: list[tuple[ast.expr, _Assignment]], env: _Env
+    ) -> Reach:
+        sem = self.sem
+        here = (attr.lineno, attr.col_offset)
+        before = [
+            (n, st)
+            for n, st in stores
+            if (st.lineno, st.col_offset) < here and not sem.is_inside(attr, st)
+        ]
+        if before:
+            node, stmt = before[-1]
+            return self.value(_assigned_value(stmt, node), env, _ITER)
+        out = Reach()
+        for node, stmt in stores:
+            carried = self.value(_assigned_value(stmt, node), env, _ITER)
+            if carried.graph:
+                out.add(Reach(graph=True, kept=node, unknown=carried.unknown))
+        return out
+
+    def module_state(self, call: ast.Call, env: _Env) -> ast.AST | None:
+        """A module of the project whose ``forward`` keeps a graph on itself for the next call
+        (``out, self.hidden = self.rnn(x, self.hidden)``): the assignment, else None."""
+        func = call.func
+        if not isinstance(func, ast.Name | ast.Attribute):
+            return None
+        found = summaries.instance_class(env.sem, func)
+        if found is None:
+            return None
+        owner, cls = found
+        forward = graphs.class_method(owner, cls, "forward")
+        if forward is None:
+            return None
+        read = {
+            node.attr
+            for node in owner.walk(forward)
+            if isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Load)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "self"
+        }
+        inner = _Env(owner, (), env.calls + 1)
+        for stmt in owner.walk(forward):
+            if not isinstance(stmt, ast.Assign | ast.AugAssign | ast.AnnAssign):
+                continue
+            for node in _stored(stmt):
+                if (
+                    isinstance(node, ast.Attribute)
+                    and isinstance(node.value, ast.Name)
+                    and node.value.id == "self"
+                    and node.attr in read
+                    and self.value(_assigned_value(stmt, node), inner, _BEFORE).graph
+                ):
+                    return node
+        return None
 
     def union(self, exprs: list[ast.expr], env: _Env, ctx: str) -> Reach:
         out = Reach()
@@ -425,6 +517,34 @@ class _Walker:
 
 
 # ------------------------------------------------------------------ helpers ---------------
+def _stored(stmt: ast.Assign | ast.AugAssign | ast.AnnAssign) -> list[ast.expr]:
+    """The names and attributes a statement assigns (inside tuple targets too)."""
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+    out: list[ast.expr] = []
+    todo = list(targets)
+    while todo:
+        target = todo.pop()
+        if isinstance(target, ast.Tuple | ast.List):
+            todo.extend(target.elts)
+        elif isinstance(target, ast.Starred):
+            todo.append(target.value)
+        else:
+            out.append(target)
+    return out
+
+
+def _assigned_value(stmt: ast.Assign | ast.AugAssign | ast.AnnAssign, target: ast.expr) -> ast.AST:
+    """What ``target`` gets: its item of a tuple value, or the whole value."""
+    value = stmt.value
+    if isinstance(stmt, ast.Assign) and isinstance(value, ast.Tuple):
+        for outer in stmt.targets:
+            if isinstance(outer, ast.Tuple) and len(outer.elts) == len(value.elts):
+                for elt, item in zip(outer.elts, value.elts, strict=True):
+                    if elt is target:
+                        return item
+    return value if value is not None else ast.Constant(None)
+
+
 def _callee_quals(sem: Semantic, func: ast.expr) -> list[str]:
     """The imported names a callee stands for: ``torch.zeros``; both sides of ``Tensor =
     torch.cuda.FloatTensor if cuda else torch.FloatTensor``."""

@@ -131,6 +131,37 @@ VALID = (
     "    optimizer.zero_grad()\n"
     "    loss.backward(retain_graph=True)\n"
     "    optimizer.step()\n",
+    # A model whose `forward` keeps its LSTM state on the module for the next call: each
+    # backward goes through the previous batches' graphs.
+    "import torch\n"
+    "from torch import nn\n"
+    "class RNNModel(nn.Module):\n"
+    "    def __init__(self):\n"
+    "        super().__init__()\n"
+    "        self.lstm = nn.LSTM(4, 8)\n"
+    "        self.hidden = None\n"
+    "    def forward(self, x):\n"
+    "        out, self.hidden = self.lstm(x, self.hidden)\n"
+    "        return out\n"
+    "ds = torch.utils.data.TensorDataset(torch.randn(8, 2, 4), torch.randn(8, 2, 8))\n"
+    "model = RNNModel()\n"
+    "crit = nn.MSELoss()\n"
+    "for x, y in torch.utils.data.DataLoader(ds):\n"
+    "    loss = crit(model(x), y)\n"
+    "    loss.backward(retain_graph=True)\n",
+    # The state kept on the trainer and carried across iterations.
+    "import torch\n"
+    "from torch import nn\n"
+    "class Trainer:\n"
+    "    def __init__(self):\n"
+    "        self.rnn = nn.LSTM(4, 8)\n"
+    "        self.hidden = None\n"
+    "        self.crit = nn.MSELoss()\n"
+    "    def fit(self, loader):\n"
+    "        for x, y in loader:\n"
+    "            out, self.hidden = self.rnn(x, self.hidden)\n"
+    "            loss = self.crit(out, y)\n"
+    "            loss.backward(retain_graph=True)\n",
     # Heads trained one after another on one trunk output made before the inner loop.
     "import torch\n"
     "trunk = torch.nn.Linear(4, 8)\n"
@@ -254,6 +285,24 @@ INVALID = (
         "        optm.step()\n",
         fixed=None,
         lines=(9,),
+    ),
+    # The trainer's state detached at the start of each iteration.
+    Invalid(
+        "import torch\n"
+        "from torch import nn\n"
+        "class Trainer:\n"
+        "    def __init__(self):\n"
+        "        self.rnn = nn.LSTM(4, 8)\n"
+        "        self.hidden = None\n"
+        "        self.crit = nn.MSELoss()\n"
+        "    def fit(self, loader):\n"
+        "        for x, y in loader:\n"
+        "            self.hidden = tuple(h.detach() for h in self.hidden)\n"
+        "            out, self.hidden = self.rnn(x, self.hidden)\n"
+        "            loss = self.crit(out, y)\n"
+        "            loss.backward(retain_graph=True)\n",
+        fixed=None,
+        lines=(13,),
     ),
     # Style targets made before the loop from detached features, by a helper of another
     # module: nothing made before the loop carries a graph.
