@@ -29,7 +29,8 @@ class RetainGraphInLoop(Rule):
       another), backpropagated again at every step;
     - the loss goes through a value carried from the previous iteration: an RNN state read
       before the statement that rebinds it, not detached (`s.detach()` whose result is thrown
-      away detaches nothing).
+      away detaches nothing), also when it is kept on an object (`self.hidden` assigned in the
+      loop, a model whose `forward` keeps its state on itself).
 
     Values are followed through assignments, tuple unpacking, comprehensions, list appends,
     the returns of the project's functions (overriding methods of subclasses too) and the call
