@@ -1,9 +1,10 @@
 """Which autograd graph a tensor of a loop's iteration holds (``reach``): the forward calls of
 the iteration it goes through (``Reach.nodes``: two backward passes share a graph when they
-share one), and whether it also reaches a graph that outlives the iteration (``Reach.kept``): a
-tensor made before the loop with autograd on (features of a module whose parameters require
+share one), and whether it also reaches a graph that outlives the iteration: a tensor made
+before the loop with autograd on (``Reach.kept``: features of a module whose parameters require
 grad, made by a helper of another module too), or a value carried from the previous iteration
-(an RNN state read before the statement that rebinds it, not detached in place).
+(``Reach.carried``: an RNN state read before the statement that rebinds it and not detached, a
+``self.hidden`` the loop or a module's ``forward`` keeps for the next call).
 
 The value of a name is followed through its bindings, the returns (and yields) of the
 project's functions it is made by (their parameters bound to the call's arguments), the call
@@ -93,13 +94,17 @@ class Reach:
 
     graph: bool = False  # it carries autograd history
     nodes: set[ast.AST] = field(default_factory=set)  # forward calls of the iteration in it
-    kept: ast.AST | None = None  # a graph made before the loop / in an earlier iteration
+    kept: ast.AST | None = None  # where a graph made before the loop is bound
+    # Where a value carried from the previous iteration with its graph is bound (``state``
+    # in ``out, state = model(x, state)``, ``self.hidden`` in a module's ``forward``).
+    carried: ast.AST | None = None
     unknown: bool = False  # too involved to follow
 
     def add(self, other: Reach) -> None:
         self.graph = self.graph or other.graph
         self.nodes |= other.nodes
         self.kept = self.kept or other.kept
+        self.carried = self.carried or other.carried
         self.unknown = self.unknown or other.unknown
 
 
@@ -141,6 +146,7 @@ class _Walker:
         self.active: set[tuple[int, str]] = set()  # bindings being followed (cycles)
         # Attributes the loop assigns (``self.hidden``), by dotted name: made on first use.
         self.stores: dict[str, list[tuple[ast.expr, _Assignment]]] | None = None
+        self.items = False  # following the iterable of the loop
 
     # ------------------------------------------------------------- expressions ----------
     def value(self, expr: ast.AST | None, env: _Env, ctx: str) -> Reach:
@@ -241,6 +247,8 @@ class _Walker:
         made = kinds.kind(sem, func)
         if made is not None and made is not kinds.Kind.MODULE:
             return self.union(args, env, ctx)  # a loss function, a scheduler...
+        if self.items and made is None:
+            return self.union(args, env, ctx)  # a source of the loop's items: data
         return self.forward(call, args, env, ctx)
 
     def forward(self, call: ast.Call, args: list[ast.expr], env: _Env, ctx: str) -> Reach:
@@ -249,8 +257,9 @@ class _Walker:
         if ctx == _ITER:
             out.nodes.add(call)
             kept = self.module_state(call, env)
-            if kept is not None:
-                out.kept = out.kept or kept
+            if kept is not None and isinstance(call.func, ast.Name | ast.Attribute):
+                # Named as the caller sees it: `model.hidden`.
+                out.carried = out.carried or ast.Attribute(call.func, kept.attr, ast.Load())
         return out
 
     def attribute_state(self, attr: ast.Attribute, env: _Env) -> Reach | None:
@@ -296,10 +305,10 @@ class _Walker:
         for node, stmt in stores:
             carried = self.value(_assigned_value(stmt, node), env, _ITER)
             if carried.graph:
-                out.add(Reach(graph=True, kept=node, unknown=carried.unknown))
+                out.add(Reach(graph=True, carried=node, unknown=carried.unknown))
         return out
 
-    def module_state(self, call: ast.Call, env: _Env) -> ast.AST | None:
+    def module_state(self, call: ast.Call, env: _Env) -> ast.Attribute | None:
         """A module of the project whose ``forward`` keeps a graph on itself for the next call
         (``out, self.hidden = self.rnn(x, self.hidden)``): the assignment, else None."""
         func = call.func
@@ -422,7 +431,7 @@ class _Walker:
             if _inside(sem, other.node, loop) and not _precedes(sem, other, name):
                 carried = self.binding(other, env, _ITER)
                 if carried.graph:
-                    out.add(Reach(graph=True, kept=other.node, unknown=carried.unknown))
+                    out.add(Reach(graph=True, carried=other.node, unknown=carried.unknown))
         start = sem.lookup(name.id, loop)
         if start is not None and not _inside(sem, start.node, loop):
             made = self.binding(start, env, _BEFORE)
@@ -463,7 +472,11 @@ class _Walker:
             if parent is self.loop and ctx == _ITER:
                 if training.loop_info(sem, parent).is_batch_loop:
                     return Reach()  # batches of data
-                made = self.value(parent.iter, env, _BEFORE)  # the loop's items
+                self.items = True  # what the loop iterates: batches unless shown otherwise
+                try:
+                    made = self.value(parent.iter, env, _BEFORE)
+                finally:
+                    self.items = False
                 if made.graph:
                     return Reach(graph=True, kept=binding.node, unknown=made.unknown)
                 return made

@@ -5,7 +5,7 @@ import ast
 from ..core import arguments, graph_reach, summaries, training
 from ..core.context import Context
 from ..core.model import Severity, Text
-from ..core.semantic import is_true
+from ..core.semantic import dotted, is_true
 from .base import Rule
 from .examples import tdr104
 
@@ -26,11 +26,14 @@ class RetainGraphInLoop(Rule):
       that were not detached for the discriminator;
     - the loss goes through a tensor made before the loop with autograd on: the loss itself,
       or style targets made from a network's features by a helper (of this module or
-      another), backpropagated again at every step;
-    - the loss goes through a value carried from the previous iteration: an RNN state read
-      before the statement that rebinds it, not detached (`s.detach()` whose result is thrown
-      away detaches nothing), also when it is kept on an object (`self.hidden` assigned in the
-      loop, a model whose `forward` keeps its state on itself).
+      another), backpropagated again at every step.
+
+    When the loss goes through a value carried from the previous iteration, `retain_graph=True`
+    is needed only because that value is not detached: an RNN state read before the statement
+    that rebinds it (`s.detach()` whose result is thrown away detaches nothing), a
+    `self.hidden` the loop assigns, a model whose `forward` keeps its state on itself. Each
+    backward pass then goes through every earlier iteration's graph, and all of them stay
+    alive: the finding names the value to detach.
 
     Values are followed through assignments, tuple unpacking, comprehensions, list appends,
     the returns of the project's functions (overriding methods of subclasses too) and the call
@@ -97,17 +100,28 @@ class RetainGraphInLoop(Rule):
             loop = loops[0].node
             mine = graph_reach.reach(sem, _differentiated(ctx, call), loop)
             if mine.unknown or mine.kept is not None:
-                continue  # a graph that outlives the iteration goes through it again
+                continue  # a graph made before the loop is backpropagated again
             if _later_backward_shares(ctx, loop, call, mine):
                 continue
-            ctx.report(
-                bound.node("retain_graph") or call,
-                Text(
-                    "`retain_graph=True` on the last backward pass through this iteration's "
-                    "graph keeps the graph and its activations alive",
-                    "本次迭代计算图的最后一次反向传播使用了 `retain_graph=True`，会让计算图及其激活值继续占用内存",
-                ),
-            )
+            ctx.report(bound.node("retain_graph") or call, _message(mine.carried))
+
+
+def _message(carried: ast.AST | None) -> Text:
+    if carried is None:
+        return Text(
+            "`retain_graph=True` on the last backward pass through this iteration's graph "
+            "keeps the graph and its activations alive",
+            "本次迭代计算图的最后一次反向传播使用了 `retain_graph=True`，会让计算图及其激活值继续占用内存",
+        )
+    name = dotted(carried) or "the state"
+    return Text(
+        f"`{name}` carries the graphs of earlier iterations into this backward pass, which is "
+        "why it needs `retain_graph=True`: every step backpropagates through all of them and "
+        f"keeps them alive; detach `{name}` once per iteration and drop `retain_graph=True`",
+        f"`{name}` 把之前各次迭代的计算图带进了这次反向传播，所以才需要 `retain_graph=True`："
+        f"每一步都要反向传播经过之前所有迭代，并让它们的图一直占用内存；请在每次迭代中分离（detach）"
+        f"`{name}` 一次，并去掉 `retain_graph=True`",
+    )
 
 
 def _differentiated(ctx: Context, call: ast.Call) -> list[ast.expr]:

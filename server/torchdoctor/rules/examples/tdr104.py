@@ -108,60 +108,6 @@ VALID = (
         "    opt.step()\n",
         files=(("features.py", _FEATURES_PY),),
     ),
-    # An RNN state carried across batches from the model's output: `s.detach()` returns a
-    # new tensor that is thrown away, so each backward goes through the previous batches'
-    # graphs (d2l's train_and_predict_rnn_nn).
-    "import torch\n"
-    "def train(model, data_iter, loss, optm):\n"
-    "    state = model.begin_state(batch_size=32)\n"
-    "    for X, Y in data_iter:\n"
-    "        for s in state:\n"
-    "            s.detach()\n"
-    "        output, state = model(X, state)\n"
-    "        l = loss(output, Y).mean()\n"
-    "        optm.zero_grad()\n"
-    "        l.backward(retain_graph=True)\n"
-    "        optm.step()\n",
-    # The same without any detach (NYU-DLSP20's echo experiment).
-    "import torch\n"
-    "hidden = model.init_hidden(32)\n"
-    "for xs, ys in train_data_gen:\n"
-    "    y_pred, hidden = model(xs, hidden)\n"
-    "    loss = criterion(y_pred, ys)\n"
-    "    optimizer.zero_grad()\n"
-    "    loss.backward(retain_graph=True)\n"
-    "    optimizer.step()\n",
-    # A model whose `forward` keeps its LSTM state on the module for the next call: each
-    # backward goes through the previous batches' graphs.
-    "import torch\n"
-    "from torch import nn\n"
-    "class RNNModel(nn.Module):\n"
-    "    def __init__(self):\n"
-    "        super().__init__()\n"
-    "        self.lstm = nn.LSTM(4, 8)\n"
-    "        self.hidden = None\n"
-    "    def forward(self, x):\n"
-    "        out, self.hidden = self.lstm(x, self.hidden)\n"
-    "        return out\n"
-    "ds = torch.utils.data.TensorDataset(torch.randn(8, 2, 4), torch.randn(8, 2, 8))\n"
-    "model = RNNModel()\n"
-    "crit = nn.MSELoss()\n"
-    "for x, y in torch.utils.data.DataLoader(ds):\n"
-    "    loss = crit(model(x), y)\n"
-    "    loss.backward(retain_graph=True)\n",
-    # The state kept on the trainer and carried across iterations.
-    "import torch\n"
-    "from torch import nn\n"
-    "class Trainer:\n"
-    "    def __init__(self):\n"
-    "        self.rnn = nn.LSTM(4, 8)\n"
-    "        self.hidden = None\n"
-    "        self.crit = nn.MSELoss()\n"
-    "    def fit(self, loader):\n"
-    "        for x, y in loader:\n"
-    "            out, self.hidden = self.rnn(x, self.hidden)\n"
-    "            loss = self.crit(out, y)\n"
-    "            loss.backward(retain_graph=True)\n",
     # Heads trained one after another on one trunk output made before the inner loop.
     "import torch\n"
     "trunk = torch.nn.Linear(4, 8)\n"
@@ -257,6 +203,82 @@ INVALID = (
         "        return loss, loss.item()\n",
         fixed=None,
         lines=(8,),
+    ),
+    # Carried state: each backward goes through every earlier iteration's graph (that is why
+    # retain_graph is needed), reported as a state to detach.
+    # An RNN state carried across batches from the model's output: `s.detach()` returns a
+    # new tensor that is thrown away, so each backward goes through the previous batches'
+    # graphs (d2l's train_and_predict_rnn_nn).
+    Invalid(
+        "import torch\n"
+        "def train(model, data_iter, loss, optm):\n"
+        "    state = model.begin_state(batch_size=32)\n"
+        "    for X, Y in data_iter:\n"
+        "        for s in state:\n"
+        "            s.detach()\n"
+        "        output, state = model(X, state)\n"
+        "        l = loss(output, Y).mean()\n"
+        "        optm.zero_grad()\n"
+        "        l.backward(retain_graph=True)\n"
+        "        optm.step()\n",
+        fixed=None,
+        lines=(10,),
+    ),
+    # The same without any detach (NYU-DLSP20's echo experiment).
+    Invalid(
+        "import torch\n"
+        "from sequential_tasks import EchoData, SimpleRNN\n"
+        "train_data_gen = EchoData(series_length=20000, batch_size=5)\n"
+        "model, criterion = SimpleRNN(1, 4), torch.nn.BCELoss()\n"
+        "optimizer = torch.optim.RMSprop(model.parameters(), lr=0.001)\n"
+        "hidden = model.init_hidden(32)\n"
+        "for xs, ys in train_data_gen:\n"
+        "    y_pred, hidden = model(xs, hidden)\n"
+        "    loss = criterion(y_pred, ys)\n"
+        "    optimizer.zero_grad()\n"
+        "    loss.backward(retain_graph=True)\n"
+        "    optimizer.step()\n",
+        fixed=None,
+        lines=(11,),
+    ),
+    # A model whose `forward` keeps its LSTM state on the module for the next call: each
+    # backward goes through the previous batches' graphs.
+    Invalid(
+        "import torch\n"
+        "from torch import nn\n"
+        "class RNNModel(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.lstm = nn.LSTM(4, 8)\n"
+        "        self.hidden = None\n"
+        "    def forward(self, x):\n"
+        "        out, self.hidden = self.lstm(x, self.hidden)\n"
+        "        return out\n"
+        "ds = torch.utils.data.TensorDataset(torch.randn(8, 2, 4), torch.randn(8, 2, 8))\n"
+        "model = RNNModel()\n"
+        "crit = nn.MSELoss()\n"
+        "for x, y in torch.utils.data.DataLoader(ds):\n"
+        "    loss = crit(model(x), y)\n"
+        "    loss.backward(retain_graph=True)\n",
+        fixed=None,
+        lines=(16,),
+    ),
+    # The state kept on the trainer and carried across iterations.
+    Invalid(
+        "import torch\n"
+        "from torch import nn\n"
+        "class Trainer:\n"
+        "    def __init__(self):\n"
+        "        self.rnn = nn.LSTM(4, 8)\n"
+        "        self.hidden = None\n"
+        "        self.crit = nn.MSELoss()\n"
+        "    def fit(self, loader):\n"
+        "        for x, y in loader:\n"
+        "            out, self.hidden = self.rnn(x, self.hidden)\n"
+        "            loss = self.crit(out, y)\n"
+        "            loss.backward(retain_graph=True)\n",
+        fixed=None,
+        lines=(12,),
     ),
     # A carried RNN state detached at the start of each iteration: every backward goes
     # through this iteration's graph only.
