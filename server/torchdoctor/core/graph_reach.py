@@ -21,7 +21,7 @@ import ast
 import builtins
 from dataclasses import dataclass, field
 
-from . import arguments, graphs, kinds, summaries, training
+from . import arguments, distributed, graphs, kinds, summaries, training
 from .semantic import FUNCTION_NODES, Binding, Semantic, dotted
 
 _BUDGET = 1500  # expressions looked at per question before giving up (then: unknown)
@@ -511,18 +511,17 @@ class _Walker:
         return out
 
     def parameter(self, binding: Binding, env: _Env, ctx: str) -> Reach:
-        """A parameter of a function: what the function's callers in the file pass."""
+        """A parameter of a function: what the function's callers in the file pass (for a
+        method, ``x.name(...)`` calls)."""
         sem = env.sem
         func = binding.scope
         if not isinstance(func, FUNCTION_NODES) or env.calls >= _MAX_CALLS:
             return Reach()
-        cls = sem.enclosing_class(func)
+        method = isinstance(sem.parent(func), ast.ClassDef)
+        signature = arguments.signature_of(func, method)
         out = Reach()
-        for call in sem.calls_by_name.get(func.name, ()) if cls is None else ():
-            if sem.local_function(call.func) is not func:
-                continue
-            bound = arguments.bind(call, arguments.signature_of(func, False))
-            value = bound.value(binding.name)
+        for call in distributed.callers(sem, func) or ():
+            value = arguments.bind(call, signature).value(binding.name)
             if value is not None:
                 out.add(self.value(value, _Env(sem, (), env.calls + 1), _BEFORE))
         out.nodes = set()

@@ -36,12 +36,12 @@ class RetainGraphInLoop(Rule):
     alive: the finding names the value to detach.
 
     Values are followed through assignments, tuple unpacking, comprehensions, list appends,
-    the returns of the project's functions (overriding methods of subclasses too) and the call
-    sites of a function's parameters. `.detach()`, `.data`, `.item()`, tensor factories and
-    code under `torch.no_grad()` end a graph; a call of a module (or of a callable the
-    analysis cannot name) makes one. A name the analysis cannot see defined leaves the
-    question open, and nothing is reported; an argument passed through `**kwargs`, or a
-    parameter with no caller in view, is taken as data.
+    the returns of the project's functions (overriding methods of subclasses too) and what the
+    callers in the file pass for a function's (or method's) parameters. `.detach()`, `.data`,
+    `.item()`, tensor factories and code under `torch.no_grad()` end a graph; a call of a
+    module (or of a callable the analysis cannot name) makes one. A name the analysis cannot
+    see defined leaves the question open, and nothing is reported; an argument passed through
+    `**kwargs`, or a parameter with no caller in the file, is taken as data.
 
     ## Why is this bad?
     `retain_graph=True` keeps the whole autograd graph — every saved activation — alive after

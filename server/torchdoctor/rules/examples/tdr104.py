@@ -108,6 +108,19 @@ VALID = (
         "    opt.step()\n",
         files=(("features.py", _FEATURES_PY),),
     ),
+    # A method's parameter: its caller passes features made with autograd on.
+    "import torch\n"
+    "from torch import nn\n"
+    "net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU())\n"
+    "class Styler:\n"
+    "    def fit(self, x, target):\n"
+    "        opt = torch.optim.Adam([x])\n"
+    "        for step in range(100):\n"
+    "            loss = ((net(x) - target) ** 2).mean()\n"
+    "            loss.backward(retain_graph=True)\n"
+    "            opt.step()\n"
+    "s = Styler()\n"
+    "s.fit(torch.rand(1, 3, 8, 8, requires_grad=True), net(torch.rand(1, 3, 8, 8)))\n",
     # Heads trained one after another on one trunk output made before the inner loop.
     "import torch\n"
     "trunk = torch.nn.Linear(4, 8)\n"
@@ -325,6 +338,23 @@ INVALID = (
         "            loss.backward(retain_graph=True)\n",
         fixed=None,
         lines=(13,),
+    ),
+    # The same method, its caller passing detached features.
+    Invalid(
+        "import torch\n"
+        "from torch import nn\n"
+        "net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU())\n"
+        "class Styler:\n"
+        "    def fit(self, x, target):\n"
+        "        opt = torch.optim.Adam([x])\n"
+        "        for step in range(100):\n"
+        "            loss = ((net(x) - target) ** 2).mean()\n"
+        "            loss.backward(retain_graph=True)\n"
+        "            opt.step()\n"
+        "s = Styler()\n"
+        "s.fit(torch.rand(1, 3, 8, 8, requires_grad=True), net(torch.rand(1, 3, 8, 8)).detach())\n",
+        fixed=None,
+        lines=(9,),
     ),
     # Style targets made before the loop from detached features, by a helper of another
     # module: nothing made before the loop carries a graph.
