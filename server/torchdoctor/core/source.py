@@ -14,6 +14,9 @@ _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 # What ``str.splitlines`` also breaks at.
 _OTHER_BREAKS = ("\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
 
+# A string spans rows only between triple quotes or across a backslash at the end of a row.
+_MULTI_ROW_STRING_MARKS = ('"""', "'''", "\\\n", "\\\r")
+
 
 def split_rows(text: str) -> list[str]:
     """Rows with their line endings. Only ``\\n``, ``\\r\\n`` and ``\\r`` end a row for Python
@@ -92,6 +95,8 @@ class Source:
 
         Re-indenting such rows would change the string's value, so fixes leave them alone.
         """
+        if not any(mark in self.text for mark in _MULTI_ROW_STRING_MARKS):
+            return frozenset()  # no string can span rows: no need to tokenize
         rows: set[int] = set()
         try:
             # newline="": rows end at "\n", "\r\n" and "\r", as for `ast` and `split_rows`.
