@@ -208,6 +208,10 @@ def test_a_long_text_parsed_in_pieces_gives_the_whole_parse(path: Path) -> None:
     assert error is None and tree is not None
     assert dump(tree) == dump(ast.parse(text))
     assert incremental._parse_in_pieces(text, path.name) is not None  # in pieces indeed
+    empty = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and not n.keywords]
+    assert empty and all(call.keywords is incremental.NO_ITEMS for call in empty)
+    with pytest.raises(TypeError):
+        empty[0].keywords.append(ast.keyword("x", ast.Constant(1)))
 
 
 @pytest.mark.parametrize("path", FILES[:4], ids=lambda p: p.name)
