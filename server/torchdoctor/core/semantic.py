@@ -89,9 +89,9 @@ FUNCTION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef)
 LOOP_NODES = (ast.For, ast.AsyncFor, ast.While)
 
 
-@dataclass
+@dataclass(slots=True)
 class Binding:
-    """One place where a name gets a value."""
+    """One place where a name gets a value (slots: a long script has hundreds of thousands)."""
 
     name: str
     node: ast.AST
@@ -191,6 +191,8 @@ def _child_fields(kind: type) -> tuple[str, ...]:
     return fields
 
 
+# The fields of a statement that hold blocks of statements.
+_BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
 _NESTED_SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda})
 
 
@@ -413,7 +415,7 @@ class Semantic:
         # A name's bindings in a scope ordered by position, made when a lookup first needs
         # them: (how many bindings it was made from, their positions, the bindings).
         self._by_position: dict[int, tuple[int, list[tuple[int, int]], list[Binding]]] = {}
-        self._blocks: dict[ast.AST, tuple[list[ast.stmt], int]] = {}  # statement -> its block
+        self._blocks: dict[ast.AST, int] = {}  # statement -> its index in its block
         self._binding_index: dict[int, tuple[int, dict[int, int]]] = {}
         self._reads: dict[str, dict[ast.AST, list[ast.Name]]] = {}  # see ``reads``
 
@@ -706,21 +708,26 @@ class Semantic:
         other = self._foreign(stmt) if self.project is not None else None
         if other is not None:
             return other.block_of(stmt)
-        known = self._blocks.get(stmt)
-        if known is not None:
-            return known
         parent = self.parents.get(stmt)
         if parent is None:
             raise ValueError("statement has no parent")
-        for fld in ("body", "orelse", "finalbody", "handlers", "cases"):
+        where = self._blocks.get(stmt)
+        if where is None:
+            for fld in _BLOCK_FIELDS:
+                block = getattr(parent, fld, None)
+                if isinstance(block, list):  # every statement of the parent's blocks, at once
+                    for i, item in enumerate(block):
+                        self._blocks[item] = i
+            where = self._blocks.get(stmt)
+            if where is None:
+                raise ValueError("statement not found in its parent")
+        # Only the index is kept (a tuple per statement took more memory than the statement
+        # list's own entries): the block is the parent's list that holds the statement there.
+        for fld in _BLOCK_FIELDS:
             block = getattr(parent, fld, None)
-            if isinstance(block, list):  # every statement of the parent's blocks, at once
-                for i, item in enumerate(block):
-                    self._blocks[item] = (block, i)
-        known = self._blocks.get(stmt)
-        if known is None:
-            raise ValueError("statement not found in its parent")
-        return known
+            if isinstance(block, list) and where < len(block) and block[where] is stmt:
+                return block, where
+        raise ValueError("statement not found in its parent")
 
     def in_version_fallback(self, node: ast.AST, errors: Iterable[str]) -> bool:
         """Whether ``node`` is code for other PyTorch versions: inside an ``except`` handler
