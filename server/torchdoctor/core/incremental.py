@@ -176,15 +176,21 @@ NO_ITEMS = _NoItems()
 def _share_rows(body: list[ast.stmt], rows: dict[int, int]) -> None:
     """Make the nodes under ``body`` hold one ``int`` object per row number (the parser makes
     one per node and attribute: 64 bytes a node past row 256), and one empty list for all
-    their empty lists (half the lists of a tree: 56 bytes each)."""
+    their empty lists (half the lists of a tree: 56 bytes each). A constant without a
+    ``kind`` (``u"..."``) leaves it to its class (None there too): five attributes fit a
+    smaller table than six (88 bytes less for each: an eighth of the nodes)."""
     share = rows.setdefault
     stack: list[ast.AST] = list(body)
     pop, extend = stack.pop, stack.extend
-    node_type = ast.AST
+    node_type, constant = ast.AST, ast.Constant
     empty = NO_ITEMS
     while stack:
         node = pop()
         fields = node.__dict__
+        if type(node) is constant:
+            if "kind" in fields and fields["kind"] is None:
+                fields = {name: value for name, value in fields.items() if name != "kind"}
+                node.__dict__ = fields
         first = fields.get("lineno")
         if first is not None and first > 256:
             fields["lineno"] = share(first, first)
