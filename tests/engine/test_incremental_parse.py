@@ -214,6 +214,18 @@ def test_a_long_text_parsed_in_pieces_gives_the_whole_parse(path: Path) -> None:
         empty[0].keywords.append(ast.keyword("x", ast.Constant(1)))
 
 
+def test_future_imports_in_a_long_text() -> None:
+    body = "x = 1 if a else 2\nprint(x)\n"
+    annotations = long_text("from __future__ import annotations\n" + body)
+    assert incremental._parse_in_pieces(annotations, "a.py") is not None
+    tree, _error = parse_text(annotations, "a.py")
+    assert tree is not None and dump(tree) == dump(ast.parse(annotations))
+    barry = "from __future__ import barry_as_FLUFL\n" + long_text("y = 1 != 2\n" + body)
+    assert incremental._parse_in_pieces(barry, "a.py") is None  # it may change how `<>` parses
+    tree, _error = parse_text(barry, "a.py")
+    assert tree is not None and dump(tree) == dump(ast.parse(barry))
+
+
 @pytest.mark.parametrize("path", FILES[:4], ids=lambda p: p.name)
 def test_broken_long_texts_fail_as_a_whole_parse_would(path: Path) -> None:
     rng = random.Random(path.name)

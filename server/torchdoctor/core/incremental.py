@@ -89,6 +89,9 @@ def parse_text(text: str, path: str) -> tuple[ast.Module | None, FileError | Non
         return None, FileError(path, f"cannot parse: {exc}", kind=ErrorKind.SYNTAX)
 
 
+# The one ``__future__`` import that may change how the code after it parses (``<>``): a text that
+# names it is parsed whole (``annotations`` and the others leave the tree as it is).
+_CHANGES_PARSING = "barry_as_FLUFL"
 # Texts from this many characters are parsed in pieces of about ``_PIECE`` characters.
 PIECES_FROM = 1 << 19
 _PIECE = 1 << 17
@@ -114,7 +117,7 @@ def _parse_in_pieces(text: str, path: str) -> ast.Module | None:
     (one ``int`` per row, not one per node and attribute)."""
     if "\r" in text or "\0" in text or text.startswith("\ufeff"):
         return None
-    if any(marker in text for marker in _WHOLE_FILE_MARKERS):
+    if _CHANGES_PARSING in text:
         return None
     body: list[ast.stmt] = []
     rows: dict[int, int] = {}
