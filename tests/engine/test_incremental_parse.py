@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from torchdoctor.core import incremental
 from torchdoctor.core.incremental import IncrementalParser, parse_text
 from torchdoctor.core.semantic import Semantic
 from torchdoctor.linter.runner import Superseded, check_text
@@ -180,3 +181,64 @@ def test_a_stopped_check_leaves_its_parse_for_the_next() -> None:
     again = edited.replace("def f20(x):", "def f20(y):")
     assert findings(again, parser) == findings(again)
     assert parser.reused_rows >= again.count("\n") - 8
+
+
+# Rows that start at column 0 yet end no statement, or lie inside one: where a piece cannot end.
+TRAPS = (
+    'doc = """\ndef inside():\n    pass\nclass Inside:\n"""\n'
+    "values = [\n1,\n2,\n]\n"
+    "if values:\n    pass\nelse:\n    pass\n"
+    "try:\n    pass\nexcept OSError:\n    pass\nfinally:\n    pass\n"
+    "@decorator\n\ndef decorated():\n    pass\n"
+    "total = 1 + \\\n2\n"
+    "\f\nx = 1; y = 2\n"
+)
+
+
+def long_text(body: str) -> str:
+    """``body`` repeated until the text is parsed in pieces."""
+    copies = -(-incremental.PIECES_FROM // max(len(body), 1)) + 1
+    return body * copies
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_a_long_text_parsed_in_pieces_gives_the_whole_parse(path: Path) -> None:
+    text = long_text(path.read_text() + "\n" + TRAPS)
+    tree, error = parse_text(text, path.name)
+    assert error is None and tree is not None
+    assert dump(tree) == dump(ast.parse(text))
+    assert incremental._parse_in_pieces(text, path.name) is not None  # in pieces indeed
+    empty = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and not n.keywords]
+    assert empty and all(call.keywords is incremental.NO_ITEMS for call in empty)
+    with pytest.raises(TypeError):
+        empty[0].keywords.append(ast.keyword("x", ast.Constant(1)))
+
+
+def test_future_imports_in_a_long_text() -> None:
+    body = "x = 1 if a else 2\nprint(x)\n"
+    annotations = long_text("from __future__ import annotations\n" + body)
+    assert incremental._parse_in_pieces(annotations, "a.py") is not None
+    tree, _error = parse_text(annotations, "a.py")
+    assert tree is not None and dump(tree) == dump(ast.parse(annotations))
+    barry = "from __future__ import barry_as_FLUFL\n" + long_text("y = 1 != 2\n" + body)
+    assert incremental._parse_in_pieces(barry, "a.py") is None  # it may change how `<>` parses
+    tree, _error = parse_text(barry, "a.py")
+    assert tree is not None and dump(tree) == dump(ast.parse(barry))
+
+
+@pytest.mark.parametrize("path", FILES[:4], ids=lambda p: p.name)
+def test_broken_long_texts_fail_as_a_whole_parse_would(path: Path) -> None:
+    rng = random.Random(path.name)
+    original = long_text(path.read_text())
+    for _ in range(6):
+        text = original
+        for _ in range(3):
+            text = edit(rng, text)
+        tree, error = parse_text(text, path.name)
+        try:
+            whole = ast.parse(text)
+        except SyntaxError as exc:
+            assert tree is None and error is not None
+            assert (error.reason, error.row) == (f"syntax error: {exc.msg}", exc.lineno)
+        else:
+            assert tree is not None and dump(tree) == dump(whole)

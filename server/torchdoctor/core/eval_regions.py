@@ -184,7 +184,8 @@ def regions(ctx: Context) -> list[Region]:
         block, index = sem.block_of(stmt)
         following: list[ast.stmt] = []
         receiver = dotted(model)
-        for item in block[index + 1 :]:
+        for i in range(index + 1, len(block)):  # no copy of the rest of a long block
+            item = block[i]
             if (
                 _ends_eval_mode(item, receiver)
                 or calls_train(ctx, item)

@@ -4,7 +4,7 @@ silences the listed codes (TorchFix's ``TOR`` codes count as their TDR equivalen
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 NOQA = re.compile(
@@ -23,7 +23,7 @@ class NoqaComment:
     code_spans: tuple[tuple[str, int, int], ...] = ()
 
 
-def find_noqa(lines: list[str]) -> dict[int, NoqaComment]:
+def find_noqa(lines: Iterable[str]) -> dict[int, NoqaComment]:
     out: dict[int, NoqaComment] = {}
     for row, line in enumerate(lines, start=1):
         if "noqa" not in line and "NOQA" not in line.upper():

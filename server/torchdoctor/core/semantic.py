@@ -23,7 +23,6 @@ from __future__ import annotations
 import ast
 import bisect
 import functools
-import itertools
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
@@ -90,9 +89,9 @@ FUNCTION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef)
 LOOP_NODES = (ast.For, ast.AsyncFor, ast.While)
 
 
-@dataclass
+@dataclass(slots=True)
 class Binding:
-    """One place where a name gets a value."""
+    """One place where a name gets a value (slots: a long script has hundreds of thousands)."""
 
     name: str
     node: ast.AST
@@ -192,6 +191,8 @@ def _child_fields(kind: type) -> tuple[str, ...]:
     return fields
 
 
+# The fields of a statement that hold blocks of statements.
+_BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
 _NESTED_SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda})
 
 
@@ -225,18 +226,34 @@ def _targets(qualnames: tuple[str, ...]) -> tuple[frozenset[str], dict[str, froz
     return frozenset(qualnames), {last: frozenset(q) for last, q in by_last.items()}
 
 
+# The nodes whose place in the pre-order is kept: those a walk starts from (statements, the
+# module) or skips (nested functions, classes and lambdas). A walk from another node of the
+# file follows its children (the same order).
+_INDEXED = frozenset(
+    {
+        ast.Module,
+        ast.Lambda,
+        *(k for k in vars(ast).values() if isinstance(k, type) and issubclass(k, ast.stmt)),
+    }
+)
+
+
 def _pre_order_index(order: list[ast.AST]) -> dict[ast.AST, int]:
-    """The index of each node of ``order`` (a pre-order) in it."""
-    return dict(zip(order, range(len(order)), strict=True))
+    """The index in ``order`` (a pre-order) of each of its nodes of an ``_INDEXED`` type (a
+    tenth of them: an index of every node took more memory than the rest of the facts)."""
+    indexed = _INDEXED
+    return {node: i for i, node in enumerate(order) if type(node) in indexed}
 
 
 class _Sizes(dict[ast.AST, int]):
-    """The subtree size of each node of a pre-order, worked out when first asked (most never
-    are): the distance to its last descendant, which is its last child's last descendant."""
+    """The subtree size of each indexed node of a pre-order, worked out when first asked (most
+    never are): the distance to its last descendant, which is its last child's last
+    descendant."""
 
-    def __init__(self, index: dict[ast.AST, Any]) -> None:
+    def __init__(self, index: dict[ast.AST, Any], order: list[ast.AST] | None = None) -> None:
         super().__init__()
         self.index = index
+        self.order = order  # None: the index holds (a chunk's order, the index there)
 
     def __missing__(self, node: ast.AST) -> int:
         last = node
@@ -245,9 +262,12 @@ class _Sizes(dict[ast.AST, int]):
             if not children:
                 break
             last = children[-1]
-        first, end = self.index[node], self.index[last]
-        if type(first) is tuple:  # (a chunk's order, the index there)
-            first, end = first[1], end[1]
+        first = self.index[node]
+        order = self.order
+        if type(first) is tuple:
+            order, first = first
+        assert order is not None
+        end = first if last is node else order.index(last, first)
         size = end - first + 1
         self[node] = size
         return size
@@ -308,9 +328,9 @@ class _ChunkFacts:
         of its subtree."""
         if self._subtrees is None:
             order = self.part.order
-            index: dict[ast.AST, Any] = dict(
-                zip(order, zip(itertools.repeat(order), range(len(order))), strict=True)
-            )
+            index: dict[ast.AST, Any] = {
+                node: (order, i) for node, i in _pre_order_index(order).items()
+            }
             self._subtrees = index, _Sizes(index)
         return self._subtrees
 
@@ -399,7 +419,7 @@ class Semantic:
         # A name's bindings in a scope ordered by position, made when a lookup first needs
         # them: (how many bindings it was made from, their positions, the bindings).
         self._by_position: dict[int, tuple[int, list[tuple[int, int]], list[Binding]]] = {}
-        self._blocks: dict[ast.AST, tuple[list[ast.stmt], int]] = {}  # statement -> its block
+        self._blocks: dict[ast.AST, int] = {}  # statement -> its index in its block
         self._binding_index: dict[int, tuple[int, dict[int, int]]] = {}
         self._reads: dict[str, dict[ast.AST, list[ast.Name]]] = {}  # see ``reads``
 
@@ -491,14 +511,14 @@ class Semantic:
                     push((value, node, where))
 
     def _subtrees(self) -> tuple[dict[ast.AST, Any], dict[ast.AST, int]]:
-        """Pre-order index and subtree size of every node (computed on first use): a subtree
-        is the slice ``order[index : index + size]``. Built from chunks, the index of a node is
+        """Pre-order index and subtree size of the ``_INDEXED`` nodes (computed on first use):
+        a subtree is the slice ``order[index : index + size]``. Built from chunks, the index of a node is
         ``(its chunk's order, the index there)``, what the chunk computed once for all the
         versions that reuse it."""
         if self._index is None:
             if self._chunks is None:
                 self._index = _pre_order_index(self.order)
-                self._size = _Sizes(self._index)
+                self._size = _Sizes(self._index, self.order)
             else:
                 index: dict[ast.AST, Any] = {self.tree: (self.order, 0)}
                 size = _Sizes(index)
@@ -692,21 +712,26 @@ class Semantic:
         other = self._foreign(stmt) if self.project is not None else None
         if other is not None:
             return other.block_of(stmt)
-        known = self._blocks.get(stmt)
-        if known is not None:
-            return known
         parent = self.parents.get(stmt)
         if parent is None:
             raise ValueError("statement has no parent")
-        for fld in ("body", "orelse", "finalbody", "handlers", "cases"):
+        where = self._blocks.get(stmt)
+        if where is None:
+            for fld in _BLOCK_FIELDS:
+                block = getattr(parent, fld, None)
+                if isinstance(block, list):  # every statement of the parent's blocks, at once
+                    for i, item in enumerate(block):
+                        self._blocks[item] = i
+            where = self._blocks.get(stmt)
+            if where is None:
+                raise ValueError("statement not found in its parent")
+        # Only the index is kept (a tuple per statement took more memory than the statement
+        # list's own entries): the block is the parent's list that holds the statement there.
+        for fld in _BLOCK_FIELDS:
             block = getattr(parent, fld, None)
-            if isinstance(block, list):  # every statement of the parent's blocks, at once
-                for i, item in enumerate(block):
-                    self._blocks[item] = (block, i)
-        known = self._blocks.get(stmt)
-        if known is None:
-            raise ValueError("statement not found in its parent")
-        return known
+            if isinstance(block, list) and where < len(block) and block[where] is stmt:
+                return block, where
+        raise ValueError("statement not found in its parent")
 
     def in_version_fallback(self, node: ast.AST, errors: Iterable[str]) -> bool:
         """Whether ``node`` is code for other PyTorch versions: inside an ``except`` handler
@@ -856,6 +881,14 @@ class Semantic:
         stop = () if into_functions else _NESTED_SCOPES
         index, size = self._subtrees()
         start = index.get(node)
+        if start is None and node in self.parents:  # not indexed: the same order, by children
+            stack = _children(node)[::-1]
+            while stack:
+                child = stack.pop()
+                yield child
+                if type(child) not in stop:
+                    stack.extend(_children(child)[::-1])
+            return
         if start is None:  # a node made after the pass
             stack = _children(node)
             while stack:

@@ -6,13 +6,20 @@ import ast
 import io
 import re
 import tokenize
+from array import array
+from collections.abc import Iterator, Sequence
 from functools import cached_property
+from typing import overload
 
 from .model import Pos, Range
 
+_NEWLINE = re.compile("\n")
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 # What ``str.splitlines`` also breaks at.
 _OTHER_BREAKS = ("\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+
+# A string spans rows only between triple quotes or across a backslash at the end of a row.
+_MULTI_ROW_STRING_MARKS = ('"""', "'''", "\\\n", "\\\r")
 
 
 def split_rows(text: str) -> list[str]:
@@ -24,19 +31,59 @@ def split_rows(text: str) -> list[str]:
     return text.splitlines(keepends=True)
 
 
+class Rows(Sequence[str]):
+    """The rows of a text, with their line endings, and an empty last row after a final line
+    break: each cut from the text when asked (a list of them would hold the text twice)."""
+
+    __slots__ = ("starts", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        # Where each row starts, and the text's end.
+        self.starts = array("q", [0])
+        if "\r" in text or any(ch in text for ch in _OTHER_BREAKS):
+            offset = 0
+            for row in split_rows(text):
+                offset += len(row)
+                self.starts.append(offset)
+            if text and not text.endswith(("\n", "\r")):
+                return
+        else:
+            self.starts.extend(found.end() for found in _NEWLINE.finditer(text))
+        self.starts.append(len(text))
+
+    def __len__(self) -> int:
+        return len(self.starts) - 1
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("row out of range")
+        return self.text[self.starts[index] : self.starts[index + 1]]
+
+    def __iter__(self) -> Iterator[str]:
+        text, starts = self.text, self.starts
+        return (text[starts[i] : starts[i + 1]] for i in range(len(starts) - 1))
+
+
 class Source:
     def __init__(self, text: str) -> None:
         self.text = text
-        self._line_starts: list[int] | None = None
 
     @cached_property
-    def lines(self) -> list[str]:
+    def lines(self) -> Rows:
         """The rows, with their line endings, and an empty last row after a final line break
         (split when first asked: a file without findings mostly never asks)."""
-        lines = split_rows(self.text)
-        if not lines or lines[-1].endswith(("\n", "\r")):
-            lines.append("")
-        return lines
+        return Rows(self.text)
 
     # -- positions -------------------------------------------------------------------------
     def line(self, row: int) -> str:
@@ -60,14 +107,9 @@ class Source:
         return Range(self.start(node), self.end(node))
 
     def offset(self, pos: Pos) -> int:
-        if self._line_starts is None:
-            starts, total = [], 0
-            for line in self.lines:
-                starts.append(total)
-                total += len(line)
-            self._line_starts = starts
-        row = min(max(pos.row, 1), len(self.lines))
-        return self._line_starts[row - 1] + pos.col
+        lines = self.lines
+        row = min(max(pos.row, 1), len(lines))
+        return lines.starts[row - 1] + pos.col
 
     def segment(self, node: ast.AST) -> str:
         return self.text[self.offset(self.start(node)) : self.offset(self.end(node))]
@@ -92,6 +134,8 @@ class Source:
 
         Re-indenting such rows would change the string's value, so fixes leave them alone.
         """
+        if not any(mark in self.text for mark in _MULTI_ROW_STRING_MARKS):
+            return frozenset()  # no string can span rows: no need to tokenize
         rows: set[int] = set()
         try:
             # newline="": rows end at "\n", "\r\n" and "\r", as for `ast` and `split_rows`.

@@ -549,14 +549,32 @@ def _after_training(sem: Semantic, call: ast.Call) -> bool:
     has just trained and written, on the same device, rather than resuming."""
     function = sem.enclosing_function(call)
     here = (call.lineno, call.col_offset)
-    earlier = [
-        *checkpoints.saves_writing(sem, call),
-        *(c for name in _TRAINING_CALLS for c in sem.calls_by_attr.get(name, ())),
-    ]
+    first = _first_training_calls(sem).get(function)
+    if first is not None and first < here:
+        return True
     return any(
         sem.enclosing_function(other) is function and (other.lineno, other.col_offset) < here
-        for other in earlier
+        for other in checkpoints.saves_writing(sem, call)
     )
+
+
+def _first_training_calls(sem: Semantic) -> dict[ast.AST | None, tuple[int, int]]:
+    """Where the first training call of each function (None: module level) is, found once per
+    file (once per load was quadratic in a long script)."""
+    found = sem.memo.get(_FIRST_TRAINING)
+    if found is None:
+        first: dict[ast.AST | None, tuple[int, int]] = {}
+        for name in _TRAINING_CALLS:
+            for other in sem.calls_by_attr.get(name, ()):
+                function = sem.enclosing_function(other)
+                where = (other.lineno, other.col_offset)
+                if function not in first or where < first[function]:
+                    first[function] = where
+        sem.memo[_FIRST_TRAINING] = found = first
+    return found  # type: ignore[return-value]
+
+
+_FIRST_TRAINING = "tdr602-first-training-calls"
 
 
 def _fix(ctx: Context, call: ast.Call) -> Fix:
