@@ -86,6 +86,7 @@ class _State:
         self.error: str | None = None
         # current step
         self.step_t0 = self.t0
+        self.loop_started = False
         self.cur = {"data_s": 0.0, "forward_s": 0.0, "backward_s": 0.0, "optimizer_s": 0.0}
         self.timeline: list[dict[str, Any]] = []
         self.opt_t0 = 0.0
@@ -114,7 +115,7 @@ class _State:
         self.opt_steps: dict[int, int] = {}
         self.max_batches_per_epoch = 0
         # memory
-        self.peak = {"bytes": 0, "path": None, "row": None}
+        self.peak: dict[str, Any] = {"bytes": 0, "path": None, "row": None}
         self.device = "cpu"
 
 
@@ -308,6 +309,8 @@ def _make_call(original: Any) -> Any:
         S.pack_seen = set()
         S.pack_bytes = 0
         t0 = time.perf_counter()
+        if not S.loop_started:
+            S.loop_started, S.step_t0 = True, t0
         try:
             out = original(self, *args, **kwargs)
         finally:
@@ -478,20 +481,20 @@ def _accumulation_line(frame: Any, name: str) -> dict[str, Any] | None:
             break
     for node in ast.walk(scope):
         hit: Any = None
-        if isinstance(node, ast.AugAssign) and _is_name(node.target, name):
-            hit = node
-        elif (
-            isinstance(node, ast.Assign)
-            and any(_is_name(t, name) for t in node.targets)
-            and isinstance(node.value, ast.BinOp)
-            and (_is_name(node.value.left, name) or _is_name(node.value.right, name))
-        ):
-            hit = node
-        elif (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr in ("append", "extend", "insert")
-            and _is_name(node.func.value, name)
+        if (
+            (isinstance(node, ast.AugAssign) and _is_name(node.target, name))
+            or (
+                isinstance(node, ast.Assign)
+                and any(_is_name(t, name) for t in node.targets)
+                and isinstance(node.value, ast.BinOp)
+                and (_is_name(node.value.left, name) or _is_name(node.value.right, name))
+            )
+            or (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("append", "extend", "insert")
+                and _is_name(node.func.value, name)
+            )
         ):
             hit = node
         if hit is not None:
@@ -572,6 +575,8 @@ def _make_next(original: Any) -> Any:
         if threading.get_ident() != S.main_thread:
             return original(self)
         t0 = time.perf_counter()
+        if not S.loop_started:
+            S.loop_started, S.step_t0 = True, t0
         try:
             return original(self)
         finally:
@@ -604,13 +609,13 @@ def _make_sampler_iter(original: Any) -> Any:
         indices = list(original(self))
         if getattr(self, "shuffle", False) and len(indices) > 1:
             digest = hashlib.sha256(repr(indices).encode()).hexdigest()
-            seen = S.samplers.setdefault(id(self), {"digests": []})
-            if digest in seen["digests"]:
+            seen = S.samplers.get(id(self))
+            if seen is None:  # where it is first iterated: the training loop, usually
+                seen = S.samplers[id(self)] = {"digests": [], "where": _user_site(2)}
+            if digest in seen["digests"] and seen["where"] is not None:
                 entry = S.sampler_repeats.get(id(self))
                 if entry is None:
-                    key = _user_site(2)
-                    if key is not None:
-                        entry = S.sampler_repeats[id(self)] = {"count": 1, "where": key}
+                    entry = S.sampler_repeats[id(self)] = {"count": 1, "where": seen["where"]}
                 if entry is not None:
                     entry["count"] += 1
                     entry["samples"] = len(indices)
@@ -676,7 +681,7 @@ def _install(torch: Any) -> None:
         cls = getattr(lrs, cls_name)
         if isinstance(cls, type) and "step" in cls.__dict__ and cls_name != "LRScheduler":
             if cls_name.endswith("LR") or cls_name == "ReduceLROnPlateau":
-                cls.step = _make_scheduler_step(cls.step)
+                cls.step = _make_scheduler_step(cls.step)  # type: ignore[attr-defined]
     if "step" in lrs.LRScheduler.__dict__:
         lrs.LRScheduler.step = _make_scheduler_step(lrs.LRScheduler.step)
 
@@ -769,12 +774,12 @@ def _findings() -> list[dict[str, Any]]:
                         },
                     }
                 )
-    loop_seconds = sum(
-        sum(v for k, v in e.items() if k.endswith("_s")) for e in S.timeline
-    ) or (time.perf_counter() - S.t0)
+    loop_seconds = sum(sum(v for k, v in e.items() if k.endswith("_s")) for e in S.timeline) or (
+        time.perf_counter() - S.t0
+    )
     for key, entry in S.loaders.items():
         share = entry["seconds"] / loop_seconds if loop_seconds else 0.0
-        if entry["batches"] >= 2 and share >= 0.2:
+        if entry["batches"] >= 2 and share >= 0.25 and entry["seconds"] >= 0.2:
             out.append(
                 {
                     "kind": "data-stall",
@@ -789,23 +794,23 @@ def _findings() -> list[dict[str, Any]]:
                     },
                 }
             )
-    for entry in S.sampler_repeats.values():
+    for repeat in S.sampler_repeats.values():
         out.append(
             {
                 "kind": "sampler-repeats",
-                **at(entry["where"]),
-                "measured": {"count": entry["count"], "samples": entry.get("samples", 0)},
+                **at(repeat["where"]),
+                "measured": {"count": repeat["count"], "samples": repeat.get("samples", 0)},
             }
         )
-    for entry in S.schedulers.values():
-        opt_steps = S.opt_steps.get(entry["optimizer"], 0)
-        ratio = entry["steps"] / opt_steps if opt_steps else 0.0
-        per_iteration = entry["kind"] in ("OneCycleLR", "CyclicLR")
+    for sched in S.schedulers.values():
+        opt_steps = S.opt_steps.get(sched["optimizer"], 0)
+        ratio = sched["steps"] / opt_steps if opt_steps else 0.0
+        per_iteration = sched["kind"] in ("OneCycleLR", "CyclicLR")
         wrong = (per_iteration and opt_steps >= 4 and ratio <= 0.5) or (
             not per_iteration
-            and entry["kind"] != "LambdaLR"
+            and sched["kind"] != "LambdaLR"
             and opt_steps >= 4
-            and entry["steps"] >= 4
+            and sched["steps"] >= 4
             and ratio >= 0.9
             and S.max_batches_per_epoch >= 2
         )
@@ -813,11 +818,11 @@ def _findings() -> list[dict[str, Any]]:
             out.append(
                 {
                     "kind": "scheduler-granularity",
-                    **at(entry["where"]),
-                    "scheduler": entry["kind"],
+                    **at(sched["where"]),
+                    "scheduler": sched["kind"],
                     "per_iteration": per_iteration,
                     "measured": {
-                        "count": entry["steps"],
+                        "count": sched["steps"],
                         "steps": opt_steps,
                         "share": round(ratio, 4),
                     },
