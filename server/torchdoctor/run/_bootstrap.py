@@ -577,8 +577,11 @@ def _make_next(original: Any) -> Any:
         t0 = time.perf_counter()
         if not S.loop_started:
             S.loop_started, S.step_t0 = True, t0
+        ended = True
         try:
-            return original(self)
+            batch = original(self)
+            ended = False
+            return batch
         finally:
             elapsed = time.perf_counter() - t0
             S.cur["data_s"] += elapsed
@@ -593,7 +596,7 @@ def _make_next(original: Any) -> Any:
                         "pin_memory": bool(getattr(self, "_pin_memory", False)),
                         "epochs": 0,
                     }
-                entry["batches"] += 1
+                entry["batches"] += 0 if ended else 1
                 entry["seconds"] += elapsed
                 count = getattr(self, "_num_yielded", 0)
                 S.max_batches_per_epoch = max(S.max_batches_per_epoch, int(count or 0))
