@@ -59,6 +59,7 @@ class _Site:
         "grad_calls",
         "inference_calls",
         "key",
+        "measured_calls",
         "nograd_calls",
         "nograd_seconds",
     )
@@ -67,7 +68,7 @@ class _Site:
         self.key = key
         self.calls = self.grad_calls = self.backpropagated = 0
         self.nograd_calls = self.inference_calls = 0
-        self.bytes_pending = self.bytes_total = 0
+        self.bytes_pending = self.bytes_total = self.measured_calls = 0
         self.nograd_seconds = 0.0
 
 
@@ -116,6 +117,7 @@ class _State:
         self.max_batches_per_epoch = 0
         # memory
         self.peak: dict[str, Any] = {"bytes": 0, "path": None, "row": None}
+        self.last_site: tuple[str, int, int, int, int] | None = None
         self.device = "cpu"
 
 
@@ -208,29 +210,42 @@ def _end_step() -> None:
     entry["other_s"] = round(max(0.0, total - sum(cur.values())), 6)
     memory = _memory_now()
     entry["memory_bytes"] = memory
+    _peak_check(memory)
     if len(S.timeline) < _MAX_TIMELINE:
         S.timeline.append(entry)
     S.step_t0 = now
     S.cur = {"data_s": 0.0, "forward_s": 0.0, "backward_s": 0.0, "optimizer_s": 0.0}
 
 
+_STATM: list[int] = []  # an open descriptor of /proc/self/statm, read again at each step
+
+
 def _memory_now() -> int:
+    """Allocated CUDA memory once CUDA is in use, else the resident set size (Linux)."""
     torch = S.torch
     try:
-        if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        if torch is not None and torch.cuda.is_initialized():
             return int(torch.cuda.memory_allocated())
     except Exception:
         pass
     try:
-        with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        if not _STATM:
+            _STATM.append(os.open("/proc/self/statm", os.O_RDONLY))
+            _STATM.append(os.sysconf("SC_PAGE_SIZE"))
+        return int(os.pread(_STATM[0], 128, 0).split()[1]) * _STATM[1]
     except (OSError, ValueError, AttributeError, IndexError):
         return 0
 
 
 def _note_memory(site: tuple[str, int, int, int, int] | None) -> None:
-    memory = _memory_now()
+    """Remember the last call of the step; the memory is read once, at the step's end."""
+    if site is not None:
+        S.last_site = site
+
+
+def _peak_check(memory: int) -> None:
     if memory > S.peak["bytes"]:
+        site = S.last_site
         S.peak = {
             "bytes": memory,
             "path": site[0] if site else None,
@@ -298,8 +313,15 @@ def _make_call(original: Any) -> Any:
             return original(self, *args, **kwargs)
         torch = S.torch
         grad = torch.is_grad_enabled()
+        key = _user_site(2)
+        site = S.sites.get(key) if key is not None else None
+        if site is None and key is not None:
+            site = S.sites[key] = _Site(key)
         hooks = None
-        if grad and not _is_compiled(self):
+        # The bytes matter for graphs that are not backpropagated; a call site whose graphs
+        # always were is measured a few times, then estimated from its mean.
+        measure = site is None or site.grad_calls < 3 or site.backpropagated < site.grad_calls
+        if grad and measure and not _is_compiled(self):
             try:
                 hooks = torch.autograd.graph.saved_tensors_hooks(_pack, _unpack)
                 hooks.__enter__()
@@ -319,20 +341,20 @@ def _make_call(original: Any) -> Any:
             S.depth = 0
             elapsed = time.perf_counter() - t0
             S.cur["forward_s"] += elapsed
-        key = _user_site(2)
-        if key is None:
-            return out
-        site = S.sites.get(key)
         if site is None:
-            site = S.sites[key] = _Site(key)
+            return out
         site.calls += 1
         if grad:
             nodes: list[Any] = []
             _graph_nodes(out, nodes)
             if nodes:
+                if hooks is not None:
+                    nbytes = S.pack_bytes
+                    site.measured_calls += 1
+                    site.bytes_total += nbytes
+                else:
+                    nbytes = site.bytes_total // max(1, site.measured_calls)
                 site.grad_calls += 1
-                nbytes = S.pack_bytes
-                site.bytes_total += nbytes
                 site.bytes_pending += nbytes
                 record = [False, nbytes, site]
 
@@ -553,11 +575,8 @@ def _make_sync(original: Any, what: str) -> Any:
                 entry["what"] = what  # type: ignore[assignment]
             entry["count"] += 1
             entry["last_step"] = S.steps
-            try:
-                if self.device.type == "cuda":
-                    entry["cuda"] += 1
-            except Exception:
-                pass
+            if getattr(self, "is_cuda", False):
+                entry["cuda"] += 1
         return original(self, *args, **kwargs)
 
     synchronising.__name__ = getattr(original, "__name__", what)
@@ -728,7 +747,10 @@ def _findings() -> list[dict[str, Any]]:
 
     for site in S.sites.values():
         unused = site.grad_calls - site.backpropagated
-        if unused > 0 and site.bytes_pending > 0:
+        # A forward whose backward had not run yet when the run stopped is not one.
+        if site.bytes_pending > 0 and (
+            (unused > 0 and site.backpropagated == 0) or unused >= max(2, site.grad_calls // 10)
+        ):
             out.append(
                 {
                     "kind": "forward-not-backpropagated",
@@ -920,10 +942,12 @@ def main() -> None:
     except KeyboardInterrupt:
         S.stopped = "interrupted"
         S.exit_code = 130
-    except BaseException:
+    except BaseException as exc:
         S.stopped = "error"
         S.exit_code = 1
-        traceback.print_exc()
+        # As Python prints it: from the script's frames on, without this function's.
+        tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
+        traceback.print_exception(type(exc), exc, tb)
     finally:
         if hasattr(signal, "setitimer"):
             signal.setitimer(signal.ITIMER_REAL, 0)
