@@ -288,3 +288,47 @@ def test_zero_grad_every_iteration_under_accumulation_is_tdr107(script, td, row)
     )
     assert fixed.code == 0, fixed.out + fixed.err
     assert fixed.json() == []
+
+
+COMPILED = """
+import torch._dynamo.utils
+
+
+@torch.compile(backend="eager")
+def scaled(x):
+    y = x * 2
+    BREAK
+    return y.sum()
+
+
+compiled_model = torch.compile(model, backend="eager")
+for x, y in loader:
+    optimizer.zero_grad()
+    loss = nn.functional.mse_loss(compiled_model(x), y) + scaled(x)
+    loss.backward()
+    optimizer.step()
+    print(f"loss {loss.item():.8f}")
+counters = torch._dynamo.utils.counters
+print("breaks", sorted(counters["graph_break"].values()), dict(counters["stats"]))
+"""
+
+
+def test_graph_breaks_under_torch_compile_are_tdr202(script, td, row, tmp_path) -> None:
+    import subprocess
+    import sys
+
+    path = script(COMPILED.replace("BREAK", 'print("in the compiled function")'))
+    run = td("run", str(path))
+    f = [line for line in run.out.splitlines() if ": TDR202 " in line]
+    assert len(f) == 1, run.out + run.err
+    assert f[0].startswith(f"train.py:{row(path, 'def scaled') - 1}:2: TDR202 Measured:")
+    assert "Failed to trace builtin operator" in f[0]
+    # The instrumentation adds no graph break and changes no loss.
+    plain = subprocess.run(
+        [sys.executable, str(path)], capture_output=True, text=True, cwd=tmp_path, timeout=180
+    )
+    printed = [line for line in plain.stdout.splitlines() if line.startswith(("loss", "breaks"))]
+    assert len(printed) == 9
+    assert [line for line in run.out.splitlines() if line.startswith(("loss", "breaks"))] == printed
+    fixed = td("run", "--output-format", "json", str(script(COMPILED.replace("BREAK", "pass"))))
+    assert "TDR202" not in fixed.codes()

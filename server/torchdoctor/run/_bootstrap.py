@@ -15,6 +15,7 @@ measurements are written as JSON to ``$TORCHDOCTOR_RUN_OUT``; the parent turns t
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import json
 import os
@@ -106,6 +107,9 @@ class _State:
         self.wiped: dict[tuple[str, int, int, int, int], int] = {}
         self.backwards = 0
         # synchronisations
+        self.sync_originals: dict[str, tuple[Any, bool]] = {}
+        self.syncs_off = False
+        self.compile_sites: list[tuple[str, int, int, int, int]] = []
         self.syncs: dict[tuple[str, int, int, int, int], dict[str, int]] = {}
         # data loading
         self.loaders: dict[tuple[str, int, int, int, int], dict[str, Any]] = {}
@@ -309,7 +313,7 @@ def _graph_nodes(out: Any, found: list[Any], depth: int = 0) -> None:
 
 def _make_call(original: Any) -> Any:
     def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if S.depth or threading.get_ident() != S.main_thread or _compiling():
+        if _compiling() or S.depth or threading.get_ident() != S.main_thread:
             return original(self, *args, **kwargs)
         torch = S.torch
         grad = torch.is_grad_enabled()
@@ -394,7 +398,7 @@ def _is_compiled(module: Any) -> bool:
 
 def _make_backward(original: Any) -> Any:
     def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
-        if S.depth or threading.get_ident() != S.main_thread or _compiling():
+        if _compiling() or S.depth or threading.get_ident() != S.main_thread:
             return original(tensors, *args, **kwargs)
         torch = S.torch
         key = _user_site(2)
@@ -585,6 +589,61 @@ def _make_sync(original: Any, what: str) -> Any:
     return synchronising
 
 
+def _unpatch_syncs() -> None:
+    """Give ``Tensor`` its own methods back. TorchDynamo would trace a wrapper and break the
+    graph at the C method it calls (a break the script does not have), so once the script
+    compiles, synchronisations are not counted."""
+    tensor = S.torch.Tensor
+    for name, (original, own) in S.sync_originals.items():
+        if own:
+            setattr(tensor, name, original)
+        else:
+            delattr(tensor, name)
+    S.sync_originals.clear()
+    S.syncs_off = True
+
+
+# ---------------------------------------------------------------------------------------------
+# torch.compile: where it is called; its graph breaks are read from dynamo's counters at the end
+
+
+def _make_compile(original: Any) -> Any:
+    def compile(*args: Any, **kwargs: Any) -> Any:
+        if not _compiling():
+            key = _user_site(2)
+            if key is not None and key not in S.compile_sites:
+                S.compile_sites.append(key)
+            if S.sync_originals:
+                _unpatch_syncs()
+        return original(*args, **kwargs)
+
+    for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
+        with contextlib.suppress(AttributeError, TypeError):
+            setattr(compile, attr, getattr(original, attr))
+    compile.__wrapped__ = original  # type: ignore[attr-defined]
+    return compile
+
+
+def _graph_breaks() -> dict[str, Any] | None:
+    utils = sys.modules.get("torch._dynamo.utils")
+    counters = getattr(utils, "counters", None)
+    if not counters:
+        return None
+    breaks = dict(counters.get("graph_break") or {})
+    stats = dict(counters.get("stats") or {})
+    recompiles = dict(counters.get("recompiles") or {})
+    reasons: dict[str, int] = {}
+    for reason, count in breaks.items():
+        first = str(reason).strip().splitlines()[0][:160] if str(reason).strip() else "?"
+        reasons[first] = reasons.get(first, 0) + int(count)
+    return {
+        "count": sum(reasons.values()),
+        "reasons": sorted(reasons.items(), key=lambda kv: -kv[1])[:5],
+        "graphs": int(stats.get("unique_graphs", 0) or 0),
+        "recompiles": sum(int(v) for v in recompiles.values()),
+    }
+
+
 # ---------------------------------------------------------------------------------------------
 # Data loading
 
@@ -696,7 +755,11 @@ def _install(torch: Any) -> None:
     for name in ("item", "tolist", "cpu", "numpy", "__format__", "__repr__", "__bool__"):
         original = getattr(tensor, name, None)
         if original is not None:
+            S.sync_originals[name] = (original, name in tensor.__dict__)
             setattr(tensor, name, _make_sync(original, name))
+    for owner, attr in ((torch, "compile"), (getattr(torch, "export", None), "export")):
+        if owner is not None and callable(getattr(owner, attr, None)):
+            setattr(owner, attr, _make_compile(getattr(owner, attr)))
     dl._BaseDataLoaderIter.__next__ = _make_next(dl._BaseDataLoaderIter.__next__)
     dd.DistributedSampler.__iter__ = _make_sampler_iter(dd.DistributedSampler.__iter__)
     for cls_name in dir(lrs):
@@ -799,6 +862,20 @@ def _findings() -> list[dict[str, Any]]:
                         },
                     }
                 )
+    breaks = _graph_breaks() if S.compile_sites else None
+    if breaks and (breaks["count"] or breaks["recompiles"]):
+        out.append(
+            {
+                "kind": "graph-breaks",
+                **at(S.compile_sites[0]),
+                "reasons": breaks["reasons"],
+                "measured": {
+                    "count": breaks["count"],
+                    "graphs": breaks["graphs"],
+                    "recompiles": breaks["recompiles"],
+                },
+            }
+        )
     loop_seconds = sum(sum(v for k, v in e.items() if k.endswith("_s")) for e in S.timeline) or (
         time.perf_counter() - S.t0
     )

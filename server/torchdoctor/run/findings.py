@@ -149,6 +149,25 @@ def _one(item: dict[str, Any], device: str) -> MeasuredFinding | None:
             measured=m,
             **where,
         )
+    if kind == "graph-breaks":
+        count, graphs = int(m.get("count", 0)), int(m.get("graphs", 0))
+        recompiles = int(m.get("recompiles", 0))
+        reasons = [str(r[0]) for r in item.get("reasons") or []]
+        why = "; ".join(reasons[:3])
+        return MeasuredFinding(
+            code="TDR202",
+            message=f"Measured: the code compiled here broke its graph "
+            f"{_plural(count, 'time', 'times')} ({_plural(graphs, 'graph', 'graphs')}, "
+            f"{_plural(recompiles, 'recompilation', 'recompilations')})"
+            + (f": {why}" if why else ""),
+            message_zh=f"实测：此处编译的代码发生 {count} 次图中断（{graphs} 个图，"
+            f"{recompiles} 次重新编译）" + (f"：{why}" if why else ""),
+            summary=f"{_plural(count, 'graph break', 'graph breaks')}, "
+            f"{_plural(recompiles, 'recompilation', 'recompilations')}",
+            summary_zh=f"{count} 次图中断，{recompiles} 次重新编译",
+            measured=m,
+            **where,
+        )
     if kind == "data-stall":
         share, seconds = float(m.get("share", 0.0)), float(m.get("seconds", 0.0))
         workers, pinned = int(item.get("num_workers", 0)), bool(item.get("pin_memory"))
