@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -216,6 +217,12 @@ def test_report_is_written_to_the_project_cache_and_to_report_dir(tmp_path, scri
     assert json.loads((tmp_path / "out" / "report.json").read_text()) == data
     page = (tmp_path / "out" / "index.html").read_text()
     assert page.count("<svg") == 2
+    # One point per step on the memory plot, left to right.
+    points = re.search(r'<polyline points="([^"]+)"', page)
+    assert points is not None
+    xs = [float(pair.split(",")[0]) for pair in points.group(1).split()]
+    assert len(xs) == data["steps"] == 8
+    assert xs == sorted(set(xs))
     assert "TDR105" in page
     assert "<script" not in page and "http" not in page.replace("https://json", "")
 

@@ -84,7 +84,8 @@ def memory_chart(timeline: list[dict[str, Any]], locale: str) -> str:
     points = [p for p in points if p[1] > 0]
     if len(points) < 2:
         return f"<p>{_t(locale, 'Not enough steps to plot.', '步数不足，无法绘图。')}</p>"
-    points = [points[int(i * len(points) / 300)] for i in range(min(300, len(points)))]
+    if len(points) > 300:
+        points = [points[int(i * len(points) / 300)] for i in range(300)]
     low = min(p[1] for p in points)
     high = max(p[1] for p in points)
     span = (high - low) or 1
