@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -125,7 +126,7 @@ def test_the_script_runs_as_python_script_py_would_run_it(tmp_path, td) -> None:
         "print(os.getcwd())\n"
         "print('_torchdoctor_run' in sys.modules, 'torchdoctor' in sys.modules)\n"
     )
-    run = td("run", "proj/show.py", "--lr", "3", "-x")
+    run = td("run", "--python", sys.executable, "proj/show.py", "--lr", "3", "-x")
     assert run.code == 0, run.err
     lines = run.out.splitlines()
     assert lines[:6] == [
@@ -231,3 +232,25 @@ def test_usage_errors_exit_2(td) -> None:
     assert td("run", "missing.py").code == 2
     assert td("run").code == 2
     assert td("run", "--steps", "0", "x.py").code == 2
+
+
+def test_interrupting_torchdoctor_stops_the_script_and_keeps_the_report(script, tmp_path) -> None:
+    path = script(
+        "import time\nprint('ready', flush=True)\nwhile True:\n    time.sleep(0.05)\n",
+        prelude=False,
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "torchdoctor", "run", str(path)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "ready\n"  # the script runs
+    proc.send_signal(signal.SIGINT)  # Ctrl-C reaches torchdoctor, not the script's group
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, out + err
+    assert "stopped at an interruption" in out
+    report = read_reports(tmp_path)[0]
+    assert report.stopped == "interrupted"

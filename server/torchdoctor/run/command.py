@@ -105,6 +105,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_json_atomic(folder / "report.json", report.to_json())
         (folder / "index.html").write_text(render(report, locale), encoding="utf-8")
     emit(report, args.output_format, locale)
+    if report.stopped == "interrupted":
+        print("torchdoctor run: interrupted; the report holds what was measured", file=sys.stderr)
+        return EXIT_ERROR
     if report.exit_code != 0 and report.stopped not in ("steps", "seconds"):
         print(
             f"torchdoctor run: {args.script} exited with status {report.exit_code}",
