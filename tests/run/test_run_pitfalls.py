@@ -131,6 +131,7 @@ def test_item_every_step_is_a_host_device_sync(script, td, row) -> None:
     assert f["measured"]["count"] == 8
     assert f["measured"]["per_step"] == 1.0
     assert f["name"] == "host-device-sync-in-loop"
+    assert f["url"].endswith("/run/#what-is-measured")  # no rule page: the page of `run`
     fixed = td("run", "--output-format", "json", str(script(body.replace("LOG", "pass"))))
     assert "TDR408" not in fixed.codes()
 

@@ -248,6 +248,16 @@ def _name(code: str) -> str:
     return findings.MEASURED_ONLY.get(code, ("",))[0]
 
 
+def url_of(code: str, locale: str) -> str:
+    """A rule's page; for a measured-only code (no rule), the page of ``torchdoctor run``."""
+    if get_rule(code) is not None:
+        return public_url(code, None, locale)
+    base = os.environ.get("TORCHDOCTOR_DOCS_URL") or DEFAULT_DOCS_URL
+    if is_chinese(locale):
+        return base.rstrip("/") + "/zh/run/"
+    return base.rstrip("/") + "/run/#what-is-measured"
+
+
 def _severity(code: str) -> str:
     rule = get_rule(code)
     return rule.severity.value if rule is not None else "warning"
@@ -309,7 +319,7 @@ def ruff_like(f: MeasuredFinding, locale: str) -> dict[str, Any]:
         "filename": f.path,
         "location": {"row": f.row, "column": f.col},
         "end_location": {"row": f.end_row or f.row, "column": f.end_col or f.col},
-        "url": public_url(f.code, None, locale),
+        "url": url_of(f.code, locale),
         "severity": _severity(f.code),
         "measured": f.measured,
         "fix": None,
@@ -337,7 +347,7 @@ def sarif(report: Report, locale: str) -> dict[str, Any]:
                 "name": name,
                 "shortDescription": {"text": first_sentence(text)},
                 "fullDescription": {"text": text},
-                "helpUri": public_url(code, None, locale),
+                "helpUri": url_of(code, locale),
             }
         )
     results = []
