@@ -235,6 +235,11 @@ def test_epoch_scheduler_stepped_every_batch_is_tdr703(script, td, row) -> None:
         ),
     )
     assert "TDR703" not in fixed.codes()
+    # A step size of 1,000 or more counts iterations: stepping it per batch is intended.
+    by_iterations = SCHEDULER.replace("step_size=2", "step_size=5000")
+    body = by_iterations.replace("PER_BATCH", "scheduler.step()").replace("PER_EPOCH", "pass")
+    iterations = td("run", "--output-format", "json", str(script(body)))
+    assert "TDR703" not in iterations.codes()
 
 
 def test_per_iteration_scheduler_stepped_every_epoch_is_tdr703(script, td, row) -> None:

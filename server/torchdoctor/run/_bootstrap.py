@@ -710,6 +710,15 @@ def _make_sampler_iter(original: Any) -> Any:
 # Schedulers (TDR703)
 
 
+def _counts_iterations(scheduler: Any) -> bool:
+    try:
+        sizes = [int(getattr(scheduler, "step_size", 0) or 0)]
+        sizes += [int(m) for m in (getattr(scheduler, "milestones", None) or ())]
+        return max(sizes) >= 1000
+    except (TypeError, ValueError):
+        return False
+
+
 def _make_scheduler_step(original: Any) -> Any:
     def step(self: Any, *args: Any, **kwargs: Any) -> Any:
         frame = sys._getframe(1)
@@ -721,6 +730,8 @@ def _make_scheduler_step(original: Any) -> Any:
                     "steps": 0,
                     "optimizer": id(getattr(self, "optimizer", None)),
                     "where": _frame_key(frame),
+                    # step sizes of 1,000 and more count iterations, not epochs
+                    "iterations": _counts_iterations(self),
                 }
             entry["steps"] += 1
         return original(self, *args, **kwargs)
@@ -909,8 +920,8 @@ def _findings() -> list[dict[str, Any]]:
         ratio = sched["steps"] / opt_steps if opt_steps else 0.0
         per_iteration = sched["kind"] in ("OneCycleLR", "CyclicLR")
         wrong = (per_iteration and opt_steps >= 4 and ratio <= 0.5) or (
-            not per_iteration
-            and sched["kind"] != "LambdaLR"
+            sched["kind"] in ("StepLR", "MultiStepLR", "ExponentialLR", "ReduceLROnPlateau")
+            and not sched["iterations"]
             and opt_steps >= 4
             and sched["steps"] >= 4
             and ratio >= 0.9
