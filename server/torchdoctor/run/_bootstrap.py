@@ -109,6 +109,8 @@ class _State:
         # synchronisations
         self.sync_originals: dict[str, tuple[Any, bool]] = {}
         self.syncs_off = False
+        self.cuda_syncs = False  # counted from CUDA's own sync debug warnings
+        self.cuda_watch_tried = False
         self.compile_sites: list[tuple[str, int, int, int, int]] = []
         self.syncs: dict[tuple[str, int, int, int, int], dict[str, int]] = {}
         # data loading
@@ -268,6 +270,8 @@ def _opt_post(optimizer: Any, args: Any, kwargs: Any) -> None:
     key = id(optimizer)
     S.opt_steps[key] = S.opt_steps.get(key, 0) + 1
     _end_step()
+    if not S.cuda_watch_tried and not S.syncs_off and S.torch.cuda.is_initialized():
+        _watch_cuda_syncs()
     if S.steps & (S.steps - 1) == 0 or S.steps % 16 == 0:
         _check_kept_graphs()
     if S.max_steps and S.steps >= S.max_steps:
@@ -571,22 +575,62 @@ def _make_sync(original: Any, what: str) -> Any:
         if _compiling():
             return original(self, *args, **kwargs)
         frame = sys._getframe(1)
-        if _is_user(frame.f_code.co_filename) and threading.get_ident() == S.main_thread:
-            key = _frame_key(frame)
-            entry = S.syncs.get(key)
-            if entry is None:
-                entry = S.syncs[key] = {"count": 0, "cuda": 0, "first_step": S.steps}
-                entry["what"] = what  # type: ignore[assignment]
-            entry["count"] += 1
-            entry["last_step"] = S.steps
-            if getattr(self, "is_cuda", False):
-                entry["cuda"] += 1
+        if (
+            not S.cuda_syncs
+            and _is_user(frame.f_code.co_filename)
+            and threading.get_ident() == S.main_thread
+        ):
+            _count_sync(_frame_key(frame), what, bool(getattr(self, "is_cuda", False)))
         return original(self, *args, **kwargs)
 
     synchronising.__name__ = getattr(original, "__name__", what)
     synchronising.__qualname__ = getattr(original, "__qualname__", what)
     synchronising.__doc__ = getattr(original, "__doc__", None)
     return synchronising
+
+
+def _count_sync(key: tuple[str, int, int, int, int], what: str, cuda: bool) -> None:
+    entry = S.syncs.get(key)
+    if entry is None:
+        entry = S.syncs[key] = {"count": 0, "cuda": 0, "first_step": S.steps}
+        entry["what"] = what  # type: ignore[assignment]
+    entry["count"] += 1
+    entry["last_step"] = S.steps
+    if cuda:
+        entry["cuda"] += 1
+
+
+_SYNC_WARNING = "called a synchronizing CUDA operation"
+
+
+def _watch_cuda_syncs() -> None:
+    """Once CUDA is in use: let CUDA report every synchronising operation
+    (``torch.cuda.set_sync_debug_mode("warn")``) and count the warnings at the user's line,
+    instead of counting the wrapped methods. The warnings are not shown; a script that set a
+    sync debug mode itself keeps it, and its warnings."""
+    S.cuda_watch_tried = True
+    import warnings
+
+    torch = S.torch
+    try:
+        if torch.cuda.get_sync_debug_mode() != 0:
+            return
+        previous = warnings.showwarning
+
+        def showwarning(message: Any, category: Any, *args: Any, **kwargs: Any) -> Any:
+            if _SYNC_WARNING in str(message):
+                key = _user_site(2)
+                if key is not None and threading.get_ident() == S.main_thread:
+                    _count_sync(key, "cuda", True)
+                return None
+            return previous(message, category, *args, **kwargs)
+
+        warnings.filterwarnings("always", message=".*" + _SYNC_WARNING)
+        warnings.showwarning = showwarning
+        torch.cuda.set_sync_debug_mode("warn")
+        S.cuda_syncs = True
+    except Exception:
+        S.cuda_syncs = False
 
 
 def _unpatch_syncs() -> None:
@@ -601,6 +645,10 @@ def _unpatch_syncs() -> None:
             delattr(tensor, name)
     S.sync_originals.clear()
     S.syncs_off = True
+    if S.cuda_syncs:  # the sync checker would stop at TorchDynamo's own syncs
+        with contextlib.suppress(Exception):
+            S.torch.cuda.set_sync_debug_mode(0)
+        S.cuda_syncs = False
 
 
 # ---------------------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ def _sync_call(what: str) -> str:
         "__format__": "formatting a tensor (f-string)",
         "__repr__": "printing a tensor",
         "__bool__": "a tensor used as a condition",
+        "cuda": "a synchronising CUDA operation",
     }.get(what, f"`.{what}()`")
 
 
@@ -46,6 +47,7 @@ def _sync_call_zh(what: str) -> str:
         "__format__": "格式化张量（f-string）",
         "__repr__": "打印张量",
         "__bool__": "把张量用作条件",
+        "cuda": "同步的 CUDA 操作",
     }.get(what, f"`.{what}()`")
 
 
