@@ -338,3 +338,14 @@ def test_graph_breaks_under_torch_compile_are_tdr202(script, td, row, tmp_path) 
     assert [line for line in run.out.splitlines() if line.startswith(("loss", "breaks"))] == printed
     fixed = td("run", "--output-format", "json", str(script(COMPILED.replace("BREAK", "pass"))))
     assert "TDR202" not in fixed.codes()
+
+
+def test_one_small_forward_is_not_worth_a_finding(script, td) -> None:
+    # torch.jit.trace runs the model once with autograd on and once more under no_grad.
+    body = """
+    traced = torch.jit.trace(model, torch.randn(2, 8))
+    print(traced(torch.ones(2, 8)).sum().item())
+    """
+    run = td("run", "--output-format", "json", str(script(body)))
+    assert run.code == 0, run.out + run.err
+    assert run.json() == []

@@ -317,7 +317,7 @@ def _graph_nodes(out: Any, found: list[Any], depth: int = 0) -> None:
 
 def _make_call(original: Any) -> Any:
     def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if _compiling() or S.depth or threading.get_ident() != S.main_thread:
+        if _compiling() or S.depth or threading.get_ident() != S.main_thread or _tracing():
             return original(self, *args, **kwargs)
         torch = S.torch
         grad = torch.is_grad_enabled()
@@ -390,6 +390,7 @@ def _not_compiling() -> bool:
 
 
 _compiling = _not_compiling
+_tracing = _not_compiling  # torch.jit.trace at work
 
 
 def _is_compiled(module: Any) -> bool:
@@ -792,10 +793,11 @@ def _make_scheduler_step(original: Any) -> Any:
 
 
 def _install(torch: Any) -> None:
-    global _compiling
+    global _compiling, _tracing
     S.torch = torch
     compiler = getattr(torch, "compiler", None)
     _compiling = getattr(compiler, "is_compiling", None) or _not_compiling
+    _tracing = getattr(torch._C, "_is_tracing", None) or _not_compiling
     _init_skip()
     import importlib
 
@@ -870,8 +872,12 @@ def _findings() -> list[dict[str, Any]]:
     for site in S.sites.values():
         unused = site.grad_calls - site.backpropagated
         # A forward whose backward had not run yet when the run stopped is not one.
-        if site.bytes_pending > 0 and (
-            (unused > 0 and site.backpropagated == 0) or unused >= max(2, site.grad_calls // 10)
+        # One small forward (a tracing example, a shape probe) is not worth a finding.
+        worth = unused >= 2 or site.bytes_pending >= 1 << 20
+        if (
+            site.bytes_pending > 0
+            and worth
+            and (site.backpropagated == 0 or unused >= max(2, site.grad_calls // 10))
         ):
             out.append(
                 {
@@ -884,7 +890,7 @@ def _findings() -> list[dict[str, Any]]:
                     },
                 }
             )
-        elif site.nograd_calls and not site.grad_calls and not site.inference_calls:
+        elif site.nograd_calls >= 2 and not site.grad_calls and not site.inference_calls:
             out.append(
                 {
                     "kind": "forward-under-no-grad",
