@@ -34,6 +34,8 @@ SECONDS_ENV = "TORCHDOCTOR_RUN_SECONDS"
 _HERE = os.path.abspath(__file__)
 _MAX_TIMELINE = 5000
 _MAX_ROOTS = 4096
+_MARK_EVERY = 4  # after the first 8 steps, graphs of one step in 4 are marked (TDR103)
+_PROBE_EVERY = 16  # forwards known to be backpropagated: one call in 16 is checked (TDR105)
 
 
 class StopRun(BaseException):
@@ -63,13 +65,14 @@ class _Site:
         "measured_calls",
         "nograd_calls",
         "nograd_seconds",
+        "seen",
     )
 
     def __init__(self, key: tuple[str, int, int, int, int]) -> None:
         self.key = key
         self.calls = self.grad_calls = self.backpropagated = 0
         self.nograd_calls = self.inference_calls = 0
-        self.bytes_pending = self.bytes_total = self.measured_calls = 0
+        self.bytes_pending = self.bytes_total = self.measured_calls = self.seen = 0
         self.nograd_seconds = 0.0
 
 
@@ -98,7 +101,7 @@ class _State:
         self.pack_seen: set[int] = set()
         self.pack_bytes = 0
         # graphs kept across steps (TDR103)
-        self.roots: list[tuple[weakref.ref[_Mark], int, tuple[str, int, int, int, int]]] = []
+        self.roots: list[tuple[weakref.ref[_Mark], int, int]] = []  # (mark, step, weight)
         self.kept_series: list[int] = []
         self.kept_where: dict[str, Any] | None = None
         self.kept_max = 0
@@ -355,7 +358,16 @@ def _make_call(original: Any) -> Any:
         if grad:
             nodes: list[Any] = []
             _graph_nodes(out, nodes)
-            if nodes:
+            # Whether the graph gets backpropagated is checked on every call of a site until
+            # its graphs always were, then on one call in _PROBE_EVERY (a hook on the graph
+            # costs tens of microseconds).
+            probe = (
+                site.grad_calls < 4
+                or site.backpropagated < site.grad_calls
+                or site.seen % _PROBE_EVERY == 0
+            )
+            site.seen += 1
+            if nodes and probe:
                 if hooks is not None:
                     nbytes = S.pack_bytes
                     site.measured_calls += 1
@@ -408,14 +420,17 @@ def _make_backward(original: Any) -> Any:
         torch = S.torch
         key = _user_site(2)
         roots = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors or ())
-        for root in roots[:8]:
+        # Marking a graph costs tens of microseconds: the first steps are all marked, then one
+        # step in _MARK_EVERY, which then stands for that many.
+        weight = 1 if S.steps < 8 else _MARK_EVERY if S.steps % _MARK_EVERY == 0 else 0
+        for root in roots[:8] if weight else ():
             fn = getattr(root, "grad_fn", None)
             if fn is None or len(S.roots) >= _MAX_ROOTS:
                 continue
             try:
                 mark = _Mark()
                 fn.metadata["_torchdoctor_run"] = (mark, S.steps)
-                S.roots.append((weakref.ref(mark), S.steps, key or ("", 0, 0, 0, 0)))
+                S.roots.append((weakref.ref(mark), S.steps, weight))
             except Exception:
                 pass
         S.depth = 1
@@ -436,7 +451,7 @@ def _check_kept_graphs() -> None:
     """Count graphs of earlier steps that are still alive; the first time some are, find the
     variable that keeps them and the line that adds to it."""
     S.roots = [r for r in S.roots if r[0]() is not None]
-    kept = sum(1 for r in S.roots if r[1] < S.steps - 1)
+    kept = sum(r[2] for r in S.roots if r[1] < S.steps - 1)
     S.kept_series.append(kept)
     S.kept_max = max(S.kept_max, kept)
     if kept >= 2 and S.kept_where is None:
