@@ -22,8 +22,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("torchdoctor.rules",),  # one rule per module, and what rules share
     ("torchdoctor.linter",),  # registry, selection, configuration files, the run
     ("torchdoctor.bridge",),  # the kernel bridge (its kernel side: stdlib + torch only)
+    ("torchdoctor.run",),  # `torchdoctor run`: its reports, findings, HTML, in-process side
     ("torchdoctor.lsp",),  # the language server
-    ("torchdoctor.cli",),  # the command line (it starts the server)
+    ("torchdoctor.cli", "torchdoctor.run.command"),  # the command line (it starts the server)
     # entry points, and how they are started with nothing of the workspace on sys.path
     ("torchdoctor.__main__", "torchdoctor.jupyter_lsp", "torchdoctor.launch"),
 )
@@ -34,6 +35,7 @@ OUTSIDE_ALLOWED_FROM = {
     "jupyter_client": "torchdoctor.bridge",
 }
 KERNEL_SIDE = "torchdoctor.bridge._kernel_probe"  # runs inside the user's kernel
+RUN_SIDE = "torchdoctor.run._bootstrap"  # runs inside the user's process (`torchdoctor run`)
 
 
 def module_name(path: Path) -> str:
@@ -113,6 +115,15 @@ def test_the_kernel_side_imports_only_the_standard_library_and_torch() -> None:
         for _row, target in imported_modules(path.read_text(), KERNEL_SIDE, False)
     }
     assert imported, "the kernel side imports something"
+    assert imported <= set(sys.stdlib_module_names) | {"torch", "__future__"}
+
+
+def test_the_run_side_imports_only_the_standard_library_and_torch() -> None:
+    path = PACKAGE / "run" / "_bootstrap.py"
+    imported = {
+        target.split(".")[0] for _row, target in imported_modules(path.read_text(), RUN_SIDE, False)
+    }
+    assert imported, "the run side imports something"
     assert imported <= set(sys.stdlib_module_names) | {"torch", "__future__"}
 
 

@@ -1,4 +1,4 @@
-"""The ``torchdoctor`` command line: check, fix, rule, server, probe, docs."""
+"""The ``torchdoctor`` command line: check, fix, rule, run, server, probe, docs."""
 
 from __future__ import annotations
 
@@ -13,6 +13,10 @@ EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 # Sub-commands implemented in their own packages, loaded only when used.
 _DELEGATED = {
+    "run": (
+        "torchdoctor.run.command",
+        "Run a training script for a few steps and report the pitfalls measured.",
+    ),
     "server": ("torchdoctor.lsp.server", "Run the language server (stdio, or --tcp HOST:PORT)."),
     "probe": ("torchdoctor.cli.probe", "Read live tensor facts from a running Jupyter kernel."),
     "docs": ("torchdoctor.cli.docsite", "Open the documentation (of one rule, or the index)."),
