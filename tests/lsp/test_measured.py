@@ -9,6 +9,8 @@ import asyncio
 import hashlib
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -318,3 +320,49 @@ async def test_a_measured_code_no_rule_has(client: LanguageClient, tmp_path: Pat
     text = await hover_text(client, uri, 0, 2)
     assert text.startswith("**TDR999**: TDR999 measured: 3 s in data loading")
     assert "measured: 3 s in data loading (`torchdoctor run train.py`" in text
+
+
+EVALUATE = (
+    "import torch\n"
+    "from torch import nn\n"
+    "\n"
+    "model = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 2))\n"
+    "model.eval()\n"
+    "batches = [torch.randn(16, 8) for _ in range(6)]\n"
+    "correct = 0\n"
+    "for batch in batches:\n"
+    "    out = model(batch)\n"
+    "    correct += int(out.argmax(1).sum())\n"
+    "print(correct)\n"
+)
+
+
+async def test_a_real_run_shows_in_the_hover(client: LanguageClient, tmp_path: Path) -> None:
+    """`torchdoctor run` itself writes the report the server reads: the whole loop, no JSON by hand."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    script = root / "evaluate.py"
+    script.write_text(EVALUATE)
+    run = subprocess.run(
+        [sys.executable, "-m", "torchdoctor", "run", "--output-format", "json", str(script)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 1, run.stderr
+    [measured] = json.loads(run.stdout)
+    assert (measured["code"], measured["location"]["row"]) == ("TDR105", 9)
+    assert report_file(root, script).is_file()
+
+    await initialize(client, root_uri=root.as_uri(), locale="en-US")
+    open_doc(client, script.as_uri(), EVALUATE)
+    params = await published(client, script.as_uri())
+    [static] = by_source(params, "torchdoctor")
+    assert static.code == "TDR105"
+    assert "over 6 calls" in static.data["measured"]["summary"]
+    assert not by_source(params, "torchdoctor run")  # the static finding carries it
+    text = await hover_text(client, script.as_uri(), 8, 12)
+    assert text.startswith("**TDR105**")
+    assert "measured: 30.0 KiB of activations over 6 calls" in text
