@@ -1145,6 +1145,31 @@ class Semantic:
                 out.append(node.value)
         return out
 
+    def unpacked_values(self, binding: Binding) -> list[ast.expr] | None:
+        """What a name bound by tuple unpacking may hold: for ``a, b = x, y`` the element at
+        its position; for ``model, opt = build(...)`` that element of every tuple the function
+        (of this file or another project module) returns. None when it cannot be read: a
+        starred target or element, a return that is not a tuple long enough, an unknown
+        callee."""
+        value, index = binding.value, binding.index
+        if index is None or value is None or binding.how != "assign":
+            return None
+        if isinstance(value, ast.Tuple | ast.List):
+            elements: list[ast.expr] | None = _elements(value, index)
+            return elements
+        if not isinstance(value, ast.Call):
+            return None
+        defined = self.function_def(value.func)
+        if defined is None:
+            return None
+        out: list[ast.expr] = []
+        for returned in defined[0].returns(defined[1]):
+            found = _elements(returned, index)
+            if found is None:
+                return None
+            out += found
+        return out or None
+
     def class_bases(self, cls: ast.ClassDef, _depth: int = 0) -> set[str]:
         """Qualified names of a class's bases, following classes defined in this file and in
         the project's other modules."""
@@ -1322,3 +1347,12 @@ def _tests_version(test: ast.expr) -> bool:
         if isinstance(name, str) and "version" in name.lower():
             return True
     return False
+
+
+def _elements(value: ast.expr, index: int) -> list[ast.expr] | None:
+    """The element at ``index`` of a literal tuple or list without starred elements."""
+    if not isinstance(value, ast.Tuple | ast.List) or index >= len(value.elts):
+        return None
+    if any(isinstance(e, ast.Starred) for e in value.elts):
+        return None
+    return [value.elts[index]]
