@@ -66,8 +66,10 @@ class BatchnormWithoutSync(Rule):
     Checks for a model with BatchNorm layers (a class of the file that uses `nn.BatchNorm1d/2d/
     3d`, an `nn.Sequential` holding one, or a torchvision model built with them, such as
     `resnet50`) wrapped in `DistributedDataParallel` when the file never calls
-    `nn.SyncBatchNorm.convert_sync_batchnorm`. The model may be held on `self`, and its class
-    or the factory that builds it may be in another module of the project.
+    `nn.SyncBatchNorm.convert_sync_batchnorm`. The model may be held on `self` or unpacked
+    from the tuple a helper returns (`model, optimizer = load_model(args)`); its class (which
+    may build such a torchvision model or another class with BatchNorm inside), or the
+    helper that builds it, may be in another module of the project.
 
     ## Why is this bad?
     DDP synchronises gradients, not BatchNorm statistics: each process normalises with the
