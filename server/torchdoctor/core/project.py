@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 import concurrent.futures
 import os
+import re
 import sys
 import threading
 import time
@@ -138,6 +139,11 @@ class Target:
     line: int
 
 
+# How many files of a project are searched for the callers of a function (``calling``).
+MAX_SCANNED_FILES = 2000
+_NOT_SCANNED = frozenset(
+    {"site-packages", "dist-packages", "node_modules", "__pycache__", "venv", "build", "dist"}
+)
 Overlay = Callable[[str], "str | None"]
 # The files do not say plainly where an import leads: jedi is asked.
 _ASK_JEDI = Target("", "", "", 0)
@@ -172,6 +178,8 @@ class Project:
         self._jedi_projects: dict[tuple[str, ...], Any] = {}
         self._paths: dict[str, tuple[str, ...]] = {}
         self._starring: set[str] = set()  # modules whose star imports are being bound
+        self._files: list[str] | None = None  # the .py files under the roots (``files``)
+        self._calling: dict[str, list[str]] = {}  # name -> files whose text calls it
 
     # ------------------------------------------------------------------ modules ----------
     def module(self, path: str) -> Module | None:
@@ -336,6 +344,63 @@ class Project:
             self._searched.add(path)
         return out
 
+    def files(self) -> list[str]:
+        """The ``.py`` files under the project's roots, by path (hidden folders, virtual
+        environments and installed packages left out; at most ``MAX_SCANNED_FILES``)."""
+        with self._lock:
+            if self._files is not None:
+                return self._files
+        found: dict[str, None] = {}
+        for root in self.roots:
+            for folder, dirs, names in os.walk(root):
+                dirs[:] = sorted(
+                    d
+                    for d in dirs
+                    if not d.startswith(".")
+                    and d not in _NOT_SCANNED
+                    and not os.path.isfile(os.path.join(folder, d, "pyvenv.cfg"))
+                )
+                found.update(
+                    (os.path.join(folder, n), None) for n in sorted(names) if n.endswith(".py")
+                )
+                if len(found) >= MAX_SCANNED_FILES:
+                    break
+        files = list(found)[:MAX_SCANNED_FILES]
+        with self._lock:
+            self._files = files
+        return files
+
+    def calling(self, path: str, name: str) -> list[Module]:
+        """The project's modules other than ``path`` whose text calls ``name(...)`` (or
+        ``x.name(...)``), parsed; read by the check of ``path`` (``reads``). Where a helper's
+        values come from when its callers are in other modules (``train.py`` seeds, then
+        calls ``create_dataloader(..., shuffle=True)`` of ``utils/dataloaders.py``)."""
+        path = os.path.abspath(path)
+        with self._lock:
+            hits = self._calling.get(name)
+        if hits is None:
+            pattern = re.compile(rf"\b{re.escape(name)}\s*\(")
+            hits = []
+            for other in self.files():
+                text = self._overlay(other) if self._overlay is not None else None
+                if text is None:
+                    try:
+                        if os.path.getsize(other) > MAX_MODULE_BYTES:
+                            continue
+                        with open(other, encoding="utf-8", errors="replace") as handle:
+                            text = handle.read()
+                    except OSError:
+                        continue
+                if name in text and pattern.search(text):
+                    hits.append(other)
+            with self._lock:
+                self._calling[name] = hits
+        out = [m for m in (self.module(h) for h in hits if h != path) if m is not None]
+        with self._lock:
+            self._used.setdefault(path, set()).update(m.path for m in out)
+            self._searched.add(path)
+        return out
+
     def owner(self, node: ast.AST) -> Semantic | None:
         """The facts of the project module a node belongs to (for nodes of another module)."""
         last = self._last_owner
@@ -354,6 +419,9 @@ class Project:
         """A file of the project changed on disk or in the editor (None: files were added or
         removed): answers that may depend on it are dropped."""
         with self._lock:
+            self._calling.clear()
+            if path is None:
+                self._files = None
             if path is None or os.path.basename(path) == "__init__.py":
                 self._targets.clear()
                 return

@@ -260,6 +260,8 @@ class Resolver(Protocol):
 
     def owner(self, node: ast.AST) -> Semantic | None: ...
 
+    def calling(self, path: str, name: str) -> Sequence[Any]: ...
+
 
 class Chunk(Protocol):
     """A run of top-level statements (``core.incremental``) and the facts collected for it."""
@@ -1144,6 +1146,40 @@ class Semantic:
             if isinstance(node, ast.Return) and node.value is not None:
                 out.append(node.value)
         return out
+
+    def calls_from_project(self, func: ast.AST) -> list[tuple[Semantic, ast.Call]]:
+        """The calls of a function or class of this module that the project's other modules
+        make (by name or ``module.name``), with the facts of the calling module."""
+        if self.project is None or self.path is None:
+            return []
+        if not isinstance(func, (*FUNCTION_NODES, ast.ClassDef)):
+            return []
+        key = ("calls-from-project", func)
+        known = self.memo.get(key)
+        if isinstance(known, list):
+            return known
+        found: list[tuple[Semantic, ast.Call]] = []
+        for module in self.project.calling(self.path, func.name):
+            other: Semantic = module.sem
+            if other is self:
+                continue
+            for call in (
+                *other.calls_by_name.get(func.name, ()),
+                *other.calls_by_attr.get(func.name, ()),
+            ):
+                defined = other.definition(call.func)
+                # (the checked file's own tree, or the project's parse of the same file)
+                if defined is not None and (
+                    defined[1] is func
+                    or (
+                        defined[0].path == self.path
+                        and isinstance(defined[1], type(func))
+                        and _pos(defined[1]) == _pos(func)
+                    )
+                ):
+                    found.append((other, call))
+        self.memo[key] = found
+        return found
 
     def unpacked_values(self, binding: Binding) -> list[ast.expr] | None:
         """What a name bound by tuple unpacking may hold: for ``a, b = x, y`` the element at
