@@ -203,10 +203,12 @@ class DataLoaderNotReproducible(Rule):
             # A builder of the project: its callers (also in other modules) pass `shuffle`
             # and `num_workers`, and may seed before calling it.
             func = sem.enclosing_function(call)
-            sites = sem.calls_from_project(func) if func is not None else []
+            workers_arg = data.loader_argument(call, "num_workers")
+            asks = not (is_true(shuffle) and seeds) or isinstance(workers_arg, ast.Name)
+            sites = sem.calls_from_project(func) if func is not None and asks else []
             if not (is_true(shuffle) or _may_shuffle(sem, shuffle, func, sites)):
                 continue
-            workers = _passed(sem, data.loader_argument(call, "num_workers"), func, sites)
+            workers = _passed(sem, workers_arg, func, sites)
             if workers is not None and all(is_literal(v, 0) for v in workers):
                 continue  # every call of the builder leaves `num_workers=0`
             if not seeds and not any(_seeds(other) for other, _ in sites):
