@@ -197,13 +197,17 @@ def loader_constructions(sem: Semantic) -> list[ast.Call]:
     """The calls of the file that build a DataLoader: ``DataLoader(...)``, a subclass of it
     (of this file or of the project, ``InfiniteDataLoader(...)``), or a name bound to one of
     those classes in every branch (``loader = DataLoader if weighted else InfiniteDataLoader``
-    then ``loader(dataset, ...)``)."""
+    then ``loader(dataset, ...)``). Calls of such classes that pass no ``num_workers`` (fewer
+    than six positional arguments, no ``num_workers=``) are left out: resolving every callee
+    of a file would cost too much."""
     key = "data-loader-constructions"
     known = sem.memo.get(key)
     if isinstance(known, list):
         return known
     found = list(sem.calls_to(DATALOADER))
     for call in sem.calls:
+        if len(call.args) < 6 and keyword(call, "num_workers") is None:
+            continue  # passes no `num_workers` (resolving every callee would cost too much)
         if call not in found and isinstance(call.func, ast.Name | ast.Attribute):
             if _loader_class(sem, call.func, 0):
                 found.append(call)

@@ -139,8 +139,10 @@ class Target:
     line: int
 
 
-# How many files of a project are searched for the callers of a function (``calling``).
+# How many files of a project are searched for the callers of a function, and how many of
+# those that call it are read (``calling``).
 MAX_SCANNED_FILES = 2000
+MAX_CALLING_MODULES = 32
 _NOT_SCANNED = frozenset(
     {"site-packages", "dist-packages", "node_modules", "__pycache__", "venv", "build", "dist"}
 )
@@ -179,7 +181,7 @@ class Project:
         self._paths: dict[str, tuple[str, ...]] = {}
         self._starring: set[str] = set()  # modules whose star imports are being bound
         self._files: list[str] | None = None  # the .py files under the roots (``files``)
-        self._calling: dict[str, list[str]] = {}  # name -> files whose text calls it
+        self._calling: dict[str, list[str]] = {}  # (folder, name) -> files calling it
 
     # ------------------------------------------------------------------ modules ----------
     def module(self, path: str) -> Module | None:
@@ -372,34 +374,63 @@ class Project:
 
     def calling(self, path: str, name: str) -> list[Module]:
         """The project's modules other than ``path`` whose text calls ``name(...)`` (or
-        ``x.name(...)``), parsed; read by the check of ``path`` (``reads``). Where a helper's
+        ``x.name(...)``), parsed (the first ``MAX_CALLING_MODULES`` by path); read by the
+        check of ``path`` (``reads``). Where a helper's
         values come from when its callers are in other modules (``train.py`` seeds, then
         calls ``create_dataloader(..., shuffle=True)`` of ``utils/dataloaders.py``)."""
         path = os.path.abspath(path)
+        # Only the files under the folder that holds the module's top-level package (or the
+        # module, outside a package) have it on their search path.
+        base = os.path.dirname(path)
+        while os.path.isfile(os.path.join(base, "__init__.py")):
+            base = os.path.dirname(base)
+        base = os.path.join(base, "")
+        key = f"{base}\0{name}"
         with self._lock:
-            hits = self._calling.get(name)
+            hits = self._calling.get(key)
         if hits is None:
             pattern = re.compile(rf"\b{re.escape(name)}\s*\(")
             hits = []
             for other in self.files():
-                text = self._overlay(other) if self._overlay is not None else None
-                if text is None:
-                    try:
-                        if os.path.getsize(other) > MAX_MODULE_BYTES:
-                            continue
-                        with open(other, encoding="utf-8", errors="replace") as handle:
-                            text = handle.read()
-                    except OSError:
-                        continue
-                if name in text and pattern.search(text):
+                if not other.startswith(base):
+                    continue
+                text = self._raw_text(other)
+                if text is not None and name in text and pattern.search(text):
                     hits.append(other)
+                    if len(hits) > MAX_CALLING_MODULES:
+                        break
             with self._lock:
-                self._calling[name] = hits
-        out = [m for m in (self.module(h) for h in hits if h != path) if m is not None]
+                self._calling[key] = hits
+        # An importer names the module, or a package it is re-exported from: read only those.
+        marks = {os.path.splitext(os.path.basename(path))[0]} - {"__init__"}
+        folder = os.path.dirname(path)
+        while os.path.join(folder, "") != base and len(folder) > len(base):
+            marks.add(os.path.basename(folder))
+            folder = os.path.dirname(folder)
+        named = [
+            h
+            for h in hits
+            if h != path and any(mark in (self._raw_text(h) or "") for mark in marks)
+        ]
+        out = [m for m in (self.module(h) for h in named) if m is not None]
+        out = out[:MAX_CALLING_MODULES]
         with self._lock:
             self._used.setdefault(path, set()).update(m.path for m in out)
             self._searched.add(path)
         return out
+
+    def _raw_text(self, path: str) -> str | None:
+        """A file's text as it is searched for names (the editor's, or read from disk)."""
+        text = self._overlay(path) if self._overlay is not None else None
+        if text is not None:
+            return text
+        try:
+            if os.path.getsize(path) > MAX_MODULE_BYTES:
+                return None
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                return handle.read()
+        except OSError:
+            return None
 
     def owner(self, node: ast.AST) -> Semantic | None:
         """The facts of the project module a node belongs to (for nodes of another module)."""

@@ -1148,12 +1148,13 @@ class Semantic:
         return out
 
     def calls_from_project(self, func: ast.AST) -> list[tuple[Semantic, ast.Call]]:
-        """The calls of a function or class of this module that the project's other modules
-        make (by name or ``module.name``), with the facts of the calling module."""
+        """The calls of a function or class of this module's top level that the project's
+        other modules make (by name or ``module.name``), with the facts of the calling
+        module."""
         if self.project is None or self.path is None:
             return []
-        if not isinstance(func, (*FUNCTION_NODES, ast.ClassDef)):
-            return []
+        if not isinstance(func, (*FUNCTION_NODES, ast.ClassDef)) or func not in self.tree.body:
+            return []  # (a function or class of the module's top level)
         key = ("calls-from-project", func)
         known = self.memo.get(key)
         if isinstance(known, list):

@@ -204,8 +204,11 @@ class DataLoaderNotReproducible(Rule):
             # and `num_workers`, and may seed before calling it.
             func = sem.enclosing_function(call)
             workers_arg = data.loader_argument(call, "num_workers")
-            asks = not (is_true(shuffle) and seeds) or isinstance(workers_arg, ast.Name)
-            sites = sem.calls_from_project(func) if func is not None and asks else []
+            reads = [_param(sem, e, func) for e in (shuffle, workers_arg)]
+            if not (is_true(shuffle) or reads[0]):
+                continue  # `shuffle` is not true, nor read from the builder's parameter
+            asks = any(reads) or not seeds
+            sites = sem.calls_from_project(func) if asks and func is not None else []
             if not (is_true(shuffle) or _may_shuffle(sem, shuffle, func, sites)):
                 continue
             workers = _passed(sem, workers_arg, func, sites)
@@ -255,6 +258,15 @@ def _may_shuffle(
             _may_shuffle(sem, v, func, sites) for v in expr.values
         )
     return any(is_true(v) for v in _passed(sem, expr, func, sites) or ())
+
+
+def _param(sem: Semantic, expr: ast.expr | None, func: ast.AST | None) -> bool:
+    """``expr`` reads a parameter of ``func`` (also as an operand of ``and``)."""
+    if isinstance(expr, ast.BoolOp):
+        return any(_param(sem, v, func) for v in expr.values)
+    return isinstance(expr, ast.Name) and any(
+        b.how == "param" and b.scope is func for b in sem.reaching(expr.id, expr)
+    )
 
 
 def _passed(
