@@ -5,10 +5,12 @@
  * editor, and can be re-opened on a new connection after the old one dropped.
  */
 
+import { CodeCell } from '@jupyterlab/cells';
 import { CodeMirrorEditor } from '@jupyterlab/codemirror';
 import { IDocumentWidget } from '@jupyterlab/docregistry';
 import { FileEditor } from '@jupyterlab/fileeditor';
 import { NotebookPanel } from '@jupyterlab/notebook';
+import { OutputArea } from '@jupyterlab/outputarea';
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 import { StateEffect } from '@codemirror/state';
@@ -20,6 +22,7 @@ import { CellRef, Finding } from './findings';
 import { ExecuteReplyContent, IopubMessage, LiveController, ProbeKernel } from './kernelProbe';
 import { LiveState, ProbeHelper } from './live';
 import { Fix, TextEdit } from './lsp';
+import { measureCode, reportsUri } from './measure';
 import { CellSnapshot, NotebookSync } from './notebookSync';
 import { DocumentKind } from './panel';
 import { TextDocumentSync } from './textSync';
@@ -180,14 +183,17 @@ export class NotebookBinding extends EditorBinding implements Binding {
   /** The kernel's id the server was last told of (undefined: none yet, null: no kernel). */
   private kernelId: string | null | undefined = undefined;
 
+  private readonly notebookPath: string;
+
   constructor(
     readonly panel: NotebookPanel,
-    notebookUri: string,
+    private readonly notebookUri: string,
     host: BindingHost,
     liveHooks: LiveHooks
   ) {
     super(host);
     const path = decodeURIComponent(new URL(notebookUri).pathname);
+    this.notebookPath = path;
     this.sync = new NotebookSync(notebookUri, path, (method, params) => {
       this.client?.endpoint.notify(method, params);
     });
@@ -403,6 +409,29 @@ export class NotebookBinding extends EditorBinding implements Binding {
       if (shared) {
         applyToShared(shared, list);
       }
+    }
+    return true;
+  }
+
+  /** "Measure this cell" (the user's click): runs the active code cell in the kernel under
+   * `%%torchdoctor run`, its output under the cell, then has the server read the reports again.
+   * False when there is no code cell or no kernel. */
+  async measureActiveCell(): Promise<boolean> {
+    const cell = this.panel.content.activeCell;
+    if (!(cell instanceof CodeCell) || !this.panel.sessionContext.session?.kernel) {
+      return false;
+    }
+    const code = measureCode(cell.model.sharedModel.getSource(), this.notebookPath);
+    try {
+      const reply = await OutputArea.execute(code, cell.outputArea, this.panel.sessionContext);
+      const count = reply?.content && 'execution_count' in reply.content ? reply.content.execution_count : null;
+      if (typeof count === 'number') {
+        cell.model.executionCount = count; // the cell ran: its prompt says when
+      }
+    } finally {
+      this.client?.endpoint.notify('workspace/didChangeWatchedFiles', {
+        changes: [{ uri: reportsUri(this.notebookUri), type: 2 }]
+      });
     }
     return true;
   }

@@ -7,7 +7,7 @@
 import { Action, Diagnostic as CmDiagnostic, setDiagnostics } from '@codemirror/lint';
 import { EditorView } from '@codemirror/view';
 
-import { codeOf, Diagnostic, Fix, fixesOf, offsetAt, severityName, SOURCE, TextEdit, toChanges } from './lsp';
+import { codeOf, Diagnostic, Fix, fixesOf, isOurs, measuredOf, offsetAt, severityName, SOURCE, TextEdit, toChanges } from './lsp';
 
 export const MARK_CLASS = 'jp-torchdoctor-mark';
 
@@ -73,6 +73,13 @@ export function renderMessage(diagnostic: Diagnostic, doc: Document = document):
   message.className = 'jp-torchdoctor-message';
   message.append(...inlineCode(diagnostic.message, doc));
   box.append(codeEl, ' ', message);
+  const measured = measuredOf(diagnostic);
+  if (measured !== null) {
+    const span = doc.createElement('span');
+    span.className = 'jp-torchdoctor-measured';
+    span.textContent = measured;
+    box.append(' (', span, ')');
+  }
   return box;
 }
 
@@ -104,7 +111,7 @@ export function toCmDiagnostics(
 ): CmDiagnostic[] {
   const out: CmDiagnostic[] = [];
   for (const diagnostic of diagnostics) {
-    if (diagnostic.source !== SOURCE) {
+    if (!isOurs(diagnostic)) {
       continue;
     }
     const from = offsetAt(text, diagnostic.range.start);

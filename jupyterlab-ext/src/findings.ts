@@ -1,6 +1,6 @@
 /** Findings of a notebook grouped by cell, in cell order, as the side panel lists them. */
 
-import { codeOf, Diagnostic, Fix, fixesOf, SOURCE } from './lsp';
+import { codeOf, Diagnostic, Fix, fixesOf, isOurs } from './lsp';
 
 export interface CellRef {
   id: string;
@@ -28,7 +28,7 @@ export function findingsByCell(
   const out: CellFindings[] = [];
   for (const cell of cells) {
     const findings = diagnosticsOf(cell.uri)
-      .filter(d => d.source === SOURCE)
+      .filter(isOurs)
       .map(d => ({ cell, diagnostic: d, code: codeOf(d), fixes: fixesOf(d, cell.uri) }))
       .sort(
         (a, b) =>

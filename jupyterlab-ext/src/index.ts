@@ -110,6 +110,14 @@ const plugin: JupyterFrontEndPlugin<void> = {
         },
         refreshLive: () => {
           current()?.live?.refresh();
+        },
+        measureCell: () => {
+          const binding = current();
+          if (binding instanceof NotebookBinding) {
+            binding.measureActiveCell().catch((error: unknown) => {
+              console.warn('torchdoctor: could not measure the cell', error);
+            });
+          }
         }
       },
       text

@@ -57,6 +57,8 @@ export interface Fix {
 }
 
 export const SOURCE = 'torchdoctor';
+/** The source of a finding measured by `torchdoctor run` that no static finding took. */
+export const RUN_SOURCE = 'torchdoctor run';
 export const FIX_ALL_KIND = 'source.fixAll.torchdoctor';
 export const NOTEBOOK_FIX_ALL_KIND = 'notebook.source.fixAll.torchdoctor';
 
@@ -162,6 +164,23 @@ export function applyEdits(text: string, edits: readonly TextEdit[]): string {
     out = out.slice(0, change.from) + change.insert + out.slice(change.to);
   }
   return out;
+}
+
+/** Whether a diagnostic is torchdoctor's: a static finding or a measured one. */
+export function isOurs(diagnostic: Diagnostic): boolean {
+  return diagnostic.source === SOURCE || diagnostic.source === RUN_SOURCE;
+}
+
+/** What `torchdoctor run` measured for a finding (`data.measured.summary`), or null. */
+export function measuredOf(diagnostic: Diagnostic): string | null {
+  if (!isOurs(diagnostic) || !isRecord(diagnostic.data)) {
+    return null;
+  }
+  const measured = diagnostic.data.measured;
+  if (!isRecord(measured) || typeof measured.summary !== 'string' || measured.summary === '') {
+    return null;
+  }
+  return measured.summary;
 }
 
 export function codeOf(diagnostic: Diagnostic): string {

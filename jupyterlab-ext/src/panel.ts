@@ -10,13 +10,15 @@ import { Widget } from '@lumino/widgets';
 import { inlineCode } from './editor';
 import { CellFindings, countFixable, Finding } from './findings';
 import { LIVE_CODES, LiveItem, liveItems, LiveState, torchImported } from './live';
-import { Fix } from './lsp';
+import { Fix, measuredOf } from './lsp';
 
 export interface PanelActions {
   jump(finding: Finding): void;
   fix(finding: Finding, fix: Fix): void;
   fixAll(): void;
   refreshLive(): void;
+  /** Run the active cell under `%%torchdoctor run` (the user's click). */
+  measureCell(): void;
 }
 
 export interface PanelText {
@@ -25,10 +27,13 @@ export interface PanelText {
   noFindings: string;
   noFindingsFile: string;
   fixAllSafe: string;
+  measureCell: string;
+  measureCellTip: string;
   disconnected: string;
   reconnecting: string;
   cell: (n: number) => string;
   line: (n: number) => string;
+  measured: (summary: string) => string;
   status: (findings: number, fixable: number) => string;
   liveTitle: string;
   liveOff: string;
@@ -63,10 +68,14 @@ export const ENGLISH: PanelText = {
   noFindings: 'No findings in this notebook.',
   noFindingsFile: 'No findings in this file.',
   fixAllSafe: 'Fix all safe',
+  measureCell: 'Measure this cell',
+  measureCellTip:
+    'Run the active cell in the kernel under %%torchdoctor run and show what it measured next to the findings',
   disconnected: 'The torchdoctor language server is not connected.',
   reconnecting: 'The torchdoctor language server is not connected; reconnecting…',
   cell: n => `Cell ${n}`,
   line: n => `line ${n}`,
+  measured: summary => `measured: ${summary}`,
   status: (findings, fixable) =>
     `${findings} finding${findings === 1 ? '' : 's'}, ${fixable} with a safe fix`,
   liveTitle: 'Live tensors',
@@ -103,10 +112,13 @@ export const CHINESE: PanelText = {
   noFindings: '此笔记本中没有问题。',
   noFindingsFile: '此文件中没有问题。',
   fixAllSafe: '修复所有安全项',
+  measureCell: '实测此单元格',
+  measureCellTip: '在内核中以 %%torchdoctor run 运行当前单元格，并在问题旁显示实测结果',
   disconnected: 'torchdoctor 语言服务器未连接。',
   reconnecting: 'torchdoctor 语言服务器未连接；正在重新连接…',
   cell: n => `单元格 ${n}`,
   line: n => `第 ${n} 行`,
+  measured: summary => `实测：${summary}`,
   status: (findings, fixable) => `${findings} 个问题，${fixable} 个可安全修复`,
   liveTitle: '实时张量',
   liveOff: '实时事实已关闭（“来自内核的实时事实”设置）。',
@@ -222,6 +234,16 @@ export class FindingsPanel extends Widget {
       this.actions.fixAll();
     });
     header.append(status, fixAll);
+    if (this.kind === 'notebook') {
+      const measure = doc.createElement('button');
+      measure.className = 'jp-Button jp-mod-styled jp-torchdoctor-measure';
+      measure.textContent = this.text.measureCell;
+      measure.title = this.text.measureCellTip;
+      measure.addEventListener('click', () => {
+        this.actions.measureCell();
+      });
+      header.append(measure);
+    }
     if (total === 0) {
       node.append(note(doc, this.kind === 'file' ? this.text.noFindingsFile : this.text.noFindings));
     } else {
@@ -373,6 +395,14 @@ export class FindingsPanel extends Widget {
     const line = this.text.line(finding.diagnostic.range.start.line + 1);
     where.textContent = withCell ? `${this.text.cell(finding.cell.index + 1)}, ${line}` : line;
     main.append(code, ' ', message, ' ', where);
+    const measured = measuredOf(finding.diagnostic);
+    if (measured !== null) {
+      // What `torchdoctor run` measured there (the last report of the file).
+      const span = doc.createElement('span');
+      span.className = 'jp-torchdoctor-measured';
+      span.textContent = this.text.measured(measured);
+      main.append(' ', span);
+    }
     const jump = () => {
       this.actions.jump(finding);
     };

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { inlineCode, MARK_CLASS, plainText, splitInlineCode, toCmDiagnostics } from '../src/editor';
+import { inlineCode, MARK_CLASS, plainText, renderMessage, splitInlineCode, toCmDiagnostics } from '../src/editor';
 import { Diagnostic, Fix } from '../src/lsp';
 
 const URI = 'cell';
@@ -37,6 +37,26 @@ describe('toCmDiagnostics', () => {
     ]);
     cm!.actions![1]!.apply(null as never, 0, 0);
     expect(applied[0]![0].applicability).toBe('unsafe');
+  });
+});
+
+describe('measured findings', () => {
+  it('shows a measured-only finding in the cell, and what was measured in the tooltip', () => {
+    const measured: Diagnostic = {
+      range: { start: { line: 0, character: 0 }, end: { line: 0, character: 6 } },
+      message: '10 forward calls with gradients on saved 320.0 KB of activations',
+      severity: 3,
+      code: 'TDR105',
+      source: 'torchdoctor run',
+      data: { measured: { summary: '320.0 KB of activations over 10 forward calls' } }
+    };
+    const [cm] = toCmDiagnostics('outs.append(model(b))', URI, [measured], () => undefined);
+    expect(cm!.severity).toBe('info');
+    expect(cm!.actions).toEqual([]);
+    const box = renderMessage(measured, document);
+    expect(box.querySelector('.jp-torchdoctor-measured')!.textContent).toBe(
+      '320.0 KB of activations over 10 forward calls'
+    );
   });
 });
 

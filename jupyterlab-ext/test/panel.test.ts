@@ -37,7 +37,8 @@ function render(text = ENGLISH, live: LiveState | null = null) {
       jump: f => calls.push(`jump ${f.code}`),
       fix: (f, fix) => calls.push(`fix ${f.code} ${fix.title}`),
       fixAll: () => calls.push('fixAll'),
-      refreshLive: () => calls.push('refresh')
+      refreshLive: () => calls.push('refresh'),
+      measureCell: () => calls.push('measure')
     },
     text
   );
@@ -116,6 +117,41 @@ describe('FindingsPanel', () => {
     expect(node.querySelector('[data-name="y"] .jp-torchdoctor-live-contiguous')!.textContent).toBe('不连续');
     expect(node.querySelector('[data-name="net"] .jp-torchdoctor-live-mode')!.textContent).toBe('训练模式');
     expect(node.querySelector('.jp-torchdoctor-live-warnings h3')!.textContent).toBe('实时警告');
+  });
+
+  it('shows what `torchdoctor run` measured next to a finding, and a measured-only finding', () => {
+    const measured = { summary: '2.1 GB of activations over 157 batches', values: { bytes: 2254857830 } };
+    const staticOne: Diagnostic = { ...d('TDR105', 1, 'Forward calls with gradients on'), data: { fixes: [], measured } };
+    const runOnly: Diagnostic = {
+      ...d('TDR105', 4, '1.0 GB of activations over 10 forward calls'),
+      source: 'torchdoctor run',
+      data: { measured: { summary: '1.0 GB of activations over 10 forward calls' } }
+    };
+    const other: Diagnostic = { ...d('E0', 2, 'pyflakes'), source: 'pyflakes' };
+    for (const [text, label] of [
+      [ENGLISH, 'measured: '],
+      [CHINESE, '实测：']
+    ] as const) {
+      const { panel, node } = render(text);
+      panel.setFindings(findingsByCell([{ id: 'file', uri: 'f', index: 0 }], () => [staticOne, runOnly, other]), 'file', 'eval.py');
+      const rows = [...node.querySelectorAll<HTMLElement>('.jp-torchdoctor-cells .jp-torchdoctor-finding')];
+      expect(rows.map(r => r.dataset.code)).toEqual(['TDR105', 'TDR105']);
+      expect(rows.map(r => r.querySelector('.jp-torchdoctor-measured')?.textContent)).toEqual([
+        `${label}2.1 GB of activations over 157 batches`,
+        `${label}1.0 GB of activations over 10 forward calls`
+      ]);
+    }
+  });
+
+  it('offers "Measure this cell" for a notebook, not for a file', () => {
+    const { panel, node, calls } = render();
+    const button = node.querySelector<HTMLButtonElement>('.jp-torchdoctor-measure')!;
+    expect(button.textContent).toBe('Measure this cell');
+    button.click();
+    expect(calls).toEqual(['measure']);
+    panel.setFindings(findingsByCell([{ id: 'file', uri: 'cell-b', index: 0 }], uri => DIAGNOSTICS[uri] ?? []), 'file', 'train.py');
+    expect(node.querySelector('.jp-torchdoctor-measure')).toBeNull();
+    expect(render(CHINESE).node.querySelector('.jp-torchdoctor-measure')!.textContent).toBe('实测此单元格');
   });
 
   it('shows a Python file without cells and without a live section', () => {

@@ -570,6 +570,53 @@ def test_live_tensors(tmp_path: Path) -> None:
             page.wait_for_selector(f"{LIVE} .jp-torchdoctor-live-stamp:has-text('In [3]')")
 
 
+MEASURE_CELLS = [
+    "import torch\n"
+    "model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))\n"
+    "model.eval()\n"
+    "batches = [torch.randn(32, 64) for _ in range(10)]",
+    "outs = []\nfor b in batches:\n    outs.append(model(b))",
+]
+
+
+def test_measure_this_cell(tmp_path: Path) -> None:
+    """The panel's "Measure this cell": the user's click runs the active cell under
+    `%%torchdoctor run` (its output under the cell); the report it writes reaches the language
+    server, and the finding shows what was measured."""
+    _need_build()
+    with jupyterlab_with_extension(tmp_path, WITH_LSP) as (lab, _proc):
+        (lab.root / "measure.ipynb").write_text(json.dumps(_notebook(MEASURE_CELLS)))
+        with browser_page(lab) as page:
+            page.goto(f"{lab.url}/lab/tree/measure.ipynb")
+            page.wait_for_selector(".jp-Notebook .jp-Cell .cm-content")
+            _open_panel(page)
+            # The kernel is up (the live section has read it) before a cell runs.
+            page.wait_for_selector(f"{LIVE} .jp-torchdoctor-note:has-text('not imported')")
+            _run_cell(page, 0, 1)
+            page.locator(".jp-Notebook .jp-Cell .cm-content").nth(1).click()
+            page.locator(".jp-torchdoctor-panel .jp-torchdoctor-measure").click()
+            output = page.wait_for_selector(
+                ".jp-Notebook .jp-Cell:nth-child(2) .jp-OutputArea-output:has-text('TDR105')"
+            )
+            assert output is not None
+            assert "10 forward calls" in output.inner_text()
+            # The cell ran, as In [2].
+            page.wait_for_selector(
+                ".jp-Notebook .jp-Cell:nth-child(2) .jp-InputPrompt:has-text('[2]')"
+            )
+            measured = page.wait_for_selector(
+                ".jp-torchdoctor-panel .jp-torchdoctor-finding[data-code='TDR105'] "
+                ".jp-torchdoctor-measured"
+            )
+            assert measured is not None
+            assert measured.inner_text() == (
+                "measured: 320.0 KB of activations over 10 forward calls"
+            )
+            page.screenshot(path=str(SCREENSHOTS / "measure-cell.png"))
+        reports = list((lab.root / ".torchdoctor_cache" / "runs").glob("*.json"))
+        assert len(reports) == 1
+
+
 def test_live_findings_follow_a_kernel_restart(tmp_path: Path) -> None:
     """After a kernel restart a tensor of the old namespace underlines nothing, with no cell run;
     running the cells again brings the live finding back."""

@@ -36,7 +36,7 @@ from functools import partial
 from itertools import islice, product
 from typing import Any
 
-from . import arguments, kinds, summaries
+from . import arguments, kinds, summaries, training
 from .kinds import Kind
 from .semantic import FUNCTION_NODES, Binding, Semantic, argument, dotted, keyword
 
@@ -840,6 +840,143 @@ def restores_training(sem: Semantic, load: ast.Call) -> bool:
         if isinstance(outer, ast.Subscript) and _restores_object(sem, outer):
             return True
     return False
+
+
+def resumed_weights_snapshot(sem: Semantic, save: ast.Call) -> ast.Call | None:
+    """For ``torch.save(model.state_dict(), path)`` (the module's weights alone) inside a loop
+    that steps an optimizer, the ``model.load_state_dict(torch.load(...))`` of the same
+    variable, earlier in the same function and outside that loop: the run restarts training
+    from such a weights file, so the file is a checkpoint for resuming."""
+    obj = saved_object(save)
+    owner = state_dict_owner(obj) if obj is not None else None
+    if owner is None or kinds.kind(sem, owner) is not Kind.MODULE:
+        return None
+    loop = next(
+        (
+            info.node
+            for info in training.enclosing_loops(sem, save)
+            if training.optimizer_steps(sem, info.node)
+        ),
+        None,
+    )
+    if loop is None:
+        return None
+    function = sem.enclosing_function(save)
+    for call in sem.calls_by_attr.get("load_state_dict", ()):
+        receiver = call.func.value  # type: ignore[attr-defined]
+        if (
+            sem.enclosing_function(call) is function
+            and _pos(call) < _pos(loop)
+            and _same_variable(sem, receiver, owner)
+            and any(
+                isinstance(n, ast.Call) and sem.qualname(n.func) in LOADS
+                for arg in call.args[:1]
+                for n in ast.walk(arg)
+            )
+        ):
+            return call
+    return None
+
+
+def _same_variable(sem: Semantic, a: ast.expr, b: ast.expr) -> bool:
+    """Two reads of one variable, whichever of its assignments each sees (``model =
+    model.cuda()`` in between): a name of the same scope, or ``self.x`` in one class."""
+    a, b = _unwrapped(a), _unwrapped(b)
+    if isinstance(a, ast.Name) and isinstance(b, ast.Name):
+        first, second = sem.lookup(a.id, a), sem.lookup(b.id, b)
+        return (
+            a.id == b.id
+            and first is not None
+            and second is not None
+            and first.scope is second.scope
+        )
+    return _same_object(sem, a, b)
+
+
+def held_while_training(sem: Semantic, load: ast.Call) -> ast.Call | None:
+    """For a module-level ``ckpt = torch.load(p)`` whose state (the value, an item of it, or
+    a name assigned an item: ``hparams, weights = ckpt["hparams"], ckpt["weights"]``) goes to
+    ``load_state_dict``, the first optimizer step (or ``backward``) of the module-level code
+    after it when nothing deletes the name: the checkpoint's tensors stay referenced by a
+    global for the whole run, a second copy of the restored state."""
+    if not sem.at_module_level(load):
+        return None
+    target = loaded_name(sem, load)
+    if target is None or _deleted(sem, target.id):
+        return None
+    restored = False
+    for use in _module_reads(sem, target):
+        node: ast.expr = use
+        outer = sem.parent(node)
+        while isinstance(outer, ast.Subscript) and outer.value is node:
+            node, outer = outer, sem.parent(outer)
+        if _state_receiver(sem, node) is not None:
+            restored = True
+            continue
+        name = _item_name(sem, node)
+        if name is not None and not _deleted(sem, name.id):
+            restored = restored or any(
+                _state_receiver(sem, read) is not None for read in _module_reads(sem, name)
+            )
+    if not restored:
+        return None
+    here = _pos(load)
+    steps = [
+        c
+        for c in (*training.all_optimizer_steps(sem), *sem.calls_by_attr.get("backward", ()))
+        if _pos(c) > here and sem.at_module_level(c)
+    ]
+    return min(steps, key=_pos) if steps else None
+
+
+def _module_reads(sem: Semantic, name: ast.Name) -> list[ast.Name]:
+    """The module-level reads of a module-level name after this assignment (the value of
+    one branch of an ``if`` reaches them, whatever the other branch assigns)."""
+    here = _pos(name)
+    return [
+        use
+        for use in sem.names.get(name.id, ())
+        if isinstance(use.ctx, ast.Load) and _pos(use) > here and sem.at_module_level(use)
+    ]
+
+
+def _item_name(sem: Semantic, item: ast.expr) -> ast.Name | None:
+    """``w`` when ``item`` is assigned to ``w`` (``w = ckpt["w"]``, or one element of
+    ``a, w = ckpt["a"], ckpt["w"]``)."""
+    parent = sem.parent(item)
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1:
+        target = parent.targets[0]
+        return target if isinstance(target, ast.Name) and parent.value is item else None
+    assign = sem.parent(parent) if isinstance(parent, ast.Tuple) else None
+    if (
+        isinstance(parent, ast.Tuple)
+        and isinstance(assign, ast.Assign)
+        and assign.value is parent
+        and len(assign.targets) == 1
+    ):
+        targets = assign.targets[0]
+        if isinstance(targets, ast.Tuple) and len(targets.elts) == len(parent.elts):
+            element = targets.elts[next(i for i, e in enumerate(parent.elts) if e is item)]
+            if isinstance(element, ast.Name):
+                return element
+    return None
+
+
+def _deleted(sem: Semantic, name: str) -> bool:
+    """Whether some ``del`` of the file removes ``name``."""
+    known = sem.memo.get(_DELETED)
+    if not isinstance(known, frozenset):
+        known = sem.memo[_DELETED] = frozenset(
+            t.id
+            for node in ast.walk(sem.tree)
+            if isinstance(node, ast.Delete)
+            for t in node.targets
+            if isinstance(t, ast.Name)
+        )
+    return name in known
+
+
+_DELETED = "checkpoints-deleted-names"
 
 
 def _restores_object(sem: Semantic, item: ast.Subscript) -> bool:
@@ -1820,6 +1957,29 @@ def saved_elsewhere(sem: Semantic, load: ast.Call) -> list[Written]:
         named = [(w, _file_names(w.sem, w.path)) for w in _project_writes(sem) if w.sem is not sem]
         sem.memo[_PROJECT_SAVE_NAMES] = named
     return [w for w, written in named if names & written]
+
+
+def written_on_gpu_elsewhere(sem: Semantic, load: ast.Call) -> list[Written]:
+    """The saves of other scripts in the file's folder that write the file name a load reads
+    with weights that may be on a GPU: not CPU data, by a script that can run on CUDA (it
+    moves things there or tests ``torch.cuda.is_available()``)."""
+    return [
+        w
+        for w in saved_elsewhere(sem, load)
+        if may_use_cuda(w.sem)
+        and w.sem.qualname(w.call.func) in SAVES
+        and holds_weights(w.sem, w.call)
+        and not writes_cpu(w.sem, w.call)
+    ]
+
+
+def may_use_cuda(sem: Semantic) -> bool:
+    """Whether a file can put tensors on a CUDA device: it moves things there, or picks
+    CUDA when ``torch.cuda.is_available()``."""
+    return next(_cuda_uses(sem), None) is not None or any(
+        sem.qualname(call.func) == "torch.cuda.is_available"
+        for call in sem.calls_by_attr.get("is_available", ())
+    )
 
 
 def holds_weights(sem: Semantic, save: ast.Call) -> bool:

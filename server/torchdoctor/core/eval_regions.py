@@ -22,7 +22,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from . import forwards, kinds, training
+from . import arguments, forwards, kinds, training
 from .context import Context
 from .evaluation import (
     Flow,
@@ -55,6 +55,9 @@ class Region:
     stmts: list[ast.stmt]
     eval_call: ast.Call | None = None  # the ``.eval()`` the region follows
     function: ast.FunctionDef | ast.AsyncFunctionDef | None = None  # a function region
+    # Models the region is known to evaluate besides those the analysis finds by kind: the
+    # ``self.model`` of a class handed an evaluation-mode model (``_held_eval_models``).
+    models: tuple[str, ...] = ()
 
 
 @dataclass
@@ -65,6 +68,7 @@ class Unguarded:
     region: Region
     calls: list[ast.Call]
     stmts: list[ast.stmt]
+    through: frozenset[ast.Call] = frozenset()  # calls of helpers that run the model
 
 
 def unguarded_forwards(ctx: Context) -> list[Unguarded]:
@@ -93,7 +97,7 @@ def unguarded_forwards(ctx: Context) -> list[Unguarded]:
     for region in found:
         if trains(ctx, region.stmts):
             continue
-        forwards = forward_calls(ctx, region.stmts)
+        forwards = forward_calls(ctx, region.stmts, region.models)
         if any(mode_switch(ctx, call) for call in forwards):
             continue  # the forward may run an attack or another gradient computation
         calls = [
@@ -115,7 +119,7 @@ def unguarded_forwards(ctx: Context) -> list[Unguarded]:
         stmts = covering(ctx, region.stmts, calls)
         if Flow(ctx, stmts, frozenset(through)).outcome() is Outcome.AUTOGRAD:
             continue  # what the region computes is backpropagated later
-        out.append(Unguarded(region, _primary_first(ctx, calls, stmts), stmts))
+        out.append(Unguarded(region, _primary_first(ctx, calls, stmts), stmts, frozenset(through)))
         for call in through:
             local = sem.local_function(call.func)
             if local is not None:
@@ -201,6 +205,14 @@ def regions(ctx: Context) -> list[Region]:
         name = terminal_name(loop.loader) if loop.loader is not None else None
         if name and _EVAL_LOADER.search(name) and not _skipped_place(ctx, loop.node):
             found.append(Region([loop.node]))
+    for cls, attr in _held_eval_models(ctx):
+        for stmt in cls.body:
+            if (
+                isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef)
+                and stmt.name != "__init__"
+                and not _skipped_place(ctx, stmt.body[0])
+            ):
+                found.append(Region(list(stmt.body), function=stmt, models=(f"self.{attr}",)))
     for func in sem.functions:
         match = _EVAL_FUNCTION.match(func.name)
         if match is None or _skipped_place(ctx, func.body[0]):
@@ -241,6 +253,96 @@ def _eval_switches(ctx: Context) -> list[tuple[ast.Call, ast.expr]]:
         if called and forwards.returns_eval_model(sem, value.func):
             out.append((value, target))
     return sorted(out, key=lambda pair: (pair[0].lineno, pair[0].col_offset))
+
+
+def _held_eval_models(ctx: Context) -> list[tuple[ast.ClassDef, str]]:
+    """``(cls, attr)`` for a class of the file (not a module) that keeps a constructor
+    parameter on ``self.attr`` (and nothing else there), where every construction of the class
+    in the file (at least one) passes a model in evaluation mode for it (OpenNMT's
+    ``Translator(model, ...)`` after ``fields, model, model_opt = load_test_model(...)``, which
+    switches the model to evaluation), and no method of the class switches it back to training:
+    every method of the class evaluates that model."""
+    sem = ctx.sem
+    out: list[tuple[ast.ClassDef, str]] = []
+    for cls in sem.classes:
+        if sem.parent(cls) is not sem.tree or kinds.class_kind(sem, cls) is not None:
+            continue
+        init = next(
+            (s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"),
+            None,
+        )
+        calls = [c for c in sem.calls_by_name.get(cls.name, ()) if sem.local_class(c.func) is cls]
+        if init is None or not calls or _defines_forward(cls):
+            continue
+        params = {a.arg for a in (*init.args.args[1:], *init.args.kwonlyargs)}
+        signature = arguments.signature_of(init, method=True)
+        for (owner, attr), values in sem.self_attr_values.items():
+            if owner is not cls or len(values) != 1 or not isinstance(values[0], ast.Name):
+                continue
+            param = values[0].id
+            binding = sem.lookup(param, values[0])
+            if param not in params or binding is None or binding.how != "param":
+                continue
+            if any(_switches_to_training(ctx, m, attr) for m in cls.body):
+                continue
+            passed = [arguments.bind(c, signature).value(param) for c in calls]
+            if all(
+                v is not None and _eval_model_at(ctx, v, c)
+                for v, c in zip(passed, calls, strict=True)
+            ):
+                out.append((cls, attr))
+    return out
+
+
+def _eval_model_at(ctx: Context, value: ast.expr, call: ast.Call) -> bool:
+    """``value`` (passed by ``call``) holds a model in evaluation mode: a name bound to what a
+    function returns after switching it to evaluation (the whole value or a tuple's item), or
+    a name ``.eval()`` was called on before ``call`` in the same function."""
+    if not isinstance(value, ast.Name):
+        return False
+    sem = ctx.sem
+    binding = sem.lookup(value.id, value)
+    if binding is None:
+        return False
+    if binding.how == "assign" and isinstance(binding.value, ast.Call):
+        func = binding.value.func
+        if binding.index is None and forwards.returns_eval_model(sem, func):
+            return True
+        if binding.index is not None and forwards.returns_eval_model_at(sem, func, binding.index):
+            return True
+    scope = sem.enclosing_function(call)
+    return any(
+        isinstance(ev.func, ast.Attribute)
+        and dotted(ev.func.value) == value.id
+        and not ev.args
+        and sem.enclosing_function(ev) is scope
+        and (ev.lineno, ev.col_offset) < (call.lineno, call.col_offset)
+        for ev in sem.calls_by_attr.get("eval", ())
+    )
+
+
+def _switches_to_training(ctx: Context, stmt: ast.stmt, attr: str) -> bool:
+    """A method that calls ``self.attr.train()`` (not ``train(False)``) or hands
+    ``self.attr`` to a function that does."""
+    receiver = f"self.{attr}"
+    if not isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+        return False
+    for node in ctx.sem.walk_body(stmt.body):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr == "train"
+            and dotted(func.value) == receiver
+            and not (
+                node.args and isinstance(node.args[0], ast.Constant) and not node.args[0].value
+            )
+        ):
+            return True
+        if forwards.trains_argument(ctx.sem, node, receiver):
+            return True
+    return False
 
 
 def _trains_through_helper(ctx: Context, stmt: ast.stmt, receiver: str | None) -> bool:

@@ -769,8 +769,13 @@ def callee(call: ast.Call) -> ast.expr:
     return func
 
 
-def forward_calls(ctx: Context, stmts: list[ast.stmt]) -> list[ast.Call]:
-    """Calls of a model in ``stmts`` (not in nested defs), in source order."""
+def forward_calls(
+    ctx: Context, stmts: list[ast.stmt], models: tuple[str, ...] = ()
+) -> list[ast.Call]:
+    """Calls of a model in ``stmts`` (not in nested defs), in source order. ``models``: the
+    dotted names of models known besides those found by kind; a call of one of their
+    attributes that is no ``nn.Module`` method (``self.model.decoder(...)``: a submodule, or a
+    method of the model's class) runs part of that model."""
     out = []
     for node in ctx.sem.walk_body(stmts):
         if not isinstance(node, ast.Call):
@@ -778,9 +783,40 @@ def forward_calls(ctx: Context, stmts: list[ast.stmt]) -> list[ast.Call]:
         target = callee(node)
         if isinstance(target, ast.Name) and target.id == "self":
             continue
-        if is_model(ctx, target):
+        if _held_model(target, models) or is_model(ctx, target):
             out.append(node)
     return sorted(out, key=lambda c: (c.lineno, c.col_offset))
+
+
+def _held_model(target: ast.expr, models: tuple[str, ...]) -> bool:
+    if not models:
+        return False
+    if dotted(target) in models:
+        return True
+    return (
+        isinstance(target, ast.Attribute)
+        and dotted(target.value) in models
+        and target.attr not in MODULE_METHODS
+    )
+
+
+# The methods of ``torch.nn.Module`` (torch 2.13) other than ``forward``: calling one of them
+# runs no forward.
+MODULE_METHODS = frozenset(
+    {
+        "add_module", "apply", "bfloat16", "buffers", "children", "compile", "cpu", "cuda",
+        "double", "eval", "extra_repr", "float", "get_buffer", "get_extra_state",
+        "get_parameter", "get_submodule", "half", "ipu", "load_state_dict", "modules", "mtia",
+        "named_buffers", "named_children", "named_modules", "named_parameters", "parameters",
+        "register_backward_hook", "register_buffer", "register_forward_hook",
+        "register_forward_pre_hook", "register_full_backward_hook",
+        "register_full_backward_pre_hook", "register_load_state_dict_post_hook",
+        "register_load_state_dict_pre_hook", "register_module", "register_parameter",
+        "register_state_dict_post_hook", "register_state_dict_pre_hook", "requires_grad_",
+        "set_extra_state", "set_submodule", "share_memory", "state_dict", "to", "to_empty",
+        "train", "type", "xpu", "zero_grad",
+    }
+)  # fmt: skip
 
 
 def is_model(ctx: Context, expr: ast.expr) -> bool:
@@ -902,12 +938,23 @@ def calls_train(ctx: Context, stmt: ast.stmt) -> bool:
     return False
 
 
-def called_without_grad(ctx: Context, func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """Whether a call of ``func`` runs with gradients off, or its result is backpropagated."""
+def called_without_grad(
+    ctx: Context,
+    func: ast.FunctionDef | ast.AsyncFunctionDef,
+    _seen: frozenset[ast.AST] = frozenset(),
+) -> bool:
+    """Whether a call of ``func`` runs with gradients off, or its result is backpropagated;
+    also a call from a function of the file whose own call does (``_run_target`` called by
+    ``_translate_batch``, which ``translate_batch`` calls under ``torch.no_grad()``)."""
     sem = ctx.sem
+    seen = _seen | {func}
     for call in (*sem.calls_by_name.get(func.name, ()), *sem.calls_by_attr.get(func.name, ())):
         if training.grad_disabled(sem, call) or backpropagated(ctx, call):
             return True
+        caller = sem.enclosing_function(call)
+        if caller is not None and caller not in seen and len(seen) < 6:
+            if called_without_grad(ctx, caller, seen):
+                return True
     return False
 
 

@@ -8,6 +8,8 @@ other modules alike (``Semantic.function_def``), following the functions it call
   ``calc_loss_loader(val_loader, model, device)`` runs ``model`` once per batch.
 - ``returns_eval_model``: the function hands back a model it switched to evaluation mode
   (yolov7's ``attempt_load``: ``model = attempt_load(weights)`` is a model in evaluation mode).
+- ``returns_eval_model_at``: the same for an item of the tuple a function returns (OpenNMT's
+  ``fields, model, model_opt = load_test_model(...)``).
 - ``trains_argument``: a call hands a model to a function that switches it back to training
   (``train_model(model, ...)`` calls ``model.train()``): evaluation mode ends there.
 
@@ -110,6 +112,46 @@ def returns_eval_model(sem: Semantic, callee: ast.AST) -> bool:
             elif node.func.attr == "train" and not (node.args and _is_false(node.args[0])):
                 trains = True
     found = evals and not trains and any(_is_module(owner, value) for value in owner.returns(func))
+    owner.memo[key] = found
+    return found
+
+
+def returns_eval_model_at(sem: Semantic, callee: ast.AST, index: int) -> bool:
+    """Whether the function ``callee`` names (of this file or another project module) returns
+    tuples whose item ``index`` is a name it called ``.eval()`` on (``fields, model, opt =
+    load_test_model(...)`` after ``model.eval()`` there), and never switches anything back to
+    training."""
+    defined = sem.owner(callee).function_def(callee)
+    if defined is None:
+        return False
+    owner, func = defined
+    key = ("returns-eval-model-at", func, index)
+    known = owner.memo.get(key)
+    if isinstance(known, bool):
+        return known
+    evaluated: set[str] = set()
+    trains = False
+    for node in owner.walk(func):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            receiver = node.func.value
+            if node.func.attr == "eval" and not node.args and not node.keywords:
+                if isinstance(receiver, ast.Name):
+                    evaluated.add(receiver.id)
+            elif node.func.attr == "train" and not (node.args and _is_false(node.args[0])):
+                trains = True
+    returned = owner.returns(func)
+    found = (
+        bool(evaluated)
+        and not trains
+        and bool(returned)
+        and all(
+            isinstance(value, ast.Tuple)
+            and index < len(value.elts)
+            and isinstance(value.elts[index], ast.Name)
+            and value.elts[index].id in evaluated  # type: ignore[attr-defined]
+            for value in returned
+        )
+    )
     owner.memo[key] = found
     return found
 

@@ -22,6 +22,15 @@ it; checked on torch 2.x CPU tensors:
 
 An ``.expand()`` is followed only directly: an elementwise result of an expanded tensor is
 contiguous (``x.expand(4, 3) + 1``).
+
+An integer index on a middle dimension with the dimensions before it taken whole and more after
+it (``x[:, c, ...]``, ``x[:, :, c, :]``: one channel of a batch) drops that dimension and leaves a
+gap in memory between its neighbours: the result cannot be flattened across them without a copy
+(``x[:, c, ...].view(-1)`` fails for two or more channels). Such a value is followed only
+directly too (an elementwise result of it is contiguous).
+
+A parameter of a function of the file has the layout a call of the function in the file passes
+it (``dice_coeff(input[:, channel, ...], ...)`` for ``input.view(-1)`` in ``dice_coeff``).
 """
 
 from __future__ import annotations
@@ -30,7 +39,8 @@ import ast
 import itertools
 from dataclasses import dataclass
 
-from .semantic import Semantic
+from . import arguments
+from .semantic import FUNCTION_NODES, Semantic, has_star_kwargs
 
 REORDERING_METHODS = frozenset(
     {"t", "transpose", "permute", "swapaxes", "swapdims", "movedim", "expand"}
@@ -99,11 +109,13 @@ def reordered(sem: Semantic, expr: ast.expr, _depth: int = 0) -> Reordered | Non
     function, elementwise operations, copies that preserve the format, and basic slices."""
     if _depth > 12:
         return None
-    if reorders(sem, expr):
+    if reorders(sem, expr) or drops_middle_dim(sem, expr):
         return Reordered(expr)
     if isinstance(expr, ast.Name):
         value = _assigned_value(sem, expr)
-        return None if value is None else reordered(sem, value, _depth + 1)
+        if value is None:
+            return _passed(sem, expr, _depth)
+        return reordered(sem, value, _depth + 1)
     inner: ast.expr | None = None
     sliced = False
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
@@ -118,9 +130,83 @@ def reordered(sem: Semantic, expr: ast.expr, _depth: int = 0) -> Reordered | Non
     elif isinstance(expr, ast.Subscript) and _basic_slice(expr.slice):
         inner, sliced = expr.value, True
     found = None if inner is None else reordered(sem, inner, _depth + 1)
-    if found is None or method_name(found.source) == "expand":
+    if found is None or not _steps_keep(found.source):
         return None
     return Reordered(found.source, sliced=found.sliced or sliced, direct=False)
+
+
+def _steps_keep(source: ast.expr) -> bool:
+    """Whether elementwise steps and slices keep the layout ``source`` made: a transposition's
+    (a dense, permuted tensor), not an ``.expand()``'s or a dropped middle dimension's."""
+    return not isinstance(source, ast.Subscript) and method_name(source) != "expand"
+
+
+def drops_middle_dim(sem: Semantic, expr: ast.expr) -> bool:
+    """``x[:, c, ...]``, ``x[:, c, :]``, ``x[:, :, c, :]``: an index that takes the dimensions
+    before it whole, drops a middle one with an integer (a literal, or a name the code shows
+    holds one: not a tensor of indices, which would copy) and keeps at least one dimension
+    after it (a slice or ``...``)."""
+    if not isinstance(expr, ast.Subscript) or not isinstance(expr.slice, ast.Tuple):
+        return False
+    parts = expr.slice.elts
+    for i, part in enumerate(parts):
+        if isinstance(part, ast.Slice):
+            if not _whole(part):
+                return False
+            continue
+        if i == 0 or not _integer(sem, part):
+            return False
+        after = parts[i + 1 :]
+        return bool(after) and all(
+            _whole(p) or (isinstance(p, ast.Constant) and p.value is Ellipsis) for p in after
+        )
+    return False
+
+
+def _integer(sem: Semantic, expr: ast.expr) -> bool:
+    """A literal integer, a name assigned one, or the counter of a loop over ``range(...)``."""
+    if isinstance(expr, ast.Constant):
+        return type(expr.value) is int
+    if not isinstance(expr, ast.Name):
+        return False
+    binding = sem.lookup(expr.id, expr)
+    if binding is None:
+        return False
+    if binding.how == "assign" and binding.index is None:
+        value = binding.value
+        return isinstance(value, ast.Constant) and type(value.value) is int
+    loop = sem.parent(binding.node) if binding.how == "loop" else None
+    if not isinstance(loop, ast.For | ast.comprehension) or loop.target is not binding.node:
+        return False
+    it = loop.iter
+    return (
+        isinstance(it, ast.Call)
+        and isinstance(it.func, ast.Name)
+        and it.func.id == "range"
+        and sem.lookup("range", it.func) is None
+    )
+
+
+def _passed(sem: Semantic, name: ast.Name, depth: int) -> Reordered | None:
+    """The layout a parameter of a function of the file gets from a call of the function in
+    the file that passes it a reordered value (the first such call)."""
+    binding = sem.lookup(name.id, name)
+    if binding is None or binding.how != "param" or not isinstance(binding.scope, FUNCTION_NODES):
+        return None
+    func = binding.scope
+    if sem.scope_of(name).node is not func or isinstance(sem.parent(func), ast.ClassDef):
+        return None
+    signature = arguments.signature_of(func)
+    for call in sem.calls_by_name.get(func.name, ()):
+        if sem.local_function(call.func) is not func:
+            continue
+        if any(isinstance(a, ast.Starred) for a in call.args) or has_star_kwargs(call):
+            continue
+        value = arguments.bind(call, signature).value(binding.name)
+        found = None if value is None else reordered(sem, value, depth + 1)
+        if found is not None:
+            return Reordered(found.source, sliced=found.sliced, direct=False)
+    return None
 
 
 def keeps_order(call: ast.Call, skip: int) -> bool:
@@ -262,6 +348,8 @@ def _whole(part: ast.expr) -> bool:
 def breaks(source: ast.expr) -> int | None:
     """A lower bound of the places where neighbouring dimensions of the transposed tensor are
     not neighbours in memory (the input taken as contiguous); None when the code does not say."""
+    if isinstance(source, ast.Subscript):
+        return 1  # the dimensions around the dropped one
     name = method_name(source)
     if isinstance(source, ast.Attribute) or name in ("t", "expand"):
         return 1  # ``.T``/``.mT``/``.t()`` swap two dimensions; ``expand`` adds stride-0 ones
@@ -308,8 +396,8 @@ def int_args(args: list[ast.expr]) -> list[int] | None:
 
 
 def receiver(expr: ast.expr) -> ast.expr | None:
-    """What a transposing expression transposes."""
-    if isinstance(expr, ast.Attribute):
+    """What a transposing expression transposes (or an index indexes)."""
+    if isinstance(expr, ast.Attribute | ast.Subscript):
         return expr.value
     if isinstance(expr, ast.Call):
         if isinstance(expr.func, ast.Attribute) and expr.func.attr in REORDERING_METHODS:
@@ -319,9 +407,12 @@ def receiver(expr: ast.expr) -> ast.expr | None:
 
 
 def method_name(expr: ast.expr) -> str:
-    """``permute`` for ``x.permute(...)`` and ``torch.permute(x, ...)``, ``T`` for ``x.T``."""
+    """``permute`` for ``x.permute(...)`` and ``torch.permute(x, ...)``, ``T`` for ``x.T``,
+    ``[]`` for an index that drops a middle dimension."""
     if isinstance(expr, ast.Attribute):
         return expr.attr
+    if isinstance(expr, ast.Subscript):
+        return "[]"
     assert isinstance(expr, ast.Call)
     func = expr.func
     if isinstance(func, ast.Attribute):

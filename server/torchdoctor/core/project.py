@@ -51,6 +51,22 @@ MAX_MODULE_BYTES = 2 * 1024 * 1024
 MAX_KEPT_TEXT = 6 * 1024 * 1024
 _TEXT = "project-text"  # the checked text, in ``sem.memo``
 _NOT_PROJECT = frozenset(sys.stdlib_module_names) | {"torch", "torchvision", "numpy"}
+# How many project modules the import graph is followed through to find one that imports torch.
+MAX_IMPORTED_MODULES = 400
+# An import of torch or of a package built on it (``torchvision``, ``torchaudio``): a statement
+# of its own line, at any depth (a function's lazy import counts).
+_TORCH_IMPORT = re.compile(
+    r"^[ \t]*(?:from[ \t]+torch\w*[ \t.]|import[ \t]+(?:[\w.]+(?:[ \t]+as[ \t]+\w+)?[ \t]*,[ \t]*)*"
+    r"torch\w*\b)",
+    re.M,
+)
+# The import statements of a module, read without parsing it: ``from (dots)(module) import
+# (names)`` and ``import (modules)``.
+_IMPORT = re.compile(
+    r"^[ \t]*(?:from[ \t]+(\.*)[ \t]*([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]*)"
+    r"|import[ \t]+([^\n#;]*))",
+    re.M,
+)
 
 
 class KeptModules:
@@ -180,6 +196,9 @@ class Project:
         self._jedi_projects: dict[tuple[str, ...], Any] = {}
         self._paths: dict[str, tuple[str, ...]] = {}
         self._starring: set[str] = set()  # modules whose star imports are being bound
+        # path -> (stamp, imports torch, project modules it imports): the import graph
+        self._imports: dict[str, tuple[object, bool, tuple[str, ...]]] = {}
+        self._gate_reads: dict[str, set[str]] = {}  # modules ``uses_torch`` read, by importer
         self._files: list[str] | None = None  # the .py files under the roots (``files``)
         self._calling: dict[str, list[str]] = {}  # (folder, name) -> files calling it
 
@@ -468,12 +487,125 @@ class Project:
             return {who for who, used in self._used.items() if path in used and who != path}
 
     def begin(self, path: str) -> None:
-        """A check of ``path`` starts: what it reads from other modules is recorded anew."""
+        """A check of ``path`` starts: what it reads from other modules is recorded anew
+        (with the modules ``uses_torch`` read for it, when it asked just before)."""
         path = os.path.abspath(path)
         self._kept.begin()
         with self._lock:
-            self._used[path] = set()
+            self._used[path] = self._gate_reads.pop(path, set())
             self._searched.discard(path)
+
+    # ------------------------------------------------------------------ torch reach ------
+    def uses_torch(self, path: str, text: str) -> bool:
+        """Whether the file at ``path`` (whose text is ``text``) imports a module of the
+        project that imports torch (or ``torchvision``...), directly or through other project
+        modules it imports (``import onmt.inputters`` whose ``__init__.py`` imports
+        ``onmt.inputters.inputter``, which imports torch): the objects it handles then come
+        from torch code, though its own text never names torch. The imports are read from the
+        modules' text without parsing them (a file of a project without torch costs one scan of
+        its text and of the project modules it imports, each read once per version).
+
+        What the answer was read from is recorded as what the file's check depends on: when it
+        is False, as the whole of it; when it is True, for the check that follows."""
+        path = os.path.abspath(path)
+        seen = {path}
+        queue = list(self._imported_modules(path, text))
+        read: set[str] = set()
+        found = False
+        while queue and len(seen) <= MAX_IMPORTED_MODULES:
+            module = queue.pop(0)
+            if module in seen:
+                continue
+            seen.add(module)
+            facts = self._import_facts(module)
+            if facts is None:
+                continue
+            read.add(module)
+            if facts[0]:
+                found = True
+                break
+            queue.extend(facts[1])
+        with self._lock:
+            if found:
+                self._gate_reads[path] = read
+            else:
+                self._gate_reads.pop(path, None)
+                self._used[path] = read
+                self._searched.add(path)
+        return found
+
+    def _import_facts(self, path: str) -> tuple[bool, tuple[str, ...]] | None:
+        """Whether a project module imports torch, and the project modules it imports
+        (cached by version); None when it cannot be read."""
+        text = self._overlay(path) if self._overlay is not None else None
+        stamp: object
+        if text is not None:
+            stamp = ("text", hash(text), len(text))
+        else:
+            try:
+                st = os.stat(path)
+            except OSError:
+                return None
+            if st.st_size > MAX_MODULE_BYTES:
+                return None
+            stamp = ("disk", st.st_mtime_ns, st.st_size)
+        with self._lock:
+            known = self._imports.get(path)
+        if known is not None and known[0] == stamp:
+            return known[1], known[2]
+        if text is None:
+            text, _error = read_source(Path(path))
+            if text is None:
+                return None
+        torch = _TORCH_IMPORT.search(text) is not None
+        imported = () if torch else self._imported_modules(path, text)
+        with self._lock:
+            self._imports[path] = (stamp, torch, imported)
+        return torch, imported
+
+    def _imported_modules(self, importer: str, text: str) -> tuple[str, ...]:
+        """The files of the project modules ``text`` (the file at ``importer``) imports: for
+        ``import a.b``, ``a`` and ``a.b``; for ``from a import b``, ``a`` and ``a.b`` when it is
+        a module."""
+        out: dict[str, None] = {}
+
+        def add(level: int, parts: list[str]) -> str | None:
+            if not level and (not parts or parts[0] in _NOT_PROJECT):
+                return None
+            if not level and not self._top_in_project(importer, parts[0]):
+                return None
+            found = self._module_file(importer, level, parts)
+            if found is None or found is _NAMESPACE:
+                return None
+            out[os.path.abspath(found)] = None
+            return found
+
+        for match in _IMPORT.finditer(text):
+            dots, module, names, plain = match.groups()
+            if plain is not None:
+                for item in plain.split(","):
+                    parts = item.split()[0].split(".") if item.split() else []
+                    for end in range(1, len(parts) + 1):
+                        if add(0, parts[:end]) is None:
+                            break
+                continue
+            level = len(dots or "")
+            parts = [p for p in (module or "").split(".") if p]
+            base = add(level, parts) if parts or level else None
+            if base is None and parts and not level:
+                continue
+            for item in (names or "").strip("() \t").split(","):
+                words = item.split()
+                if words and words[0] != "*" and words[0].isidentifier():
+                    add(level, [*parts, words[0]])
+        return tuple(out)
+
+    def _top_in_project(self, importer: str, top: str) -> bool:
+        for folder in self._search_path(importer):
+            base = os.path.join(folder, top)
+            if os.path.isfile(base + ".py") or os.path.isdir(base):
+                return True
+        return False
 
     def end(self, path: str) -> None:
         """The check of ``path`` that ``begin`` started is over."""
@@ -541,6 +673,35 @@ class Project:
         if target.type == "module":
             return found.sem, found.sem.tree
         return _top_level(found.sem, target.name, target.line)
+
+    def imported_from_project(self, sem: Semantic, binding: Binding) -> bool:
+        """Whether an import binding of ``sem`` may name something of the project's own
+        modules (a cheap test: the top-level module is a file or folder of the project)."""
+        alias = binding.node
+        stmt = sem.parent(alias)
+        if sem.path is None or not isinstance(alias, ast.alias):
+            return False
+        if not isinstance(stmt, ast.Import | ast.ImportFrom):
+            return False
+        return self._in_project(sem.path, stmt, alias)
+
+    def imported_module(self, sem: Semantic, name: str) -> Semantic | None:
+        """The facts of the project module a dotted name (``onmt.model_builder``) imported by
+        ``sem``'s file stands for."""
+        parts = name.split(".")
+        if sem.path is None or parts[0] in _NOT_PROJECT:
+            return None
+        if not self._top_in_project(sem.path, parts[0]):
+            return None
+        found = self._module_file(sem.path, 0, parts)
+        if found is None or found is _NAMESPACE:
+            return None
+        module = self.module(found)
+        if module is None:
+            return None
+        with self._lock:
+            self._used.setdefault(sem.path, set()).add(module.path)
+        return module.sem
 
     # -- the plain cases, read from the files ----------------------------------------------
     def _direct(

@@ -260,6 +260,10 @@ class Resolver(Protocol):
 
     def owner(self, node: ast.AST) -> Semantic | None: ...
 
+    def imported_from_project(self, sem: Semantic, binding: Binding) -> bool: ...
+
+    def imported_module(self, sem: Semantic, name: str) -> Semantic | None: ...
+
     def calling(self, path: str, name: str) -> Sequence[Any]: ...
 
 
@@ -709,7 +713,8 @@ class Semantic:
     def in_version_fallback(self, node: ast.AST, errors: Iterable[str]) -> bool:
         """Whether ``node`` is code for other PyTorch versions: inside an ``except`` handler
         that catches one of ``errors`` (or everything), or in a branch of an ``if`` that tests
-        ``hasattr(...)``/``getattr(...)`` or a name containing "version"."""
+        ``hasattr(...)``/``getattr(...)``, a name containing "version", or a value computed
+        from ``torch.__version__`` (also through a project function that returns one)."""
         child = node
         for anc in self.ancestors(node):
             if isinstance(anc, ast.ExceptHandler) and _catches(anc, errors):
@@ -717,10 +722,54 @@ class Semantic:
             if (
                 isinstance(anc, ast.If | ast.IfExp)
                 and child is not anc.test
-                and _tests_version(anc.test)
+                and (_tests_version(anc.test) or self._reads_torch_version(anc.test))
             ):
                 return True
             child = anc
+        return False
+
+    def in_torch_version_branch(self, node: ast.AST) -> bool:
+        """Whether ``node`` runs in a branch of an ``if`` whose test is computed from
+        ``torch.__version__`` (code for some torch versions only)."""
+        child = node
+        for anc in self.ancestors(node):
+            if (
+                isinstance(anc, ast.If | ast.IfExp)
+                and child is not anc.test
+                and self._reads_torch_version(anc.test)
+            ):
+                return True
+            child = anc
+        return False
+
+    def _reads_torch_version(self, test: ast.expr, depth: int = 0) -> bool:
+        """Whether a condition is computed from ``torch.__version__``: it reads it, or a name
+        assigned the result of a function (of this file or another project module) whose
+        returned value reads it (``newer = is_pytorch_1_1_0_or_later()``)."""
+        if depth > 2:
+            return False
+        for node in ast.walk(test):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr == "__version__"
+                and self.qualname(node) == "torch.__version__"
+            ):
+                return True
+            value: ast.expr | None = None
+            if isinstance(node, ast.Name):
+                binding = self.lookup(node.id, node)
+                if binding is not None and binding.how == "assign" and binding.index is None:
+                    value = binding.value
+            elif isinstance(node, ast.Call):
+                value = node
+            if not isinstance(value, ast.Call):
+                continue
+            defined = self.function_def(value.func)
+            if defined is not None and any(
+                defined[0]._reads_torch_version(r, depth + 1)
+                for r in defined[0].returns(defined[1])
+            ):
+                return True
         return False
 
     def enclosing_function(self, node: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
@@ -1099,8 +1148,30 @@ class Semantic:
                 bindings = other.scopes[other.tree].bindings.get(expr.attr)
                 if bindings:
                     found = other.binding_definition(bindings[-1])
+            if found is None:
+                found = self._submodule(expr)
         self._definitions[expr] = found
         return found
+
+    def _submodule(self, expr: ast.Attribute) -> tuple[Semantic, ast.AST] | None:
+        """``onmt.model_builder`` after ``import onmt.model_builder``: the submodule the file
+        imports by its dotted name (its package need not import it)."""
+        if self.project is None:
+            return None
+        prefixes = self.memo.get("imported-dotted")
+        if not isinstance(prefixes, frozenset):
+            parts = [
+                alias.name.split(".")
+                for stmt, alias, _qual in self.imports
+                if isinstance(stmt, ast.Import) and alias.asname is None and "." in alias.name
+            ]
+            prefixes = frozenset(".".join(p[:i]) for p in parts for i in range(2, len(p) + 1))
+            self.memo["imported-dotted"] = prefixes
+        name = dotted(expr) if prefixes else None
+        if name is None or name not in prefixes:
+            return None
+        module = self.project.imported_module(self, name)
+        return None if module is None else (module, module.tree)
 
     def binding_definition(self, binding: Binding) -> tuple[Semantic, ast.AST] | None:
         """The definition a binding stands for: its own ``def``/``class``, or what an import of

@@ -185,6 +185,65 @@ def called_function(
     return None
 
 
+def instance_method(
+    sem: Semantic, callee: ast.expr
+) -> tuple[Semantic, ast.FunctionDef | ast.AsyncFunctionDef] | None:
+    """The method a call on an instance of a project class calls: ``meter.update`` after
+    ``meter = AverageMeter()``, ``self.losses.update`` after ``self.losses = Meters(2)``
+    (its own, or inherited)."""
+    if not isinstance(callee, ast.Attribute) or not _name_or_self_attribute(callee.value):
+        return None
+    owner = sem.owner(callee)
+    receiver = callee.value
+    values: list[ast.expr | None] = []
+    key: tuple[object, ...]
+    if isinstance(receiver, ast.Name):
+        binding = owner.lookup(receiver.id, receiver)
+        if binding is None or binding.how != "assign":
+            return None
+        values, key = [binding.value], ("instance-made", id(binding.node))
+    elif isinstance(receiver, ast.Attribute):
+        cls = owner.enclosing_class(receiver)
+        values = [*owner.self_attr_values.get((cls, receiver.attr), ())] if cls else []
+        key = ("instance-made", cls, receiver.attr)
+    # A cheap test first (once per binding): some value is a call of a class or function of
+    # the project, not a method of a value (``x = x.to(device)``) or a model's forward.
+    made_by = owner.memo.get(key)
+    if not isinstance(made_by, bool):
+        made_by = any(
+            isinstance(v, ast.Call) and _made_by_definition(owner, v.func) for v in values
+        )
+        owner.memo[key] = made_by
+    if not made_by:
+        return None
+    made = instance_class(owner, receiver)
+    return None if made is None else _method(made[0], made[1], callee.attr)
+
+
+def _made_by_definition(sem: Semantic, func: ast.expr) -> bool:
+    """``Meter``, ``meters.Meter``, ``build_meter``: a callee that names a class or a function
+    of the file, or an import from the project, not a value or an installed package."""
+    while isinstance(func, ast.Attribute):
+        func = func.value
+    if not isinstance(func, ast.Name):
+        return False
+    binding = sem.lookup(func.id, func)
+    if binding is None:
+        return False
+    if binding.how == "import":
+        project = sem.project
+        return project is not None and project.imported_from_project(sem, binding)
+    return binding.how in ("def", "class")
+
+
+def _name_or_self_attribute(expr: ast.expr) -> bool:
+    return isinstance(expr, ast.Name) or (
+        isinstance(expr, ast.Attribute)
+        and isinstance(expr.value, ast.Name)
+        and expr.value.id == "self"
+    )
+
+
 def _method(
     sem: Semantic, cls: ast.ClassDef, name: str, _depth: int = 0
 ) -> tuple[Semantic, ast.FunctionDef | ast.AsyncFunctionDef] | None:
@@ -347,6 +406,10 @@ class Returned:
     # caller backpropagates that item, the dict's values are its terms, with their graph.
     fed: frozenset[tuple[int, int]] = frozenset()
     values: bool = False  # a returned dict whose values are all the terms of such a loss
+    # Positions of a returned tuple: (a term, the sum it is added into), as in ``return total,
+    # coarse`` after ``total = coarse + fine``. When the caller backpropagates the sum, the
+    # term carries its graph.
+    summed: frozenset[tuple[int, int]] = frozenset()
 
     @property
     def carries(self) -> bool:
@@ -388,6 +451,7 @@ def returned(
     keys: set[str] = set()
     items: set[int] = set()
     fed: set[tuple[int, int]] = set()
+    summed: set[tuple[int, int]] = set()
     for value in sem.returns(func):
         if training.grad_disabled(sem, value):
             continue
@@ -396,6 +460,7 @@ def returned(
                 i for i, e in enumerate(value.elts) if carried_graph(sem, e, _depth + 1) == TENSOR
             }
             fed |= _fed(sem, value)
+            summed |= _summed(sem, value, func)
             continue
         entries = _dict_entries(sem, value, func)
         if entries is not None:
@@ -424,6 +489,7 @@ def returned(
         parts,
         frozenset(fed),
         values,
+        frozenset(summed),
     )
     sem.memo[key] = found
     return found
@@ -525,6 +591,8 @@ def carried_graph(sem: Semantic, expr: ast.AST, _depth: int = 0) -> str | None:
                 return TENSOR
             if found is not None and _terms_of_backpropagated(sem, binding.node, found):
                 return TERMS
+            if found is not None and _term_of_backpropagated_sum(sem, binding.node, found):
+                return TENSOR
             return None
         if binding.how == "loop":
             return _loop_value(sem, binding.node, _depth)
@@ -610,6 +678,64 @@ def _terms_of_backpropagated(sem: Semantic, target: ast.AST, found: Returned) ->
         return False
     index = unpacked.elts.index(target)
     for i, j in found.fed:
+        sibling = unpacked.elts[j] if i == index and j < len(unpacked.elts) else None
+        if isinstance(sibling, ast.Name) and training.is_backpropagated(sem, sibling):
+            return True
+    return False
+
+
+def _summed(sem: Semantic, value: ast.Tuple, func: ast.AST) -> set[tuple[int, int]]:
+    """(i, j) for a returned tuple whose item ``i`` is a name added, as a term, into the name
+    that is item ``j`` (``total = coarse + fine + 0.1 * penalty``, also ``total += extra``):
+    an assignment of ``j`` in the function that sums ``i``, each term perhaps scaled by a
+    number; or the same name as item ``j``."""
+    named = [(i, e.id) for i, e in enumerate(value.elts) if isinstance(e, ast.Name)]
+    # The same name at two positions (``return loss, out, loss``) is the same tensor.
+    out = {(i, j) for i, a in named for j, b in named if i != j and a == b}
+    names = dict((name, i) for i, name in named)
+    if len(names) < 2:
+        return out
+    for node in sem.walk(func):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, added = node.targets[0], node.value
+        elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
+            target, added = node.target, node.value
+        else:
+            continue
+        if not isinstance(target, ast.Name) or target.id not in names:
+            continue
+        for term in additive_terms(added):
+            if isinstance(term, ast.Name) and term.id in names and term.id != target.id:
+                out.add((names[term.id], names[target.id]))
+    return out
+
+
+def additive_terms(expr: ast.expr) -> list[ast.expr]:
+    """The terms ``expr`` adds up: ``a + b - c + 0.1 * d`` -> ``a, b, c, d`` (a term scaled or
+    divided by a number counts as itself)."""
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add | ast.Sub):
+        return [*additive_terms(expr.left), *additive_terms(expr.right)]
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mult | ast.Div):
+        if _is_number(expr.right):
+            return additive_terms(expr.left)
+        if _is_number(expr.left) and isinstance(expr.op, ast.Mult):
+            return additive_terms(expr.right)
+    return [expr]
+
+
+def _is_number(expr: ast.expr) -> bool:
+    return isinstance(expr, ast.Constant) and type(expr.value) in (int, float)
+
+
+def _term_of_backpropagated_sum(sem: Semantic, target: ast.AST, found: Returned) -> bool:
+    """``total, ..., coarse = step(...)`` where ``step`` returns ``coarse`` added into
+    ``total`` and the caller backpropagates ``total``: ``target`` (``coarse``) is a term of
+    the loss, with its graph."""
+    unpacked = sem.parent(target)
+    if not found.summed or not isinstance(unpacked, ast.Tuple) or target not in unpacked.elts:
+        return False
+    index = unpacked.elts.index(target)
+    for i, j in found.summed:
         sibling = unpacked.elts[j] if i == index and j < len(unpacked.elts) else None
         if isinstance(sibling, ast.Name) and training.is_backpropagated(sem, sibling):
             return True

@@ -9,7 +9,6 @@ import contextlib
 import dataclasses
 import functools
 import gc
-import re
 import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -57,8 +56,12 @@ def mentions_torch(text: str) -> bool:
     return "torch" in text
 
 
-# ``from models.common import *``: torch may come in through a project module.
-_STAR_IMPORT = re.compile(r"\bimport\s*\*")
+def uses_torch(text: str, path: str, project: Project | None) -> bool:
+    """Whether a file is torch code: its text names torch, or it imports a module of its project
+    that imports torch, directly or through other project modules (``Project.uses_torch``: a
+    trainer that receives its model and batches from the project's torch modules). Files that
+    are neither are not analysed."""
+    return mentions_torch(text) or (project is not None and project.uses_torch(path, text))
 
 
 # Where the first finds the same range as the second, only the first is kept: a view that fails
@@ -99,11 +102,11 @@ def check_text(
     """
     settings = settings or Settings()
     result = FileResult(path, notebook=notebook, text=notebook.raw if notebook else text)
-    if not mentions_torch(text) and not (projects is not None and _STAR_IMPORT.search(text)):
+    project = projects.for_path(path) if projects is not None else None
+    if not uses_torch(text, path, project):
         if probe:
             result.probe = NO_PROBE
         return result
-    project = projects.for_path(path) if projects is not None else None
     # The tree and the facts die with _check's frame, before the collector comes back on:
     # left alive then, they would all be traversed by the next collection.
     with paused_gc():

@@ -616,8 +616,10 @@ def rule_hover(
     docs_base: str | None,
     message: str | None = None,
     fix: str | None = None,
+    measured: str | None = None,
 ) -> str | None:
-    """Markdown for a rule: what is wrong, why it matters, the fix, before/after, the link."""
+    """Markdown for a rule: what is wrong (and what was measured, when ``measured`` says it),
+    why it matters, the fix, before/after, the link."""
     from ..linter.registry import get_rule
     from ..rules.base import DOC_SECTIONS, DOC_SECTIONS_ZH
     from ..rules.docs import rule_doc
@@ -630,6 +632,8 @@ def rule_hover(
     sections = doc.sections
     zh = is_chinese(locale)
     parts = [f"**{rule.code}** `{rule.name}`" + (f": {message}" if message else "")]
+    if measured:
+        parts.append(measured)
     if not message and doc.summary:
         parts.append(doc.summary)
     url = doc_link(rule.code, docs_base, locale)

@@ -30,6 +30,7 @@ from ..linter.projects import Projects
 from ..linter.runner import Superseded, broken_cell, check_text, fix_any
 from . import convert
 from .kernels import LiveInput
+from .measured import Reports, cell_measurements, merge
 from .notebook_sync import CellDoc, NotebookLocator, check_cells, fix_cells
 from .settings import ClientSettings
 
@@ -60,6 +61,8 @@ class Job:
     # Build a text document's fixes with its diagnostics, in their ``data``, for a client that
     # reads them there (torchdoctor's JupyterLab extension); else they are built on request.
     fixes_in_data: bool = False
+    # What ``torchdoctor run`` measured (its reports): shown with the findings of the document.
+    measured: Reports | None = None
 
     @property
     def uris(self) -> list[str]:
@@ -171,8 +174,39 @@ def _analyse(job: Job, resolver: SettingsResolver) -> Analysis:
                 docs_base=settings.docs_base_url,
             )
             out.setdefault(uri, []).append(diagnostic)
+    if job.measured is not None:
+        _add_measured(job, job.measured, out, settings.docs_base_url)
     deferred = any(f.fixes_deferred for f in findings)
     return Analysis(job.version, broken, out, problems, errors, live_request, deferred)
+
+
+def _add_measured(
+    job: Job, reports: Reports, out: dict[str, list[types.Diagnostic]], docs_base: str | None
+) -> None:
+    """What ``torchdoctor run`` measured in the job's document (or in its notebook's cells,
+    matched by their code), merged into its diagnostics."""
+    found = reports.for_path(job.path)
+    if not found:
+        return
+    if job.cells is None:
+        lines = convert.split_lines(job.text)
+        out[job.uri] = merge(
+            out[job.uri], found, lines, job.encoding, job.locale, job.version, docs_base
+        )
+        return
+    for cell in job.cells:
+        mine = cell_measurements(found, cell.text)
+        if mine:
+            lines = convert.split_lines(cell.text)
+            out[cell.uri] = merge(
+                out.get(cell.uri, []),
+                mine,
+                lines,
+                job.encoding,
+                job.locale,
+                cell.version,
+                docs_base,
+            )
 
 
 def compute_fixes(

@@ -1,11 +1,13 @@
 """Hover: the rule behind a diagnostic (or a code in a ``# noqa:`` comment) under the cursor,
-and, in a notebook with a running kernel, facts about the live tensor or module there."""
+with what ``torchdoctor run`` measured there, and, in a notebook with a running kernel, facts
+about the live tensor or module there."""
 
 from __future__ import annotations
 
 from lsprotocol import types
 
 from . import convert
+from .measured import hover_line
 from .state import Doctor, Unit, norm_uri
 
 
@@ -50,13 +52,18 @@ def _diagnostic_hovers(
         if not convert.contains(d.range, pos) or not isinstance(d.code, str):
             continue
         fixes = convert.diagnostic_fixes(d)
+        measured = d.data.get("measured") if isinstance(d.data, dict) else None
+        line = hover_line(measured, doctor.locale) if isinstance(measured, dict) else None
         text = convert.rule_hover(
             d.code,
             doctor.locale,
             docs_base,
             message=d.message,
             fix=str(fixes[0].get("title")) if fixes else None,
+            measured=line,
         )
+        if text is None and line is not None:  # a measured code no rule has
+            text = f"**{d.code}**: {d.message}\n\n{line}"
         if text:
             parts.append(text)
             hit = hit or d.range

@@ -10,8 +10,9 @@ from lsprotocol import types
 from .. import __version__
 from .documents import use_editor_documents
 from .kernels import workspace_trusted
+from .measured import WATCH_GLOB
 from .state import WAIT_TIMEOUT_S, Doctor
-from .workspace import fetch_configuration
+from .workspace import fetch_configuration, note_workspace_folders
 
 # Clients that read fixes from ``Diagnostic.data`` instead of asking with code actions.
 FIXES_IN_DATA_CLIENTS = frozenset({"jupyterlab-torchdoctor"})
@@ -42,6 +43,7 @@ def initialize(doctor: Doctor, params: types.InitializeParams) -> None:
 
 async def initialized(doctor: Doctor, params: types.InitializedParams) -> None:
     server = doctor.server
+    note_workspace_folders(doctor)
     try:
         # Settings first: documents opened meanwhile wait for them (no flash of findings
         # under the wrong settings).
@@ -65,7 +67,8 @@ async def initialized(doctor: Doctor, params: types.InitializedParams) -> None:
 
 def _registrations(ws: types.WorkspaceClientCapabilities | None) -> list[types.Registration]:
     """What to be told of, where the client registers it dynamically: changes of any
-    ``pyproject.toml``, and of the ``torchdoctor`` settings."""
+    ``pyproject.toml``, of the project's modules and of ``torchdoctor run``'s reports, and of
+    the ``torchdoctor`` settings."""
     registrations = []
     if ws and ws.did_change_watched_files and ws.did_change_watched_files.dynamic_registration:
         registrations.append(
@@ -77,6 +80,8 @@ def _registrations(ws: types.WorkspaceClientCapabilities | None) -> list[types.R
                         types.FileSystemWatcher(glob_pattern="**/pyproject.toml"),
                         # the project's modules, whose facts files that import them use
                         types.FileSystemWatcher(glob_pattern="**/*.py"),
+                        # what ``torchdoctor run`` measured, shown with the findings
+                        types.FileSystemWatcher(glob_pattern=WATCH_GLOB),
                     ]
                 ),
             )

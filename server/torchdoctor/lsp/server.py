@@ -17,6 +17,7 @@ Where things are:
 - ``convert.py``: pure conversions between engine results and LSP types;
 - ``notebook_sync.py``: checking and fixing notebook cells as one module;
 - ``kernels.py``: live facts from the notebooks' running kernels (the kernel bridge);
+- ``measured.py``: what ``torchdoctor run`` measured (its reports), merged into diagnostics;
 - ``transport.py``: stdin with a bound on the size of a message.
 """
 

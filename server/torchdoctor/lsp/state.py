@@ -44,6 +44,7 @@ from ..linter.projects import Projects
 from . import convert
 from .diagnostics import Analysis, Job, SettingsResolver, analyse, compute_fix_all, compute_fixes
 from .kernels import LiveManager
+from .measured import Reports
 from .notebook_sync import CellDoc
 from .settings import ClientSettings, parse_settings
 
@@ -212,6 +213,8 @@ class Doctor:
         # The projects of the open files: names imported from their other modules resolve
         # there, reading open documents as the editor has them.
         self.projects = Projects(overlay=self.open_text)
+        # The reports of ``torchdoctor run``, looked at each time a document is analysed.
+        self.measured = Reports()
 
     # -- logging ------------------------------------------------------------------------------
     def log(self, level: str, message: str) -> None:
@@ -345,6 +348,14 @@ class Doctor:
             unit.refresh = self.pull and self.refresh_support
             self.schedule(unit, delay_ms)
 
+    def reports_changed(self) -> None:
+        """A report of ``torchdoctor run`` came, changed or went: check the open documents
+        again (they read the reports as they are now); a pull client is told to pull once each
+        check is done."""
+        for unit in [u for u in self.units.values() if not u.closed]:
+            unit.refresh = self.pull and self.refresh_support
+            self.schedule(unit, 0)
+
     # -- units ----------------------------------------------------------------------------------
     def unit_for(self, uri: str) -> Unit | None:
         key = norm_uri(uri)
@@ -396,6 +407,7 @@ class Doctor:
                 parser=self.parser_for(unit.key),
                 stop=unit.stop,
                 projects=self.projects,
+                measured=self.measured,
             )
         doc = self.server.workspace.text_documents.get(unit.key)
         if doc is None:
@@ -415,6 +427,7 @@ class Doctor:
             stop=unit.stop,
             projects=self.projects,
             fixes_in_data=self.fixes_in_data,
+            measured=self.measured,
         )
 
     def parser_for(self, key: str) -> IncrementalParser:

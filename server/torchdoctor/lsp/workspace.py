@@ -13,6 +13,7 @@ import os
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
+from .measured import is_report
 from .settings import ClientSettings
 from .state import WAIT_TIMEOUT_S, Doctor
 
@@ -73,9 +74,18 @@ async def did_change_configuration(
     reload_configuration(doctor)
 
 
+def note_workspace_folders(doctor: Doctor) -> None:
+    """Where ``torchdoctor run``'s reports are looked for besides the folders above a document:
+    the workspace folders."""
+    ws = doctor.server.workspace
+    roots = [to_fs_path(f.uri) for f in ws.folders.values()] + [ws.root_path]
+    doctor.measured.roots = tuple(dict.fromkeys(os.path.abspath(r) for r in roots if r))
+
+
 async def did_change_workspace_folders(
     doctor: Doctor, params: types.DidChangeWorkspaceFoldersParams
 ) -> None:
+    note_workspace_folders(doctor)
     await fetch_configuration(doctor)
     reload_configuration(doctor)
 
@@ -83,6 +93,8 @@ async def did_change_workspace_folders(
 def did_change_watched_files(doctor: Doctor, params: types.DidChangeWatchedFilesParams) -> None:
     if any(change.uri.endswith("pyproject.toml") for change in params.changes):
         reload_configuration(doctor)
+    elif any(is_report(change.uri) for change in params.changes):
+        doctor.reports_changed()
     python = [c for c in params.changes if c.uri.endswith(".py")]
     if any(c.type != types.FileChangeType.Changed for c in python):
         doctor.project_changed(None)  # a module came or went: imports may resolve elsewhere

@@ -6,7 +6,8 @@ import itertools
 from ..core import fixes, layout
 from ..core.context import Context
 from ..core.model import Applicability, Edit, Fix, Pos, Text
-from .base import Invalid, Rule, Valid
+from .base import Rule
+from .examples import tdr101
 
 # Roots that hold something other than a tensor.
 _FOREIGN_PACKAGES = ("numpy", "pandas", "jax", "tensorflow", "cupy", "scipy")
@@ -34,6 +35,15 @@ class ViewOnTransposed(Rule):
     `permute(0, 2, 3, 1)` on 36 channels must merge the spatial dimensions with 9 of the
     channels, and fails. Such a view with a literal last size is reported, unless a literal
     shape of the tensor in the code shows that the size is the whole moved dimension.
+
+    An integer index on a middle dimension, with the dimensions before it taken whole and more
+    after it (`x[:, c, ...]`, `x[:, :, c, :]`: one channel of a batch; `c` a literal, a name
+    assigned one, or the counter of a loop over `range(...)`), is not contiguous either: the
+    dropped dimension leaves a gap in memory between its neighbours, so `.view(-1)` of it fails
+    (for two or more channels). Such a value is followed to a view of it directly, through
+    local names, and into a function of the file that a call passes it to
+    (`dice_coeff(input[:, channel, ...], ...)` for `input.view(-1)` in `dice_coeff`); a view
+    that keeps the merged dimensions apart (`.view(n, -1)`) works and is not reported.
 
     ## Why is this bad?
     These operations return a tensor that shares memory with its input but walks it with
@@ -83,246 +93,8 @@ class ViewOnTransposed(Rule):
     name = "view-on-transposed"
     fix_safety = Applicability.SAFE
 
-    VALID = (
-        "import torch\nx = torch.randn(3, 4)\ny = x.t().reshape(-1)",
-        "import torch\nx = torch.randn(3, 4)\ny = x.t().contiguous().view(-1)",
-        "import torch\nx = torch.randn(3, 4)\ny = x.view(-1)",
-        # numpy: .view takes a dtype, never a shape.
-        "import numpy as np\nimport torch\narr = np.zeros((3, 4))\nv = arr.T.view(np.float32)",
-        "import numpy as np\nimport torch\nv = np.zeros((3, 4)).transpose().view(np.ndarray)",
-        # A tensor reinterpreted as another dtype: a dtype argument, not a shape.
-        "import torch\nx = torch.randn(3, 4)\nb = x.t().view(torch.int32)",
-        "import torch\nx = torch.randn(3, 4)\nb = x.t().view(dtype=torch.int32)",
-        "import torch\nx = torch.randn(3, 4)\nb = x.t().view(y.dtype)",
-        "import torch\ndef f(x, dtype):\n    return x.t().view(dtype)",
-        # A user class with its own .t() and .view().
-        "import torch\n"
-        "class Matrix:\n"
-        "    def t(self):\n        return self\n"
-        "    def view(self, *shape):\n        return shape\n"
-        "m = Matrix()\nv = m.t().view(2, 3)",
-        "import torch\n"
-        "class Grid:\n"
-        "    def view(self, *shape):\n        return shape\n"
-        "def f(g):\n    return g.transpose(0, 1).view(2, 3)",
-        # pandas.
-        "import pandas as pd\nimport torch\ndf = pd.DataFrame({'a': [1]})\nv = df.T.view(2)",
-        # Permutations that keep the order.
-        "import torch\nx = torch.randn(2, 3, 4)\ny = x.permute(0, 1, 2).view(-1)",
-        "import torch\nx = torch.randn(2, 3)\ny = x.transpose(1, 1).view(-1)",
-        # The name is reassigned from its own view: the view reads the earlier value.
-        "import torch\nh = torch.randn(6, 4)\nh = h.view(2, 3, 4).permute(1, 0, 2)",
-        # Reassigned to a contiguous tensor before the view.
-        "import torch\nx = torch.randn(3, 4)\ny = x.t()\ny = y.contiguous()\nz = y.view(-1)",
-        "import torch\nx = torch.randn(3, 4)\ny = x.t()\ny = torch.randn(4, 3)\nz = y.view(-1)",
-        # The name assigned from a transpose lives in another function.
-        "import torch\ny = torch.randn(3, 4).t()\ndef f(y):\n    return y.view(-1)",
-        # The transpose comes after the view.
-        "import torch\nx = torch.randn(3, 4)\nz = x.view(-1)\ny = x.t()",
-        # Views that split dimensions, or merge dimensions the permutation kept in order: they
-        # work (found in transformers, timm).
-        "import torch\ndef f(x, b, c, h, w):\n    return x.permute(1, 2, 0).view(b, c, h, w)",
-        "import torch\ndef f(x, dim):\n    return x.permute(0, 2, 3, 1).view(1, -1, dim)",
-        "import torch\ndef f(x, b, c, h, w):\n    return x.transpose(1, 2).view(b, c, h, w)",
-        "import torch\ndef f(t, n, s):\n    return t.permute(1, 0).view(1, n, s, s)",
-        "import torch\ndef f(w, k):\n    return w.T.view(4, -1, k)",
-        "import torch\ndef f(x):\n    return x.permute(2, 0, 1).view(4, 6)",
-        # The literal is the whole moved dimension: 4 channels viewed as (..., 4).
-        "import torch\nx = torch.randn(2, 4, 5, 5)\ny = x.permute(0, 2, 3, 1).view(2, -1, 4)",
-        # The number of dimensions is not written out.
-        "import torch\ndef f(x, b, c, size):\n    return x.transpose(1, 2).view(b, c, *size)",
-        "import torch\ndef f(x, shape):\n    return x.transpose(1, 2).view(shape)",
-        "import torch\ndef f(x, dims):\n    return x.permute(*dims).view(-1)",
-        # A file that does not import torch.
-        "import mylib\ny = mylib.torch_like().t().view(-1)",
-        Valid(
-            "import torch\nx = torch.randn(3, 4)\ny = x.t().reshape(-1)",
-            notebook=True,
-        ),
-        # The `-1` merges dimensions that stay neighbours (`h` and `w`).
-        "import torch\ndef f(x):\n    b, c, f, h, w = x.shape\n"
-        "    return x.permute(0, 2, 1, 3, 4).view(b, f, c, -1)",
-        # The layout followed through the code: a copy in the default format, or a slice of
-        # one row along a dimension (``correct[:1]`` views as one row), ends it.
-        "import torch\ndef f(pred, t):\n    c = pred.t().eq(t).contiguous()\n    return c[:5].view(-1)",
-        "import torch\ndef f(pred, t):\n    c = pred.t().eq(t)\n    return c[:1].view(-1)",
-        "import torch\ndef f(pred, t):\n    c = pred.t().eq(t)\n    return c[:, 2:3].view(-1)",
-        "import torch\ndef f(pred, t):\n    c = pred.t().eq(t)\n    return c[0].view(-1)",
-        "import torch\ndef f(x):\n    return x.t().clone(memory_format=torch.contiguous_format).view(-1)",
-        # TensorIterator lays the result out like its first operand: `t` is contiguous here.
-        "import torch\ndef f(pred, t):\n    return t.eq(pred.t()).view(-1)",
-        "import torch\ndef f(pred, t):\n    return (t == pred.t()).view(-1)",
-        # Reductions and softmax return contiguous tensors; so does arithmetic on an expand.
-        "import torch\ndef f(x):\n    return x.t().sum(0).view(-1)",
-        "import torch\ndef f(x):\n    return x.t().softmax(1).view(-1)",
-        "import torch\ndef f(x):\n    return (x.expand(4, 3) + 1).view(12)",
-        # The name is rebound before the view, or the slice is taken of another tensor.
-        "import torch\n"
-        "def f(output, target, ks):\n"
-        "    _, pred = output.topk(max(ks), 1, True, True)\n"
-        "    pred = pred.t()\n"
-        "    correct = pred.eq(target.view(1, -1).expand_as(pred))\n"
-        "    correct = correct.contiguous()\n"
-        "    return [correct[:k].view(-1).float().sum(0) for k in ks]",
-        "import torch\ndef f(x, y):\n    c = x.t().eq(0)\n    c = y.eq(0)\n    return c[:3].view(-1)",
-        # numpy: a transposed array compared, then viewed as another dtype.
-        "import numpy as np\nimport torch\nm = np.zeros((3, 4)).T\nb = (m > 0).view(np.uint8)",
-        # A user class whose .t() and .eq() return its own objects.
-        "import torch\n"
-        "class Grid:\n"
-        "    def t(self):\n        return self\n"
-        "    def eq(self, other):\n        return self\n"
-        "    def view(self, *shape):\n        return shape\n"
-        "g = Grid()\nv = g.t().eq(1).view(-1)",
-    )
-    INVALID = (
-        # A literal size that splits the moved channels (an SSD box head: 9 anchors x 4): the
-        # view merges the spatial dimensions with part of the channels.
-        Invalid(
-            "import torch\ndef boxes(x, n):\n    return x.permute(0, 2, 3, 1).view(n, -1, 4)\n",
-            fixed="import torch\ndef boxes(x, n):\n"
-            "    return x.permute(0, 2, 3, 1).reshape(n, -1, 4)\n",
-            lines=(3,),
-        ),
-        Invalid(
-            "import torch\nx = torch.randn(2, 36, 5, 5)\ny = x.permute(0, 2, 3, 1).view(2, -1, 4)\n",
-            fixed="import torch\nx = torch.randn(2, 36, 5, 5)\n"
-            "y = x.permute(0, 2, 3, 1).reshape(2, -1, 4)\n",
-            lines=(3,),
-        ),
-        Invalid(
-            "import torch\nx = torch.randn(3, 4)\ny = x.t().view(-1)",
-            fixed="import torch\nx = torch.randn(3, 4)\ny = x.t().reshape(-1)",
-            lines=(3,),
-        ),
-        Invalid(
-            "import torch\ndef f(x):\n    return x.transpose(1, 2).view(x.size(0), -1)",
-            fixed="import torch\ndef f(x):\n    return x.transpose(1, 2).reshape(x.size(0), -1)",
-            lines=(3,),
-        ),
-        Invalid(
-            "import torch as T\nx = T.zeros(2, 3, 4)\ny = x.permute(2, 0, 1).view(-1)",
-            fixed="import torch as T\nx = T.zeros(2, 3, 4)\ny = x.permute(2, 0, 1).reshape(-1)",
-            lines=(3,),
-        ),
-        Invalid(
-            "import torch\nx = torch.zeros(2, 3)\ny = x.T.view(6)",
-            fixed="import torch\nx = torch.zeros(2, 3)\ny = x.T.reshape(6)",
-            lines=(3,),
-        ),
-        Invalid(
-            "import torch\ndef f(x):\n    return x.mT.view(-1)",
-            fixed="import torch\ndef f(x):\n    return x.mT.reshape(-1)",
-            lines=(3,),
-        ),
-        Invalid(
-            "import torch\ndef f(x):\n    return x.permute([0, 2, 1]).view((x.size(0), -1))",
-            fixed="import torch\ndef f(x):\n    return x.permute([0, 2, 1]).reshape((x.size(0), -1))",
-            lines=(3,),
-        ),
-        Invalid(
-            "import torch\ndef f(q):\n    return q.transpose(-2, -1).view(-1)",
-            fixed="import torch\ndef f(q):\n    return q.transpose(-2, -1).reshape(-1)",
-            lines=(3,),
-        ),
-        Invalid(
-            "import torch\ndef f(x):\n    y = x.swapaxes(0, 1)\n    return y.view(-1)",
-            fixed="import torch\ndef f(x):\n    y = x.swapaxes(0, 1)\n    return y.reshape(-1)",
-            lines=(4,),
-        ),
-        Invalid(
-            "import torch\ndef f(x):\n    return x.expand(4, 3).view(12)",
-            fixed="import torch\ndef f(x):\n    return x.expand(4, 3).reshape(12)",
-            lines=(3,),
-        ),
-        Invalid(
-            "from torch import transpose\ndef f(x):\n    return transpose(x, 0, 1).view(-1)",
-            fixed="from torch import transpose\ndef f(x):\n    return transpose(x, 0, 1).reshape(-1)",
-            lines=(3,),
-        ),
-        Invalid(
-            "import torch\nx = torch.randn(3, 4)\ny = (\n    x.movedim(0, 1)\n    .view(-1)\n)",
-            fixed="import torch\nx = torch.randn(3, 4)\ny = (\n    x.movedim(0, 1)\n    .reshape(-1)\n)",
-            lines=(4,),
-        ),
-        Invalid(
-            "import torch\nx = torch.randn(3, 4)\ny = x.t().view(-1)",
-            fixed="import torch\nx = torch.randn(3, 4)\ny = x.t().reshape(-1)",
-            notebook=True,
-            lines=(3,),
-        ),
-        # The top-k accuracy helper: `correct` has the strides of `pred.t()` (an elementwise
-        # comparison keeps its first operand's layout), and a slice of two or more rows of it
-        # cannot be flattened without a copy.
-        Invalid(
-            "import torch\n"
-            "def accuracy(output, target, topk=(1,)):\n"
-            "    maxk = max(topk)\n"
-            "    _, pred = output.topk(maxk, 1, True, True)\n"
-            "    pred = pred.t()\n"
-            "    correct = pred.eq(target.view(1, -1).expand_as(pred))\n"
-            "    res = []\n"
-            "    for k in topk:\n"
-            "        correct_k = correct[:k].view(-1).float().sum(0, keepdim=True)\n"
-            "        res.append(correct_k)\n"
-            "    return res\n",
-            fixed="import torch\n"
-            "def accuracy(output, target, topk=(1,)):\n"
-            "    maxk = max(topk)\n"
-            "    _, pred = output.topk(maxk, 1, True, True)\n"
-            "    pred = pred.t()\n"
-            "    correct = pred.eq(target.view(1, -1).expand_as(pred))\n"
-            "    res = []\n"
-            "    for k in topk:\n"
-            "        correct_k = correct[:k].reshape(-1).float().sum(0, keepdim=True)\n"
-            "        res.append(correct_k)\n"
-            "    return res\n",
-            lines=(9,),
-        ),
-        Invalid(
-            "import torch\n"
-            "def errors(preds, labels, ks):\n"
-            "    _, inds = torch.topk(preds, max(ks), dim=1)\n"
-            "    inds = inds.t()\n"
-            "    correct = inds.eq(labels.view(1, -1).expand_as(inds))\n"
-            "    return [correct[:k, :].view(-1).float().sum() for k in ks]\n",
-            fixed="import torch\n"
-            "def errors(preds, labels, ks):\n"
-            "    _, inds = torch.topk(preds, max(ks), dim=1)\n"
-            "    inds = inds.t()\n"
-            "    correct = inds.eq(labels.view(1, -1).expand_as(inds))\n"
-            "    return [correct[:k, :].reshape(-1).float().sum() for k in ks]\n",
-            lines=(6,),
-        ),
-        # The view's sizes name the permuted tensor's dimensions: the `-1` must merge the batch
-        # and frame dimensions, which the permutation took apart.
-        Invalid(
-            "import torch\ndef decode(latents):\n    b, c, f, h, w = latents.shape\n"
-            "    latents = latents[:, :, 1:]\n"
-            "    return latents.permute(0, 2, 1, 3, 4).view(-1, c, 1, h, w)\n",
-            fixed="import torch\ndef decode(latents):\n    b, c, f, h, w = latents.shape\n"
-            "    latents = latents[:, :, 1:]\n"
-            "    return latents.permute(0, 2, 1, 3, 4).reshape(-1, c, 1, h, w)\n",
-            lines=(5,),
-        ),
-        # Copies in the default `preserve_format` keep the permuted strides: `.clone()` too.
-        Invalid(
-            "import torch\ndef f(x):\n    return x.t().clone().view(-1)",
-            fixed="import torch\ndef f(x):\n    return x.t().clone().reshape(-1)",
-            lines=(3,),
-        ),
-        Invalid(
-            "import torch\ndef f(x):\n    y = (2 * x.transpose(0, 1)).float()\n    return y.view(-1)",
-            fixed="import torch\ndef f(x):\n"
-            "    y = (2 * x.transpose(0, 1)).float()\n    return y.reshape(-1)",
-            lines=(4,),
-        ),
-        Invalid(
-            "import torch\ndef f(x):\n    return (x.t() > 0)[..., :2].view(-1)",
-            fixed="import torch\ndef f(x):\n    return (x.t() > 0)[..., :2].reshape(-1)",
-            lines=(3,),
-        ),
-    )
+    VALID = tdr101.VALID
+    INVALID = tdr101.INVALID
 
     def check(self, ctx: Context) -> None:
         if not ctx.sem.torch_imported():
@@ -368,17 +140,28 @@ class ViewOnTransposed(Rule):
                 (fixes.insert(name_start, "contiguous()."),),
                 Applicability.SAFE,
             )
-            shown = f".{method}()" if method not in layout.REORDERING_PROPERTIES else f".{method}"
-            ctx.report(
-                call,
-                Text(
-                    f"`.view()` on the result of `{shown}` likely fails because that tensor is "
-                    "not contiguous; use `.reshape()`",
-                    f"在 `{shown}` 的结果上调用 `.view()` 很可能失败，因为该张量不连续；请使用 "
-                    "`.reshape()`",
-                ),
-                fixes=[reshape, contiguous],
-            )
+            ctx.report(call, _message(ctx, source, call), fixes=[reshape, contiguous])
+
+
+def _message(ctx: Context, source: ast.expr, view: ast.Call) -> Text:
+    method = layout.method_name(source)
+    if isinstance(source, ast.Subscript):
+        shown = ctx.segment(source)
+        shown = shown if len(shown) <= 40 else "x[:, i, ...]"
+        where = f" (line {source.lineno})" if source.lineno != view.lineno else ""
+        return Text(
+            f"`.view()` likely fails on `{shown}`{where}: an integer index on a middle "
+            "dimension leaves a gap in memory between its neighbours, so the tensor is not "
+            "contiguous; use `.reshape()`",
+            f"`.view()` 很可能在 `{shown}`{where} 上失败：对中间维度用整数索引会在相邻维度之间"
+            "留下内存间隙，该张量不连续；请使用 `.reshape()`",
+        )
+    shown = f".{method}()" if method not in layout.REORDERING_PROPERTIES else f".{method}"
+    return Text(
+        f"`.view()` on the result of `{shown}` likely fails because that tensor is "
+        "not contiguous; use `.reshape()`",
+        f"在 `{shown}` 的结果上调用 `.view()` 很可能失败，因为该张量不连续；请使用 `.reshape()`",
+    )
 
 
 def _merges_across(source: ast.expr, view: ast.Call) -> bool:

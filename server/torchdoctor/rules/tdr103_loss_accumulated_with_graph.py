@@ -2,53 +2,12 @@ from __future__ import annotations
 
 import ast
 
-from ..core import fixes, summaries, training, value_flow
+from ..core import fixes, running_totals, summaries, training, value_flow
 from ..core.context import Context
 from ..core.model import Applicability, Fix, Severity, Text
-from .base import Invalid, Rule, Valid
-
-# A training step of another module that returns its backpropagated loss in a dict.
-_ENGINE_PY = (
-    "import torch.nn.functional as F\ndef train_step(model, batch, opt):\n    x, y = batch\n"
-    "    out = model(x)\n    loss = F.cross_entropy(out, y)\n"
-    "    opt.zero_grad()\n    loss.backward()\n    opt.step()\n"
-    "    return {'loss': loss, 'acc': (out.argmax(1) == y).float().mean().item()}\n"
-)
-
-
-# A trainer class of another module whose step returns its losses after backpropagating one.
-_TRAINER_PY = (
-    "from collections import namedtuple\nimport torch.nn.functional as F\n"
-    "Losses = namedtuple('Losses', ['cls', 'reg', 'total'])\n"
-    "class Trainer:\n    def __init__(self, model, opt):\n        self.model, self.opt = model, opt\n"
-    "    def losses(self, x, y, box):\n        out, reg = self.model(x)\n"
-    "        cls = F.cross_entropy(out, y)\n        reg = F.smooth_l1_loss(reg, box)\n"
-    "        return Losses(cls, reg, cls + reg)\n"
-    "    def train_step(self, x, y, box):\n        self.opt.zero_grad()\n"
-    "        losses = self.losses(x, y, box)\n        losses.total.backward()\n"
-    "        self.opt.step()\n        return losses\n"
-)
-
-
-# A loss function of another module that returns its loss with the dict of the terms it sums.
-_LOSSES_PY = (
-    "import torch.nn.functional as F\nclass DualLoss:\n    def __call__(self, out, y):\n"
-    "        terms = {'cls': F.cross_entropy(out, y), 'box': F.l1_loss(out, y)}\n"
-    "        return sum(terms.values()) / len(terms), terms\n"
-    "def create_loss(cfg):\n    return DualLoss()\n"
-)
-_SOLVER = (
-    "import torch\nfrom collections import defaultdict\nfrom losses import create_loss\n"
-    "class Solver:\n    def __init__(self, model, opt, cfg):\n"
-    "        self.model, self.opt = model, opt\n        self.loss_fn = create_loss(cfg)\n"
-    "    def train_one_batch(self, x, y):\n        self.opt.zero_grad()\n"
-    "        loss, terms = self.loss_fn(self.model(x), y)\n"
-    "        loss.backward()\n        self.opt.step()\n        return terms\n"
-    "    def train_one_epoch(self, loader):\n"
-    "        totals = defaultdict(float)\n        for x, y in loader:\n"
-    "            for name, value in self.train_one_batch(x, y).items():\n"
-    "                totals[name] += value\n        return totals\n"
-)
+from ..core.semantic import Semantic, dotted
+from .base import Rule
+from .examples import tdr103
 
 
 class LossAccumulatedWithGraph(Rule):
@@ -65,7 +24,16 @@ class LossAccumulatedWithGraph(Rule):
     loss function sums into the loss it returns, when that loss is backpropagated: `loss, terms
     = loss_fn(...)`, `loss.backward()`, `return terms`), or the parts unpacked from an
     object returned after the backward pass of one of its attributes (`losses.total.backward()`
-    then `return losses`, a trainer's method called on its instance).
+    then `return losses`, a trainer's method called on its instance), or a term of the loss a
+    helper returns with it, when that loss is backpropagated (`total, coarse = step(...)` after
+    `total = coarse + fine` in `step`, then `total.backward()`).
+
+    A running meter counts as an accumulator: a method of an object (of this file or of another
+    module) that adds what it is handed into an attribute of its instance (`self.sum += val *
+    n`, or each item of a list: `for i, v in enumerate(values): self._sum[i] += v`), called
+    with a loss in a training loop, or in a training step (a method that runs a backward pass
+    and an optimizer step) on an object kept on `self`: `self.losses.update([coarse * 1000,
+    fine * 1000])`. Its fixes are unsafe: the meter's own code reads what it kept.
 
     ## Why is this bad?
     A loss tensor carries its autograd graph. Adding it to a running total (or keeping it in a
@@ -147,365 +115,8 @@ class LossAccumulatedWithGraph(Rule):
     severity = Severity.WARNING
     fix_safety = Applicability.UNSAFE
 
-    VALID = (
-        # A loss module that sums per-sample losses and returns their mean to be backpropagated.
-        "import torch\nimport torch.nn.functional as F\n"
-        "def ctc_cost(outputs, targets, n):\n    total = 0\n    for o, t in zip(outputs, targets):\n"
-        "        total += F.ctc_loss(o, t, il, tl)\n    cost = total / n\n    return cost\n",
-        "import torch\nfrom torch import nn\ncrit = nn.CrossEntropyLoss()\ntotal = 0.0\n"
-        "for x, y in loader:\n"
-        "    loss = crit(model(x), y)\n    loss.backward()\n    total += loss.item()\n",
-        # Terms of the loss a loss module's forward returns, summed through a second total.
-        "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"
-        "class BoxLoss(nn.Module):\n    def forward(self, preds, targets):\n        loc = 0.0\n"
-        "        for i in range(len(targets)):\n            part = 0.0\n"
-        "            for j in range(len(targets[i])):\n"
-        "                part += F.smooth_l1_loss(preds[i][j], targets[i][j], reduction='sum')\n"
-        "            loc += part / len(targets[i])\n"
-        "        loss = loc / len(targets) + self.weight\n"
-        "        return loss, loc\n",
-        "import torch\nfrom torch import nn\nmse = nn.MSELoss()\ndef rollout(model, xs, ys):\n"
-        "    total = 0\n    for t in range(len(xs)):\n        step = 0\n"
-        "        for k in range(3):\n            step += mse(model(xs[t], k), ys[t])\n"
-        "        total += step\n"
-        "    return {'loss': total}\n",
-        # Under no_grad, or the loss computed there.
-        "import torch\nimport torch.nn.functional as F\nloss_sum = 0\nwith torch.no_grad():\n"
-        "    for x, y in val_loader:\n"
-        "        loss_sum += F.cross_entropy(model(x), y)\n",
-        "import torch\nimport torch.nn.functional as F\ntotal = 0\nfor x, y in val_loader:\n"
-        "    with torch.inference_mode():\n        loss = F.mse_loss(model(x), y)\n"
-        "    total += loss\n",
-        "import torch\nimport torch.nn.functional as F\n@torch.no_grad()\n"
-        "def evaluate(model, loader):\n    losses = []\n"
-        "    for x, y in loader:\n        losses.append(F.cross_entropy(model(x), y))\n"
-        "    return torch.stack(losses).mean()\n",
-        # Summing per-step losses of an unrolled sequence before one backward pass.
-        "import torch\nimport torch.nn.functional as F\nfor x, y in loader:\n    total = 0\n"
-        "    for t in range(x.size(1)):\n        total += F.mse_loss(model(x[:, t]), y[:, t])\n"
-        "    total.backward()\n    opt.step()\n",
-        "import torch\nimport torch.nn.functional as F\ndef rollout_loss(model, xs, ys):\n"
-        "    loss = 0\n    for t in range(len(xs)):\n"
-        "        loss = loss + F.l1_loss(model(xs[t]), ys[t])\n"
-        "    return loss\n",
-        "import torch\nimport torch.nn.functional as F\nlosses = []\nfor step in range(10):\n"
-        "    losses.append(F.mse_loss(model(x), y))\n"
-        "torch.stack(losses).sum().backward()\n",
-        # Detached or converted.
-        "import torch\nfrom torch import nn\ncrit = nn.MSELoss()\nhist = []\nfor x, y in loader:\n"
-        "    loss = crit(model(x), y)\n    loss.backward()\n"
-        "    hist.append(loss.detach())\n    hist.append(float(loss))\n",
-        # A local criterion that is not a torch loss, and a non-loss value.
-        "import torch\ndef criterion(a, b):\n    return abs(a - b)\ntotal = 0\n"
-        "for x, y in loader:\n    total += criterion(x, y)\n",
-        "import torch\ntotal = 0\n"
-        "for x, y in loader:\n    out = model(x)\n    total += out.sum()\n",
-        # Outside any repeating loop (a loop over a fixed collection of heads).
-        "import torch\nimport torch.nn.functional as F\ntotal = 0\n"
-        "for head in heads:\n    total += F.mse_loss(head(x), y)\n",
-        Valid(
-            "import torch\nimport torch.nn.functional as F\nrunning = 0.0\n"
-            "for x, y in loader:\n    running += F.mse_loss(model(x), y).item()\n",
-            notebook=True,
-        ),
-        # A training-step helper that returns the loss as a number.
-        "import torch\nimport torch.nn.functional as F\ndef train_step(model, x, y, opt):\n"
-        "    loss = F.cross_entropy(model(x), y)\n    loss.backward()\n    opt.step()\n"
-        "    return loss.item()\ntotal = 0.0\n"
-        "for x, y in loader:\n    total += train_step(model, x, y, opt)\n",
-        # A helper that returns a dict of detached values; evaluation helpers under no_grad.
-        "import torch\nimport torch.nn.functional as F\ndef train_step(model, batch, opt):\n"
-        "    loss = F.mse_loss(model(batch[0]), batch[1])\n    loss.backward()\n    opt.step()\n"
-        "    return {'loss': loss.detach(), 'lr': opt.param_groups[0]['lr']}\n@torch.no_grad()\n"
-        "def eval_step(model, batch):\n    return F.mse_loss(model(batch[0]), batch[1])\n"
-        "history = []\nlogs = []\nval = 0\nfor batch in loader:\n"
-        "    out = train_step(model, batch, opt)\n"
-        "    history.append(out['loss'])\n    logs.append(out)\n"
-        "    val += eval_step(model, batch)\n",
-        # Across modules: the helper of engine.py hands back plain numbers.
-        Valid(
-            "import torch\nfrom engine import train_step\nmeters = {}\nfor epoch in range(3):\n"
-            "    for batch in loader:\n"
-            "        for name, value in train_step(model, batch, opt).items():\n"
-            "            meters[name] = meters.get(name, 0) + value\n",
-            files=(
-                (
-                    "engine.py",
-                    "import torch.nn.functional as F\ndef train_step(model, batch, opt):\n"
-                    "    loss = F.cross_entropy(model(batch[0]), batch[1])\n"
-                    "    loss.backward()\n    opt.step()\n"
-                    "    return {'loss': loss.item()}\n",
-                ),
-            ),
-        ),
-        # The dict's loss is backpropagated, and only detached values are kept.
-        "import torch\noutputs = []\nfor i, batch in enumerate(loader):\n"
-        "    output = module.training_step(batch, i)\n    output['loss'].backward()\n"
-        "    optimizer.step()\n"
-        "    outputs.append({k: v.detach() for k, v in output.items()})\n",
-        # The backpropagated item is replaced by its detached value before the dict is kept.
-        "import torch\noutputs = []\nfor i, batch in enumerate(loader):\n"
-        "    output = module.training_step(batch, i)\n    output['loss'].backward()\n"
-        "    optimizer.step()\n    output['loss'] = output['loss'].detach()\n"
-        "    outputs.append(output)\n",
-        # Across modules: the parts of a trainer's step result are read as numbers.
-        Valid(
-            "import torch\nfrom trainer import Trainer\ntrainer = Trainer(model, opt)\ntotal_loss = 0.0\n"
-            "for i, (x, y, box) in enumerate(gen):\n"
-            "    cls, reg, total = trainer.train_step(x, y, box)\n"
-            "    total_loss += total.item()\n",
-            files=(("trainer.py", _TRAINER_PY),),
-        ),
-        # The loss function's dict holds detached copies, not the terms of the loss it returns.
-        Valid(
-            _SOLVER,
-            files=(
-                (
-                    "losses.py",
-                    "import torch.nn.functional as F\n"
-                    "class DualLoss:\n    def __call__(self, out, y):\n"
-                    "        cls, box = F.cross_entropy(out, y), F.l1_loss(out, y)\n"
-                    "        return cls + box, {'cls': cls.detach(), 'box': box.detach()}\n"
-                    "def create_loss(cfg):\n    return DualLoss()\n",
-                ),
-            ),
-        ),
-    )
-    INVALID = (
-        # Only printed: `.detach()` is safe and comes first.
-        Invalid(
-            "import torch\nfrom torch import nn\ncrit = nn.CrossEntropyLoss()\ntotal = 0.0\n"
-            "for x, y in loader:\n"
-            "    loss = crit(model(x), y)\n    loss.backward()\n    opt.step()\n"
-            "    total += loss\n"
-            "print(total / len(loader))\n",
-            fixed="import torch\nfrom torch import nn\ncrit = nn.CrossEntropyLoss()\ntotal = 0.0\n"
-            "for x, y in loader:\n"
-            "    loss = crit(model(x), y)\n    loss.backward()\n    opt.step()\n"
-            "    total += loss.detach()\n"
-            "print(total / len(loader))\n",
-            lines=(9,),
-        ),
-        # append: detach; functional alias; the loss times the batch size.
-        Invalid(
-            "import torch.nn.functional as Fn\nhistory = []\nfor epoch in range(3):\n"
-            "    for x, y in loader:\n"
-            "        history.append(Fn.nll_loss(model(x), y) * x.size(0))\n",
-            fixed="import torch.nn.functional as Fn\n"
-            "history = []\nfor epoch in range(3):\n    for x, y in loader:\n"
-            "        history.append((Fn.nll_loss(model(x), y) * x.size(0)).detach())\n",
-            lines=(5,),
-        ),
-        # total = total + loss with an inline loss module.
-        Invalid(
-            "import torch\nfrom torch.nn import MSELoss\ndef train(model, loader):\n"
-            "    running = torch.zeros(())\n    for x, y in loader:\n"
-            "        running = running + MSELoss()(model(x), y)\n"
-            "    print(running)\n",
-            fixed="import torch\nfrom torch.nn import MSELoss\n"
-            "def train(model, loader):\n    running = torch.zeros(())\n    for x, y in loader:\n"
-            "        running = running + MSELoss()(model(x), y).detach()\n"
-            "    print(running)\n",
-            lines=(6,),
-        ),
-        # An attribute other methods can read: both fixes unsafe, `.item()` first.
-        Invalid(
-            "import torch\nclass Trainer:\n    def fit(self):\n        self.stats = {'loss': 0}\n"
-            "        while True:\n            out = self.model(next(self.it))\n"
-            "            loss = out.loss\n            loss.backward()\n"
-            "            self.stats['loss'] += loss\n",
-            fixed="import torch\n"
-            "class Trainer:\n    def fit(self):\n        self.stats = {'loss': 0}\n"
-            "        while True:\n            out = self.model(next(self.it))\n"
-            "            loss = out.loss\n            loss.backward()\n"
-            "            self.stats['loss'] += loss.item()\n",
-            lines=(9,),
-        ),
-        # Returned from a loop that trains, to callers this file does not show: unsafe.
-        Invalid(
-            "import torch\nimport torch.nn.functional as F\ndef train_epoch(model, loader, opt):\n"
-            "    total = 0.0\n    for x, y in loader:\n"
-            "        loss = F.cross_entropy(model(x), y)\n"
-            "        opt.zero_grad()\n        loss.backward()\n        opt.step()\n"
-            "        total += loss\n"
-            "    return total / len(loader)\n",
-            fixed="import torch\nimport torch.nn.functional as F\n"
-            "def train_epoch(model, loader, opt):\n    total = 0.0\n    for x, y in loader:\n"
-            "        loss = F.cross_entropy(model(x), y)\n"
-            "        opt.zero_grad()\n        loss.backward()\n        opt.step()\n"
-            "        total += loss.item()\n"
-            "    return total / len(loader)\n",
-            lines=(10,),
-        ),
-        # ... and to a caller that uses it as a tensor: no `.item()`, `.detach()` unsafe.
-        Invalid(
-            "import torch\nimport torch.nn.functional as F\ndef train_epoch(model, loader, opt):\n"
-            "    total = 0.0\n    for x, y in loader:\n"
-            "        loss = F.cross_entropy(model(x), y)\n"
-            "        loss.backward()\n        opt.step()\n        total += loss\n"
-            "    return total / len(loader)\n"
-            "curve = torch.stack([train_epoch(net, data, sgd) for _ in range(3)])\n"
-            "torch.save(curve, 'curve.pt')\n",
-            fixed="import torch\nimport torch.nn.functional as F\n"
-            "def train_epoch(model, loader, opt):\n    total = 0.0\n    for x, y in loader:\n"
-            "        loss = F.cross_entropy(model(x), y)\n"
-            "        loss.backward()\n        opt.step()\n        total += loss.detach()\n"
-            "    return total / len(loader)\n"
-            "curve = torch.stack([train_epoch(net, data, sgd) for _ in range(3)])\n"
-            "torch.save(curve, 'curve.pt')\n",
-            lines=(9,),
-        ),
-        # ... and to a caller that formats it, compares it and logs it: safe in a notebook
-        # (the whole program), unsafe in a module that others may import.
-        Invalid(
-            "import torch\nimport torch.nn.functional as F\ndef train_epoch(model, loader, opt):\n"
-            "    total = 0\n    for x, y in loader:\n        loss = F.mse_loss(model(x), y)\n"
-            "        loss.backward()\n        opt.step()\n        total = total + loss\n"
-            "    return total / len(loader)\nbest = float('inf')\nfor epoch in range(5):\n"
-            "    avg = train_epoch(net, data, sgd)\n"
-            "    writer.add_scalar('train/loss', avg, epoch)\n"
-            "    if avg < best:\n        best = float(avg)\n"
-            "    print(f'{epoch}: {avg:.4f}')\n",
-            fixed="import torch\nimport torch.nn.functional as F\n"
-            "def train_epoch(model, loader, opt):\n    total = 0\n    for x, y in loader:\n"
-            "        loss = F.mse_loss(model(x), y)\n        loss.backward()\n        opt.step()\n"
-            "        total = total + loss.detach()\n    return total / len(loader)\n"
-            "best = float('inf')\nfor epoch in range(5):\n    avg = train_epoch(net, data, sgd)\n"
-            "    writer.add_scalar('train/loss', avg, epoch)\n"
-            "    if avg < best:\n        best = float(avg)\n"
-            "    print(f'{epoch}: {avg:.4f}')\n",
-            notebook=True,
-            lines=(9,),
-        ),
-        Invalid(
-            "import torch\nimport torch.nn.functional as F\ndef train_epoch(model, loader, opt):\n"
-            "    total = 0\n    for x, y in loader:\n        loss = F.mse_loss(model(x), y)\n"
-            "        loss.backward()\n        opt.step()\n        total = total + loss\n"
-            "    return total / len(loader)\nbest = float('inf')\nfor epoch in range(5):\n"
-            "    avg = train_epoch(net, data, sgd)\n"
-            "    writer.add_scalar('train/loss', avg, epoch)\n"
-            "    if avg < best:\n        best = float(avg)\n"
-            "    print(f'{epoch}: {avg:.4f}')\n",
-            fixed="import torch\nimport torch.nn.functional as F\n"
-            "def train_epoch(model, loader, opt):\n    total = 0\n    for x, y in loader:\n"
-            "        loss = F.mse_loss(model(x), y)\n        loss.backward()\n        opt.step()\n"
-            "        total = total + loss.item()\n    return total / len(loader)\n"
-            "best = float('inf')\nfor epoch in range(5):\n    avg = train_epoch(net, data, sgd)\n"
-            "    writer.add_scalar('train/loss', avg, epoch)\n"
-            "    if avg < best:\n        best = float(avg)\n"
-            "    print(f'{epoch}: {avg:.4f}')\n",
-            lines=(9,),
-        ),
-        # A use that needs a tensor (`.cpu()`): `.item()` would break it, `.detach()` is safe.
-        Invalid(
-            "import torch\nimport torch.nn.functional as F\ntrain_loss = 0\n"
-            "for x, y in loader:\n    loss = F.l1_loss(model(x), y)\n    loss.backward()\n"
-            "    train_loss += loss\n"
-            "train_loss /= len(loader)\nprint(train_loss.cpu())\n",
-            fixed="import torch\nimport torch.nn.functional as F\ntrain_loss = 0\n"
-            "for x, y in loader:\n    loss = F.l1_loss(model(x), y)\n    loss.backward()\n"
-            "    train_loss += loss.detach()\n"
-            "train_loss /= len(loader)\nprint(train_loss.cpu())\n",
-            lines=(7,),
-        ),
-        Invalid(
-            "import torch\nimport torch.nn.functional as F\nrunning = 0.0\n"
-            "for x, y in loader:\n    running += F.mse_loss(model(x), y)\n",
-            fixed="import torch\nimport torch.nn.functional as F\nrunning = 0.0\n"
-            "for x, y in loader:\n    running += F.mse_loss(model(x), y).detach()\n",
-            notebook=True,
-            lines=(5,),
-        ),
-        # A training-step helper returns the backpropagated loss; the caller sums it.
-        Invalid(
-            "import torch\nimport torch.nn.functional as F\ndef train_step(model, x, y, opt):\n"
-            "    opt.zero_grad()\n    loss = F.cross_entropy(model(x), y)\n"
-            "    loss.backward()\n    opt.step()\n    return loss\ntotal = 0.0\n"
-            "for x, y in loader:\n    total += train_step(model, x, y, opt)\n"
-            "print(total)\n",
-            fixed="import torch\nimport torch.nn.functional as F\n"
-            "def train_step(model, x, y, opt):\n    opt.zero_grad()\n"
-            "    loss = F.cross_entropy(model(x), y)\n    loss.backward()\n    opt.step()\n"
-            "    return loss\ntotal = 0.0\n"
-            "for x, y in loader:\n    total += train_step(model, x, y, opt).detach()\n"
-            "print(total)\n",
-            lines=(11,),
-        ),
-        # Across modules: the dict of engine.py holds the backpropagated loss; its 'loss' is
-        # appended (`.detach()` applies), and so is the whole dict (no fix).
-        Invalid(
-            "import torch\nfrom engine import train_step\nhistory = []\nlogs = []\n"
-            "for epoch in range(3):\n    for batch in loader:\n"
-            "        out = train_step(model, batch, opt)\n        history.append(out['loss'])\n"
-            "        logs.append(out)\n"
-            "print(history)\n",
-            fixed="import torch\nfrom engine import train_step\n"
-            "history = []\nlogs = []\nfor epoch in range(3):\n    for batch in loader:\n"
-            "        out = train_step(model, batch, opt)\n"
-            "        history.append(out['loss'].detach())\n        logs.append(out)\n"
-            "print(history)\n",
-            files=(("engine.py", _ENGINE_PY),),
-            lines=(8, 9),
-        ),
-        # The values of `.items()` of the returned dict: one of them carries the graph.
-        Invalid(
-            "import torch\nfrom engine import train_step\nmeters = {'loss': 0.0, 'acc': 0.0}\n"
-            "for batch in loader:\n    for name, value in train_step(model, batch, opt).items():\n"
-            "        meters[name] += value\n",
-            fixed=None,
-            files=(("engine.py", _ENGINE_PY),),
-            lines=(6,),
-        ),
-        # Accelerate's backward, on an accelerator whose name says nothing.
-        Invalid(
-            "import torch\nfrom accelerate import Accelerator\nacc = Accelerator()\n"
-            "model, opt, loader = acc.prepare(model, opt, loader)\ntotal_loss = 0\n"
-            "for batch in loader:\n    outputs = model(**batch)\n    loss = outputs.loss\n"
-            "    acc.backward(loss)\n    opt.step()\n    total_loss += loss\n"
-            "print(total_loss / len(loader))\n",
-            fixed="import torch\nfrom accelerate import Accelerator\n"
-            "acc = Accelerator()\nmodel, opt, loader = acc.prepare(model, opt, loader)\n"
-            "total_loss = 0\nfor batch in loader:\n    outputs = model(**batch)\n"
-            "    loss = outputs.loss\n    acc.backward(loss)\n    opt.step()\n"
-            "    total_loss += loss.detach()\n"
-            "print(total_loss / len(loader))\n",
-            lines=(11,),
-        ),
-        # The dict whose 'loss' was backpropagated is kept whole (no fix), and its loss too.
-        Invalid(
-            "import torch\noutputs = []\nlosses = []\nfor i, batch in enumerate(loader):\n"
-            "    optimizer.zero_grad()\n    output = module.training_step(batch, i)\n"
-            "    output['loss'].backward()\n    optimizer.step()\n    outputs.append(output)\n"
-            "    losses.append(output['loss'])\n"
-            "print(len(outputs), losses)\n",
-            fixed=None,
-            lines=(9, 10),
-        ),
-        # Across modules: a trainer's step backpropagates `losses.total` and returns `losses`;
-        # the caller unpacks the losses and sums them with their graphs.
-        Invalid(
-            "import torch\nfrom trainer import Trainer\ntrainer = Trainer(model, opt)\ntotal_loss = 0.0\n"
-            "for i, (x, y, box) in enumerate(gen):\n"
-            "    cls, reg, total = trainer.train_step(x, y, box)\n"
-            "    total_loss += total\n"
-            "print(total_loss / len(gen))\n",
-            fixed="import torch\nfrom trainer import Trainer\ntrainer = Trainer(model, opt)\ntotal_loss = 0.0\n"
-            "for i, (x, y, box) in enumerate(gen):\n"
-            "    cls, reg, total = trainer.train_step(x, y, box)\n"
-            "    total_loss += total.detach()\n"
-            "print(total_loss / len(gen))\n",
-            files=(("trainer.py", _TRAINER_PY),),
-            lines=(7,),
-        ),
-        # Across modules: the dict the loss function sums into the backpropagated loss is handed
-        # back by the training step; its values are summed with their graphs.
-        Invalid(
-            _SOLVER,
-            fixed=_SOLVER.replace("totals[name] += value", "totals[name] += value.item()"),
-            files=(("losses.py", _LOSSES_PY),),
-            lines=(18,),
-        ),
-    )
+    VALID = tdr103.VALID
+    INVALID = tdr103.INVALID
 
     def check(self, ctx: Context) -> None:
         sem = ctx.sem
@@ -542,10 +153,45 @@ class LossAccumulatedWithGraph(Rule):
             if not trains and flow.returned:
                 continue  # terms of the loss a function returns (a loss module's forward)
             self._report(ctx, node, value, flow, tensor=held == summaries.TENSOR)
+        for calls in list(sem.calls_by_attr.values()):
+            for call in calls:
+                if call.args or call.keywords:
+                    self._check_kept(ctx, call)
+
+    def _check_kept(self, ctx: Context, call: ast.Call) -> None:
+        """``meter.update(loss)``: a method that adds what it is handed into an attribute of
+        its instance, called once per iteration (in a training loop, or in a training step:
+        a method that runs a backward pass and an optimizer step) with a loss tensor."""
+        sem = ctx.sem
+        assert isinstance(call.func, ast.Attribute)
+        meter = call.func.value
+        on_self = isinstance(meter, ast.Attribute) and dotted(meter.value) == "self"
+        if not on_self and not training.enclosing_loops(sem, call):
+            return  # neither kept across steps nor called again and again
+        values = running_totals.kept_arguments(sem, call)
+        if not values or training.grad_disabled(sem, call):
+            return
+        loop = summaries.iteration_loop(sem, call)
+        if loop is not None:
+            name = training.accumulator_name(meter)
+            if name is None or training.rebound_in(sem, name, loop.node.body, call):
+                return
+        elif not _training_step_state(sem, call, meter):
+            return
+        for value in values:
+            if summaries.carried_graph(sem, value) != summaries.TENSOR:
+                continue
+            self._report(ctx, call, value, value_flow.Flow(unsafe=True), kept=call)
 
     @staticmethod
     def _report(
-        ctx: Context, node: ast.AST, value: ast.expr, flow: value_flow.Flow, *, tensor: bool = True
+        ctx: Context,
+        node: ast.AST,
+        value: ast.expr,
+        flow: value_flow.Flow,
+        *,
+        tensor: bool = True,
+        kept: ast.Call | None = None,
     ) -> None:
         if not tensor:
             # A dict (or a value of one) that holds the loss: `.detach()` would not apply.
@@ -567,7 +213,22 @@ class LossAccumulatedWithGraph(Rule):
             (fixes.replace(ctx.source, value, f"{text}.detach()"),),
             Applicability.UNSAFE if flow.unsafe else Applicability.SAFE,
         )
-        if isinstance(node, ast.Call):
+        if kept is not None:
+            callee = ctx.segment(kept.func)
+            callee = callee if len(callee) <= 40 else "update"
+            message = Text(
+                f"`{callee}(...)` adds the loss to a running total it keeps, with its autograd "
+                "graph: every iteration's graph stays in memory; pass `loss.item()`",
+                f"`{callee}(...)` 把损失连同其计算图累加进它保存的累计值：每次迭代的计算图都"
+                "留在内存里；请传入 `loss.item()`",
+            )
+            item = Fix(
+                Text("Add `.item()`", "加上 `.item()`"),
+                (fixes.replace(ctx.source, value, f"{text}.item()"),),
+                Applicability.UNSAFE,
+            )
+            choices = [item, detach]
+        elif isinstance(node, ast.Call):
             message = Text(
                 "The loss is kept in a list with its autograd graph: every iteration's graph "
                 "stays in memory; append `loss.detach()`",
@@ -596,3 +257,22 @@ class LossAccumulatedWithGraph(Rule):
             )
             choices = [item, detach] if flow.unsafe else [detach, item]
         ctx.report(value, message, fixes=choices)
+
+
+def _training_step_state(sem: Semantic, call: ast.Call, meter: ast.expr) -> bool:
+    """The call is in a method that runs once per batch (it runs a backward pass and steps an
+    optimizer, itself or through helpers), on an object kept on ``self``: the object outlives
+    the step, and adds every step's value."""
+    func = sem.enclosing_function(call)
+    if func is None or not (
+        isinstance(meter, ast.Attribute)
+        and isinstance(meter.value, ast.Name)
+        and meter.value.id == "self"
+    ):
+        return False
+    key = ("tdr103-training-step", func)
+    known = sem.memo.get(key)
+    if not isinstance(known, bool):
+        known = summaries.trains(sem, func.body) and bool(summaries.step_calls(sem, func))
+        sem.memo[key] = known
+    return known

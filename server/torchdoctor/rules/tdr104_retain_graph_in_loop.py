@@ -2,11 +2,12 @@ from __future__ import annotations
 
 import ast
 
-from ..core import arguments, training
+from ..core import arguments, graph_reach, summaries, training
 from ..core.context import Context
 from ..core.model import Severity, Text
-from ..core.semantic import is_true
-from .base import Invalid, Rule
+from ..core.semantic import dotted, is_true
+from .base import Rule
+from .examples import tdr104
 
 _GRAD_FUNCS = ("torch.autograd.backward", "torch.autograd.grad")
 
@@ -14,11 +15,33 @@ _GRAD_FUNCS = ("torch.autograd.backward", "torch.autograd.grad")
 class RetainGraphInLoop(Rule):
     """## What it does
     Checks for `.backward(retain_graph=True)` (or `torch.autograd.grad/backward(...,
-    retain_graph=True)`) inside a training loop when it is the last backward pass of the
-    iteration. A loop that backpropagates the same graph again and again (the loss is built
-    before the loop and not reassigned in it) needs `retain_graph=True` and is not reported.
+    retain_graph=True)`) inside a loop when nothing needs the graph afterwards: the loss is
+    built in the iteration, no later backward pass of the iteration goes through it, and it
+    reaches no graph that outlives the iteration.
 
-    Off by default (`extend-select = ["TDR104"]` turns it on): on real code half of its findings needed `retain_graph` (a loss over tensors built before the loop).
+    `retain_graph=True` is needed, and not reported, when:
+
+    - a later backward pass of the same iteration goes through the same graph: two losses
+      sharing a trunk, a GAN whose generator loss uses the discriminator's outputs on fakes
+      that were not detached for the discriminator;
+    - the loss goes through a tensor made before the loop with autograd on: the loss itself,
+      or style targets made from a network's features by a helper (of this module or
+      another), backpropagated again at every step.
+
+    When the loss goes through a value carried from the previous iteration, `retain_graph=True`
+    is needed only because that value is not detached: an RNN state read before the statement
+    that rebinds it (`s.detach()` whose result is thrown away detaches nothing), a
+    `self.hidden` the loop assigns, a model whose `forward` keeps its state on itself. Each
+    backward pass then goes through every earlier iteration's graph, and all of them stay
+    alive: the finding names the value to detach.
+
+    Values are followed through assignments, tuple unpacking, comprehensions, list appends,
+    the returns of the project's functions (overriding methods of subclasses too) and what the
+    callers in the file pass for a function's (or method's) parameters. `.detach()`, `.data`,
+    `.item()`, tensor factories and code under `torch.no_grad()` end a graph; a call of a
+    module (or of a callable the analysis cannot name) makes one. A name the analysis cannot
+    see defined leaves the question open, and nothing is reported; an argument passed through
+    `**kwargs`, or a parameter with no caller in the file, is taken as data.
 
     ## Why is this bad?
     `retain_graph=True` keeps the whole autograd graph — every saved activation — alive after
@@ -27,9 +50,6 @@ class RetainGraphInLoop(Rule):
     away", it keeps each iteration's graph until the next one replaces it, and when the graph is
     also reachable from a tensor carried across iterations (a hidden state, an accumulated loss)
     memory grows every step.
-
-    A `retain_graph=True` followed by another backward pass in the same iteration is not
-    reported.
 
     ## Example
     ```python
@@ -58,64 +78,11 @@ class RetainGraphInLoop(Rule):
     """
 
     code = "TDR104"
-    default = False
     name = "retain-graph-in-loop"
-    severity = Severity.INFO
+    severity = Severity.WARNING
 
-    VALID = (
-        "import torch\nfor x in loader:\n    loss = model(x).sum()\n    loss.backward()",
-        # Two backward passes through one graph: retain_graph is needed.
-        "import torch\nfor x in loader:\n    a, b = model(x)\n    a.backward(retain_graph=True)\n"
-        "    b.backward()\n    opt.step()",
-        "import torch\nfor x in loader:\n    g = torch.autograd.grad(l1, p, retain_graph=True)\n"
-        "    torch.autograd.grad(l2, p)",
-        # Outside a loop.
-        "import torch\nloss.backward(retain_graph=True)",
-        "import torch\nfor x in loader:\n    loss.backward(retain_graph=False)",
-        # One graph, built before the loop, backpropagated many times (torch's autograd tests).
-        "import torch\ndef f(model, x):\n    loss = model(x).sum()\n    for _ in range(10):\n"
-        "        loss.backward(retain_graph=True)\n",
-        "import torch\nimport torch.distributed.autograd as dist_autograd\n"
-        "def f(context_id, t):\n    loss = (t * 2).sum()\n    for _ in range(100):\n"
-        "        dist_autograd.backward(context_id, [loss], retain_graph=True)\n",
-        # Fabric's backward with a second backward pass after it.
-        "import torch\nfrom lightning.fabric import Fabric\nfabric = Fabric()\n"
-        "for x in loader:\n"
-        "    loss = model(x).sum()\n"
-        "    fabric.backward(loss, retain_graph=True)\n"
-        "    fabric.backward(loss * 2)\n",
-    )
-    INVALID = (
-        Invalid(
-            "import torch\nfor x, y in loader:\n    loss = crit(model(x), y)\n"
-            "    loss.backward(retain_graph=True)\n    opt.step()",
-            fixed=None,
-            lines=(4,),
-        ),
-        Invalid(
-            "import torch\nfor step in range(100):\n"
-            "    torch.autograd.backward(loss, retain_graph=True)",
-            fixed=None,
-            lines=(3,),
-        ),
-        # `retain_graph` passed by position: Tensor.backward(gradient, retain_graph).
-        Invalid(
-            "import torch\nfor x, y in loader:\n    loss = crit(model(x), y)\n"
-            "    loss.backward(None, True)\n    opt.step()",
-            fixed=None,
-            lines=(4,),
-        ),
-        # Fabric's backward: the loss is built in the loop (the launcher is not the tensor).
-        Invalid(
-            "import torch\nfrom lightning.fabric import Fabric\nfabric = Fabric()\n"
-            "for x in loader:\n"
-            "    loss = model(x).sum()\n"
-            "    fabric.backward(loss, retain_graph=True)\n"
-            "    opt.step()\n",
-            fixed=None,
-            lines=(6,),
-        ),
-    )
+    VALID = tdr104.VALID
+    INVALID = tdr104.INVALID
 
     def check(self, ctx: Context) -> None:
         sem = ctx.sem
@@ -127,32 +94,71 @@ class RetainGraphInLoop(Rule):
             bound = arguments.bind(call, api)
             if not is_true(bound.value("retain_graph")):
                 continue
-            loop = training.repeating_loop(sem, call)
-            if loop is None or self._later_backward(ctx, loop.node, call):
+            loops = training.enclosing_loops(sem, call)
+            if not loops or _graph_built_before(ctx, loops[0].node, call):
                 continue
-            if _graph_built_before(ctx, loop.node, call):
+            loop = loops[0].node
+            mine = graph_reach.reach(sem, _differentiated(ctx, call), loop)
+            if mine.unknown or mine.kept is not None:
+                continue  # a graph made before the loop is backpropagated again
+            if _later_backward_shares(ctx, loop, call, mine):
                 continue
-            ctx.report(
-                bound.node("retain_graph") or call,
-                Text(
-                    "`retain_graph=True` on the last backward pass of the iteration keeps its "
-                    "whole graph and activations alive",
-                    "本次迭代最后一次反向传播使用了 `retain_graph=True`，会让整张计算图及其激活值继续占用内存",
-                ),
-            )
+            ctx.report(bound.node("retain_graph") or call, _message(mine.carried))
 
-    @staticmethod
-    def _later_backward(ctx: Context, loop: ast.AST, call: ast.Call) -> bool:
-        here = (call.lineno, call.col_offset)
-        for node in ctx.sem.walk(loop):
-            if node is call or not isinstance(node, ast.Call):
+
+def _message(carried: ast.AST | None) -> Text:
+    if carried is None:
+        return Text(
+            "`retain_graph=True` on the last backward pass through this iteration's graph "
+            "keeps the graph and its activations alive",
+            "本次迭代计算图的最后一次反向传播使用了 `retain_graph=True`，会让计算图及其激活值继续占用内存",
+        )
+    name = dotted(carried) or "the state"
+    return Text(
+        f"`{name}` carries the graphs of earlier iterations into this backward pass, which is "
+        "why it needs `retain_graph=True`: every step backpropagates through all of them and "
+        f"keeps them alive; detach `{name}` once per iteration and drop `retain_graph=True`",
+        f"`{name}` 把之前各次迭代的计算图带进了这次反向传播，所以才需要 `retain_graph=True`："
+        f"每一步都要反向传播经过之前所有迭代，并让它们的图一直占用内存；请在每次迭代中分离（detach）"
+        f"`{name}` 一次，并去掉 `retain_graph=True`",
+    )
+
+
+def _differentiated(ctx: Context, call: ast.Call) -> list[ast.expr]:
+    """The tensors a backward call differentiates (for ``torch.autograd.grad``: its outputs)."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and ctx.qualname(func) is None:
+        # loss.backward(...), accelerator.backward(loss, ...)
+        tensor = training.tensor_of_backward(call, ctx.sem)
+        return [tensor] if tensor is not None else []
+    bound = arguments.bind_as(call, ctx.qualname(func))
+    first = bound.value("outputs") or bound.value("tensors")
+    return [first] if first is not None else list(call.args[:1])
+
+
+def _later_backward_shares(
+    ctx: Context, loop: ast.AST, call: ast.Call, mine: graph_reach.Reach
+) -> bool:
+    """A later backward pass of the iteration (or a helper that runs one on what it is given)
+    goes through the graph ``call`` differentiates: it needs ``retain_graph=True``."""
+    sem = ctx.sem
+    here = (call.lineno, call.col_offset)
+    for node in sem.walk(loop):
+        if node is call or not isinstance(node, ast.Call):
+            continue
+        if (node.lineno, node.col_offset) <= here:
+            continue
+        if training.is_backward(sem, node) or ctx.qualname(node.func) in _GRAD_FUNCS:
+            exprs = _differentiated(ctx, node)
+        else:
+            found = summaries.summary(sem, node.func)
+            if found is None or not found.autograd:
                 continue
-            is_backward = isinstance(node.func, ast.Attribute) and node.func.attr == "backward"
-            if not is_backward and ctx.qualname(node.func) not in _GRAD_FUNCS:
-                continue
-            if (node.lineno, node.col_offset) > here:
-                return True
-        return False
+            exprs = [*node.args, *(k.value for k in node.keywords)]
+        theirs = graph_reach.reach(sem, exprs, loop)
+        if theirs.unknown or theirs.nodes & mine.nodes:
+            return True
+    return False
 
 
 def _graph_built_before(ctx: Context, loop: ast.AST, call: ast.Call) -> bool:

@@ -19,7 +19,13 @@ class EvalWithoutNoGrad(Rule):
     `model = load(...)` where `load` (of the file or of another module of the project) hands
     back a model it switched to evaluation mode, up to a later `model.train()` (also inside a
     function the model is handed to); a function whose name starts with `eval`, `valid`,
-    `test`, `predict` or `infer`; or a loop over a loader whose name contains `val` or `test`.
+    `test`, `predict` or `infer`; a loop over a loader whose name contains `val` or `test`; or
+    the methods of a class (not a module) that keeps on `self` a model every construction of
+    it in the file hands it in evaluation mode (`Translator(model, ...)` after `fields, model,
+    opt = load_test_model(...)`, a helper that returns the model in a tuple after switching it
+    to evaluation), when no method of the class switches it back to training; there a call of
+    an attribute of that model that is no `nn.Module` method (`self.model.decoder(...)`) runs
+    part of the model.
     The forward must repeat: it runs inside a loop whose items reach the forward (whatever the
     iterable is called: `val_loader`, `val_data`, `data`), a loop over `range(...)`, a `while`
     loop, or a loop that appends or adds its output to something made before the loop. A call
@@ -46,7 +52,8 @@ class EvalWithoutNoGrad(Rule):
       without tests, like `tools/test_net.py`, is evaluation code — pytest-decorated
       functions, `test_*` functions without a loop over a loader, unittest cases),
       Lightning's evaluation hooks, methods of `nn.Module` classes, functions only called
-      with gradients off or whose result is backpropagated, and functions never called in
+      with gradients off (also from a function of the file so called) or whose result is
+      backpropagated, and functions never called in
       the file but passed around as values (detectron2's `inference_on_dataset` runs them
       under `no_grad()`).
 
@@ -132,10 +139,15 @@ class EvalWithoutNoGrad(Rule):
 
     def check(self, ctx: Context) -> None:
         for found in unguarded_forwards(ctx):
-            self._report(ctx, found.region, found.calls, found.stmts)
+            self._report(ctx, found.region, found.calls, found.stmts, found.through)
 
     def _report(
-        self, ctx: Context, region: Region, calls: list[ast.Call], stmts: list[ast.stmt]
+        self,
+        ctx: Context,
+        region: Region,
+        calls: list[ast.Call],
+        stmts: list[ast.stmt],
+        through: frozenset[ast.Call] = frozenset(),
     ) -> None:
         first = calls[0]
         eval_call = region.eval_call or earlier_eval(ctx, first)
@@ -158,7 +170,7 @@ class EvalWithoutNoGrad(Rule):
                 )
             )
         target = _short(ctx, callee(first))
-        if is_model(ctx, callee(first)):
+        if first not in through or is_model(ctx, callee(first)):
             message = Text(
                 f"`{target}(...)` is evaluated without `torch.no_grad()` or "
                 "`torch.inference_mode()`, so autograd keeps activations for a backward pass "

@@ -42,6 +42,17 @@ class LoadWithoutMapLocation(Rule):
     the file saves the same path, resumes, or needs CUDA anyway: every rank loads the tensors
     onto the device that saved them, GPU 0, before moving them.
 
+    A file with a CPU fallback is reported even when it saves the path it reads, if another
+    script of its folder that can run on CUDA saves weights that may be on the GPU to the
+    same file name (`train.py` writes `model.pth` from a model on `device`; a notebook beside
+    it writes and reads `model.pth` too): the file it reads may be the GPU run's.
+
+    Code that needs CUDA anyway is still reported when a module-level name keeps what the
+    load returns (or an item of it that goes to `load_state_dict`) while the module-level code
+    trains, with no `del`: the checkpoint's tensors load onto the GPU they were saved from and
+    stay there for the whole run, a second copy of the restored weights (and optimizer state)
+    in GPU memory.
+
     A load of a file that the code downloads (`urllib.request.urlretrieve`,
     `torch.hub.download_url_to_file`...) was made elsewhere: it is reported whatever the file
     also saves there (unless the code needs CUDA anyway or the data is numpy).
@@ -173,6 +184,23 @@ class LoadWithoutMapLocation(Rule):
                 ),
             ),
         ),
+        # The script beside it writes that file name from the CPU... or runs on CPU only.
+        Valid(
+            "import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+            "torch.save(net.cpu().state_dict(), 'model.pth')\n"
+            "net.load_state_dict(torch.load('model.pth'))\n",
+            files=(("train.py", "import torch\ntorch.save(net.state_dict(), 'model.pth')\n"),),
+        ),
+        # CUDA only, the checkpoint deleted before training (or held by a function's local).
+        "import torch\nmodel = Net().cuda()\nckpt = torch.load(args.resume)\n"
+        "model.load_state_dict(ckpt['model'])\ndel ckpt\n"
+        "opt = torch.optim.Adam(model.parameters())\n"
+        "for x in loader:\n    model(x.cuda()).sum().backward()\n    opt.step()\n",
+        "import torch\nmodel = Net().cuda()\n"
+        "def restore(path):\n    ckpt = torch.load(path)\n"
+        "    model.load_state_dict(ckpt['model'])\nrestore(args.resume)\n"
+        "opt = torch.optim.Adam(model.parameters())\n"
+        "for x in loader:\n    model(x.cuda()).sum().backward()\n    opt.step()\n",
         # numpy data has no device.
         "import torch\ndata = torch.load('wave.pt')\nx = torch.from_numpy(data[3:, :-1])\n",
         # `map_location` passed by position.
@@ -318,6 +346,43 @@ class LoadWithoutMapLocation(Rule):
             '    return torch.load(where, map_location="cpu")\n',
             lines=(5,),
         ),
+        # A training script beside it writes the same file name from the GPU: the file read
+        # may be that run's, even though this file saves it too.
+        Invalid(
+            "import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+            "torch.save(net.state_dict(), 'model.pth')\n"
+            "net.load_state_dict(torch.load('model.pth'))\n",
+            fixed="import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+            "torch.save(net.state_dict(), 'model.pth')\n"
+            "net.load_state_dict(torch.load('model.pth', map_location=device))\n",
+            files=(
+                (
+                    "gpt_train.py",
+                    "import torch\n"
+                    "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+                    "model.to(device)\ntrain(model)\n"
+                    "torch.save(model.state_dict(), 'model.pth')\n",
+                ),
+            ),
+            lines=(4,),
+        ),
+        # CUDA only, but a global keeps the checkpoint's GPU tensors while the script trains.
+        Invalid(
+            "import torch\nif args.resume:\n    loaded = torch.load(args.resume)\n"
+            "    hparams, weights = loaded['hparams'], loaded['weights']\n"
+            "model = Net(**hparams).cuda()\nmodel.load_state_dict(weights)\n"
+            "opt = torch.optim.Adam(model.parameters())\n"
+            "for x in loader:\n    model(x.cuda()).sum().backward()\n    opt.step()\n"
+            "torch.save({'hparams': hparams, 'weights': model.state_dict()}, 'model.pt')\n",
+            fixed="import torch\nif args.resume:\n"
+            '    loaded = torch.load(args.resume, map_location="cpu")\n'
+            "    hparams, weights = loaded['hparams'], loaded['weights']\n"
+            "model = Net(**hparams).cuda()\nmodel.load_state_dict(weights)\n"
+            "opt = torch.optim.Adam(model.parameters())\n"
+            "for x in loader:\n    model(x.cuda()).sum().backward()\n    opt.step()\n"
+            "torch.save({'hparams': hparams, 'weights': model.state_dict()}, 'model.pt')\n",
+            lines=(3,),
+        ),
         # Downloaded: made elsewhere, even if the code saves there too.
         Invalid(
             "import urllib.request\nimport torch\n"
@@ -389,17 +454,34 @@ class LoadWithoutMapLocation(Rule):
         for call in sem.calls_to(*checkpoints.LOADS):
             if arguments.bind(call, arguments.LOAD).may_pass("map_location"):
                 continue
-            if _made_here(sem, call):
+            if not _made_here(sem, call):
+                ctx.report(
+                    call,
+                    Text(
+                        "`torch.load` without `map_location`: tensors return to the device they "
+                        "were saved from, which may not exist here",
+                        "`torch.load` 未指定 `map_location`：张量会回到保存时的设备上，而该设备在这里可能不存在",
+                    ),
+                    fixes=partial(_fix, ctx, call),
+                )
                 continue
-            ctx.report(
-                call,
-                Text(
-                    "`torch.load` without `map_location`: tensors return to the device they "
-                    "were saved from, which may not exist here",
-                    "`torch.load` 未指定 `map_location`：张量会回到保存时的设备上，而该设备在这里可能不存在",
-                ),
-                fixes=partial(_fix, ctx, call),
-            )
+            step = _held_on_gpu(sem, call)
+            if step is not None:
+                name = checkpoints.loaded_name(sem, call)
+                ctx.report(
+                    call,
+                    Text(
+                        f"`torch.load` without `map_location` in code that runs on CUDA: the "
+                        f"checkpoint's tensors load onto the GPU and stay referenced by the "
+                        f"global `{name.id if name else ''}` while the script trains, a second "
+                        "copy of the restored state in GPU memory",
+                        f"在只运行于 CUDA 的代码中 `torch.load` 未指定 `map_location`：检查点的张量被加载到 GPU 上，"
+                        f"并在脚本训练期间一直被全局变量 `{name.id if name else ''}` 引用，"
+                        "GPU 显存中多出一份恢复状态的副本",
+                    ),
+                    fixes=partial(_fix, ctx, call),
+                    related=[ctx.related(step, Text("training runs here", "训练在此进行"))],
+                )
 
 
 def _made_here(sem: Semantic, call: ast.Call) -> bool:
@@ -428,6 +510,8 @@ def _made_here(sem: Semantic, call: ast.Call) -> bool:
         checkpoints.writes_cpu(w.sem, w.call) for w in elsewhere if w.sem.qualname(w.call.func)
     ):
         return True
+    if checkpoints.cpu_fallback(sem) and checkpoints.written_on_gpu_elsewhere(sem, call):
+        return False  # a training script beside it writes that file from the GPU
     if several:
         if checkpoints.round_trip(sem, call):
             return True  # a buffer or temporary file the same function has just written
@@ -436,6 +520,19 @@ def _made_here(sem: Semantic, call: ast.Call) -> bool:
     if checkpoints.restores_training(sem, call) and not _after_training(sem, call):
         return not checkpoints.cpu_fallback(sem)
     return checkpoints.written_here(sem, call)
+
+
+def _held_on_gpu(sem: Semantic, call: ast.Call) -> ast.Call | None:
+    """A load exempt only because the code needs CUDA anyway, whose checkpoint a module-level
+    name keeps while the script trains (the training step), when the file's checkpoints are
+    GPU data (not all of its saves write CPU data)."""
+    if (
+        checkpoints.read_as_numpy(sem, call)
+        or not checkpoints.needs_cuda(sem, call)
+        or checkpoints.saves_only_cpu(sem)
+    ):
+        return None
+    return checkpoints.held_while_training(sem, call)
 
 
 def _data_only(sem: Semantic, save: ast.Call) -> bool:

@@ -3,10 +3,11 @@ from __future__ import annotations
 import ast
 import re
 
-from ..core import checkpoints, fixes, kinds
+from ..core import checkpoints, fixes, kinds, training
 from ..core.context import Context
 from ..core.kinds import Kind
 from ..core.model import Applicability, Fix, Severity, Text
+from ..core.semantic import argument
 from .base import Invalid, Rule, Valid
 
 _COUNTER_KEY = re.compile(r"epoch|step|iter", re.I)
@@ -30,7 +31,10 @@ class IncompleteCheckpoint(Rule):
     built by a helper of another module (`build_optimizer(model, cfg)`).
 
     A dict with only the model's weights and no optimizer in the function is read as an export
-    of final weights, not a checkpoint for resuming, and is not reported.
+    of final weights, not a checkpoint for resuming, and is not reported. A bare
+    `torch.save(model.state_dict(), path)` is reported when it is a snapshot taken inside the
+    loop that steps the optimizer, and the same function restarts training from such a file
+    (`model.load_state_dict(torch.load(args.checkpoint))` before the loop).
 
     Off by default (`extend-select = ["TDR604"]` turns it on): on real code its findings were inference exports and checkpoints that keep the step in the file name.
 
@@ -66,6 +70,25 @@ class IncompleteCheckpoint(Rule):
     fix_safety = Applicability.UNSAFE
 
     VALID = (
+        # Weights-only snapshots, but the run never restarts from one: exports for evaluation.
+        "import torch\n"
+        "def main(args):\n"
+        "    model = torch.nn.Linear(4, 2)\n"
+        "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)\n"
+        "    for it in range(args.iters):\n"
+        "        model(next(batches)).sum().backward()\n"
+        "        optimizer.step()\n"
+        "        if it % 1000 == 0:\n"
+        "            torch.save(model.state_dict(), f'snap_{it}.pt')\n",
+        # Fine-tuning from pretrained weights, saving the final weights after the loop.
+        "import torch\n"
+        "model = torch.nn.Linear(4, 2)\n"
+        "model.load_state_dict(torch.load('pretrained.pt', map_location='cpu'))\n"
+        "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for x in loader:\n"
+        "    model(x).sum().backward()\n"
+        "    optimizer.step()\n"
+        "torch.save(model.state_dict(), 'final.pt')\n",
         "import torch\ntorch.save({'model': model.state_dict(), 'optimizer': opt.state_dict(), "
         "'epoch': epoch}, 'c.pt')",
         # Exporting final weights is not a checkpoint for resuming: no optimizer, no counter.
@@ -86,6 +109,23 @@ class IncompleteCheckpoint(Rule):
         ),
     )
     INVALID = (
+        # Weights-only snapshots in the loop of a run that resumes from one.
+        Invalid(
+            "import torch\n"
+            "def main(args):\n"
+            "    model = torch.nn.Linear(4, 2)\n"
+            "    if args.checkpoint:\n"
+            "        model.load_state_dict(torch.load(args.checkpoint, map_location='cpu'))\n"
+            "    model = model.cuda()\n"
+            "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)\n"
+            "    for it in range(args.iters):\n"
+            "        model(next(batches)).sum().backward()\n"
+            "        optimizer.step()\n"
+            "        if it % 1000 == 0:\n"
+            "            torch.save(model.state_dict(), 'snapshot.ckpt')\n",
+            fixed=None,
+            lines=(12,),
+        ),
         Invalid(
             "import torch\n"
             "def train(model, loader, epochs):\n"
@@ -132,6 +172,30 @@ class IncompleteCheckpoint(Rule):
 
     def check(self, ctx: Context) -> None:
         sem = ctx.sem
+        for save in sem.calls_to(*checkpoints.SAVES):
+            resume = checkpoints.resumed_weights_snapshot(sem, save)
+            if resume is None or self._optimizer_in_scope(ctx, save) is None:
+                continue
+            counted = _counter_in_path(ctx, save)
+            ctx.report(
+                save,
+                Text(
+                    "checkpoint saves only the model's weights, inside the training loop of "
+                    "a run that resumes from such a file: "
+                    + (
+                        "the optimizer state is lost on resume"
+                        if counted
+                        else "the optimizer state and the epoch/step are lost on resume"
+                    ),
+                    "检查点只保存了模型权重，而它位于一个会从此类文件恢复训练的训练循环中："
+                    + (
+                        "恢复时优化器状态会丢失"
+                        if counted
+                        else "恢复时优化器状态和 epoch/step 计数都会丢失"
+                    ),
+                ),
+                related=[ctx.related(resume, Text("the run resumes here", "在此恢复训练"))],
+            )
         for call, data in checkpoints.saved_dicts(sem):
             owners = [checkpoints.state_dict_owner(v) for v in data.values]
             if not any(o is not None and ctx.kind(o) is Kind.MODULE for o in owners):
@@ -199,3 +263,18 @@ class IncompleteCheckpoint(Rule):
                 if values and all(ctx.kind(v) is Kind.OPTIMIZER for v in values):
                     return f"self.{attr}"
         return None
+
+
+def _counter_in_path(ctx: Context, save: ast.Call) -> bool:
+    """The file name holds the counter of a loop around the save (``f"G_{epoch}.pth"``)."""
+    path = argument(save, "f", 1)
+    if path is None:
+        return False
+    counters = {
+        name.id
+        for info in training.enclosing_loops(ctx.sem, save)
+        if isinstance(info.node, ast.For | ast.AsyncFor)
+        for name in ast.walk(info.node.target)
+        if isinstance(name, ast.Name)
+    }
+    return any(isinstance(n, ast.Name) and n.id in counters for n in ast.walk(path))

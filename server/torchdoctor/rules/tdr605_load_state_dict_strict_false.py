@@ -3,7 +3,7 @@ from __future__ import annotations
 import ast
 from functools import partial
 
-from ..core import arguments
+from ..core import arguments, checkpoints, training
 from ..core.context import Context
 from ..core.model import Applicability, Edit, Fix, Severity, Text
 from ..core.semantic import is_false
@@ -16,7 +16,10 @@ class LoadStateDictStrictFalse(Rule):
     Not reported: a state dict whose keys were taken from the same model's `state_dict()`
     (YOLOv5's `intersect_dicts(csd, model.state_dict())`), a function that checks
     `missing_keys`/`unexpected_keys` itself, and a call with a comment about `strict` on its
-    line or the two lines above (the partial load is deliberate and explained).
+    line or the two lines above (the partial load is deliberate and explained) in a file that
+    trains or saves the model. A test or inference script (no `backward`, no optimizer step,
+    no `torch.save`) is reported whatever the comment says: nothing there trains the weights
+    that did not load, and its results silently come from a partly initialised model.
 
     Off by default (`extend-select = ["TDR605"]` turns it on): on real code most `strict=False` loads are deliberate: base weights then adapter weights into one model, heads deleted or added on purpose, keys remapped from the model's own state dict.
 
@@ -70,9 +73,9 @@ class LoadStateDictStrictFalse(Rule):
         "    missing_keys = [k for k in model.state_dict() if k not in sd]\n"
         "    if strict and missing_keys:\n        raise RuntimeError(missing_keys)\n"
         "    model.load_state_dict(sd, strict=False)\n",
-        # A deliberate partial load, explained (Lightning).
+        # A deliberate partial load, explained, in code that trains (Lightning).
         "import torch\n# choose non-strict loading: layers may have been added in the worker\n"
-        "module.load_state_dict(ckpt, strict=False)\n",
+        "module.load_state_dict(ckpt, strict=False)\nmodule(x).sum().backward()\n",
     )
     INVALID = (
         Invalid(
@@ -90,6 +93,21 @@ class LoadStateDictStrictFalse(Rule):
             "torch.load(path, map_location='cpu'), strict=False)\n"
             '    print(f"missing keys: {missing_keys}; unexpected keys: {unexpected_keys}")\n',
             lines=(3,),
+        ),
+        # A test script explains the partial load, but nothing trains the keys that miss:
+        # the scores come from whatever weights did load.
+        Invalid(
+            "import torch\nckpt = torch.load(args.resume, map_location='cpu')\n"
+            "# strict=False, so that it is compatible with old saved models\n"
+            "model.load_state_dict(ckpt['state_dict'], strict=False)\nmodel.eval()\n"
+            "with torch.no_grad():\n    scores = [model(x) for x in loader]\n",
+            fixed="import torch\nckpt = torch.load(args.resume, map_location='cpu')\n"
+            "# strict=False, so that it is compatible with old saved models\n"
+            "missing_keys, unexpected_keys = model.load_state_dict(ckpt['state_dict'], strict=False)\n"
+            'print(f"missing keys: {missing_keys}; unexpected keys: {unexpected_keys}")\n'
+            "model.eval()\n"
+            "with torch.no_grad():\n    scores = [model(x) for x in loader]\n",
+            lines=(4,),
         ),
         # `strict` passed by position.
         Invalid(
@@ -140,11 +158,13 @@ class LoadStateDictStrictFalse(Rule):
 
 def _explained_or_checked(ctx: Context, call: ast.Call) -> bool:
     """Keys taken from the model's own ``state_dict()``, keys checked by the function, or a
-    comment about ``strict`` on the call's line or the two above."""
-    for row in range(max(1, call.lineno - 2), call.lineno + 1):
-        line = ctx.source.line(row)
-        if "#" in line and "strict" in line[line.index("#") :].lower():
-            return True
+    comment about ``strict`` on the call's line or the two above (not in a file that only
+    computes with the weights: nothing trains the weights that did not load)."""
+    if not _only_evaluates(ctx):
+        for row in range(max(1, call.lineno - 2), call.lineno + 1):
+            line = ctx.source.line(row)
+            if "#" in line and "strict" in line[line.index("#") :].lower():
+                return True
     func = ctx.sem.enclosing_function(call)
     body = func.body if func is not None else ctx.sem.tree.body
     for stmt in body:
@@ -166,4 +186,15 @@ def _explained_or_checked(ctx: Context, call: ast.Call) -> bool:
         and node.func.attr == "state_dict"
         and ast.dump(node.func.value) == receiver
         for node in ast.walk(binding.value)
+    )
+
+
+def _only_evaluates(ctx: Context) -> bool:
+    """The file neither trains (no ``backward``, no optimizer step) nor saves: a test or
+    inference script, whose results come from whatever weights the load left in the model."""
+    sem = ctx.sem
+    return not (
+        training.has_backward_calls(sem)
+        or training.all_optimizer_steps(sem)
+        or any(sem.calls_to(*checkpoints.SAVES))
     )

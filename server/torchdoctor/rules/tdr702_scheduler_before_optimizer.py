@@ -25,7 +25,10 @@ _ENGINE_PY = (
 class SchedulerBeforeOptimizer(Rule):
     """## What it does
     Checks for `scheduler.step()` called before `optimizer.step()` (or
-    `scaler.step(optimizer)`) in the same loop.
+    `scaler.step(optimizer)`) in the same loop. A step in a branch that runs only on some
+    torch versions (an `if` on a value computed from `torch.__version__`, also through a
+    project helper: `if not is_pytorch_1_1_0_or_later():`) is left alone: before 1.1 that
+    order was the right one.
 
     ## Why is this bad?
     Since PyTorch 1.1 the scheduler must be stepped *after* the optimizer. Stepped before, the
@@ -72,6 +75,20 @@ class SchedulerBeforeOptimizer(Rule):
 
     VALID = (
         "import torch\nfor x in loader:\n    optimizer.step()\n    scheduler.step()",
+        # The early step runs only on torch before 1.1, which wanted that order.
+        Valid(
+            "import torch\nfrom comm import newer_torch\nnew_order = newer_torch()\n"
+            "for x in loader:\n    if not new_order:\n        scheduler.step()\n"
+            "    loss(x).backward()\n    optimizer.step()\n"
+            "    if new_order:\n        scheduler.step()\n",
+            files=(
+                (
+                    "comm.py",
+                    "import torch\ndef newer_torch():\n"
+                    "    return [int(v) for v in torch.__version__.split('.')[:2]] >= [1, 1]\n",
+                ),
+            ),
+        ),
         "import torch\nfor epoch in range(3):\n    for x in loader:\n        opt.step()\n"
         "    scheduler.step()",
         # The optimizer already stepped earlier in the iteration.
@@ -111,6 +128,13 @@ class SchedulerBeforeOptimizer(Rule):
         ),
     )
     INVALID = (
+        # A branch that does not depend on the torch version.
+        Invalid(
+            "import torch\nfor x in loader:\n    if not args.warm:\n        scheduler.step()\n"
+            "    loss(x).backward()\n    optimizer.step()\n",
+            fixed=None,
+            lines=(4,),
+        ),
         Invalid(
             "import torch\nfor x, y in loader:\n    scheduler.step()\n    loss.backward()\n"
             "    optimizer.step()\n",
@@ -179,8 +203,8 @@ class SchedulerBeforeOptimizer(Rule):
             if not kinds.is_scheduler(sem, call.func.value):
                 continue
             loops = training.enclosing_loops(sem, call)
-            if not loops or _plateau(sem, call.func.value):
-                continue
+            if not loops or _plateau(sem, call.func.value) or sem.in_torch_version_branch(call):
+                continue  # no loop, a metric-driven scheduler, or code for other torch versions
             # The loop's own optimizer steps, and the calls of helpers that step it (another
             # module's `train_one_epoch(...)`).
             steps = summaries.step_calls(sem, loops[0].node)

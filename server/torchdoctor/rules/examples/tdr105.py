@@ -16,6 +16,66 @@ _NET_PY = (
     "        return self.fc(x)\n"
 )
 
+# A trainer whose text never names torch: its batches and model come from the project's modules,
+# one of which (reached through a package's __init__.py) imports torch.
+_TRAINER_PY = (
+    "import pkg.inputs as inputs\n"
+    "from pkg.meter import Stats\n"
+    "\n"
+    "class Trainer(object):\n"
+    "    def __init__(self, model, valid_loss):\n"
+    "        self.model = model\n"
+    "        self.valid_loss = valid_loss\n"
+    "\n"
+    "    def validate(self, valid_iter):\n"
+    "        self.model.eval()\n"
+    "        stats = Stats()\n"
+    "        for batch in valid_iter:\n"
+    "            src = inputs.features(batch)\n"
+    "            out = self.model(src)\n"
+    "            stats.update(self.valid_loss(out, batch.tgt))\n"
+    "        self.model.train()\n"
+    "        return stats\n"
+)
+_TRAINER_FILES = (
+    ("pkg/__init__.py", ""),
+    ("pkg/inputs/__init__.py", "from pkg.inputs.features import features\n"),
+    ("pkg/meter.py", "class Stats:\n    def update(self, value):\n        self.last = value\n"),
+)
+
+# A translator that keeps the model a builder of another module switched to evaluation mode and
+# returned in a tuple; its beam search runs a part of the model once per step (OpenNMT-py).
+_TRANSLATOR_PY = (
+    "import torch\n"
+    "import tools.builder\n"
+    "\n"
+    "def build_translator(path):\n"
+    "    opt, model, cfg = tools.builder.load_test_model(path)\n"
+    "    return Translator(model, max_length=10)\n"
+    "\n"
+    "class Translator(object):\n"
+    "    def __init__(self, model, max_length=100):\n"
+    "        self.model = model\n"
+    "        self.max_length = max_length\n"
+    "\n"
+    "    def translate_batch(self, x):\n"
+    "        steps = []\n"
+    "        for i in range(self.max_length):\n"
+    "            x = self.model.fc(x)\n"
+    "            steps.append(x.argmax(1))\n"
+    "        return steps\n"
+)
+_BUILDER_PY = (
+    "import torch\n"
+    "from models import Net\n"
+    "def load_test_model(path):\n"
+    "    model = Net()\n"
+    "    model.load_state_dict(torch.load(path))\n"
+    "    model.eval()\n"
+    "    return path, model, {}\n"
+)
+_TRANSLATOR_FILES = (("tools/__init__.py", ""), ("models.py", _NET_PY))
+
 
 VALID = (
     # Already correct, in each spelling.
@@ -277,6 +337,49 @@ VALID = (
                 "    return model\n",
             ),
         ),
+    ),
+    # The same trainer in a project none of whose modules imports torch: not torch code.
+    Valid(
+        _TRAINER_PY,
+        filename="trainer.py",
+        files=(
+            *_TRAINER_FILES,
+            (
+                "pkg/inputs/features.py",
+                "import numpy as np\ndef features(batch):\n    return np.stack(batch.src)\n",
+            ),
+        ),
+    ),
+    # The builder hands back a model it never switched to evaluation mode; or the class
+    # switches the model back to training.
+    Valid(
+        _TRANSLATOR_PY,
+        filename="translator.py",
+        files=(
+            *_TRANSLATOR_FILES,
+            ("tools/builder.py", _BUILDER_PY.replace("    model.eval()\n", "")),
+        ),
+    ),
+    # The search runs in a method only called from one that a method calls with gradients off.
+    Valid(
+        _TRANSLATOR_PY.replace(
+            "    def translate_batch(self, x):\n",
+            "    def translate_batch(self, x):\n"
+            "        with torch.no_grad():\n"
+            "            return self._translate_batch(x)\n"
+            "\n"
+            "    def _translate_batch(self, x):\n"
+            "        return self._search(x)\n"
+            "\n"
+            "    def _search(self, x):\n",
+        ),
+        filename="translator.py",
+        files=(*_TRANSLATOR_FILES, ("tools/builder.py", _BUILDER_PY)),
+    ),
+    Valid(
+        _TRANSLATOR_PY + "\n    def fit(self):\n        self.model.train()\n",
+        filename="translator.py",
+        files=(*_TRANSLATOR_FILES, ("tools/builder.py", _BUILDER_PY)),
     ),
 )
 
@@ -822,5 +925,30 @@ INVALID = (
         "    print('before', loss_over(val_loader, model))\n"
         "fit(model, train_loader, opt)\n",
         lines=(14,),
+    ),
+    # The file never names torch; a module of its project that it imports (through the
+    # package's __init__.py) does: the model it evaluates is torch code.
+    Invalid(
+        _TRAINER_PY,
+        fixed=None,
+        filename="trainer.py",
+        files=(
+            *_TRAINER_FILES,
+            (
+                "pkg/inputs/features.py",
+                "import torch\ndef features(batch):\n    return torch.stack(batch.src)\n",
+            ),
+        ),
+        lines=(14,),
+    ),
+    # The model a builder of another module switched to evaluation mode and returned in a
+    # tuple is handed to a class, whose methods run a part of it (`self.model.fc`) again and
+    # again.
+    Invalid(
+        _TRANSLATOR_PY,
+        fixed=None,
+        filename="translator.py",
+        files=(*_TRANSLATOR_FILES, ("tools/builder.py", _BUILDER_PY)),
+        lines=(16,),
     ),
 )
