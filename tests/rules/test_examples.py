@@ -67,13 +67,16 @@ def _as_notebook(code: str) -> str:
 
 def _path(example: Valid | Invalid, root: Path) -> str:
     """Where the example is checked: in a project of its own (``root``) that holds the other
-    modules it states."""
+    modules it states and, when there are any, the example itself (as a checked file is on
+    disk, or open in the editor: the other modules' imports of it resolve to it)."""
     name = example.filename[:-3] + ".ipynb" if example.notebook else example.filename
     (root / "pyproject.toml").write_text("[project]\nname = 'example'\n", encoding="utf-8")
     for relative, code in example.files:
         target = root / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(code, encoding="utf-8")
+    if example.files:
+        (root / name).write_text(_text(example), encoding="utf-8")
     return str(root / name)
 
 

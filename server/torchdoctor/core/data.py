@@ -193,6 +193,47 @@ def loader_calls(sem: Semantic, expr: ast.AST | None) -> tuple[list[ast.Call], b
     return calls, unknown
 
 
+def loader_constructions(sem: Semantic) -> list[ast.Call]:
+    """The calls of the file that build a DataLoader: ``DataLoader(...)``, a subclass of it
+    (of this file or of the project, ``InfiniteDataLoader(...)``), or a name bound to one of
+    those classes in every branch (``loader = DataLoader if weighted else InfiniteDataLoader``
+    then ``loader(dataset, ...)``). Calls of such classes that pass no ``num_workers`` (fewer
+    than six positional arguments, no ``num_workers=``) are left out: resolving every callee
+    of a file would cost too much."""
+    key = "data-loader-constructions"
+    known = sem.memo.get(key)
+    if isinstance(known, list):
+        return known
+    found = list(sem.calls_to(DATALOADER))
+    for call in sem.calls:
+        if len(call.args) < 6 and keyword(call, "num_workers") is None:
+            continue  # passes no `num_workers` (resolving every callee would cost too much)
+        if call not in found and isinstance(call.func, ast.Name | ast.Attribute):
+            if _loader_class(sem, call.func, 0):
+                found.append(call)
+    sem.memo[key] = found
+    return found
+
+
+def _loader_class(sem: Semantic, expr: ast.expr, depth: int) -> bool:
+    if depth > 3:
+        return False
+    if sem.qualname(expr) == DATALOADER:
+        return True
+    if isinstance(expr, ast.IfExp):
+        return _loader_class(sem, expr.body, depth + 1) and _loader_class(
+            sem, expr.orelse, depth + 1
+        )
+    defined = sem.class_def(expr)
+    if defined is not None:
+        return DATALOADER in defined[0].class_bases(defined[1])
+    if isinstance(expr, ast.Name):
+        binding = sem.lookup(expr.id, expr)
+        if binding is not None and binding.how == "assign" and binding.index is None:
+            return binding.value is not None and _loader_class(sem, binding.value, depth + 1)
+    return False
+
+
 # ------------------------------------------------------------------ batches and devices -----
 def batch_loader(sem: Semantic, expr: ast.AST, _depth: int = 0) -> ast.expr | None:
     """The DataLoader expression whose batch ``expr`` is, or is taken from: ``x`` in

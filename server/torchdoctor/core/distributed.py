@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from . import fixes, kinds, summaries
 from .kinds import MODEL_WRAPPERS
 from .model import Edit
-from .semantic import FUNCTION_NODES, Semantic, dotted, terminal_name
+from .semantic import FUNCTION_NODES, Semantic, argument, dotted, terminal_name
 from .source import Source
 
 if TYPE_CHECKING:
@@ -267,6 +267,46 @@ def group_calls(sem: Semantic) -> list[ast.Call]:
                 continue
             if INIT_PROCESS_GROUP in helper.qualnames or helper.qualnames & COLLECTIVES:
                 found.append(call)
+    sem.memo[key] = found
+    return found
+
+
+# Calls that choose the process's current CUDA device.
+SET_DEVICE = frozenset({"torch.cuda.set_device", "torch.cuda.device"})
+
+
+def nccl_group(sem: Semantic) -> bool:
+    """Whether the file sets up a process group on the NCCL backend (a literal ``"nccl"``):
+    NCCL needs a GPU of its own in every process."""
+    for call in sem.calls_to(INIT_PROCESS_GROUP):
+        backend = argument(call, "backend", 0)
+        if isinstance(backend, ast.Constant) and backend.value == "nccl":
+            return True
+    return False
+
+
+def chooses_cuda_device(sem: Semantic) -> bool:
+    """Whether the file chooses the process's current CUDA device: it calls
+    ``torch.cuda.set_device`` or enters ``torch.cuda.device(...)``, calls a function of the
+    project that does (its summary), or names ``CUDA_VISIBLE_DEVICES`` (setting the variable
+    per process). Without any of these, a plain ``.cuda()`` means GPU 0 in every process."""
+    key = "distributed-chooses-cuda-device"
+    known = sem.memo.get(key)
+    if isinstance(known, bool):
+        return known
+    found = any(
+        isinstance(node, ast.Constant) and node.value == "CUDA_VISIBLE_DEVICES"
+        for node in ast.walk(sem.tree)
+    )
+    for call in sem.calls if not found else ():
+        qual = sem.qualname(call.func) or ""
+        if qual in SET_DEVICE:
+            found = True
+        elif sem.project is not None and not qual.startswith("torch."):
+            helper = summaries.called_summary(sem, call.func)
+            found = helper is not None and bool(helper.qualnames & SET_DEVICE)
+        if found:
+            break
     sem.memo[key] = found
     return found
 

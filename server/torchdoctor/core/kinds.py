@@ -87,6 +87,8 @@ MODULE_SELF_METHODS = frozenset(
         "mps",
     }
 )
+# Functions that return the module they are given, its layers converted in place.
+MODULE_CONVERTERS = frozenset({"torch.nn.SyncBatchNorm.convert_sync_batchnorm"})
 MODULE_ONLY_METHODS = frozenset({"parameters", "named_parameters", "eval", "train", "modules"})
 _NOT_A_MODULE_NAME = re.compile(r"optim|sched|scaler|^opt$|_opt$|^opt_|dataset|loader", re.I)
 _OPTIMIZER_NAME = re.compile(r"(^|_)(opt|optim|optimizer)(_|\d|$)|optimizer", re.I)

@@ -155,6 +155,13 @@ class Target:
     line: int
 
 
+# How many files of a project are searched for the callers of a function, and how many of
+# those that call it are read (``calling``).
+MAX_SCANNED_FILES = 2000
+MAX_CALLING_MODULES = 32
+_NOT_SCANNED = frozenset(
+    {"site-packages", "dist-packages", "node_modules", "__pycache__", "venv", "build", "dist"}
+)
 Overlay = Callable[[str], "str | None"]
 # The files do not say plainly where an import leads: jedi is asked.
 _ASK_JEDI = Target("", "", "", 0)
@@ -192,6 +199,8 @@ class Project:
         # path -> (stamp, imports torch, project modules it imports): the import graph
         self._imports: dict[str, tuple[object, bool, tuple[str, ...]]] = {}
         self._gate_reads: dict[str, set[str]] = {}  # modules ``uses_torch`` read, by importer
+        self._files: list[str] | None = None  # the .py files under the roots (``files``)
+        self._calling: dict[str, list[str]] = {}  # (folder, name) -> files calling it
 
     # ------------------------------------------------------------------ modules ----------
     def module(self, path: str) -> Module | None:
@@ -356,6 +365,92 @@ class Project:
             self._searched.add(path)
         return out
 
+    def files(self) -> list[str]:
+        """The ``.py`` files under the project's roots, by path (hidden folders, virtual
+        environments and installed packages left out; at most ``MAX_SCANNED_FILES``)."""
+        with self._lock:
+            if self._files is not None:
+                return self._files
+        found: dict[str, None] = {}
+        for root in self.roots:
+            for folder, dirs, names in os.walk(root):
+                dirs[:] = sorted(
+                    d
+                    for d in dirs
+                    if not d.startswith(".")
+                    and d not in _NOT_SCANNED
+                    and not os.path.isfile(os.path.join(folder, d, "pyvenv.cfg"))
+                )
+                found.update(
+                    (os.path.join(folder, n), None) for n in sorted(names) if n.endswith(".py")
+                )
+                if len(found) >= MAX_SCANNED_FILES:
+                    break
+        files = list(found)[:MAX_SCANNED_FILES]
+        with self._lock:
+            self._files = files
+        return files
+
+    def calling(self, path: str, name: str) -> list[Module]:
+        """The project's modules other than ``path`` whose text calls ``name(...)`` (or
+        ``x.name(...)``), parsed (the first ``MAX_CALLING_MODULES`` by path); read by the
+        check of ``path`` (``reads``). Where a helper's
+        values come from when its callers are in other modules (``train.py`` seeds, then
+        calls ``create_dataloader(..., shuffle=True)`` of ``utils/dataloaders.py``)."""
+        path = os.path.abspath(path)
+        # Only the files under the folder that holds the module's top-level package (or the
+        # module, outside a package) have it on their search path.
+        base = os.path.dirname(path)
+        while os.path.isfile(os.path.join(base, "__init__.py")):
+            base = os.path.dirname(base)
+        base = os.path.join(base, "")
+        key = f"{base}\0{name}"
+        with self._lock:
+            hits = self._calling.get(key)
+        if hits is None:
+            pattern = re.compile(rf"\b{re.escape(name)}\s*\(")
+            hits = []
+            for other in self.files():
+                if not other.startswith(base):
+                    continue
+                text = self._raw_text(other)
+                if text is not None and name in text and pattern.search(text):
+                    hits.append(other)
+                    if len(hits) > MAX_CALLING_MODULES:
+                        break
+            with self._lock:
+                self._calling[key] = hits
+        # An importer names the module, or a package it is re-exported from: read only those.
+        marks = {os.path.splitext(os.path.basename(path))[0]} - {"__init__"}
+        folder = os.path.dirname(path)
+        while os.path.join(folder, "") != base and len(folder) > len(base):
+            marks.add(os.path.basename(folder))
+            folder = os.path.dirname(folder)
+        named = [
+            h
+            for h in hits
+            if h != path and any(mark in (self._raw_text(h) or "") for mark in marks)
+        ]
+        out = [m for m in (self.module(h) for h in named) if m is not None]
+        out = out[:MAX_CALLING_MODULES]
+        with self._lock:
+            self._used.setdefault(path, set()).update(m.path for m in out)
+            self._searched.add(path)
+        return out
+
+    def _raw_text(self, path: str) -> str | None:
+        """A file's text as it is searched for names (the editor's, or read from disk)."""
+        text = self._overlay(path) if self._overlay is not None else None
+        if text is not None:
+            return text
+        try:
+            if os.path.getsize(path) > MAX_MODULE_BYTES:
+                return None
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                return handle.read()
+        except OSError:
+            return None
+
     def owner(self, node: ast.AST) -> Semantic | None:
         """The facts of the project module a node belongs to (for nodes of another module)."""
         last = self._last_owner
@@ -374,6 +469,9 @@ class Project:
         """A file of the project changed on disk or in the editor (None: files were added or
         removed): answers that may depend on it are dropped."""
         with self._lock:
+            self._calling.clear()
+            if path is None:
+                self._files = None
             if path is None or os.path.basename(path) == "__init__.py":
                 self._targets.clear()
                 return

@@ -284,6 +284,8 @@ class Resolver(Protocol):
 
     def imported_module(self, sem: Semantic, name: str) -> Semantic | None: ...
 
+    def calling(self, path: str, name: str) -> Sequence[Any]: ...
+
 
 class Chunk(Protocol):
     """A run of top-level statements (``core.incremental``) and the facts collected for it."""
@@ -1249,6 +1251,66 @@ class Semantic:
                 out.append(node.value)
         return out
 
+    def calls_from_project(self, func: ast.AST) -> list[tuple[Semantic, ast.Call]]:
+        """The calls of a function or class of this module's top level that the project's
+        other modules make (by name or ``module.name``), with the facts of the calling
+        module."""
+        if self.project is None or self.path is None:
+            return []
+        if not isinstance(func, (*FUNCTION_NODES, ast.ClassDef)) or func not in self.tree.body:
+            return []  # (a function or class of the module's top level)
+        key = ("calls-from-project", func)
+        known = self.memo.get(key)
+        if isinstance(known, list):
+            return known
+        found: list[tuple[Semantic, ast.Call]] = []
+        for module in self.project.calling(self.path, func.name):
+            other: Semantic = module.sem
+            if other is self:
+                continue
+            for call in (
+                *other.calls_by_name.get(func.name, ()),
+                *other.calls_by_attr.get(func.name, ()),
+            ):
+                defined = other.definition(call.func)
+                # (the checked file's own tree, or the project's parse of the same file)
+                if defined is not None and (
+                    defined[1] is func
+                    or (
+                        defined[0].path == self.path
+                        and isinstance(defined[1], type(func))
+                        and _pos(defined[1]) == _pos(func)
+                    )
+                ):
+                    found.append((other, call))
+        self.memo[key] = found
+        return found
+
+    def unpacked_values(self, binding: Binding) -> list[ast.expr] | None:
+        """What a name bound by tuple unpacking may hold: for ``a, b = x, y`` the element at
+        its position; for ``model, opt = build(...)`` that element of every tuple the function
+        (of this file or another project module) returns. None when it cannot be read: a
+        starred target or element, a return that is not a tuple long enough, an unknown
+        callee."""
+        value, index = binding.value, binding.index
+        if index is None or value is None or binding.how != "assign":
+            return None
+        if isinstance(value, ast.Tuple | ast.List):
+            elements: list[ast.expr] | None = _elements(value, index)
+            return elements
+        if not isinstance(value, ast.Call):
+            return None
+        defined = self.function_def(value.func)
+        if defined is None:
+            return None
+        out: list[ast.expr] = []
+        for returned in defined[0].returns(defined[1]):
+            found = _elements(returned, index)
+            if found is None:
+                return None
+            out += found
+        return out or None
+
     def class_bases(self, cls: ast.ClassDef, _depth: int = 0) -> set[str]:
         """Qualified names of a class's bases, following classes defined in this file and in
         the project's other modules."""
@@ -1426,3 +1488,12 @@ def _tests_version(test: ast.expr) -> bool:
         if isinstance(name, str) and "version" in name.lower():
             return True
     return False
+
+
+def _elements(value: ast.expr, index: int) -> list[ast.expr] | None:
+    """The element at ``index`` of a literal tuple or list without starred elements."""
+    if not isinstance(value, ast.Tuple | ast.List) or index >= len(value.elts):
+        return None
+    if any(isinstance(e, ast.Starred) for e in value.elts):
+        return None
+    return [value.elts[index]]

@@ -36,6 +36,28 @@ _MODELS_PY = (
     "def build_synced():\n"
     "    return nn.SyncBatchNorm.convert_sync_batchnorm(Backbone())\n"
 )
+# A helper of another module returning the model in a tuple; the model's class builds a
+# torchvision ResNet (BatchNorm) or holds only LayerNorm (the multi-file examples' model.py).
+_LOAD_PY = (
+    "import torch\nimport torchvision\nfrom torch import nn\n"
+    "class Encoder(nn.Module):\n"
+    "    def __init__(self):\n"
+    "        super().__init__()\n"
+    "        self.backbone = self.get_resnet()\n"
+    "    def get_resnet(self):\n"
+    "        return torchvision.models.resnet18()\n"
+    "class Head(nn.Module):\n"
+    "    def __init__(self):\n"
+    "        super().__init__()\n"
+    "        self.norm = nn.LayerNorm(128)\n"
+    "def load_model(args):\n"
+    "    model = Encoder()\n"
+    "    model = model.to(args.device)\n"
+    "    return model, torch.optim.Adam(model.parameters())\n"
+    "def load_head(args):\n"
+    "    head = Head().to(args.device)\n"
+    "    return head, torch.optim.Adam(head.parameters())\n"
+)
 _NET = "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
 
 
@@ -44,8 +66,10 @@ class BatchnormWithoutSync(Rule):
     Checks for a model with BatchNorm layers (a class of the file that uses `nn.BatchNorm1d/2d/
     3d`, an `nn.Sequential` holding one, or a torchvision model built with them, such as
     `resnet50`) wrapped in `DistributedDataParallel` when the file never calls
-    `nn.SyncBatchNorm.convert_sync_batchnorm`. The model may be held on `self`, and its class
-    or the factory that builds it may be in another module of the project.
+    `nn.SyncBatchNorm.convert_sync_batchnorm`. The model may be held on `self` or unpacked
+    from the tuple a helper returns (`model, optimizer = load_model(args)`); its class (which
+    may build such a torchvision model or another class with BatchNorm inside), or the
+    helper that builds it, may be in another module of the project.
 
     ## Why is this bad?
     DDP synchronises gradients, not BatchNorm statistics: each process normalises with the
@@ -122,6 +146,14 @@ class BatchnormWithoutSync(Rule):
             _HEAD + "from models import build_synced\n"
             "net = DDP(build_synced().cuda(), device_ids=[0])\n",
             files=(("models.py", _MODELS_PY),),
+        ),
+        # The tuple element a helper of another module returns holds no BatchNorm.
+        Valid(
+            _HEAD + "from model import load_head\n"
+            "def main(gpu, args):\n"
+            "    head, optimizer = load_head(args)\n"
+            "    head = DDP(head, device_ids=[gpu])\n",
+            files=(("model.py", _LOAD_PY),),
         ),
     )
     INVALID = (
@@ -204,6 +236,21 @@ class BatchnormWithoutSync(Rule):
             files=(("models.py", _MODELS_PY),),
             lines=(5,),
         ),
+        # Unpacked from the tuple a helper of another module returns; the model's class
+        # builds a torchvision ResNet in a method.
+        Invalid(
+            _HEAD + "from model import load_model\n"
+            "def main(gpu, args):\n"
+            "    model, optimizer = load_model(args)\n"
+            "    model = DDP(model, device_ids=[gpu])\n",
+            fixed=_HEAD + "from model import load_model\n"
+            "def main(gpu, args):\n"
+            "    model, optimizer = load_model(args)\n"
+            "    model = nn.SyncBatchNorm.convert_sync_batchnorm(model)\n"
+            "    model = DDP(model, device_ids=[gpu])\n",
+            files=(("model.py", _LOAD_PY),),
+            lines=(7,),
+        ),
     )
 
     def check(self, ctx: Context) -> None:
@@ -255,9 +302,13 @@ def _has_batchnorm(ctx: Context, expr: ast.AST, at: ast.AST, depth: int = 0) -> 
         return False
     if isinstance(expr, ast.Name):
         binding = sem.lookup(expr.id, expr)
-        if binding is not None and binding.how == "assign" and binding.value is not None:
-            return binding.index is None and _has_batchnorm(ctx, binding.value, at, depth + 1)
-        return False
+        if binding is None or binding.how != "assign" or binding.value is None:
+            return False
+        if binding.index is None:
+            return _has_batchnorm(ctx, binding.value, at, depth + 1)
+        # `model, optimizer = load_model(...)`: that element of what the helper returns
+        elements = sem.unpacked_values(binding) or []
+        return any(_has_batchnorm(ctx, e, at, depth + 1) for e in elements)
     if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
         cls = sem.enclosing_class(expr) if expr.value.id == "self" else None
         values = sem.self_attr_values.get((cls, expr.attr), []) if cls else []
@@ -280,6 +331,18 @@ def _class_has_batchnorm(ctx: Context, cls: ast.ClassDef, depth: int = 0) -> boo
         return False
     if _mentions_batchnorm(ctx, cls):
         return True
+    sem = ctx.sem.owner(cls)
+    for node in ast.walk(cls):  # a torchvision model or a class with BatchNorm built inside
+        if not isinstance(node, ast.Call):
+            continue
+        if _TORCHVISION_BN.match(sem.qualname(node.func) or ""):
+            if argument(node, "norm_layer") is None:
+                return True
+            continue
+        built = sem.class_def(node.func)
+        if built is not None and built[1] is not cls:
+            if _class_has_batchnorm(ctx, built[1], depth + 1):
+                return True
     for base in cls.bases:
         defined = ctx.sem.owner(base).class_def(base)
         if defined is not None and defined[1] is not cls:

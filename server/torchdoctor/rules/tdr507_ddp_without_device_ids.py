@@ -4,14 +4,17 @@ import ast
 
 from ..core import arguments, fixes
 from ..core.context import Context
-from ..core.distributed import mentions_rank
-from ..core.kinds import MODULE_SELF_METHODS
+from ..core.distributed import chooses_cuda_device, mentions_rank, nccl_group
+from ..core.kinds import MODULE_CONVERTERS, MODULE_SELF_METHODS
 from ..core.model import Applicability, Fix, Severity, Text
 from ..core.semantic import argument, dotted
-from .base import Invalid, Rule
+from .base import Invalid, Rule, Valid
 
 DDP = "torch.nn.parallel.DistributedDataParallel"
 _HEAD = "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+_DIST = "import torch.distributed as dist\n" + _HEAD
+# A helper of another module that chooses the process's GPU (the multi-file example's).
+_PIN_PY = "import torch\ndef pin(args):\n    torch.cuda.set_device(args.local_rank)\n"
 
 
 class DdpWithoutDeviceIds(Rule):
@@ -32,9 +35,13 @@ class DdpWithoutDeviceIds(Rule):
     `device_ids=[rank]` for this setup. The code works when everything else is placed
     correctly, so this rule is off by default.
 
-    The model's GPU must be read from the file: models moved with a plain `.cuda()`, moved
-    to a device that does not name a rank, spread over several GPUs, or kept on the CPU
-    (where `device_ids` must stay `None`) are not reported.
+    The model's GPU must be read from the file: models moved to a device that does not name
+    a rank, spread over several GPUs, or kept on the CPU (where `device_ids` must stay
+    `None`) are not reported. A model moved with a plain `.cuda()` is reported only where
+    every process then lands on GPU 0: the file sets up an NCCL process group (one GPU per
+    process) and nothing chooses the process's GPU (`torch.cuda.set_device`,
+    `torch.cuda.device`, `CUDA_VISIBLE_DEVICES`, in the file or in a project helper it
+    calls); no edit is offered there, since the model has to move as well.
 
     ## Example
     ```python
@@ -84,6 +91,19 @@ class DdpWithoutDeviceIds(Rule):
         "import torch.distributed as dist\n"
         "from torch.nn.parallel import DistributedDataParallel as DDP\n"
         "dist.init_process_group('nccl')\nmodel = DDP(model.cuda(), [local_rank])\n",
+        # An NCCL group whose process's GPU is chosen: here, or by a helper of another module.
+        _DIST + "dist.init_process_group('nccl')\ntorch.cuda.set_device(args.local_rank)\n"
+        "model = DDP(Net().cuda())\n",
+        Valid(
+            _DIST + "from dist_utils import pin\ndist.init_process_group('nccl')\npin(args)\n"
+            "model = DDP(Net().cuda())\n",
+            files=(("dist_utils.py", _PIN_PY),),
+        ),
+        # Gloo: the processes may run on the CPU, or share a GPU on purpose.
+        _DIST + "dist.init_process_group('gloo')\nmodel = DDP(Net().cuda())\n",
+        # A method of a class: its callers (elsewhere) may choose the GPU first.
+        _DIST + "dist.init_process_group('nccl')\n"
+        "class Trainer:\n    def wrap(self, net):\n        return DDP(net.cuda())\n",
     )
     INVALID = (
         Invalid(
@@ -113,6 +133,24 @@ class DdpWithoutDeviceIds(Rule):
             "device_ids=[args.local_rank])\n",
             lines=(3,),
         ),
+        # An NCCL group and a plain `.cuda()` that nothing points at the process's GPU: every
+        # process uses GPU 0. Through `convert_sync_batchnorm`; no edit (the model moves too).
+        Invalid(
+            _DIST + "dist.init_process_group(backend='nccl', rank=args.local_rank, world_size=2)\n"
+            "net = Net().cuda()\nnet = torch.nn.SyncBatchNorm.convert_sync_batchnorm(net)\n"
+            "net = DDP(net)\n",
+            fixed=None,
+            lines=(7,),
+        ),
+        # A worker handed to `mp.spawn`, moved in place.
+        Invalid(
+            "import torch.multiprocessing as mp\n" + _DIST + "def worker(gpu):\n"
+            "    dist.init_process_group('nccl', rank=gpu, world_size=2)\n"
+            "    model = Net()\n    model.cuda()\n    ddp = DDP(model)\n"
+            "mp.spawn(worker, nprocs=2)\n",
+            fixed=None,
+            lines=(9,),
+        ),
     )
 
     def check(self, ctx: Context) -> None:
@@ -121,8 +159,22 @@ class DdpWithoutDeviceIds(Rule):
             model = bound.value("module")
             if model is None or bound.may_pass("device_ids"):
                 continue
-            device = _rank_device(ctx, model, call)
+            moves = _moves(ctx, model, call)
+            device = _rank_device(ctx, moves)
             if device is None:
+                if _current_device(moves) and _every_rank_on_gpu0(ctx, call):
+                    ctx.report(
+                        call,
+                        Text(
+                            "`DistributedDataParallel` of a model moved with `.cuda()` while "
+                            "nothing chooses this process's GPU: every process of the NCCL "
+                            "group puts its model on GPU 0; call `torch.cuda.set_device(rank)` "
+                            "first and pass `device_ids=[rank]`",
+                            "`DistributedDataParallel` 包装的模型用 `.cuda()` 移动，但没有代码为本进程"
+                            "选择 GPU：NCCL 进程组的每个进程都把模型放在 GPU 0 上；请先调用 "
+                            "`torch.cuda.set_device(rank)`，并传入 `device_ids=[rank]`",
+                        ),
+                    )
                 continue
             ctx.report(
                 call,
@@ -142,33 +194,64 @@ class DdpWithoutDeviceIds(Rule):
             )
 
 
-def _rank_device(ctx: Context, model: ast.expr, at: ast.Call, depth: int = 0) -> str | None:
+def _every_rank_on_gpu0(ctx: Context, call: ast.Call) -> bool:
+    """The file runs one process per GPU (an NCCL group), never chooses the process's current
+    device, and wraps the model as part of its own program."""
+    return nccl_group(ctx.sem) and not chooses_cuda_device(ctx.sem) and _reached_here(ctx, call)
+
+
+def _rank_device(ctx: Context, moves: list[ast.Call]) -> str | None:
     """The rank-dependent device the model was moved to, as source text: ``local_rank`` for
     ``.cuda(local_rank)``, ``device`` for ``.to(device)`` with ``device`` built from a rank,
-    ``r`` for ``.to(f"cuda:{r}")``; through names assigned in the same scope and in-place
-    ``model.to(...)`` statements before ``at``."""
+    ``r`` for ``.to(f"cuda:{r}")``."""
+    for move in moves:
+        found = _device_text(ctx, argument(move, "device", 0))
+        if found is not None:
+            return found
+    return None
+
+
+def _current_device(moves: list[ast.Call]) -> bool:
+    """Every move names no GPU: ``.cuda()``, ``.to("cuda")``: the current device."""
+    return bool(moves) and all(
+        (_attr(m) == "cuda" and not m.args and not m.keywords)
+        or (
+            _attr(m) == "to"
+            and len(m.args) == 1
+            and not m.keywords
+            and isinstance(m.args[0], ast.Constant)
+            and m.args[0].value == "cuda"
+        )
+        for m in moves
+    )
+
+
+def _attr(call: ast.Call) -> str | None:
+    return call.func.attr if isinstance(call.func, ast.Attribute) else None
+
+
+def _moves(ctx: Context, model: ast.expr, at: ast.Call, depth: int = 0) -> list[ast.Call]:
+    """The ``.cuda(...)``/``.to(...)`` calls that placed the model, nearest first: inline,
+    through names assigned in the same scope, in-place ``model.to(...)`` statements before
+    ``at``, and converters that return the module they are given."""
     sem = ctx.sem
     if depth > 6:
-        return None
+        return []
     if isinstance(model, ast.Call) and isinstance(model.func, ast.Attribute):
         func = model.func
-        if func.attr in ("cuda", "to"):
-            found = _device_text(ctx, argument(model, "device", 0))
-            if found is not None:
-                return found
+        found = [model] if func.attr in ("cuda", "to") else []
         if func.attr in MODULE_SELF_METHODS:
-            return _rank_device(ctx, func.value, at, depth + 1)
-        return None
+            return found + _moves(ctx, func.value, at, depth + 1)
+        if ctx.qualname(func) in MODULE_CONVERTERS and model.args:
+            return _moves(ctx, model.args[0], at, depth + 1)
+        return found
     if isinstance(model, ast.Name):
         binding = sem.lookup(model.id, model)
         if binding is None:
-            return None
+            return []
         name = model.id
-        moves: list[ast.Call] = [
-            *sem.calls_by_attr.get("cuda", []),
-            *sem.calls_by_attr.get("to", []),
-        ]
-        for move in moves:
+        found = []
+        for move in [*sem.calls_by_attr.get("cuda", []), *sem.calls_by_attr.get("to", [])]:
             assert isinstance(move.func, ast.Attribute)
             stmt = sem.statement_of(move)
             if (
@@ -178,12 +261,21 @@ def _rank_device(ctx: Context, model: ast.expr, at: ast.Call, depth: int = 0) ->
                 and sem.lookup(name, move) is binding
                 and (move.lineno, move.col_offset) < (at.lineno, at.col_offset)
             ):
-                found = _device_text(ctx, argument(move, "device", 0))
-                if found is not None:
-                    return found
+                found.append(move)
+        found.sort(key=lambda m: (m.lineno, m.col_offset), reverse=True)
         if binding.how == "assign" and binding.index is None and binding.value is not None:
-            return _rank_device(ctx, binding.value, at, depth + 1)
-    return None
+            found += _moves(ctx, binding.value, at, depth + 1)
+        return found
+    return []
+
+
+def _reached_here(ctx: Context, call: ast.Call) -> bool:
+    """The wrap runs as part of this file's program: at module level, or in a function
+    whose name the file uses (calls it, hands it to ``mp.spawn``)."""
+    func = ctx.sem.enclosing_function(call)
+    if func is None:
+        return True
+    return not isinstance(ctx.sem.parent(func), ast.ClassDef) and bool(ctx.sem.names.get(func.name))
 
 
 def _device_text(ctx: Context, device: ast.expr | None) -> str | None:
