@@ -250,6 +250,8 @@ def step_calls(sem: Semantic, within: ast.AST) -> list[ast.Call]:
 
 def trains(sem: Semantic, within: list[ast.stmt]) -> bool:
     """Whether statements run a backward pass: their own, or in a helper they call."""
+    if not _backward_in_reach(sem):
+        return False
     for node in sem.walk_body(within):
         if not isinstance(node, ast.Call):
             continue
@@ -260,6 +262,25 @@ def trains(sem: Semantic, within: list[ast.stmt]) -> bool:
             if "backward" in of_function(*defined).methods:
                 return True
     return False
+
+
+def _backward_in_reach(sem: Semantic) -> bool:
+    """False when no backward pass can be found from the file (``trains`` is False for all its
+    statements): it is checked on its own, so every helper it calls is its own, and nothing in
+    it is named ``backward`` (``x.backward()``, a launcher's, ``torch.autograd.backward`` under
+    any name it is imported or assigned as). Worked out once per file."""
+    if sem.project is not None:
+        return True
+    key = "summaries-backward-in-reach"
+    known = sem.memo.get(key)
+    if not isinstance(known, bool):
+        known = (
+            "backward" in sem.attributes
+            or "backward" in sem.names
+            or any("backward" in alias.name for _stmt, alias, _qual in sem.imports)
+        )
+        sem.memo[key] = known
+    return known
 
 
 def iteration_loop(sem: Semantic, node: ast.AST) -> training.LoopInfo | None:
