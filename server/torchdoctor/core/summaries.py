@@ -268,19 +268,8 @@ def _backward_in_reach(sem: Semantic) -> bool:
     """False when no backward pass can be found from the file (``trains`` is False for all its
     statements): it is checked on its own, so every helper it calls is its own, and nothing in
     it is named ``backward`` (``x.backward()``, a launcher's, ``torch.autograd.backward`` under
-    any name it is imported or assigned as). Worked out once per file."""
-    if sem.project is not None:
-        return True
-    key = "summaries-backward-in-reach"
-    known = sem.memo.get(key)
-    if not isinstance(known, bool):
-        known = (
-            "backward" in sem.attributes
-            or "backward" in sem.names
-            or any("backward" in alias.name for _stmt, alias, _qual in sem.imports)
-        )
-        sem.memo[key] = known
-    return known
+    any name it is imported or assigned as)."""
+    return sem.project is not None or training.backward_named(sem)
 
 
 def iteration_loop(sem: Semantic, node: ast.AST) -> training.LoopInfo | None:
