@@ -833,6 +833,23 @@ class Semantic:
                 continue
             yield from self.walk(stmt, into_functions=into_functions)
 
+    def mentions(self, identifier: str) -> bool:
+        """Whether anything in the file is named ``identifier``: an attribute, a name read, or
+        a part of an imported name. When nothing is, no callee of the file resolves to a
+        qualified name ending in it (``qualname``), whatever name it is imported or assigned
+        as; unless names come in through ``from m import *`` of a project module."""
+        key = ("semantic-mentions", identifier)
+        known = self.memo.get(key)
+        if not isinstance(known, bool):
+            known = (
+                identifier in self.attributes
+                or identifier in self.names
+                or any(identifier in alias.name for _stmt, alias, _qual in self.imports)
+                or (self.project is not None and bool(self.star_imports))
+            )
+            self.memo[key] = known
+        return known
+
     def is_inside(self, node: ast.AST, container: ast.AST) -> bool:
         """Whether ``node`` is a descendant of ``container``."""
         if hasattr(node, "lineno") and getattr(container, "end_lineno", None) is not None:

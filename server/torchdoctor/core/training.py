@@ -631,22 +631,10 @@ def has_backward_calls(sem: Semantic) -> bool:
 
 
 def backward_named(sem: Semantic) -> bool:
-    """Whether anything in the file is named ``backward`` (an attribute, a name read, an
-    import). When nothing is, no call of the file is a backward pass (``is_backward``: a
-    ``.backward()`` call, or ``torch.autograd.backward`` under whatever name the file imports
-    or assigns it as); unless names come in through ``from m import *`` of a project module.
-    Worked out once per file."""
-    key = "training-backward-named"
-    known = sem.memo.get(key)
-    if not isinstance(known, bool):
-        known = (
-            "backward" in sem.attributes
-            or "backward" in sem.names
-            or any("backward" in alias.name for _stmt, alias, _qual in sem.imports)
-            or (sem.project is not None and bool(sem.star_imports))
-        )
-        sem.memo[key] = known
-    return known
+    """Whether anything in the file is named ``backward`` (``Semantic.mentions``). When nothing
+    is, no call of the file is a backward pass (``is_backward``: a ``.backward()`` call, or
+    ``torch.autograd.backward`` under whatever name the file imports or assigns it as)."""
+    return sem.mentions("backward")
 
 
 def conditions_between(sem: Semantic, node: ast.AST, loop: ast.AST) -> list[ast.AST]:
