@@ -52,6 +52,9 @@ def micro_batches(sem: Semantic) -> list[MicroBatch]:
     if isinstance(known, list):
         return known
     found: dict[ast.Call, MicroBatch] = {}
+    if not training.backward_named(sem) and not sem.calls_by_attr.get("manual_backward"):
+        sem.memo[key] = []  # no backward pass (``is_backward``)
+        return []
     for item in [*_guarded(sem), *_inner_loops(sem)]:
         known = found.get(item.backward)
         # Prefer the step that follows the backward pass.

@@ -153,11 +153,26 @@ def depends_on_rank(sem: Semantic, expr: ast.AST | None, _depth: int = 0) -> boo
             target = dotted(node)
             if target is None or "." not in target:
                 continue
-            for assign in sem.assigns:
-                if any(dotted(t) == target for t in assign.targets):
-                    if depends_on_rank(sem, assign.value, _depth + 1):
-                        return True
+            for assign in _assigns_to(sem).get(target, ()):
+                if depends_on_rank(sem, assign.value, _depth + 1):
+                    return True
     return False
+
+
+def _assigns_to(sem: Semantic) -> dict[str, list[ast.Assign]]:
+    """The assignments of the file by the dotted names they assign (``args.save_logs``), each
+    once, in source order; made once per file."""
+    key = "distributed-assigns-to"
+    known = sem.memo.get(key)
+    if isinstance(known, dict):
+        return known
+    found: dict[str, list[ast.Assign]] = {}
+    for assign in sem.assigns:
+        for name in dict.fromkeys(dotted(t) for t in assign.targets):
+            if name is not None:
+                found.setdefault(name, []).append(assign)
+    sem.memo[key] = found
+    return found
 
 
 def _returns_by_rank(sem: Semantic, call: ast.Call) -> bool:

@@ -237,7 +237,9 @@ def _eval_switches(ctx: Context) -> list[tuple[ast.Call, ast.expr]]:
         assert isinstance(call.func, ast.Attribute)
         if ctx.kind(call.func.value) is Kind.MODULE:
             out.append((call, call.func.value))
-    if sem.project is None and not sem.functions:
+    if sem.project is None and (not sem.functions or not sem.calls_by_attr.get("eval")):
+        # On its own, the file's functions are the only ones, and one that hands back a model
+        # in evaluation mode calls `.eval()`: there is none.
         return out
     for node in sem.assigns:
         value = node.value

@@ -121,6 +121,8 @@ def compiled_functions(sem: Semantic) -> dict[Function, ast.AST]:
     ``.compile()`` (``nn.Module.compile``). Functions marked ``torch.compiler.disable`` are left
     out."""
     found: dict[Function, ast.AST] = {}
+    if not sem.mentions("compile"):
+        return found  # nothing resolves to `torch.compile`, no `.compile()` is called
     for func in sem.functions:
         for dec in func.decorator_list:
             if is_compile(sem, dec):

@@ -27,6 +27,7 @@ _TRANSFORM_MODULES = (
     "torchvision.transforms",
     "webdataset.",
 )
+_TRANSFORM_PACKAGES = ("torchvision", "torchaudio", "webdataset")
 # Loaders that pickle their dataset for each worker, besides torch's DataLoader.
 LOADERS = frozenset({"webdataset.WebLoader", "webdataset.compat.WebLoader"})
 _LIST_ADDITIONS = ("append", "extend", "insert")
@@ -154,6 +155,10 @@ def exported_pipelines(sem: Semantic) -> list[tuple[Func, ast.AST]]:
     users hand to datasets of their DataLoaders. Each with the exported function."""
     names = _exported_names(sem.tree)
     found: list[tuple[Func, ast.AST]] = []
+    if sem.project is None and not any(
+        (qual or "").startswith(_TRANSFORM_PACKAGES) for _stmt, _alias, qual in sem.imports
+    ):
+        return found  # on its own, a file that imports no transforms builds no pipeline
     for stmt in sem.tree.body:
         if not isinstance(stmt, FUNCTION_NODES) or stmt.name not in names:
             continue

@@ -212,6 +212,9 @@ def _children(node: ast.AST) -> list[ast.AST]:
     return out
 
 
+_UNKNOWN = object()  # not looked up yet
+
+
 def _pos(node: ast.AST) -> tuple[int, int]:
     return (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
 
@@ -424,6 +427,7 @@ class Semantic:
         self._blocks: dict[ast.AST, int] = {}  # statement -> its index in its block
         self._binding_index: dict[int, tuple[int, dict[int, int]]] = {}
         self._reads: dict[str, dict[ast.AST, list[ast.Name]]] = {}  # see ``reads``
+        self._lookups: dict[tuple[str, ast.AST], Binding | None] = {}  # see ``lookup``
 
     def release(self) -> None:
         """Drop the derived facts, which refer back to these (a function's summary, a name's
@@ -436,6 +440,7 @@ class Semantic:
         self._blocks.clear()
         self._binding_index.clear()
         self._reads.clear()
+        self._lookups.clear()
 
     # ---------------------------------------------------------------- building ---------
     def _visit(self, stack: list[tuple[ast.AST, ast.AST | None, Scope]]) -> None:
@@ -917,6 +922,23 @@ class Semantic:
                 continue
             yield from self.walk(stmt, into_functions=into_functions)
 
+    def mentions(self, identifier: str) -> bool:
+        """Whether anything in the file is named ``identifier``: an attribute, a name read, or
+        a part of an imported name. When nothing is, no callee of the file resolves to a
+        qualified name ending in it (``qualname``), whatever name it is imported or assigned
+        as; unless names come in through ``from m import *`` of a project module."""
+        key = ("semantic-mentions", identifier)
+        known = self.memo.get(key)
+        if not isinstance(known, bool):
+            known = (
+                identifier in self.attributes
+                or identifier in self.names
+                or any(identifier in alias.name for _stmt, alias, _qual in self.imports)
+                or (self.project is not None and bool(self.star_imports))
+            )
+            self.memo[key] = known
+        return known
+
     def is_inside(self, node: ast.AST, container: ast.AST) -> bool:
         """Whether ``node`` is a descendant of ``container``."""
         if hasattr(node, "lineno") and getattr(container, "end_lineno", None) is not None:
@@ -936,6 +958,11 @@ class Semantic:
             other = self._foreign(at)
             if other is not None:
                 return other.lookup(name, at)
+        key = (name, at)
+        found = self._lookups.get(key, _UNKNOWN)
+        if found is not _UNKNOWN:
+            return found  # type: ignore[return-value]
+        found = None
         scope: Scope | None = self.scope_of(at)
         first = True
         pos = _pos(at)
@@ -947,10 +974,12 @@ class Semantic:
                 scope = self.scopes[self.tree]
             bindings = scope.bindings.get(name)
             if bindings:
-                return self._latest_before(bindings, pos, at)
+                found = self._latest_before(bindings, pos, at)
+                break
             first = False
             scope = scope.parent
-        return None
+        self._lookups[key] = found
+        return found
 
     def reads(self, name: str) -> dict[ast.AST, list[ast.Name]]:
         """{the node of a binding of ``name``: the reads of ``name`` that see it}, in source
@@ -1063,6 +1092,7 @@ class Semantic:
             bindings.insert(at, binding)
         self._qual_cache.clear()
         self._definitions.clear()
+        self._lookups.clear()
 
     def _in_own_value(self, binding: Binding, at: ast.AST) -> bool:
         """``x`` on the right of ``x = f(x)`` still reads the previous ``x``."""

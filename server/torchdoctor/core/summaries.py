@@ -21,7 +21,9 @@ tuple (by position), and whether that tensor was backpropagated inside (a traini
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from . import arguments, distributed, graphs, kinds, training
 from .semantic import Semantic
@@ -309,6 +311,8 @@ def step_calls(sem: Semantic, within: ast.AST) -> list[ast.Call]:
 
 def trains(sem: Semantic, within: list[ast.stmt]) -> bool:
     """Whether statements run a backward pass: their own, or in a helper they call."""
+    if not _backward_in_reach(sem):
+        return False
     for node in sem.walk_body(within):
         if not isinstance(node, ast.Call):
             continue
@@ -319,6 +323,14 @@ def trains(sem: Semantic, within: list[ast.stmt]) -> bool:
             if "backward" in of_function(*defined).methods:
                 return True
     return False
+
+
+def _backward_in_reach(sem: Semantic) -> bool:
+    """False when no backward pass can be found from the file (``trains`` is False for all its
+    statements): it is checked on its own, so every helper it calls is its own, and nothing in
+    it is named ``backward`` (``x.backward()``, a launcher's, ``torch.autograd.backward`` under
+    any name it is imported or assigned as)."""
+    return sem.project is not None or training.backward_named(sem)
 
 
 def iteration_loop(sem: Semantic, node: ast.AST) -> training.LoopInfo | None:
@@ -604,42 +616,44 @@ def _item_backpropagated(sem: Semantic, holder: ast.expr, key: ast.expr | None) 
     are on: ``out["loss"].backward()`` for the same ``out`` (for ``key``, that item)."""
     if not isinstance(holder, ast.Name):
         return False
-    binding = sem.lookup(holder.id, holder)
-    if binding is None:
-        return False
-    for call in sem.calls_by_attr.get("backward", ()):
-        tensor = training.tensor_of_backward(call, sem)
-        if (
-            isinstance(tensor, ast.Subscript)
-            and isinstance(tensor.value, ast.Name)
-            and tensor.value.id == holder.id
-            and sem.lookup(holder.id, tensor.value) is binding
-            and (key is None or ast.dump(tensor.slice) == ast.dump(key))
-            and not training.grad_disabled(sem, call)
-            and not _item_replaced(sem, tensor, holder)
-        ):
-            return True
-    return False
+    return any(
+        (key is None or ast.dump(part.slice) == ast.dump(key))
+        and not _item_replaced(sem, part, holder)
+        for _call, part in _backpropagated_parts(sem, holder, ast.Subscript)
+    )
 
 
 def _attribute_backpropagated(sem: Semantic, holder: ast.Name) -> bool:
     """Whether an attribute of the object ``holder`` holds is backpropagated while gradients
     are on, before ``holder`` is read: ``losses.total.backward()`` ... ``return losses``."""
+    return any(
+        training.before(call, holder)
+        for call, _part in _backpropagated_parts(sem, holder, ast.Attribute)
+    )
+
+
+def _backpropagated_parts(
+    sem: Semantic, holder: ast.Name, kind: type[ast.Subscript] | type[ast.Attribute]
+) -> Iterator[tuple[ast.Call, Any]]:
+    """The backward calls, run with gradients on, of an item (``kind`` ``ast.Subscript``) or
+    an attribute (``ast.Attribute``) of the value ``holder`` holds (the same binding), each
+    with that part (``out["loss"]``, ``losses.total``)."""
+    backward = sem.calls_by_attr.get("backward")
+    if not backward:
+        return
     binding = sem.lookup(holder.id, holder)
     if binding is None:
-        return False
-    for call in sem.calls_by_attr.get("backward", ()):
-        tensor = training.tensor_of_backward(call, sem)
+        return
+    for call in backward:
+        part = training.tensor_of_backward(call, sem)
         if (
-            isinstance(tensor, ast.Attribute)
-            and isinstance(tensor.value, ast.Name)
-            and tensor.value.id == holder.id
-            and sem.lookup(holder.id, tensor.value) is binding
+            isinstance(part, kind)
+            and isinstance(part.value, ast.Name)
+            and part.value.id == holder.id
+            and sem.lookup(holder.id, part.value) is binding
             and not training.grad_disabled(sem, call)
-            and training.before(call, holder)
         ):
-            return True
-    return False
+            yield call, part
 
 
 def _fed(sem: Semantic, value: ast.Tuple) -> set[tuple[int, int]]:

@@ -630,6 +630,13 @@ def has_backward_calls(sem: Semantic) -> bool:
     )
 
 
+def backward_named(sem: Semantic) -> bool:
+    """Whether anything in the file is named ``backward`` (``Semantic.mentions``). When nothing
+    is, no call of the file is a backward pass (``is_backward``: a ``.backward()`` call, or
+    ``torch.autograd.backward`` under whatever name the file imports or assigns it as)."""
+    return sem.mentions("backward")
+
+
 def conditions_between(sem: Semantic, node: ast.AST, loop: ast.AST) -> list[ast.AST]:
     """The constructs between ``node`` and ``loop`` that may skip it on an iteration, innermost
     first: ``if`` statements and expressions, ``match``, ``try`` handlers, nested loops."""

@@ -357,6 +357,8 @@ class ZeroGradInAccumulation(Rule):
 
     def check(self, ctx: Context) -> None:
         sem = ctx.sem
+        if not sem.calls_by_attr.get("zero_grad"):
+            return  # every finding is a `zero_grad()` call (`_zeroes`)
         seen: set[ast.Call] = set()
         for loop in training.all_loops(sem):
             if not training.is_iteration_loop(sem, loop):
