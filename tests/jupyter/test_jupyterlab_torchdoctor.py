@@ -613,6 +613,16 @@ def test_measure_this_cell(tmp_path: Path) -> None:
                 "measured: 320.0 KB of activations over 10 forward calls"
             )
             page.screenshot(path=str(SCREENSHOTS / "measure-cell.png"))
+            # The underline's tooltip shows the measurement too.
+            tooltip = _hover_until(
+                page,
+                ".jp-Notebook .jp-Cell:nth-child(2) .cm-lintRange.jp-torchdoctor-mark-TDR105",
+                f"{TOOLTIP}:has(.jp-torchdoctor-measured)",
+            )
+            assert tooltip.query_selector(".jp-torchdoctor-measured").inner_text() == (
+                "320.0 KB of activations over 10 forward calls"
+            )
+            page.screenshot(path=str(SCREENSHOTS / "measured-tooltip.png"))
         reports = list((lab.root / ".torchdoctor_cache" / "runs").glob("*.json"))
         assert len(reports) == 1
 
