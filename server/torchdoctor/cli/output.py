@@ -242,6 +242,17 @@ def sarif(
             result["properties"] = properties
         results.append(result)
     notifications = [{"level": "error", "message": {"text": e.format()}} for e in errors]
+    return sarif_log(
+        rules,
+        results,
+        {"executionSuccessful": not errors, "toolExecutionNotifications": notifications},
+    )
+
+
+def sarif_log(
+    rules: list[dict[str, Any]], results: list[dict[str, Any]], invocation: dict[str, Any]
+) -> dict[str, Any]:
+    """A SARIF 2.1.0 log of one torchdoctor run: its rules, results and invocation."""
     return {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
@@ -256,12 +267,7 @@ def sarif(
                     }
                 },
                 "results": results,
-                "invocations": [
-                    {
-                        "executionSuccessful": not errors,
-                        "toolExecutionNotifications": notifications,
-                    }
-                ],
+                "invocations": [invocation],
             }
         ],
     }

@@ -208,17 +208,9 @@ class Project:
         cached by content; None when it cannot be read or parsed."""
         path = os.path.abspath(path)
         text = self._overlay(path) if self._overlay is not None else None
-        stamp: object
-        if text is not None:
-            stamp = ("text", hash(text), len(text))
-        else:
-            try:
-                st = os.stat(path)
-            except OSError:
-                return None
-            if st.st_size > MAX_MODULE_BYTES:
-                return None
-            stamp = ("disk", st.st_mtime_ns, st.st_size)
+        stamp = _version_stamp(path, text)
+        if stamp is None:
+            return None
         with self._lock:
             cached = self._modules.get(path)
         if cached is not None and cached[0] == stamp:
@@ -538,17 +530,9 @@ class Project:
         """Whether a project module imports torch, and the project modules it imports
         (cached by version); None when it cannot be read."""
         text = self._overlay(path) if self._overlay is not None else None
-        stamp: object
-        if text is not None:
-            stamp = ("text", hash(text), len(text))
-        else:
-            try:
-                st = os.stat(path)
-            except OSError:
-                return None
-            if st.st_size > MAX_MODULE_BYTES:
-                return None
-            stamp = ("disk", st.st_mtime_ns, st.st_size)
+        stamp = _version_stamp(path, text)
+        if stamp is None:
+            return None
         with self._lock:
             known = self._imports.get(path)
         if known is not None and known[0] == stamp:
@@ -1011,3 +995,17 @@ def project_roots(path: str | Path) -> list[str]:
                 roots.append(str(candidate / "src"))
             return roots
     return [str(folder)]
+
+
+def _version_stamp(path: str, text: str | None) -> object | None:
+    """What identifies this version of a module: the editor's text when it is open there,
+    else its size and time on disk; None when it cannot be read or is too large."""
+    if text is not None:
+        return ("text", hash(text), len(text))
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if st.st_size > MAX_MODULE_BYTES:
+        return None
+    return ("disk", st.st_mtime_ns, st.st_size)

@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..cli.output import first_sentence, public_url
+from ..cli.output import first_sentence, public_url, sarif_log
 from ..core.model import is_chinese
 from ..linter.registry import get_rule
 from ..rules.docs import DEFAULT_DOCS_URL
@@ -329,8 +329,6 @@ def ruff_like(f: MeasuredFinding, locale: str) -> dict[str, Any]:
 
 
 def sarif(report: Report, locale: str) -> dict[str, Any]:
-    from .. import __version__
-
     level = {"error": "error", "warning": "warning", "info": "note", "hint": "note"}
     rules = []
     for code in sorted({f.code for f in report.findings}):
@@ -373,37 +371,21 @@ def sarif(report: Report, locale: str) -> dict[str, Any]:
                 "properties": {"measured": f.measured, "summary": summary_of(f, locale)},
             }
         )
-    return {
-        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
-        "version": "2.1.0",
-        "runs": [
-            {
-                "tool": {
-                    "driver": {
-                        "name": "torchdoctor",
-                        "version": __version__,
-                        "informationUri": DEFAULT_DOCS_URL,
-                        "rules": rules,
-                    }
-                },
-                "results": results,
-                "invocations": [
-                    {
-                        "executionSuccessful": report.exit_code == 0
-                        or report.stopped in ("steps", "seconds"),
-                        "exitCode": report.exit_code,
-                        "properties": {
-                            "steps": report.steps,
-                            "stopped": report.stopped,
-                            "durationSeconds": report.duration_s,
-                            "device": report.device,
-                            "peakMemory": report.peak_memory,
-                        },
-                    }
-                ],
-            }
-        ],
-    }
+    return sarif_log(
+        rules,
+        results,
+        {
+            "executionSuccessful": report.exit_code == 0 or report.stopped in ("steps", "seconds"),
+            "exitCode": report.exit_code,
+            "properties": {
+                "steps": report.steps,
+                "stopped": report.stopped,
+                "durationSeconds": report.duration_s,
+                "device": report.device,
+                "peakMemory": report.peak_memory,
+            },
+        },
+    )
 
 
 def main_run(argv: Sequence[str] | None = None) -> int:
