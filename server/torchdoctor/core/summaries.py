@@ -601,9 +601,11 @@ def carried_graph(sem: Semantic, expr: ast.AST, _depth: int = 0) -> str | None:
             found = _held_returned(sem, binding.value, _depth)
             if found is not None and (binding.index in found.items or found.parts):
                 return TENSOR
-            if found is not None and _terms_of_backpropagated(sem, binding.node, found):
+            # ``loss, logs = loss_fn(...)``: ``logs`` holds the terms of the backpropagated loss
+            if found is not None and _paired_with_backpropagated(sem, binding.node, found.fed):
                 return TERMS
-            if found is not None and _term_of_backpropagated_sum(sem, binding.node, found):
+            # ``total, coarse = step(...)``: ``coarse`` was added into the backpropagated total
+            if found is not None and _paired_with_backpropagated(sem, binding.node, found.summed):
                 return TENSOR
             return None
         if binding.how == "loop":
@@ -684,14 +686,18 @@ def _fed(sem: Semantic, value: ast.Tuple) -> set[tuple[int, int]]:
     return out
 
 
-def _terms_of_backpropagated(sem: Semantic, target: ast.AST, found: Returned) -> bool:
-    """``loss, logs = loss_fn(...)`` where ``loss_fn`` computes ``loss`` from the dict
-    ``logs`` and the caller backpropagates ``loss``: ``target`` (``logs``) holds its terms."""
+def _paired_with_backpropagated(
+    sem: Semantic, target: ast.AST, pairs: frozenset[tuple[int, int]]
+) -> bool:
+    """``target`` is item ``i`` of a tuple unpacked from a call, and for a pair ``(i, j)`` the
+    item ``j`` beside it is a name the caller backpropagates: ``loss, logs = loss_fn(...)``
+    (``fed``: ``loss`` computed from the dict ``logs``), ``total, coarse = step(...)``
+    (``summed``: ``coarse`` added into ``total``)."""
     unpacked = sem.parent(target)
-    if not isinstance(unpacked, ast.Tuple) or target not in unpacked.elts:
+    if not pairs or not isinstance(unpacked, ast.Tuple) or target not in unpacked.elts:
         return False
     index = unpacked.elts.index(target)
-    for i, j in found.fed:
+    for i, j in pairs:
         sibling = unpacked.elts[j] if i == index and j < len(unpacked.elts) else None
         if isinstance(sibling, ast.Name) and training.is_backpropagated(sem, sibling):
             return True
@@ -739,21 +745,6 @@ def additive_terms(expr: ast.expr) -> list[ast.expr]:
 
 def _is_number(expr: ast.expr) -> bool:
     return isinstance(expr, ast.Constant) and type(expr.value) in (int, float)
-
-
-def _term_of_backpropagated_sum(sem: Semantic, target: ast.AST, found: Returned) -> bool:
-    """``total, ..., coarse = step(...)`` where ``step`` returns ``coarse`` added into
-    ``total`` and the caller backpropagates ``total``: ``target`` (``coarse``) is a term of
-    the loss, with its graph."""
-    unpacked = sem.parent(target)
-    if not found.summed or not isinstance(unpacked, ast.Tuple) or target not in unpacked.elts:
-        return False
-    index = unpacked.elts.index(target)
-    for i, j in found.summed:
-        sibling = unpacked.elts[j] if i == index and j < len(unpacked.elts) else None
-        if isinstance(sibling, ast.Name) and training.is_backpropagated(sem, sibling):
-            return True
-    return False
 
 
 def _item_replaced(sem: Semantic, item: ast.Subscript, use: ast.AST) -> bool:
