@@ -278,10 +278,11 @@ def group_calls(sem: Semantic) -> list[ast.Call]:
                 found.append(call)
         elif sem.project is not None and not (qual or "").startswith("torch."):
             helper = summaries.called_summary(sem, call.func)
-            if helper is None or helper.sem is sem or _guarded_here(sem, call):
+            if helper is None or helper.sem is sem:
                 continue
             if INIT_PROCESS_GROUP in helper.qualnames or helper.qualnames & COLLECTIVES:
-                found.append(call)
+                if not _guarded_here(sem, call):  # asked last: it reads every enclosing test
+                    found.append(call)
     sem.memo[key] = found
     return found
 

@@ -267,6 +267,9 @@ def _held_eval_models(ctx: Context) -> list[tuple[ast.ClassDef, str]]:
     every method of the class evaluates that model."""
     sem = ctx.sem
     out: list[tuple[ast.ClassDef, str]] = []
+    held: dict[ast.AST, list[tuple[str, list[ast.expr]]]] = {}
+    for (owner, attr), values in sem.self_attr_values.items():
+        held.setdefault(owner, []).append((attr, values))
     for cls in sem.classes:
         if sem.parent(cls) is not sem.tree or kinds.class_kind(sem, cls) is not None:
             continue
@@ -279,20 +282,18 @@ def _held_eval_models(ctx: Context) -> list[tuple[ast.ClassDef, str]]:
             continue
         params = {a.arg for a in (*init.args.args[1:], *init.args.kwonlyargs)}
         signature = arguments.signature_of(init, method=True)
-        for (owner, attr), values in sem.self_attr_values.items():
-            if owner is not cls or len(values) != 1 or not isinstance(values[0], ast.Name):
+        for attr, values in held.get(cls, ()):
+            if len(values) != 1 or not isinstance(values[0], ast.Name):
                 continue
             param = values[0].id
             binding = sem.lookup(param, values[0])
             if param not in params or binding is None or binding.how != "param":
                 continue
-            if any(_switches_to_training(ctx, m, attr) for m in cls.body):
-                continue
             passed = [arguments.bind(c, signature).value(param) for c in calls]
             if all(
                 v is not None and _eval_model_at(ctx, v, c)
                 for v, c in zip(passed, calls, strict=True)
-            ):
+            ) and not any(_switches_to_training(ctx, m, attr) for m in cls.body):
                 out.append((cls, attr))
     return out
 
