@@ -234,6 +234,53 @@ def enclosing_loops(sem: Semantic, node: ast.AST) -> list[LoopInfo]:
     return out
 
 
+def in_loop(sem: Semantic, node: ast.AST) -> bool:
+    """Whether an expression lies in the body (or the target) of a loop of its function, read
+    from the statements of the file's loop bodies (collected once) instead of from every loop
+    around it. A loop's iterable or condition is not in it."""
+    child = node
+    for anc in sem.ancestors(node):
+        if isinstance(anc, ast.Lambda):
+            return False
+        if isinstance(anc, ast.stmt):
+            if isinstance(anc, (*FUNCTION_NODES, ast.ClassDef)):
+                return False  # a decorator, a default, a base: outside the function's loops
+            if isinstance(anc, ast.For | ast.AsyncFor) and child is not anc.iter:
+                return True  # the loop's target
+            return anc in _loop_statements(sem)
+        child = anc
+    return False
+
+
+def _loop_statements(sem: Semantic) -> set[ast.AST]:
+    """The statements in the body (or ``else``) of a loop of the same function: not those of
+    a function or class defined there."""
+    key = "training-loop-statements"
+    known = sem.memo.get(key)
+    if isinstance(known, set):
+        return known
+    found: set[ast.AST] = set()
+    nested = (*FUNCTION_NODES, ast.ClassDef)
+    for loop in sem.loops:
+        if loop in found:
+            continue  # inside a loop already walked
+        todo: list[ast.stmt] = [*loop.body, *loop.orelse]
+        while todo:
+            stmt = todo.pop()
+            found.add(stmt)
+            if isinstance(stmt, nested):
+                continue
+            for block in _STATEMENT_BLOCKS:
+                todo.extend(getattr(stmt, block, ()))
+            for part in (*getattr(stmt, "handlers", ()), *getattr(stmt, "cases", ())):
+                todo.extend(part.body)
+    sem.memo[key] = found
+    return found
+
+
+_STATEMENT_BLOCKS = ("body", "orelse", "finalbody")
+
+
 def loop_uses_loader(sem: Semantic, loop: LoopInfo, loader: ast.expr) -> bool:
     """Whether an epoch-level loop iterates ``loader`` (directly, by passing it to a call, or
     by calling a function of the file that iterates it: a method of the class for a loader kept

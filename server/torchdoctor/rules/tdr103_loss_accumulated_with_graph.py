@@ -166,7 +166,7 @@ class LossAccumulatedWithGraph(Rule):
         assert isinstance(call.func, ast.Attribute)
         meter = call.func.value
         on_self = isinstance(meter, ast.Attribute) and dotted(meter.value) == "self"
-        if not on_self and not training.enclosing_loops(sem, call):
+        if not on_self and not training.in_loop(sem, call):
             return  # neither kept across steps nor called again and again
         values = running_totals.kept_arguments(sem, call)
         if not values or training.grad_disabled(sem, call):
