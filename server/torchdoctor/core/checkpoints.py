@@ -1735,6 +1735,10 @@ def refused_kind(sem: Semantic, value: ast.expr | None, depth: int = 0) -> str |
                     found = refused_kind(sem, passed, depth + 1)
                     if found is not None:
                         return found
+            if any(
+                _object_attribute(sem, use) for use in sem.reads(value.id).get(binding.node, ())
+            ):
+                return OBJECT  # def save(args, path): ... args.lr ...
         return _kind_refused(sem, value)
     if isinstance(value, ast.Attribute):
         if isinstance(value.value, ast.Name) and value.value.id == "self":
@@ -1743,6 +1747,14 @@ def refused_kind(sem: Semantic, value: ast.expr | None, depth: int = 0) -> str |
                 found = refused_kind(sem, bound, depth + 1)
                 if found is not None:
                     return found
+            if any(
+                isinstance(other.value, ast.Name)
+                and other.value.id == "self"
+                and sem.enclosing_class(other) is cls
+                and _object_attribute(sem, other)
+                for other in sem.attributes.get(value.attr, ())
+            ):
+                return OBJECT  # self.args.model read in the class: not a plain value
         return _kind_refused(sem, value)
     if isinstance(value, ast.Subscript):
         inner = value.value
@@ -1752,6 +1764,26 @@ def refused_kind(sem: Semantic, value: ast.expr | None, depth: int = 0) -> str |
     if isinstance(value, ast.Call):
         return _call_refused(sem, value, depth)
     return None
+
+
+# Attributes a tensor or a plain value has that are read without a call (besides PLAIN_ATTRS).
+_DATA_ATTRS = frozenset({
+    "grad", "is_leaf", "grad_fn", "mT", "H", "real", "imag", "layout", "names", "itemsize",
+    "nbytes", "is_sparse",
+})  # fmt: skip
+
+
+def _object_attribute(sem: Semantic, use: ast.expr) -> bool:
+    """Whether the code reads an attribute of ``use`` that no tensor, dict, list or plain value
+    has, without calling it (``args.lr``, ``self.cfg.model``): the value is an object that
+    ``weights_only=True`` refuses (a Namespace, a config, an instance of a class)."""
+    outer = sem.parent(use)
+    if not isinstance(outer, ast.Attribute) or outer.value is not use:
+        return False
+    if outer.attr in PLAIN_ATTRS or outer.attr in _DATA_ATTRS or outer.attr.startswith("_"):
+        return False
+    call = sem.parent(outer)
+    return not (isinstance(call, ast.Call) and call.func is outer)
 
 
 def _parses_args(call: ast.expr) -> bool:
@@ -1854,6 +1886,116 @@ def writers_of(sem: Semantic, load: ast.Call) -> list[Written]:
         holders = [index.by_dict_key.get(k, set()) for k in read]
         hits.update(set.intersection(*holders))
     return [index.writes[at] for at in sorted(hits)]
+
+
+def format_writers(sem: Semantic, load: ast.Call) -> list[Written]:
+    """The saves of the project (any of its modules, not only this folder's scripts) that
+    write the checkpoint format a load reads from a path the analysis cannot follow (a
+    command-line argument), told by the keys the load reads: the save writes every key the
+    load reads without testing for it first (``ckpt["k"]``; keys tested with ``"k" in ckpt``
+    or read with ``.get`` may belong to other formats), and shares with it two keys, or one
+    that is not weights (not a ``state_dict()`` nor a module at the save, not handed to
+    ``load_state_dict`` at the load: a file of weights from anywhere has those). The shared
+    keys must tell the format: every save of the project that writes them all puts an object
+    into its file that ``weights_only=True`` refuses (a project with a weights-only format
+    writing the same keys gives nothing)."""
+    read = keys_read(sem, load)
+    if not read:
+        return []
+    required = read - _tested_keys(sem, load)
+    saves = [w for w in (*writes(sem), *_project_wide_writes(sem)) if w.keys]
+    out: list[Written] = []
+    for written in saves:
+        shared = read & written.keys
+        if not written.held or not shared or not required <= written.keys:
+            continue
+        if len(shared) < 2:
+            (key,) = shared
+            if _weights_entry(written, key) or _loaded_as_state(sem, load, key):
+                continue
+        if all(other.held for other in saves if shared <= other.keys):
+            out.append(written)
+    return out
+
+
+def _tested_keys(sem: Semantic, load: ast.Call) -> frozenset[str]:
+    """The keys the code tests for (``"k" in ckpt``) or reads with a default (``.get``,
+    ``.pop(k, d)``) on a load's value: the file may lack them."""
+    out: set[str] = set()
+    for use in value_uses(sem, load) or ():
+        outer = sem.parent(use)
+        key: ast.expr | None = None
+        if isinstance(outer, ast.Compare) and use in outer.comparators:
+            key = outer.left
+        elif isinstance(outer, ast.Attribute) and outer.attr in ("get", "pop"):
+            call = sem.parent(outer)
+            if (
+                isinstance(call, ast.Call)
+                and call.args
+                and (outer.attr == "get" or len(call.args) > 1)
+            ):
+                key = call.args[0]
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            out.add(key.value)
+    return frozenset(out)
+
+
+def _weights_entry(written: Written, key: str) -> bool:
+    """Whether a save writes a state dict or a module under ``key`` (or what it writes there
+    is not shown)."""
+    sem = written.sem
+    for name, value in _entries(sem, written.obj, written.call):
+        if name != key:
+            continue
+        if isinstance(value, ast.Name):
+            binding = sem.lookup(value.id, value)
+            if binding is not None and binding.how == "assign" and binding.value is not None:
+                value = binding.value
+        if isinstance(value, ast.Call):
+            func = value.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if "state_dict" in called:
+                return True
+        if refused_kind(sem, value) == MODULE or kinds.kind(sem, value) is Kind.MODULE:
+            return True
+    return False
+
+
+def _loaded_as_state(sem: Semantic, load: ast.Call, key: str) -> bool:
+    """Whether the item ``key`` of a load's value goes into a ``load_state_dict``."""
+    items: list[ast.expr] = []
+    for use in value_uses(sem, load) or ():
+        outer = sem.parent(use)
+        if isinstance(outer, ast.Subscript) and outer.value is use:
+            if isinstance(outer.slice, ast.Constant) and outer.slice.value == key:
+                items.append(outer)
+        elif isinstance(outer, ast.Attribute) and outer.attr in ("get", "pop"):
+            call = sem.parent(outer)
+            if isinstance(call, ast.Call) and call.args:
+                first = call.args[0]
+                if isinstance(first, ast.Constant) and first.value == key:
+                    items.append(call)
+    return state_loading(sem, items) in ("strict", "lenient")
+
+
+_PROJECT_WIDE = "checkpoints-project-wide-saves"
+_MAX_SAVING_MODULES = 64  # modules of the project read for the checkpoint formats they save
+
+
+def _project_wide_writes(sem: Semantic) -> list[Written]:
+    """The saves of the project's other modules (those whose text mentions ``save``)."""
+    known = sem.memo.get(_PROJECT_WIDE)
+    if isinstance(known, list):
+        return known
+    out: list[Written] = []
+    sem.memo[_PROJECT_WIDE] = out
+    containing = getattr(sem.project, "containing", None)
+    if containing is None or sem.path is None:
+        return out
+    for other in containing(sem.path, "save", _MAX_SAVING_MODULES):
+        if other.sem is not sem:
+            out.extend(writes(other.sem))
+    return out
 
 
 @dataclass

@@ -430,6 +430,35 @@ class Project:
             self._searched.add(path)
         return out
 
+    def containing(self, path: str, needle: str, limit: int) -> list[Module]:
+        """The project's modules other than ``path`` whose text holds ``needle``, parsed (the
+        first ``limit`` by path, under the folder that holds the module's top-level package);
+        read by the check of ``path`` (``reads``). The modules that write the checkpoints a
+        script reads from a path it is given (``CheckpointSaver`` of ``utils/`` saves what
+        ``average.py`` loads)."""
+        path = os.path.abspath(path)
+        base = os.path.dirname(path)
+        while os.path.isfile(os.path.join(base, "__init__.py")):
+            base = os.path.dirname(base)
+        base = os.path.join(base, "")
+        key = f"\1{base}\0{needle}"
+        with self._lock:
+            hits = self._calling.get(key)
+        if hits is None:
+            hits = []
+            for other in self.files():
+                if other.startswith(base) and needle in (self._raw_text(other) or ""):
+                    hits.append(other)
+                    if len(hits) > limit:
+                        break
+            with self._lock:
+                self._calling[key] = hits
+        out = [m for m in (self.module(h) for h in hits if h != path) if m is not None][:limit]
+        with self._lock:
+            self._used.setdefault(path, set()).update(m.path for m in out)
+            self._searched.add(path)
+        return out
+
     def _raw_text(self, path: str) -> str | None:
         """A file's text as it is searched for names (the editor's, or read from disk)."""
         text = self._overlay(path) if self._overlay is not None else None
