@@ -350,3 +350,34 @@ def test_tdr603_fix_keeps_state_dicts_loading(tmp_path: Path) -> None:
     # load refuse what it used to unpickle (the difference its docs describe).
     assert after == before
     assert "refused UnpicklingError" in after
+
+
+SOMETIMES_WRAPPED = """\
+import sys
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Linear(2, 2)
+if sys.argv[2] == "parallel":
+    model = nn.DataParallel(model)
+torch.save(model.state_dict(), sys.argv[1])
+sd = torch.load(sys.argv[1], weights_only=True)
+print(round(sum(t.sum().item() for t in sd.values()), 5))
+print(sorted(sd))
+"""
+
+
+def test_tdr506_a_model_wrapped_on_some_runs_saves_one_format(tmp_path: Path) -> None:
+    program = _write(tmp_path, SOMETIMES_WRAPPED)
+    path = str(tmp_path / "m.pt")
+    before = {how: _run(program, path, how).splitlines() for how in ("plain", "parallel")}
+    assert _fix(program, "TDR506") == SOMETIMES_WRAPPED  # unsafe only
+    fixed = _fix(program, "TDR506", "--unsafe-fixes")
+    assert 'torch.save(getattr(model, "module", model).state_dict(), sys.argv[1])' in fixed
+    after = {how: _run(program, path, how).splitlines() for how in ("plain", "parallel")}
+    assert before["plain"] == after["plain"]  # a run without the wrapper is unchanged
+    # The documented effect: the wrapped run saves the same weights under the plain keys.
+    assert after["parallel"][0] == before["parallel"][0]
+    assert before["parallel"][1] == "['module.bias', 'module.weight']"
+    assert after["parallel"][1] == "['bias', 'weight']" == after["plain"][1]

@@ -1,13 +1,14 @@
 from __future__ import annotations
 
 import ast
+import os
 from functools import partial
 
-from ..core import checkpoints, fixes, kinds
+from ..core import checkpoints, fixes, kinds, wrapped
 from ..core.context import Context
 from ..core.distributed import wrapper_call
 from ..core.model import Applicability, Fix, Text
-from ..core.semantic import Semantic
+from ..core.semantic import Semantic, dotted
 from .base import Invalid, Rule, Valid
 
 # Wrapping helpers of another module (the multi-file examples' dist_utils.py).
@@ -19,6 +20,16 @@ _WRAP_PY = (
     "    if rank < 0:\n"
     "        return model\n"
     "    return DDP(model.cuda(rank), device_ids=[rank])\n"
+)
+# A training script that wraps its model on multi-GPU runs and saves it through io_utils.py.
+_TRAIN_PY = (
+    "import torch\nfrom io_utils import save_model\n"
+    "def prepare(model):\n    model.train()\n    return model\n"
+    "def fit(model, path):\n    save_model(model, path)\n"
+    "def main(n_gpus):\n"
+    "    model = torch.nn.Linear(2, 2)\n"
+    "    if n_gpus > 1:\n        model = torch.nn.DataParallel(model)\n"
+    "    model = prepare(model)\n    fit(model, 'c.pt')\n"
 )
 _HEAD = (
     "import torch\nfrom torch import nn\n"
@@ -50,13 +61,22 @@ class SaveWrappedStateDict(Rule):
     loading; saving `m.module.state_dict()` avoids it at the source: the file holds the plain
     model's keys, which load into the model with or without a wrapper around it.
 
-    Only names that certainly hold a wrapper where they are saved are reported: a model that
-    is wrapped in one branch only (`model = DDP(model) if distributed else model`) is left
-    alone, since `model.module` would fail in the other branch; one wrapped in each branch of
-    `if use_gpu: ... else: ...` (a name, or `self.model` in the method that saves it) is
-    reported, and so is a copy of its state dict (`copy.deepcopy(self.model.state_dict())`). Nor is a checkpoint that the
-    file resumes from into the wrapper itself (a load of the path it saves into the wrapper's
-    `load_state_dict`, or a call that receives both the wrapper and that path, such as
+    A model wrapped on some runs only (`if n_gpu > 1: model = nn.DataParallel(model)`,
+    `model = DDP(model) if distributed else model`) is reported too: the checkpoint's keys then
+    depend on how many GPUs the run had, and one written on several GPUs does not load into a
+    model on one. The model is followed from the wrap to the save: through its function
+    (`model = model.to(device)` keeps the wrapper), `self.model` assigned in another method of
+    the class, and the calls of the function or class that saves it, also from other modules
+    of the project (a training script that wraps the model it hands to `save_checkpoint` of
+    `utils.py`, or to a trainer's constructor). Such a model is not reported when it is
+    unwrapped again before the save (`model = model.module if hasattr(model, "module") else
+    model`), when the save sits in a branch that tells the two apart (`if isinstance(model,
+    nn.DataParallel): ... else: ...`), or when it is saved as `getattr(model, "module", model)`.
+    A model wrapped in each branch of `if use_gpu: ... else: ...` (a name, or `self.model` in
+    the method that saves it) is a wrapper on every run, and so is reported with the fix
+    below, as is a copy of its state dict (`copy.deepcopy(self.model.state_dict())`). Nor is
+    a checkpoint reported that the file resumes from into the wrapper itself (a load of the
+    path it saves into the wrapper's `load_state_dict`, or a call that receives both the wrapper and that path, such as
     `restart_from_checkpoint(path, state_dict=model)`): the file's own format keeps the
     prefix on both sides.
 
@@ -86,6 +106,13 @@ class SaveWrappedStateDict(Rule):
     container or returned. No edit is offered when such a load has `strict=False`: after the
     fix it would silently load nothing on every resume.
 
+    For a model wrapped on some runs only, `.module` would fail on the others: the fix saves
+    `getattr(m, "module", m).state_dict()` instead, the plain model's keys on every run. It is
+    unsafe: the wrapper comes from other branches, functions or modules, and a load of these
+    checkpoints into the wrapper there (a resume on several GPUs) would miss the `module.`
+    keys. No edit is offered when a load into it in the file has `strict=False`, or when the
+    file rebinds `getattr`.
+
     ## References
     - [Saving and loading models: `DataParallel`](https://pytorch.org/tutorials/beginner/saving_loading_models.html#saving-torch-nn-dataparallel-models)
     - [`DistributedDataParallel`](https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html)
@@ -99,10 +126,25 @@ class SaveWrappedStateDict(Rule):
         # Already the inner model.
         _HEAD + "model = DDP(nn.Linear(2, 2))\ntorch.save(model.module.state_dict(), 'm.pt')\n",
         _HEAD + "net = nn.Linear(2, 2)\nddp = DDP(net)\ntorch.save(net.state_dict(), 'm.pt')\n",
-        # Wrapped in one branch only: `.module` would fail in the other.
-        _HEAD + "model = nn.Linear(2, 2)\nmodel = DDP(model) if distributed else model\n"
+        # Wrapped in one branch, unwrapped again before the save.
+        _HEAD + "model = nn.Linear(2, 2)\nif distributed:\n    model = DDP(model)\n"
+        "train(model)\nmodel = model.module if hasattr(model, 'module') else model\n"
         "torch.save(model.state_dict(), 'm.pt')\n",
         _HEAD + "model = nn.Linear(2, 2)\nif distributed:\n    model = DDP(model)\n"
+        "if isinstance(model, DDP):\n    model = model.module\n"
+        "torch.save(model.state_dict(), 'm.pt')\n",
+        # The branches tell the wrapper from the model; or `getattr` does.
+        _HEAD + "model = nn.Linear(2, 2)\nif distributed:\n    model = DDP(model)\n"
+        "if hasattr(model, 'module'):\n    sd = model.module.state_dict()\n"
+        "else:\n    sd = model.state_dict()\ntorch.save(sd, 'm.pt')\n",
+        _HEAD + "model = nn.Linear(2, 2)\nif distributed:\n    model = DDP(model)\n"
+        "torch.save(getattr(model, 'module', model).state_dict(), 'm.pt')\n",
+        # The wrapper made in one branch is another name: the model saved is never wrapped.
+        _HEAD + "model = nn.Linear(2, 2)\nnet = model\nif distributed:\n    net = DDP(model)\n"
+        "torch.save(model.state_dict(), 'm.pt')\n",
+        # The file resumes from the path it saves into the same object: one format per run.
+        _HEAD + "model = nn.Linear(2, 2)\nif distributed:\n    model = DDP(model)\n"
+        "model.load_state_dict(torch.load('m.pt'))\n"
         "torch.save(model.state_dict(), 'm.pt')\n",
         # Unwrapped again before saving.
         _HEAD + "model = DDP(nn.Linear(2, 2))\nmodel = model.module\n"
@@ -131,22 +173,38 @@ class SaveWrappedStateDict(Rule):
         # The optimizer's state dict is not prefixed.
         _HEAD + "model = DDP(nn.Linear(2, 2))\nopt = torch.optim.SGD(model.parameters())\n"
         "torch.save(opt.state_dict(), 'o.pt')\n",
-        # A helper of another module that may leave the model unwrapped.
+        # A saving helper whose callers in other modules pass the inner model or a plain one.
         Valid(
-            "import torch\nfrom dist_utils import maybe_wrap\n"
-            "model = maybe_wrap(torch.nn.Linear(2, 2), 0)\n"
-            "torch.save({'model': model.state_dict(), 'epoch': 1}, 'c.pt')\n",
-            files=(("dist_utils.py", _WRAP_PY),),
+            "import torch\n"
+            "def save_model(model, path):\n"
+            "    torch.save({'model': model.state_dict()}, path)\n",
+            filename="io_utils.py",
+            files=(
+                (
+                    "train.py",
+                    _TRAIN_PY.replace(
+                        "save_model(model,", "save_model(getattr(model, 'module', model),"
+                    ),
+                ),
+            ),
         ),
-        # Wrapped in one branch of the method only.
-        "import copy\nimport torch\nfrom torch import nn\n"
-        "class Trainable:\n"
-        "    def __init__(self, model):\n        self.model = model\n"
-        "    def fit(self, rank, gpu):\n"
-        "        if gpu:\n"
-        "            self.model = nn.parallel.DistributedDataParallel(self.model.cuda(rank))\n"
-        "        best = copy.deepcopy(self.model.state_dict())\n"
-        "        torch.save(best, 'best.pt')\n",
+        Valid(
+            "import torch\n"
+            "class Trainer:\n"
+            "    def __init__(self, model):\n        self.model = model\n"
+            "    def save(self, path):\n"
+            "        torch.save({'model': self.model.state_dict()}, path)\n",
+            filename="trainer.py",
+            files=(
+                (
+                    "train.py",
+                    "import torch\nfrom trainer import Trainer\n"
+                    "model = torch.nn.Linear(2, 2)\nif torch.cuda.device_count() > 1:\n"
+                    "    wrapped = torch.nn.DataParallel(model)\n"
+                    "Trainer(model.to('cuda')).save('c.pt')\n",
+                ),
+            ),
+        ),
         # Unwrapped again later in the loop: the next iteration saves the plain model.
         "import torch\nfrom torch import nn\n"
         "class Trainer:\n"
@@ -158,6 +216,96 @@ class SaveWrappedStateDict(Rule):
         "            self.net = self.net.module\n",
     )
     INVALID = (
+        # Wrapped in one branch only: the keys depend on the run. The fix works in both.
+        Invalid(
+            _HEAD + "model = nn.Linear(2, 2)\nmodel = DDP(model) if distributed else model\n"
+            "torch.save(model.state_dict(), 'm.pt')\n",
+            fixed=_HEAD + "model = nn.Linear(2, 2)\nmodel = DDP(model) if distributed else model\n"
+            "torch.save(getattr(model, \"module\", model).state_dict(), 'm.pt')\n",
+            lines=(6,),
+        ),
+        Invalid(
+            "import torch\nfrom torch import nn\n"
+            "model = nn.Linear(2, 2)\nif torch.cuda.device_count() > 1:\n"
+            "    model = nn.DataParallel(model)\nmodel = model.to('cuda')\n"
+            "torch.save({'model': model.state_dict()}, 'c.pt')\n",
+            fixed="import torch\nfrom torch import nn\n"
+            "model = nn.Linear(2, 2)\nif torch.cuda.device_count() > 1:\n"
+            "    model = nn.DataParallel(model)\nmodel = model.to('cuda')\n"
+            "torch.save({'model': getattr(model, \"module\", model).state_dict()}, 'c.pt')\n",
+            lines=(7,),
+        ),
+        # `self.model` wrapped in one branch of a method; a copy of its state dict is saved.
+        Invalid(
+            "import copy\nimport torch\nfrom torch import nn\n"
+            "class Trainable:\n"
+            "    def __init__(self, model):\n        self.model = model\n"
+            "    def fit(self, rank, gpu):\n"
+            "        if gpu:\n"
+            "            self.model = nn.parallel.DistributedDataParallel(self.model.cuda(rank))\n"
+            "        best = copy.deepcopy(self.model.state_dict())\n"
+            "        torch.save(best, 'best.pt')\n",
+            fixed="import copy\nimport torch\nfrom torch import nn\n"
+            "class Trainable:\n"
+            "    def __init__(self, model):\n        self.model = model\n"
+            "    def fit(self, rank, gpu):\n"
+            "        if gpu:\n"
+            "            self.model = nn.parallel.DistributedDataParallel(self.model.cuda(rank))\n"
+            '        best = copy.deepcopy(getattr(self.model, "module", self.model).state_dict())\n'
+            "        torch.save(best, 'best.pt')\n",
+            lines=(10,),
+        ),
+        # A helper of another module that may leave the model unwrapped.
+        Invalid(
+            "import torch\nfrom dist_utils import maybe_wrap\n"
+            "model = maybe_wrap(torch.nn.Linear(2, 2), 0)\n"
+            "torch.save({'model': model.state_dict(), 'epoch': 1}, 'c.pt')\n",
+            fixed="import torch\nfrom dist_utils import maybe_wrap\n"
+            "model = maybe_wrap(torch.nn.Linear(2, 2), 0)\n"
+            "torch.save({'model': getattr(model, \"module\", model).state_dict(), 'epoch': 1}, "
+            "'c.pt')\n",
+            files=(("dist_utils.py", _WRAP_PY),),
+            lines=(4,),
+        ),
+        # A saving helper: a training script (another module) wraps the model it passes on
+        # multi-GPU runs, through a function of its own.
+        Invalid(
+            "import torch\n"
+            "def save_model(model, path):\n"
+            "    torch.save({'model': model.state_dict()}, path)\n",
+            fixed="import torch\n"
+            "def save_model(model, path):\n"
+            "    torch.save({'model': getattr(model, \"module\", model).state_dict()}, path)\n",
+            filename="io_utils.py",
+            files=(("train.py", _TRAIN_PY),),
+            lines=(3,),
+        ),
+        # A trainer class keeps the model its caller (another module) wrapped on multi-GPU.
+        Invalid(
+            "import torch\n"
+            "class Trainer:\n"
+            "    def __init__(self, model):\n        self.model = model\n"
+            "    def save(self, path):\n"
+            "        torch.save({'model': self.model.state_dict()}, path)\n",
+            fixed="import torch\n"
+            "class Trainer:\n"
+            "    def __init__(self, model):\n        self.model = model\n"
+            "    def save(self, path):\n"
+            "        torch.save({'model': getattr(self.model, \"module\", self.model).state_dict()}, "
+            "path)\n",
+            filename="trainer.py",
+            files=(
+                (
+                    "train.py",
+                    "import torch\nfrom trainer import Trainer\n"
+                    "def make(model):\n    return Trainer(model)\n"
+                    "model = torch.nn.Linear(2, 2)\nif torch.cuda.device_count() > 1:\n"
+                    "    model = torch.nn.DataParallel(model)\n"
+                    "make(model.to('cuda')).save('c.pt')\n",
+                ),
+            ),
+            lines=(6,),
+        ),
         # Wrapped in each branch of `if use_gpu: ... else: ...` of the method; a copy of the
         # state dict is saved, and loaded back into the wrapper afterwards (the fix is unsafe).
         Invalid(
@@ -329,6 +477,7 @@ class SaveWrappedStateDict(Rule):
             owner = value.func.value
             wrapper = wrapper_call(sem, owner)
             if wrapper is None:
+                self._maybe(ctx, value, owner, save)
                 continue
             reads = checkpoints.wrapper_reads(sem, wrapper)
             if checkpoints.resumes_from(sem, save, reads):
@@ -344,6 +493,59 @@ class SaveWrappedStateDict(Rule):
                 ),
                 fixes=partial(_fix, ctx, owner, reads, text),
             )
+
+    def _maybe(self, ctx: Context, value: ast.Call, owner: ast.expr, save: ast.Call) -> None:
+        """A model wrapped on some runs only: the checkpoint's keys depend on the run."""
+        sem = ctx.sem
+        target = dotted(owner)
+        if target is None or wrapped.told_apart(sem, value, target):
+            return
+        site = wrapped.conditionally_wrapped(sem, owner)
+        if site is None:
+            return
+        reads = [r for r in wrapped.reads_alike(sem, owner) if wrapped.may_wrap(sem, r) is not None]
+        if checkpoints.resumes_from(sem, save, reads):
+            return  # the file's own resume reads its format back into the same object
+        text = ctx.segment(owner)
+        where = _where(sem, site)
+        unwrapped = f'getattr({text}, "module", {text})'
+        ctx.report(
+            value,
+            Text(
+                f"`{text}` is a DDP/DataParallel wrapper on some runs ({where}): the keys of "
+                f"its state dict then start with `module.`, so the checkpoint depends on the "
+                f"run; save `{unwrapped}.state_dict()`",
+                f"`{text}` 在部分运行中是 DDP/DataParallel 包装器（{where}）：此时其 state dict "
+                f"的键都以 `module.` 开头，检查点的格式取决于运行方式；"
+                f"请保存 `{unwrapped}.state_dict()`",
+            ),
+            fixes=partial(_unwrap_fix, ctx, owner, reads, text, unwrapped),
+        )
+
+
+def _where(sem: Semantic, site: wrapped.Site) -> str:
+    other, call = site
+    if other is sem:
+        return f"line {call.lineno}"
+    return f"{os.path.basename(other.path or '')}:{call.lineno}"
+
+
+def _unwrap_fix(
+    ctx: Context, owner: ast.expr, reads: list[ast.expr], text: str, unwrapped: str
+) -> Fix | None:
+    """Save ``getattr(m, "module", m).state_dict()``, right with and without the wrapper:
+    unsafe, since a load elsewhere may read the wrapper's keys back into a wrapper (the model
+    comes from code of several branches or modules); no edit when ``getattr`` is rebound, or
+    when a load into it has ``strict=False``."""
+    if ctx.sem.lookup("getattr", owner) is not None:
+        return None
+    if checkpoints.state_loading(ctx.sem, reads) == "lenient":
+        return None
+    return Fix(
+        Text(f"Save `{unwrapped}.state_dict()`", f"改为保存 `{unwrapped}.state_dict()`"),
+        (fixes.replace(ctx.source, owner, unwrapped),),
+        Applicability.UNSAFE,
+    )
 
 
 def _copied(sem: Semantic, value: ast.expr | None) -> ast.expr | None:
