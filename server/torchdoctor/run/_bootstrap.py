@@ -31,11 +31,17 @@ from typing import Any
 OUT_ENV = "TORCHDOCTOR_RUN_OUT"
 STEPS_ENV = "TORCHDOCTOR_RUN_STEPS"
 SECONDS_ENV = "TORCHDOCTOR_RUN_SECONDS"
+PROFILE_ENV = "TORCHDOCTOR_RUN_PROFILE"  # steps to run under torch.profiler (--profile)
+PROFILE_WARMUP = 2  # optimizer steps before the profiled ones
 _HERE = os.path.abspath(__file__)
 _MAX_TIMELINE = 5000
 _MAX_ROOTS = 4096
 _MARK_EVERY = 4  # after the first 8 steps, graphs of one step in 4 are marked (TDR103)
 _PROBE_EVERY = 16  # forwards known to be backpropagated: one call in 16 is checked (TDR105)
+# The memory in use is read at the end of each of the first _MEMORY_ALL steps, then of one step
+# in _MEMORY_EVERY (reading it costs more than the rest of a step's bookkeeping together).
+_MEMORY_ALL, _MEMORY_EVERY = 16, 4
+_DATA, _FORWARD, _BACKWARD, _OPTIMIZER = 0, 1, 2, 3  # the parts of S.cur
 
 
 class StopRun(BaseException):
@@ -92,8 +98,9 @@ class _State:
         # current step
         self.step_t0 = self.t0
         self.loop_started = False
-        self.cur = {"data_s": 0.0, "forward_s": 0.0, "backward_s": 0.0, "optimizer_s": 0.0}
-        self.timeline: list[dict[str, Any]] = []
+        self.cur = [0.0, 0.0, 0.0, 0.0]  # data, forward, backward, optimizer seconds
+        # (step, data_s, forward_s, backward_s, optimizer_s, total_s, memory_bytes or -1)
+        self.timeline: list[tuple[int, float, float, float, float, float, int]] = []
         self.opt_t0 = 0.0
         # forwards
         self.depth = 0
@@ -128,6 +135,12 @@ class _State:
         self.peak: dict[str, Any] = {"bytes": 0, "path": None, "row": None}
         self.last_site: tuple[str, int, int, int, int] | None = None
         self.device = "cpu"
+        # --profile: steps PROFILE_WARMUP + 1 .. PROFILE_WARMUP + profile_steps under the profiler
+        self.profile_steps = int(os.environ.get(PROFILE_ENV) or 0)
+        self.profile_start = 0
+        self.profiler: Any = None
+        self.profile_module: dict[str, Any] | None = None
+        self.profile_result: dict[str, Any] | None = None
 
 
 S = _State()
@@ -212,18 +225,35 @@ def _user_site(depth: int = 3) -> tuple[str, int, int, int, int] | None:
 
 
 def _end_step() -> None:
+    """Close the step: one tuple in the timeline (made into a dict when written)."""
     now = time.perf_counter()
     cur = S.cur
-    total = now - S.step_t0
-    entry: dict[str, Any] = {"step": S.steps, **{k: round(v, 6) for k, v in cur.items()}}
-    entry["other_s"] = round(max(0.0, total - sum(cur.values())), 6)
-    memory = _memory_now()
-    entry["memory_bytes"] = memory
-    _peak_check(memory)
+    steps = S.steps
+    memory = -1
+    if steps <= _MEMORY_ALL or steps % _MEMORY_EVERY == 0:
+        memory = _memory_now()
+        _peak_check(memory)
     if len(S.timeline) < _MAX_TIMELINE:
-        S.timeline.append(entry)
+        S.timeline.append((steps, cur[0], cur[1], cur[2], cur[3], now - S.step_t0, memory))
     S.step_t0 = now
-    S.cur = {"data_s": 0.0, "forward_s": 0.0, "backward_s": 0.0, "optimizer_s": 0.0}
+    S.cur = [0.0, 0.0, 0.0, 0.0]
+
+
+def _timeline() -> list[dict[str, Any]]:
+    out = []
+    for steps, data, forward, backward, optimizer, total, memory in S.timeline:
+        entry: dict[str, Any] = {
+            "step": steps,
+            "data_s": round(data, 6),
+            "forward_s": round(forward, 6),
+            "backward_s": round(backward, 6),
+            "optimizer_s": round(optimizer, 6),
+            "other_s": round(max(0.0, total - data - forward - backward - optimizer), 6),
+        }
+        if memory >= 0:
+            entry["memory_bytes"] = memory
+        out.append(entry)
+    return out
 
 
 _STATM: list[int] = []  # an open descriptor of /proc/self/statm, read again at each step
@@ -267,12 +297,14 @@ def _opt_pre(optimizer: Any, args: Any, kwargs: Any) -> None:
 
 
 def _opt_post(optimizer: Any, args: Any, kwargs: Any) -> None:
-    S.cur["optimizer_s"] += time.perf_counter() - S.opt_t0
+    S.cur[_OPTIMIZER] += time.perf_counter() - S.opt_t0
     S.grads_pending = False
     S.steps += 1
     key = id(optimizer)
     S.opt_steps[key] = S.opt_steps.get(key, 0) + 1
     _end_step()
+    if S.profile_steps and S.profile_result is None:
+        _profile_tick()
     if not S.cuda_watch_tried and not S.syncs_off and S.torch.cuda.is_initialized():
         _watch_cuda_syncs()
     if S.steps & (S.steps - 1) == 0 or S.steps % 16 == 0:
@@ -281,6 +313,68 @@ def _opt_post(optimizer: Any, args: Any, kwargs: Any) -> None:
         raise StopRun("steps")
     if S.max_seconds and time.perf_counter() - S.t0 >= S.max_seconds:
         raise StopRun("seconds")
+
+
+# ---------------------------------------------------------------------------------------------
+# --profile: a few steps under torch.profiler, then PyTorch's anti-pattern matcher (_profile.py)
+
+
+def _profile_tick() -> None:
+    """At the end of an optimizer step: start the profiler after the warm-up (fewer warm-up
+    steps when --steps leaves no room), stop it and match the patterns after the profiled
+    steps."""
+    warmup = min(PROFILE_WARMUP, S.max_steps - 1) if S.max_steps else PROFILE_WARMUP
+    if S.profiler is None:
+        if warmup >= 1 and S.steps == warmup:
+            try:
+                S.profile_module = _profile_module()
+                S.profiler = S.profile_module["start"](S.torch)
+                S.profile_start = S.steps
+            except Exception as exc:
+                S.profile_result = _profile_failed(exc)
+            S.step_t0 = time.perf_counter()
+    elif S.steps >= S.profile_start + S.profile_steps or (
+        S.max_steps and S.steps >= S.max_steps
+    ):
+        _profile_finish()
+        S.step_t0 = time.perf_counter()
+
+
+def _profile_module() -> dict[str, Any]:
+    path = os.path.join(os.path.dirname(_HERE), "_profile.py")
+    namespace: dict[str, Any] = {"__name__": "_torchdoctor_run_profile", "__file__": path}
+    with open(path, "rb") as f:
+        exec(compile(f.read(), path, "exec", dont_inherit=True), namespace)
+    return namespace
+
+
+def _profile_failed(exc: BaseException) -> dict[str, Any]:
+    detail = f"{type(exc).__name__}: {exc}"[:300]
+    return {"status": "unavailable", "detail": detail, "steps": 0, "patterns": [], "findings": []}
+
+
+def _profile_finish() -> None:
+    """Stop the profiler (if running) and match; when the run ends before the profiled steps,
+    say so."""
+    prof, module = S.profiler, S.profile_module
+    S.profiler = None
+    if prof is None or module is None:
+        if S.profile_result is None:
+            S.profile_result = {
+                "status": "too-few-steps",
+                "detail": "",
+                "steps": 0,
+                "patterns": [],
+                "findings": [],
+            }
+        return
+    steps = S.steps - S.profile_start
+    try:
+        module["stop"](prof)
+        cuda = bool(S.torch.cuda.is_available() and S.torch.cuda.is_initialized())
+        S.profile_result = module["analyse"](prof, S.torch, _is_user, cuda, steps)
+    except Exception as exc:
+        S.profile_result = _profile_failed(exc)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -320,7 +414,7 @@ def _graph_nodes(out: Any, found: list[Any], depth: int = 0) -> None:
 
 def _make_call(original: Any) -> Any:
     def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if _compiling() or S.depth or threading.get_ident() != S.main_thread or _tracing():
+        if S.depth or _compiling() or threading.get_ident() != S.main_thread or _tracing():
             return original(self, *args, **kwargs)
         torch = S.torch
         grad = torch.is_grad_enabled()
@@ -333,14 +427,14 @@ def _make_call(original: Any) -> Any:
         # always were is measured a few times, then estimated from its mean.
         measure = site is None or site.grad_calls < 3 or site.backpropagated < site.grad_calls
         if grad and measure and not _is_compiled(self):
+            S.pack_seen = set()
+            S.pack_bytes = 0
             try:
                 hooks = torch.autograd.graph.saved_tensors_hooks(_pack, _unpack)
                 hooks.__enter__()
             except Exception:
                 hooks = None
         S.depth = 1
-        S.pack_seen = set()
-        S.pack_bytes = 0
         t0 = time.perf_counter()
         if not S.loop_started:
             S.loop_started, S.step_t0 = True, t0
@@ -351,7 +445,7 @@ def _make_call(original: Any) -> Any:
                 hooks.__exit__(None, None, None)
             S.depth = 0
             elapsed = time.perf_counter() - t0
-            S.cur["forward_s"] += elapsed
+            S.cur[_FORWARD] += elapsed
         if site is None:
             return out
         site.calls += 1
@@ -391,7 +485,7 @@ def _make_call(original: Any) -> Any:
         else:
             site.nograd_calls += 1
             site.nograd_seconds += elapsed
-        _note_memory(key)
+        S.last_site = key
         return out
 
     return __call__
@@ -415,7 +509,7 @@ def _is_compiled(module: Any) -> bool:
 
 def _make_backward(original: Any) -> Any:
     def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
-        if _compiling() or S.depth or threading.get_ident() != S.main_thread:
+        if S.depth or _compiling() or threading.get_ident() != S.main_thread:
             return original(tensors, *args, **kwargs)
         torch = S.torch
         key = _user_site(2)
@@ -439,7 +533,7 @@ def _make_backward(original: Any) -> Any:
             return original(tensors, *args, **kwargs)
         finally:
             S.depth = 0
-            S.cur["backward_s"] += time.perf_counter() - t0
+            S.cur[_BACKWARD] += time.perf_counter() - t0
             S.grads_pending = True
             S.backwards += 1
             _note_memory(key)
@@ -726,7 +820,7 @@ def _make_next(original: Any) -> Any:
             return batch
         finally:
             elapsed = time.perf_counter() - t0
-            S.cur["data_s"] += elapsed
+            S.cur[_DATA] += elapsed
             key = _user_site(2)
             if key is not None:
                 entry = S.loaders.get(key)
@@ -956,7 +1050,7 @@ def _findings() -> list[dict[str, Any]]:
                 },
             }
         )
-    loop_seconds = sum(sum(v for k, v in e.items() if k.endswith("_s")) for e in S.timeline) or (
+    loop_seconds = sum(e[5] for e in S.timeline) or (
         time.perf_counter() - S.t0
     )
     for key, entry in S.loaders.items():
@@ -1034,8 +1128,12 @@ def _write() -> None:
             S.peak["bytes"] = max(S.peak["bytes"], rss)
         except (ImportError, OSError):
             pass
+    if S.profile_steps and S.profile_result is None:
+        _profile_finish()
     try:
         findings = _findings()
+        if S.profile_result is not None:
+            findings.extend(S.profile_result.pop("findings", []))
     except Exception:
         findings = []
         S.error = (S.error or "") + "measurement: " + traceback.format_exc(limit=3)
@@ -1047,10 +1145,11 @@ def _write() -> None:
         "device": S.device,
         "duration_s": round(time.perf_counter() - S.t0, 6),
         "started": S.started,
-        "timeline": S.timeline,
+        "timeline": _timeline(),
         "peak_memory": S.peak,
         "findings": findings,
         "kept_series": S.kept_series[-64:],
+        "profile": S.profile_result,
         "error": S.error,
     }
     tmp = path + ".tmp"
