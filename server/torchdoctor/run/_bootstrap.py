@@ -183,14 +183,17 @@ def _is_user(filename: str) -> bool:
     return known
 
 
-_KEYS: dict[tuple[Any, int], tuple[str, int, int, int, int]] = {}
+# (id(code), f_lasti) -> (code, key): keyed by identity, as hashing a code object hashes its
+# constants (a module's: every function in it) on each lookup; the code is kept so that its id
+# is not reused.
+_KEYS: dict[tuple[int, int], tuple[Any, tuple[str, int, int, int, int]]] = {}
 
 
 def _frame_key(frame: Any) -> tuple[str, int, int, int, int]:
     code = frame.f_code
-    cached = _KEYS.get((code, frame.f_lasti))
-    if cached is not None:
-        return cached
+    cached = _KEYS.get((id(code), frame.f_lasti))
+    if cached is not None and cached[0] is code:
+        return cached[1]
     row, end_row, col, end_col = frame.f_lineno, frame.f_lineno, 0, 0
     positions = getattr(code, "co_positions", None)
     if positions is not None and frame.f_lasti >= 0:
@@ -204,7 +207,7 @@ def _frame_key(frame: Any) -> tuple[str, int, int, int, int]:
     if end_row != row:  # a statement over several lines (a `for` loop): its first line only
         end_row, end_col = row, col
     key = (os.path.abspath(code.co_filename), row, col + 1, end_row, end_col + 1)
-    _KEYS[(code, frame.f_lasti)] = key
+    _KEYS[(id(code), frame.f_lasti)] = (code, key)
     return key
 
 
@@ -333,9 +336,7 @@ def _profile_tick() -> None:
             except Exception as exc:
                 S.profile_result = _profile_failed(exc)
             S.step_t0 = time.perf_counter()
-    elif S.steps >= S.profile_start + S.profile_steps or (
-        S.max_steps and S.steps >= S.max_steps
-    ):
+    elif S.steps >= S.profile_start + S.profile_steps or (S.max_steps and S.steps >= S.max_steps):
         _profile_finish()
         S.step_t0 = time.perf_counter()
 
@@ -1050,9 +1051,7 @@ def _findings() -> list[dict[str, Any]]:
                 },
             }
         )
-    loop_seconds = sum(e[5] for e in S.timeline) or (
-        time.perf_counter() - S.t0
-    )
+    loop_seconds = sum(e[5] for e in S.timeline) or (time.perf_counter() - S.t0)
     for key, entry in S.loaders.items():
         share = entry["seconds"] / loop_seconds if loop_seconds else 0.0
         if entry["batches"] >= 2 and share >= 0.25 and entry["seconds"] >= 0.2:
