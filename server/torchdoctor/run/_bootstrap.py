@@ -218,6 +218,19 @@ def _user_frame(depth: int = 2) -> Any:
     return frame
 
 
+def _site_of(frame: Any) -> tuple[str, int, int, int, int] | None:
+    """The user's site for a hooked call whose caller is ``frame``: the cached key when the
+    caller is the user's code at a place seen before (the usual case), else found by walking
+    up the stack."""
+    code = frame.f_code
+    hit = _KEYS.get((id(code), frame.f_lasti))
+    if hit is not None and hit[0] is code:  # only user frames are ever keyed
+        return hit[1]
+    while frame is not None and not _is_user(frame.f_code.co_filename):
+        frame = frame.f_back
+    return None if frame is None else _frame_key(frame)
+
+
 def _user_site(depth: int = 3) -> tuple[str, int, int, int, int] | None:
     frame = _user_frame(depth)
     return None if frame is None else _frame_key(frame)
@@ -277,12 +290,6 @@ def _memory_now() -> int:
         return int(os.pread(_STATM[0], 128, 0).split()[1]) * _STATM[1]
     except (OSError, ValueError, AttributeError, IndexError):
         return 0
-
-
-def _note_memory(site: tuple[str, int, int, int, int] | None) -> None:
-    """Remember the last call of the step; the memory is read once, at the step's end."""
-    if site is not None:
-        S.last_site = site
 
 
 def _peak_check(memory: int) -> None:
@@ -419,7 +426,7 @@ def _make_call(original: Any) -> Any:
             return original(self, *args, **kwargs)
         torch = S.torch
         grad = torch.is_grad_enabled()
-        key = _user_site(2)
+        key = _site_of(sys._getframe(1))
         site = S.sites.get(key) if key is not None else None
         if site is None and key is not None:
             site = S.sites[key] = _Site(key)
@@ -451,8 +458,6 @@ def _make_call(original: Any) -> Any:
             return out
         site.calls += 1
         if grad:
-            nodes: list[Any] = []
-            _graph_nodes(out, nodes)
             # Whether the graph gets backpropagated is checked on every call of a site until
             # its graphs always were, then on one call in _PROBE_EVERY (a hook on the graph
             # costs tens of microseconds).
@@ -462,7 +467,10 @@ def _make_call(original: Any) -> Any:
                 or site.seen % _PROBE_EVERY == 0
             )
             site.seen += 1
-            if nodes and probe:
+            nodes: list[Any] = []
+            if probe:
+                _graph_nodes(out, nodes)
+            if nodes:
                 if hooks is not None:
                     nbytes = S.pack_bytes
                     site.measured_calls += 1
@@ -513,12 +521,22 @@ def _make_backward(original: Any) -> Any:
         if S.depth or _compiling() or threading.get_ident() != S.main_thread:
             return original(tensors, *args, **kwargs)
         torch = S.torch
-        key = _user_site(2)
-        roots = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors or ())
+        # The site is where the memory is attributed when it is read at the end of this step.
+        upcoming = S.steps + 1
+        key = (
+            _site_of(sys._getframe(1))
+            if upcoming <= _MEMORY_ALL or upcoming % _MEMORY_EVERY == 0
+            else None
+        )
         # Marking a graph costs tens of microseconds: the first steps are all marked, then one
         # step in _MARK_EVERY, which then stands for that many.
         weight = 1 if S.steps < 8 else _MARK_EVERY if S.steps % _MARK_EVERY == 0 else 0
-        for root in roots[:8] if weight else ():
+        roots = (
+            ([tensors] if isinstance(tensors, torch.Tensor) else list(tensors or ()))
+            if weight
+            else ()
+        )
+        for root in roots[:8]:
             fn = getattr(root, "grad_fn", None)
             if fn is None or len(S.roots) >= _MAX_ROOTS:
                 continue
@@ -537,7 +555,8 @@ def _make_backward(original: Any) -> Any:
             S.cur[_BACKWARD] += time.perf_counter() - t0
             S.grads_pending = True
             S.backwards += 1
-            _note_memory(key)
+            if key is not None:
+                S.last_site = key
 
     return backward
 
@@ -685,13 +704,14 @@ def _make_sync(original: Any, what: str) -> Any:
     def synchronising(self: Any, *args: Any, **kwargs: Any) -> Any:
         if _compiling():
             return original(self, *args, **kwargs)
-        frame = sys._getframe(1)
-        if (
-            not S.cuda_syncs
-            and _is_user(frame.f_code.co_filename)
-            and threading.get_ident() == S.main_thread
-        ):
-            _count_sync(_frame_key(frame), what, bool(getattr(self, "is_cuda", False)))
+        if not S.cuda_syncs and threading.get_ident() == S.main_thread:
+            frame = sys._getframe(1)  # the direct caller only: the user's own call
+            code = frame.f_code
+            hit = _KEYS.get((id(code), frame.f_lasti))
+            if hit is not None and hit[0] is code:
+                _count_sync(hit[1], what, bool(getattr(self, "is_cuda", False)))
+            elif _is_user(code.co_filename):
+                _count_sync(_frame_key(frame), what, bool(getattr(self, "is_cuda", False)))
         return original(self, *args, **kwargs)
 
     synchronising.__name__ = getattr(original, "__name__", what)
@@ -822,7 +842,7 @@ def _make_next(original: Any) -> Any:
         finally:
             elapsed = time.perf_counter() - t0
             S.cur[_DATA] += elapsed
-            key = _user_site(2)
+            key = _site_of(sys._getframe(1))
             if key is not None:
                 entry = S.loaders.get(key)
                 if entry is None:
@@ -835,8 +855,9 @@ def _make_next(original: Any) -> Any:
                     }
                 entry["batches"] += 0 if ended else 1
                 entry["seconds"] += elapsed
-                count = getattr(self, "_num_yielded", 0)
-                S.max_batches_per_epoch = max(S.max_batches_per_epoch, int(count or 0))
+                count = int(getattr(self, "_num_yielded", 0) or 0)
+                if count > S.max_batches_per_epoch:
+                    S.max_batches_per_epoch = count
                 if id(self) != entry.get("_last_iter"):
                     entry["_last_iter"] = id(self)
                     entry["epochs"] += 1
