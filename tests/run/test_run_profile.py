@@ -69,6 +69,8 @@ def test_profile_reports_the_matchers_patterns_at_the_users_lines(tmp_path, td, 
     conv = found[("TDR409", row(path, "loss = nn.functional.mse_loss(model(x)"))]
     assert "Conv2dBiasFollowedByBatchNorm2dPattern" in conv["message"]
     assert conv["name"] == "profiler-anti-pattern"
+    assert conv["url"].endswith("/run/#profile")
+    assert zero["url"].endswith("/rules/TDR111/")
     profile = _report(tmp_path / "out")["profile"]
     assert profile["status"] == "ok"
     assert profile["steps"] == 3

@@ -288,9 +288,10 @@ def url_of(code: str, locale: str) -> str:
     if get_rule(code) is not None:
         return public_url(code, None, locale)
     base = os.environ.get("TORCHDOCTOR_DOCS_URL") or DEFAULT_DOCS_URL
+    anchor = "#profile" if code == findings.PROFILER_CODE else ""
     if is_chinese(locale):
-        return base.rstrip("/") + "/zh/run/"
-    return base.rstrip("/") + "/run/#what-is-measured"
+        return base.rstrip("/") + "/zh/run/" + anchor
+    return base.rstrip("/") + "/run/" + (anchor or "#what-is-measured")
 
 
 def _severity(code: str) -> str:
