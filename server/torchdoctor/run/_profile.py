@@ -35,6 +35,9 @@ _MAX_MATCHES = 10000
 
 def start(torch: Any) -> Any:
     """Start the profiler; its object (stopped with :func:`stop`)."""
+    enabled = getattr(torch.autograd, "_profiler_enabled", None)
+    if enabled is not None and enabled():
+        raise RuntimeError("a profiler is already running (the script's own)")
     activities = [torch.profiler.ProfilerActivity.CPU]
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         activities.append(torch.profiler.ProfilerActivity.CUDA)
