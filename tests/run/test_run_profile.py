@@ -171,3 +171,20 @@ def test_profile_steps_is_bounded(tmp_path, td) -> None:
     run = td("run", "--profile", "--profile-steps", "0", str(_write(tmp_path, FIXED)))
     assert run.code == 2
     assert "--profile-steps must be 1 to 20" in run.err
+
+
+def test_a_script_profiling_itself_keeps_its_profiler(tmp_path, td) -> None:
+    body = FIXED.split("for step in range(8):")[0] + (
+        "with torch.profiler.profile() as own:\n"
+        "    for step in range(8):\n"
+        "        optimizer.zero_grad()\n"
+        "        loss = nn.functional.mse_loss(model(x), targets(16))\n"
+        "        loss.backward()\n"
+        "        optimizer.step()\n"
+        "print('own events', len(own.events()) > 0)\n"
+    )
+    run = td("run", "--profile", "--report", "out", str(_write(tmp_path, body)))
+    assert "own events True" in run.out, run.out + run.err
+    profile = _report(tmp_path / "out")["profile"]
+    assert profile["status"] == "unavailable"
+    assert "already running" in profile["detail"]
