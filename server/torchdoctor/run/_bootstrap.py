@@ -31,11 +31,17 @@ from typing import Any
 OUT_ENV = "TORCHDOCTOR_RUN_OUT"
 STEPS_ENV = "TORCHDOCTOR_RUN_STEPS"
 SECONDS_ENV = "TORCHDOCTOR_RUN_SECONDS"
+PROFILE_ENV = "TORCHDOCTOR_RUN_PROFILE"  # steps to run under torch.profiler (--profile)
+PROFILE_WARMUP = 2  # optimizer steps before the profiled ones
 _HERE = os.path.abspath(__file__)
 _MAX_TIMELINE = 5000
 _MAX_ROOTS = 4096
 _MARK_EVERY = 4  # after the first 8 steps, graphs of one step in 4 are marked (TDR103)
 _PROBE_EVERY = 16  # forwards known to be backpropagated: one call in 16 is checked (TDR105)
+# The memory in use is read at the end of each of the first _MEMORY_ALL steps, then of one step
+# in _MEMORY_EVERY (reading it costs more than the rest of a step's bookkeeping together).
+_MEMORY_ALL, _MEMORY_EVERY = 16, 4
+_DATA, _FORWARD, _BACKWARD, _OPTIMIZER = 0, 1, 2, 3  # the parts of S.cur
 
 
 class StopRun(BaseException):
@@ -92,8 +98,9 @@ class _State:
         # current step
         self.step_t0 = self.t0
         self.loop_started = False
-        self.cur = {"data_s": 0.0, "forward_s": 0.0, "backward_s": 0.0, "optimizer_s": 0.0}
-        self.timeline: list[dict[str, Any]] = []
+        self.cur = [0.0, 0.0, 0.0, 0.0]  # data, forward, backward, optimizer seconds
+        # (step, data_s, forward_s, backward_s, optimizer_s, total_s, memory_bytes or -1)
+        self.timeline: list[tuple[int, float, float, float, float, float, int]] = []
         self.opt_t0 = 0.0
         # forwards
         self.depth = 0
@@ -128,6 +135,12 @@ class _State:
         self.peak: dict[str, Any] = {"bytes": 0, "path": None, "row": None}
         self.last_site: tuple[str, int, int, int, int] | None = None
         self.device = "cpu"
+        # --profile: steps PROFILE_WARMUP + 1 .. PROFILE_WARMUP + profile_steps under the profiler
+        self.profile_steps = int(os.environ.get(PROFILE_ENV) or 0)
+        self.profile_start = 0
+        self.profiler: Any = None
+        self.profile_module: dict[str, Any] | None = None
+        self.profile_result: dict[str, Any] | None = None
 
 
 S = _State()
@@ -170,14 +183,17 @@ def _is_user(filename: str) -> bool:
     return known
 
 
-_KEYS: dict[tuple[Any, int], tuple[str, int, int, int, int]] = {}
+# (id(code), f_lasti) -> (code, key): keyed by identity, as hashing a code object hashes its
+# constants (a module's: every function in it) on each lookup; the code is kept so that its id
+# is not reused.
+_KEYS: dict[tuple[int, int], tuple[Any, tuple[str, int, int, int, int]]] = {}
 
 
 def _frame_key(frame: Any) -> tuple[str, int, int, int, int]:
     code = frame.f_code
-    cached = _KEYS.get((code, frame.f_lasti))
-    if cached is not None:
-        return cached
+    cached = _KEYS.get((id(code), frame.f_lasti))
+    if cached is not None and cached[0] is code:
+        return cached[1]
     row, end_row, col, end_col = frame.f_lineno, frame.f_lineno, 0, 0
     positions = getattr(code, "co_positions", None)
     if positions is not None and frame.f_lasti >= 0:
@@ -191,7 +207,7 @@ def _frame_key(frame: Any) -> tuple[str, int, int, int, int]:
     if end_row != row:  # a statement over several lines (a `for` loop): its first line only
         end_row, end_col = row, col
     key = (os.path.abspath(code.co_filename), row, col + 1, end_row, end_col + 1)
-    _KEYS[(code, frame.f_lasti)] = key
+    _KEYS[(id(code), frame.f_lasti)] = (code, key)
     return key
 
 
@@ -200,6 +216,19 @@ def _user_frame(depth: int = 2) -> Any:
     while frame is not None and not _is_user(frame.f_code.co_filename):
         frame = frame.f_back
     return frame
+
+
+def _site_of(frame: Any) -> tuple[str, int, int, int, int] | None:
+    """The user's site for a hooked call whose caller is ``frame``: the cached key when the
+    caller is the user's code at a place seen before (the usual case), else found by walking
+    up the stack."""
+    code = frame.f_code
+    hit = _KEYS.get((id(code), frame.f_lasti))
+    if hit is not None and hit[0] is code:  # only user frames are ever keyed
+        return hit[1]
+    while frame is not None and not _is_user(frame.f_code.co_filename):
+        frame = frame.f_back
+    return None if frame is None else _frame_key(frame)
 
 
 def _user_site(depth: int = 3) -> tuple[str, int, int, int, int] | None:
@@ -212,18 +241,35 @@ def _user_site(depth: int = 3) -> tuple[str, int, int, int, int] | None:
 
 
 def _end_step() -> None:
+    """Close the step: one tuple in the timeline (made into a dict when written)."""
     now = time.perf_counter()
     cur = S.cur
-    total = now - S.step_t0
-    entry: dict[str, Any] = {"step": S.steps, **{k: round(v, 6) for k, v in cur.items()}}
-    entry["other_s"] = round(max(0.0, total - sum(cur.values())), 6)
-    memory = _memory_now()
-    entry["memory_bytes"] = memory
-    _peak_check(memory)
+    steps = S.steps
+    memory = -1
+    if steps <= _MEMORY_ALL or steps % _MEMORY_EVERY == 0:
+        memory = _memory_now()
+        _peak_check(memory)
     if len(S.timeline) < _MAX_TIMELINE:
-        S.timeline.append(entry)
+        S.timeline.append((steps, cur[0], cur[1], cur[2], cur[3], now - S.step_t0, memory))
     S.step_t0 = now
-    S.cur = {"data_s": 0.0, "forward_s": 0.0, "backward_s": 0.0, "optimizer_s": 0.0}
+    S.cur = [0.0, 0.0, 0.0, 0.0]
+
+
+def _timeline() -> list[dict[str, Any]]:
+    out = []
+    for steps, data, forward, backward, optimizer, total, memory in S.timeline:
+        entry: dict[str, Any] = {
+            "step": steps,
+            "data_s": round(data, 6),
+            "forward_s": round(forward, 6),
+            "backward_s": round(backward, 6),
+            "optimizer_s": round(optimizer, 6),
+            "other_s": round(max(0.0, total - data - forward - backward - optimizer), 6),
+        }
+        if memory >= 0:
+            entry["memory_bytes"] = memory
+        out.append(entry)
+    return out
 
 
 _STATM: list[int] = []  # an open descriptor of /proc/self/statm, read again at each step
@@ -246,12 +292,6 @@ def _memory_now() -> int:
         return 0
 
 
-def _note_memory(site: tuple[str, int, int, int, int] | None) -> None:
-    """Remember the last call of the step; the memory is read once, at the step's end."""
-    if site is not None:
-        S.last_site = site
-
-
 def _peak_check(memory: int) -> None:
     if memory > S.peak["bytes"]:
         site = S.last_site
@@ -267,12 +307,14 @@ def _opt_pre(optimizer: Any, args: Any, kwargs: Any) -> None:
 
 
 def _opt_post(optimizer: Any, args: Any, kwargs: Any) -> None:
-    S.cur["optimizer_s"] += time.perf_counter() - S.opt_t0
+    S.cur[_OPTIMIZER] += time.perf_counter() - S.opt_t0
     S.grads_pending = False
     S.steps += 1
     key = id(optimizer)
     S.opt_steps[key] = S.opt_steps.get(key, 0) + 1
     _end_step()
+    if S.profile_steps and S.profile_result is None:
+        _profile_tick()
     if not S.cuda_watch_tried and not S.syncs_off and S.torch.cuda.is_initialized():
         _watch_cuda_syncs()
     if S.steps & (S.steps - 1) == 0 or S.steps % 16 == 0:
@@ -281,6 +323,66 @@ def _opt_post(optimizer: Any, args: Any, kwargs: Any) -> None:
         raise StopRun("steps")
     if S.max_seconds and time.perf_counter() - S.t0 >= S.max_seconds:
         raise StopRun("seconds")
+
+
+# ---------------------------------------------------------------------------------------------
+# --profile: a few steps under torch.profiler, then PyTorch's anti-pattern matcher (_profile.py)
+
+
+def _profile_tick() -> None:
+    """At the end of an optimizer step: start the profiler after the warm-up (fewer warm-up
+    steps when --steps leaves no room), stop it and match the patterns after the profiled
+    steps."""
+    warmup = min(PROFILE_WARMUP, S.max_steps - 1) if S.max_steps else PROFILE_WARMUP
+    if S.profiler is None:
+        if warmup >= 1 and S.steps == warmup:
+            try:
+                S.profile_module = _profile_module()
+                S.profiler = S.profile_module["start"](S.torch)
+                S.profile_start = S.steps
+            except Exception as exc:
+                S.profile_result = _profile_failed(exc)
+            S.step_t0 = time.perf_counter()
+    elif S.steps >= S.profile_start + S.profile_steps or (S.max_steps and S.steps >= S.max_steps):
+        _profile_finish()
+        S.step_t0 = time.perf_counter()
+
+
+def _profile_module() -> dict[str, Any]:
+    path = os.path.join(os.path.dirname(_HERE), "_profile.py")
+    namespace: dict[str, Any] = {"__name__": "_torchdoctor_run_profile", "__file__": path}
+    with open(path, "rb") as f:
+        exec(compile(f.read(), path, "exec", dont_inherit=True), namespace)
+    return namespace
+
+
+def _profile_failed(exc: BaseException) -> dict[str, Any]:
+    detail = f"{type(exc).__name__}: {exc}"[:300]
+    return {"status": "unavailable", "detail": detail, "steps": 0, "patterns": [], "findings": []}
+
+
+def _profile_finish() -> None:
+    """Stop the profiler (if running) and match; when the run ends before the profiled steps,
+    say so."""
+    prof, module = S.profiler, S.profile_module
+    S.profiler = None
+    if prof is None or module is None:
+        if S.profile_result is None:
+            S.profile_result = {
+                "status": "too-few-steps",
+                "detail": "",
+                "steps": 0,
+                "patterns": [],
+                "findings": [],
+            }
+        return
+    steps = S.steps - S.profile_start
+    try:
+        module["stop"](prof)
+        cuda = bool(S.torch.cuda.is_available() and S.torch.cuda.is_initialized())
+        S.profile_result = module["analyse"](prof, S.torch, _is_user, cuda, steps)
+    except Exception as exc:
+        S.profile_result = _profile_failed(exc)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -320,11 +422,11 @@ def _graph_nodes(out: Any, found: list[Any], depth: int = 0) -> None:
 
 def _make_call(original: Any) -> Any:
     def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if _compiling() or S.depth or threading.get_ident() != S.main_thread or _tracing():
+        if S.depth or _compiling() or threading.get_ident() != S.main_thread or _tracing():
             return original(self, *args, **kwargs)
         torch = S.torch
         grad = torch.is_grad_enabled()
-        key = _user_site(2)
+        key = _site_of(sys._getframe(1))
         site = S.sites.get(key) if key is not None else None
         if site is None and key is not None:
             site = S.sites[key] = _Site(key)
@@ -333,14 +435,14 @@ def _make_call(original: Any) -> Any:
         # always were is measured a few times, then estimated from its mean.
         measure = site is None or site.grad_calls < 3 or site.backpropagated < site.grad_calls
         if grad and measure and not _is_compiled(self):
+            S.pack_seen = set()
+            S.pack_bytes = 0
             try:
                 hooks = torch.autograd.graph.saved_tensors_hooks(_pack, _unpack)
                 hooks.__enter__()
             except Exception:
                 hooks = None
         S.depth = 1
-        S.pack_seen = set()
-        S.pack_bytes = 0
         t0 = time.perf_counter()
         if not S.loop_started:
             S.loop_started, S.step_t0 = True, t0
@@ -351,13 +453,11 @@ def _make_call(original: Any) -> Any:
                 hooks.__exit__(None, None, None)
             S.depth = 0
             elapsed = time.perf_counter() - t0
-            S.cur["forward_s"] += elapsed
+            S.cur[_FORWARD] += elapsed
         if site is None:
             return out
         site.calls += 1
         if grad:
-            nodes: list[Any] = []
-            _graph_nodes(out, nodes)
             # Whether the graph gets backpropagated is checked on every call of a site until
             # its graphs always were, then on one call in _PROBE_EVERY (a hook on the graph
             # costs tens of microseconds).
@@ -367,7 +467,10 @@ def _make_call(original: Any) -> Any:
                 or site.seen % _PROBE_EVERY == 0
             )
             site.seen += 1
-            if nodes and probe:
+            nodes: list[Any] = []
+            if probe:
+                _graph_nodes(out, nodes)
+            if nodes:
                 if hooks is not None:
                     nbytes = S.pack_bytes
                     site.measured_calls += 1
@@ -391,7 +494,7 @@ def _make_call(original: Any) -> Any:
         else:
             site.nograd_calls += 1
             site.nograd_seconds += elapsed
-        _note_memory(key)
+        S.last_site = key
         return out
 
     return __call__
@@ -415,15 +518,25 @@ def _is_compiled(module: Any) -> bool:
 
 def _make_backward(original: Any) -> Any:
     def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
-        if _compiling() or S.depth or threading.get_ident() != S.main_thread:
+        if S.depth or _compiling() or threading.get_ident() != S.main_thread:
             return original(tensors, *args, **kwargs)
         torch = S.torch
-        key = _user_site(2)
-        roots = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors or ())
+        # The site is where the memory is attributed when it is read at the end of this step.
+        upcoming = S.steps + 1
+        key = (
+            _site_of(sys._getframe(1))
+            if upcoming <= _MEMORY_ALL or upcoming % _MEMORY_EVERY == 0
+            else None
+        )
         # Marking a graph costs tens of microseconds: the first steps are all marked, then one
         # step in _MARK_EVERY, which then stands for that many.
         weight = 1 if S.steps < 8 else _MARK_EVERY if S.steps % _MARK_EVERY == 0 else 0
-        for root in roots[:8] if weight else ():
+        roots = (
+            ([tensors] if isinstance(tensors, torch.Tensor) else list(tensors or ()))
+            if weight
+            else ()
+        )
+        for root in roots[:8]:
             fn = getattr(root, "grad_fn", None)
             if fn is None or len(S.roots) >= _MAX_ROOTS:
                 continue
@@ -439,10 +552,11 @@ def _make_backward(original: Any) -> Any:
             return original(tensors, *args, **kwargs)
         finally:
             S.depth = 0
-            S.cur["backward_s"] += time.perf_counter() - t0
+            S.cur[_BACKWARD] += time.perf_counter() - t0
             S.grads_pending = True
             S.backwards += 1
-            _note_memory(key)
+            if key is not None:
+                S.last_site = key
 
     return backward
 
@@ -590,13 +704,14 @@ def _make_sync(original: Any, what: str) -> Any:
     def synchronising(self: Any, *args: Any, **kwargs: Any) -> Any:
         if _compiling():
             return original(self, *args, **kwargs)
-        frame = sys._getframe(1)
-        if (
-            not S.cuda_syncs
-            and _is_user(frame.f_code.co_filename)
-            and threading.get_ident() == S.main_thread
-        ):
-            _count_sync(_frame_key(frame), what, bool(getattr(self, "is_cuda", False)))
+        if not S.cuda_syncs and threading.get_ident() == S.main_thread:
+            frame = sys._getframe(1)  # the direct caller only: the user's own call
+            code = frame.f_code
+            hit = _KEYS.get((id(code), frame.f_lasti))
+            if hit is not None and hit[0] is code:
+                _count_sync(hit[1], what, bool(getattr(self, "is_cuda", False)))
+            elif _is_user(code.co_filename):
+                _count_sync(_frame_key(frame), what, bool(getattr(self, "is_cuda", False)))
         return original(self, *args, **kwargs)
 
     synchronising.__name__ = getattr(original, "__name__", what)
@@ -726,8 +841,8 @@ def _make_next(original: Any) -> Any:
             return batch
         finally:
             elapsed = time.perf_counter() - t0
-            S.cur["data_s"] += elapsed
-            key = _user_site(2)
+            S.cur[_DATA] += elapsed
+            key = _site_of(sys._getframe(1))
             if key is not None:
                 entry = S.loaders.get(key)
                 if entry is None:
@@ -740,8 +855,9 @@ def _make_next(original: Any) -> Any:
                     }
                 entry["batches"] += 0 if ended else 1
                 entry["seconds"] += elapsed
-                count = getattr(self, "_num_yielded", 0)
-                S.max_batches_per_epoch = max(S.max_batches_per_epoch, int(count or 0))
+                count = int(getattr(self, "_num_yielded", 0) or 0)
+                if count > S.max_batches_per_epoch:
+                    S.max_batches_per_epoch = count
                 if id(self) != entry.get("_last_iter"):
                     entry["_last_iter"] = id(self)
                     entry["epochs"] += 1
@@ -956,9 +1072,7 @@ def _findings() -> list[dict[str, Any]]:
                 },
             }
         )
-    loop_seconds = sum(sum(v for k, v in e.items() if k.endswith("_s")) for e in S.timeline) or (
-        time.perf_counter() - S.t0
-    )
+    loop_seconds = sum(e[5] for e in S.timeline) or (time.perf_counter() - S.t0)
     for key, entry in S.loaders.items():
         share = entry["seconds"] / loop_seconds if loop_seconds else 0.0
         if entry["batches"] >= 2 and share >= 0.25 and entry["seconds"] >= 0.2:
@@ -1034,8 +1148,12 @@ def _write() -> None:
             S.peak["bytes"] = max(S.peak["bytes"], rss)
         except (ImportError, OSError):
             pass
+    if S.profile_steps and S.profile_result is None:
+        _profile_finish()
     try:
         findings = _findings()
+        if S.profile_result is not None:
+            findings.extend(S.profile_result.pop("findings", []))
     except Exception:
         findings = []
         S.error = (S.error or "") + "measurement: " + traceback.format_exc(limit=3)
@@ -1047,10 +1165,11 @@ def _write() -> None:
         "device": S.device,
         "duration_s": round(time.perf_counter() - S.t0, 6),
         "started": S.started,
-        "timeline": S.timeline,
+        "timeline": _timeline(),
         "peak_memory": S.peak,
         "findings": findings,
         "kept_series": S.kept_series[-64:],
+        "profile": S.profile_result,
         "error": S.error,
     }
     tmp = path + ".tmp"

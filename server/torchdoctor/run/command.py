@@ -35,6 +35,8 @@ EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 #: How long after ``--seconds`` the script gets to stop on its own before SIGTERM, and after
 #: SIGTERM before SIGKILL.
 GRACE_S, KILL_AFTER_S = 30.0, 5.0
+#: ``--profile``: optimizer steps under torch.profiler (bounded: its traces grow with each step).
+PROFILE_STEPS, MAX_PROFILE_STEPS = 3, 20
 
 # Only builtins until the working folder is off sys.path; the bootstrap's own imports follow.
 LOADER = (
@@ -58,6 +60,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--steps", type=int, default=None, help="Stop after N optimizer steps.")
     p.add_argument("--seconds", type=float, default=None, help="Stop after S seconds.")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="Also run a few steps (after 2 warm-up steps) under torch.profiler and report "
+        "what PyTorch's anti-pattern matcher finds there.",
+    )
+    p.add_argument(
+        "--profile-steps",
+        type=int,
+        default=PROFILE_STEPS,
+        metavar="N",
+        help=f"Steps under the profiler with --profile (1 to {MAX_PROFILE_STEPS}, "
+        f"default {PROFILE_STEPS}).",
+    )
     p.add_argument("--output-format", choices=("text", "json", "sarif"), default="text")
     p.add_argument("--report", metavar="DIR", help="Also write report.json and index.html here.")
     p.add_argument("--python", metavar="PYTHON", help="The interpreter (default: this one).")
@@ -84,6 +100,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ):
         print("torchdoctor run: error: --steps and --seconds must be positive", file=sys.stderr)
         return EXIT_ERROR
+    if not 1 <= args.profile_steps <= MAX_PROFILE_STEPS:
+        print(
+            f"torchdoctor run: error: --profile-steps must be 1 to {MAX_PROFILE_STEPS}",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
     python = args.python or sys.executable
     report = execute(
         python,
@@ -92,6 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         steps=args.steps,
         seconds=args.seconds,
         script_stdout_to_stderr=args.output_format != "text",
+        profile_steps=args.profile_steps if args.profile else 0,
     )
     if report is None:
         print(f"torchdoctor run: error: cannot start {python}", file=sys.stderr)
@@ -127,6 +150,7 @@ def execute(
     steps: int | None = None,
     seconds: float | None = None,
     script_stdout_to_stderr: bool = False,
+    profile_steps: int = 0,
 ) -> Report | None:
     """Run ``script`` with ``argv`` under instrumentation; None when the interpreter cannot
     start."""
@@ -138,6 +162,7 @@ def execute(
         env[_bootstrap.OUT_ENV] = out
         env[_bootstrap.STEPS_ENV] = str(steps or "")
         env[_bootstrap.SECONDS_ENV] = str(seconds or "")
+        env[_bootstrap.PROFILE_ENV] = str(profile_steps or "")
         command = [python, "-c", LOADER, _bootstrap.__file__, script, *argv]
         popen_kw: dict[str, Any] = {"env": env}
         if script_stdout_to_stderr:
@@ -176,7 +201,17 @@ def execute(
         findings=findings.build(raw),
         timeline=list(raw.get("timeline") or []),
         peak_memory=dict(raw.get("peak_memory") or {}),
+        profile=_profile_of(raw, profile_steps),
     )
+
+
+def _profile_of(raw: dict[str, Any], profile_steps: int) -> dict[str, Any] | None:
+    if not profile_steps:
+        return None
+    got = raw.get("profile")
+    if not isinstance(got, dict):
+        return {"status": "too-few-steps", "detail": "", "steps": 0, "patterns": []}
+    return {k: got.get(k) for k in ("status", "detail", "steps", "patterns") if k in got}
 
 
 def _wait(child: subprocess.Popen[bytes], seconds: float | None) -> bool:
@@ -253,9 +288,10 @@ def url_of(code: str, locale: str) -> str:
     if get_rule(code) is not None:
         return public_url(code, None, locale)
     base = os.environ.get("TORCHDOCTOR_DOCS_URL") or DEFAULT_DOCS_URL
+    anchor = "#profile" if code == findings.PROFILER_CODE else ""
     if is_chinese(locale):
-        return base.rstrip("/") + "/zh/run/"
-    return base.rstrip("/") + "/run/#what-is-measured"
+        return base.rstrip("/") + "/zh/run/" + anchor
+    return base.rstrip("/") + "/run/" + (anchor or "#what-is-measured")
 
 
 def _severity(code: str) -> str:
@@ -307,6 +343,9 @@ def text_lines(report: Report, locale: str) -> list[str]:
         )
         steps = f"{report.steps} optimizer {'step' if report.steps == 1 else 'steps'}"
         lines.append(f"Ran {report.duration_s:.1f} s, {steps}, stopped at {stop[0]}. {found}")
+    note = findings.profile_note(report, locale)
+    if note:
+        lines.append(note)
     return lines
 
 
@@ -383,6 +422,7 @@ def sarif(report: Report, locale: str) -> dict[str, Any]:
                 "durationSeconds": report.duration_s,
                 "device": report.device,
                 "peakMemory": report.peak_memory,
+                **({"profile": report.profile} if report.profile is not None else {}),
             },
         },
     )

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from .report import MeasuredFinding
+from ..core.model import is_chinese
+from .report import MeasuredFinding, Report
 
 #: A code that no static rule has: host-device synchronisations in the training loop are only
 #: ever measured (a static rule cannot know which tensor lives on the GPU).
 SYNC_CODE = "TDR408"
+#: PyTorch's profiler anti-patterns (``torchdoctor run --profile``) that no static rule has.
+PROFILER_CODE = "TDR409"
 
 #: Measured-only codes, with a name and a one-line description (English, Chinese).
 MEASURED_ONLY = {
@@ -17,7 +20,65 @@ MEASURED_ONLY = {
         "A call in the training loop copies a tensor's value to the host: on a GPU, every such "
         "call waits for all queued kernels.",
         "训练循环中的调用把张量的值复制到主机：在 GPU 上，每次这样的调用都要等待所有排队的内核。",
-    )
+    ),
+    PROFILER_CODE: (
+        "profiler-anti-pattern",
+        "PyTorch's profiler matched one of its anti-patterns (a loop indexing a tensor element by "
+        "element, a Conv2d with a bias followed by BatchNorm2d, a single-tensor optimizer, FP32 "
+        "matmuls where TF32 is available, a tensor filled on the CPU and copied to the GPU, an "
+        "FP16 matmul with dimensions not multiple of 8) in steps run under `torch.profiler`.",
+        "PyTorch 性能分析器在 `torch.profiler` 下运行的步中匹配到它的一种反模式（逐元素索引张量的"
+        "循环、带偏置且后接 BatchNorm2d 的 Conv2d、单张量实现的优化器、可用 TF32 时的 FP32 矩阵乘法、"
+        "在 CPU 上填充再复制到 GPU 的张量、维度不是 8 的倍数的 FP16 矩阵乘法）。",
+    ),
+}
+
+#: What each pattern of ``torch.profiler._pattern_matcher`` means, and what to do (English,
+#: Chinese).
+PATTERNS: dict[str, tuple[str, str, str, str]] = {
+    # pattern: (what, what_zh, advice, advice_zh)
+    "GradNotSetToNonePattern": (
+        "`zero_grad` wrote zeros into the gradients",
+        "`zero_grad` 向梯度写入了零",
+        "drop `set_to_none=False` so that gradients are set to None",
+        "去掉 `set_to_none=False`，让梯度置为 None",
+    ),
+    "ForLoopIndexingPattern": (
+        "a loop indexed a tensor one element at a time",
+        "循环逐个元素地索引张量",
+        "vectorise it (one indexing with a tensor of indices, or a slice)",
+        "请向量化（用索引张量或切片一次完成）",
+    ),
+    "Conv2dBiasFollowedByBatchNorm2dPattern": (
+        "a Conv2d with a bias was followed by BatchNorm2d, which cancels the bias",
+        "带偏置的 Conv2d 后接 BatchNorm2d，偏置被抵消",
+        "pass `bias=False` to that Conv2d",
+        "请给该 Conv2d 传入 `bias=False`",
+    ),
+    "OptimizerSingleTensorPattern": (
+        "the optimizer ran its single-tensor implementation",
+        "优化器使用了单张量实现",
+        "pass `foreach=True` (or `fused=True`) to the optimizer",
+        "请给优化器传入 `foreach=True`（或 `fused=True`）",
+    ),
+    "FP32MatMulPattern": (
+        "matrix multiplications ran in FP32 on a GPU that supports TF32",
+        "在支持 TF32 的 GPU 上以 FP32 做矩阵乘法",
+        "allow TF32 (`torch.backends.cuda.matmul.allow_tf32 = True`) where its precision is enough",
+        "在精度足够时允许 TF32（`torch.backends.cuda.matmul.allow_tf32 = True`）",
+    ),
+    "ExtraCUDACopyPattern": (
+        "a tensor was filled on the CPU and then copied to the GPU",
+        "张量先在 CPU 上填充再复制到 GPU",
+        "create it on the GPU (`device=`)",
+        "请直接在 GPU 上创建（`device=`）",
+    ),
+    "MatMulDimInFP16Pattern": (
+        "FP16/BF16 matrix multiplications had dimensions not multiple of 8",
+        "FP16/BF16 矩阵乘法的维度不是 8 的倍数",
+        "pad the dimensions to multiples of 8",
+        "请把维度补齐到 8 的倍数",
+    ),
 }
 
 
@@ -206,6 +267,8 @@ def _one(item: dict[str, Any], device: str) -> MeasuredFinding | None:
             measured=m,
             **where,
         )
+    if kind == "profiler-pattern":
+        return _profiler_pattern(item, m, where)
     if kind == "scheduler-granularity":
         count, steps = int(m.get("count", 0)), int(m.get("steps", 0))
         scheduler = str(item.get("scheduler") or "scheduler")
@@ -225,3 +288,65 @@ def _one(item: dict[str, Any], device: str) -> MeasuredFinding | None:
             **where,
         )
     return None
+
+
+def _profiler_pattern(
+    item: dict[str, Any], m: dict[str, Any], where: dict[str, Any]
+) -> MeasuredFinding | None:
+    pattern = str(item.get("pattern") or "")
+    text = PATTERNS.get(pattern)
+    if text is None:
+        return None
+    what, what_zh, advice, advice_zh = text
+    count, steps = int(m.get("count", 0)), int(m.get("steps", 0))
+    code = str(item.get("code") or PROFILER_CODE)
+    if code not in ("TDR111", PROFILER_CODE):
+        code = PROFILER_CODE
+    return MeasuredFinding(
+        code=code,
+        message=f"Measured by PyTorch's profiler ({pattern}): {what}, "
+        f"{_plural(count, 'time', 'times')} in {_plural(steps, 'profiled step', 'profiled steps')}"
+        f"; {advice}",
+        message_zh=f"PyTorch 性能分析器实测（{pattern}）：{what_zh}，在 {steps} 个分析步中 "
+        f"{count} 次；{advice_zh}",
+        summary=f"profiler: {what} ({count}x in {steps} steps)",
+        summary_zh=f"性能分析器：{what_zh}（{steps} 步中 {count} 次）",
+        measured=m,
+        **where,
+    )
+
+
+def profile_note(report: Report, locale: str) -> str | None:
+    """One sentence on what ``--profile`` did, or why it could not."""
+    p = report.profile
+    if p is None:
+        return None
+    status, detail = str(p.get("status") or ""), str(p.get("detail") or "")
+    steps, patterns = int(p.get("steps") or 0), [str(x) for x in p.get("patterns") or []]
+    zh = is_chinese(locale)
+    if status == "ok":
+        names = ", ".join(patterns) or "-"
+        if zh:
+            text = f"性能分析：在 torch.profiler 下运行了 {steps} 步，检查了 PyTorch 的反模式：{names}。"
+            return text + (f"（{detail}）" if detail else "")
+        text = (
+            f"Profiled {steps} {'step' if steps == 1 else 'steps'} under torch.profiler; "
+            f"PyTorch's anti-patterns checked: {names}."
+        )
+        return text + (f" ({detail})" if detail else "")
+    if status == "unavailable":
+        if zh:
+            return (
+                "性能分析：此 torch 中 PyTorch 的反模式匹配器（私有模块 "
+                f"torch.profiler._pattern_matcher）不可用（{detail}），未做匹配。"
+            )
+        return (
+            "Profile: PyTorch's anti-pattern matcher (the private module "
+            f"torch.profiler._pattern_matcher) is not usable with this torch ({detail}); "
+            "nothing was matched."
+        )
+    if zh:
+        return "性能分析：脚本的优化器步数太少（至少需要 2 步），未运行性能分析器。"
+    return (
+        "Profile: the script made too few optimizer steps (2 at least); the profiler did not run."
+    )

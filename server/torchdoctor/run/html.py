@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from ..core.model import is_chinese
-from .findings import human_bytes
+from .findings import human_bytes, profile_note
 from .report import Report
 
 PARTS = (
@@ -151,6 +151,8 @@ def render(report: Report, locale: str = "en") -> str:
     ]
     facts_html = "".join(f"<tr><th>{_esc(k)}</th><td>{_esc(v)}</td></tr>" for k, v in facts)
     title = _t(locale, "torchdoctor run", "torchdoctor run 报告")
+    note = profile_note(report, locale)
+    profile_html = f"<p>{_esc(note)}</p>" if note else ""
     return f"""<!doctype html>
 <html lang="{"zh-CN" if zh else "en"}"><head><meta charset="utf-8">
 <title>{_esc(title)}: {_esc(os.path.basename(report.script))}</title>
@@ -164,6 +166,7 @@ th {{ background: #f6f6f6; }}
 <table>{facts_html}</table>
 <h2>{_esc(_t(locale, "Findings", "实测问题"))}</h2>
 {table}
+{profile_html}
 <h2>{_esc(_t(locale, "Step time", "每步耗时"))}</h2>
 {step_chart(report.timeline, locale)}
 <h2>{_esc(_t(locale, "Memory over steps", "各步内存"))}</h2>

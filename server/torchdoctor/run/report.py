@@ -76,11 +76,14 @@ class Report:
     findings: list[MeasuredFinding] = field(default_factory=list)
     timeline: list[dict[str, Any]] = field(default_factory=list)
     peak_memory: dict[str, Any] = field(default_factory=dict)
+    #: ``--profile`` only: {"status": ok | unavailable | too-few-steps, "detail", "steps",
+    #: "patterns"}
+    profile: dict[str, Any] | None = None
     version: int = VERSION
     torchdoctor: str = __version__
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "version": self.version,
             "torchdoctor": self.torchdoctor,
             "script": self.script,
@@ -96,6 +99,9 @@ class Report:
             "timeline": self.timeline,
             "peak_memory": self.peak_memory,
         }
+        if self.profile is not None:
+            data["profile"] = self.profile
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Report:
@@ -112,6 +118,7 @@ class Report:
             findings=[MeasuredFinding.from_json(f) for f in data.get("findings") or []],
             timeline=list(data.get("timeline") or []),
             peak_memory=dict(data.get("peak_memory") or {}),
+            profile=dict(data["profile"]) if isinstance(data.get("profile"), dict) else None,
             version=int(data.get("version") or VERSION),
             torchdoctor=str(data.get("torchdoctor") or ""),
         )
