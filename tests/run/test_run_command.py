@@ -69,6 +69,34 @@ def test_seconds_stop_a_training_loop_that_never_ends(script, td) -> None:
     assert len(report.timeline) == report.steps
 
 
+def test_a_second_stop_request_neither_interrupts_the_ending_nor_replaces_its_reason(
+    script, td
+) -> None:
+    # The alarm of --seconds and SIGTERM arrive while the run is already ending at --steps
+    # (as when a step's time check and the alarm both fall due): the run ends as the first
+    # request said, with its report.
+    body = """
+    import itertools
+    import os
+    import signal
+
+    try:
+        for step in itertools.count():
+            optimizer.zero_grad()
+            nn.functional.mse_loss(model(dataset.tensors[0]), dataset.tensors[1]).backward()
+            optimizer.step()
+    finally:
+        os.kill(os.getpid(), signal.SIGALRM)
+        os.kill(os.getpid(), signal.SIGTERM)
+        print("unwound")
+    """
+    run = td("run", "--steps", "3", "--seconds", "600", str(script(body)))
+    assert run.code == 0, run.err
+    assert "unwound" in run.out
+    report = read_reports(run.cwd)[0]
+    assert (report.steps, report.stopped, report.exit_code) == (3, "steps", 0)
+
+
 def test_seconds_stop_a_script_that_never_steps(script, td) -> None:
     run = td(
         "run",

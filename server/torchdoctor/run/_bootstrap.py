@@ -94,6 +94,7 @@ class _State:
         self.steps = 0
         self.stopped = "exit"
         self.exit_code = 0
+        self.stopping = False  # set once the run is ending: later stop requests are ignored
         self.error: str | None = None
         # current step
         self.step_t0 = self.t0
@@ -320,9 +321,19 @@ def _opt_post(optimizer: Any, args: Any, kwargs: Any) -> None:
     if S.steps & (S.steps - 1) == 0 or S.steps % 16 == 0:
         _check_kept_graphs()
     if S.max_steps and S.steps >= S.max_steps:
-        raise StopRun("steps")
+        _stop("steps")
     if S.max_seconds and time.perf_counter() - S.t0 >= S.max_seconds:
-        raise StopRun("seconds")
+        _stop("seconds")
+
+
+def _stop(why: str) -> None:
+    """End the script with ``StopRun(why)``, once: a second request (the ``--seconds`` alarm
+    arriving as a step's own time check stops the run, SIGTERM while the script unwinds) is
+    ignored, so it cannot interrupt the ending of the run or replace the first reason."""
+    if S.stopping:
+        return
+    S.stopping = True
+    raise StopRun(why)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1183,7 +1194,7 @@ def _on_signal(signum: int, frame: Any) -> None:
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
         return
-    raise StopRun("seconds" if signum == getattr(signal, "SIGALRM", -1) else "interrupted")
+    _stop("seconds" if signum == getattr(signal, "SIGALRM", -1) else "interrupted")
 
 
 def main() -> None:
@@ -1213,18 +1224,22 @@ def main() -> None:
     except StopRun as stop:
         S.stopped = stop.why
     except SystemExit as exc:
+        S.stopping = True
         S.exit_code = _exit_status(exc.code)
         S.stopped = "exit" if S.exit_code == 0 else "error"
     except KeyboardInterrupt:
+        S.stopping = True
         S.stopped = "interrupted"
         S.exit_code = 130
     except BaseException as exc:
+        S.stopping = True
         S.stopped = "error"
         S.exit_code = 1
         # As Python prints it: from the script's frames on, without this function's.
         tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
         traceback.print_exception(type(exc), exc, tb)
     finally:
+        S.stopping = True  # an alarm or SIGTERM from here on must not interrupt the report
         if hasattr(signal, "setitimer"):
             signal.setitimer(signal.ITIMER_REAL, 0)
         if hasattr(signal, "SIGTERM"):
