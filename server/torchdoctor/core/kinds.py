@@ -116,15 +116,14 @@ def kind(sem: Semantic, expr: ast.AST | None, _depth: int = 0) -> Kind | None:
     if expr is None or _depth > 12:
         return None
     sem = sem.owner(expr)  # a node of another project module is read with that module's facts
-    cache: dict[int, Kind | None] | None = sem.memo.get(_KINDS)  # type: ignore[assignment]
+    cache: dict[ast.AST, Kind | None] | None = sem.memo.get(_KINDS)  # type: ignore[assignment]
     if cache is None:
         cache = sem.memo[_KINDS] = {}
-    key = id(expr)
-    if key in cache:
-        return cache[key]
-    cache[key] = None  # recursion guard
+    if expr in cache:
+        return cache[expr]
+    cache[expr] = None  # recursion guard
     result = _kind(sem, expr, _depth)
-    cache[key] = result
+    cache[expr] = result
     return result
 
 

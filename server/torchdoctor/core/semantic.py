@@ -427,7 +427,7 @@ class Semantic:
         self._blocks: dict[ast.AST, int] = {}  # statement -> its index in its block
         self._binding_index: dict[int, tuple[int, dict[int, int]]] = {}
         self._reads: dict[str, dict[ast.AST, list[ast.Name]]] = {}  # see ``reads``
-        self._lookups: dict[tuple[str, ast.AST], Binding | None] = {}  # see ``lookup``
+        self._lookups: dict[object, Binding | None] = {}  # see ``lookup``
 
     def release(self) -> None:
         """Drop the derived facts, which refer back to these (a function's summary, a name's
@@ -958,7 +958,8 @@ class Semantic:
             other = self._foreign(at)
             if other is not None:
                 return other.lookup(name, at)
-        key = (name, at)
+        # A name read is its own key (most lookups): no tuple kept per lookup.
+        key: object = at if type(at) is ast.Name and at.id == name else (name, at)
         found = self._lookups.get(key, _UNKNOWN)
         if found is not _UNKNOWN:
             return found  # type: ignore[return-value]
