@@ -8,8 +8,10 @@ from what the code does, where such a loader is kept and which loops over epochs
   file whose ``sampler=`` is built by a ``DistributedSampler(...)`` call that shuffles, wherever
   it lands: a name, ``self.attr``, a dict item, a name bound to what a local builder function
   (or a method, for ``self.attr = self.build(...)``) returns, a builder of another project
-  module (``loader, sampler = build_loader(ds)``), and the ``self.attr`` a class keeps it in
-  when the loader is handed to its constructor (``SampledLoader``);
+  module (``loader, sampler = build_loader(ds)``), the ``self.attr`` a class keeps it in
+  when the loader is handed to its constructor, and a name bound to what a method of an object
+  the project makes returns when that method was handed the loader and cannot be read
+  (``model, dl = backend.distribute(..., data=loader)``) (``SampledLoader``);
 - ``epoch_loops``: the outermost loops (with the loops nested in them) that iterate such a
   loader, directly, through ``iter(loader)``, or through a function they call;
 - ``functions_setting_epoch`` / ``sets_epoch``: whether statements call ``set_epoch``, also
@@ -83,8 +85,8 @@ def _loaders(sem: Semantic, call: ast.Call) -> list[SampledLoader]:
         ref = sampler
     out: list[SampledLoader] = []
     for target in _targets(sem, call):
-        returned = isinstance(target, _Returned)
-        own = target.target if isinstance(target, _Returned) else target
+        returned = isinstance(target, _Returned | _Through)
+        own = target.target if isinstance(target, _Returned | _Through) else target
         base = _base_name(own)
         binding = sem.lookup(base.id, base) if isinstance(base, ast.Name) else None
         cls = sem.enclosing_class(own) if isinstance(own, ast.Attribute) else None
@@ -102,8 +104,12 @@ def _loaders(sem: Semantic, call: ast.Call) -> list[SampledLoader]:
                 created[0],
                 call,
                 guard,
-                # An item of a dict may be replaced by another loader: no fix.
-                fixable and not (returned and guard) and not isinstance(own, ast.Subscript),
+                # An item of a dict may be replaced by another loader, and what a method returns
+                # may be another one: no fix.
+                fixable
+                and not (returned and guard)
+                and not isinstance(own, ast.Subscript)
+                and not isinstance(target, _Through),
             )
         )
     return out
@@ -111,7 +117,7 @@ def _loaders(sem: Semantic, call: ast.Call) -> list[SampledLoader]:
 
 def _targets(
     sem: Semantic, call: ast.Call
-) -> list[ast.Name | ast.Attribute | ast.Subscript | _Returned]:
+) -> list[ast.Name | ast.Attribute | ast.Subscript | _Returned | _Through]:
     """Where the DataLoader lands: ``loader = DataLoader(...)``, ``self.loader = ...``,
     or a name assigned from a local function that returns it."""
     parent = sem.parent(call)
@@ -123,7 +129,7 @@ def _targets(
         if isinstance(target, ast.Name):
             function = sem.enclosing_function(call)
             returned = _returned_name(sem, function, target.id) if function else []
-            return [target, *returned]
+            return [target, *returned, *_handed_over(sem, target)]
         if (
             isinstance(target, ast.Attribute)
             and isinstance(target.value, ast.Name)
@@ -220,6 +226,60 @@ def _call_sites(
             elt = target.elts[index]
             assert isinstance(elt, ast.Name)
             yield _Returned(elt)
+
+
+@dataclass
+class _Through:
+    """A name bound to what a method the project's code provides returns, when it was handed
+    the DataLoader and its body cannot be read (``summaries.opaque_project_method``)."""
+
+    target: ast.Name
+
+
+def _handed_over(sem: Semantic, loader: ast.Name) -> list[_Through]:
+    """``(model, opt, dl2, sched) = backend.distribute(..., training_data=ds if ds_only else
+    dl)``: the names bound to what such a method returns that a ``for`` loop of the file
+    iterates (through ``enumerate``, ``tqdm``...): the loop may go over the loader handed in, or
+    over a wrapper iterating it."""
+    binding = sem.lookup(loader.id, loader)
+    if binding is None:
+        return []
+    out: list[_Through] = []
+    for use in sem.reads(loader.id).get(binding.node, ()):
+        arg: ast.AST = use
+        parent = sem.parent(arg)
+        if isinstance(parent, ast.IfExp) and arg is not parent.test:
+            arg, parent = parent, sem.parent(parent)  # one branch of ``a if c else b``
+        if isinstance(parent, ast.keyword):
+            arg, parent = parent, sem.parent(parent)
+        if not isinstance(parent, ast.Call) or arg is parent.func:
+            continue
+        if not summaries.opaque_project_method(sem, parent.func):
+            continue
+        assign = sem.parent(parent)
+        if not isinstance(assign, ast.Assign) or len(assign.targets) != 1:
+            continue
+        dest = assign.targets[0]
+        for name in dest.elts if isinstance(dest, ast.Tuple | ast.List) else [dest]:
+            if isinstance(name, ast.Name) and _iterated(sem, name):
+                out.append(_Through(name))
+    return out
+
+
+def _iterated(sem: Semantic, name: ast.Name) -> bool:
+    """Whether a ``for`` loop of the file iterates the value bound at ``name``."""
+    binding = sem.lookup(name.id, name)
+    for loop in sem.loops:
+        if not isinstance(loop, ast.For | ast.AsyncFor):
+            continue
+        for each in training.iterated_candidates(loop.iter):
+            if (
+                isinstance(each, ast.Name)
+                and each.id == name.id
+                and sem.lookup(each.id, each) is binding
+            ):
+                return True
+    return False
 
 
 def _returned_name(

@@ -222,6 +222,20 @@ def instance_method(
     return None if made is None else _method(made[0], made[1], callee.attr)
 
 
+def opaque_project_method(sem: Semantic, callee: ast.expr) -> bool:
+    """``backend.distribute`` after ``backend = utils.make_backend(args)``: a method called on
+    a name the project's own code made (a call of a class or function of the file or of another
+    project module), whose body cannot be read (``instance_method`` finds none): what it
+    returns may be what it was handed."""
+    if not isinstance(callee, ast.Attribute) or not isinstance(callee.value, ast.Name):
+        return False
+    receiver = callee.value
+    binding = sem.lookup(receiver.id, receiver)
+    if binding is None or binding.how != "assign" or not isinstance(binding.value, ast.Call):
+        return False
+    return _made_by_definition(sem, binding.value.func) and instance_method(sem, callee) is None
+
+
 def _made_by_definition(sem: Semantic, func: ast.expr) -> bool:
     """``Meter``, ``meters.Meter``, ``build_meter``: a callee that names a class or a function
     of the file, or an import from the project, not a value or an installed package."""
