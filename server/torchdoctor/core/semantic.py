@@ -310,6 +310,7 @@ _CHUNK_LISTS = (
     "star_imports",
 )
 _CHUNK_INDEXES = ("calls_by_attr", "calls_by_name", "attributes", "names", "self_attr_values")
+_CHUNK_SETS = ("call_bound", "call_kept_attrs")
 
 
 class _ChunkFacts:
@@ -360,6 +361,8 @@ class _ChunkFacts:
             index = getattr(sem, name)
             for key, values in getattr(part, name).items():
                 index[key].extend(values)
+        for name in _CHUNK_SETS:
+            getattr(sem, name).update(getattr(part, name))
 
 
 class Semantic:
@@ -406,6 +409,10 @@ class Semantic:
         self.classes: list[ast.ClassDef] = []
         self.star_imports: list[ast.ImportFrom] = []  # ``from m import *`` at module level
         self.self_attr_values: dict[tuple[ast.AST, str], list[ast.expr]] = defaultdict(list)
+        # Names an assignment binds to a call's result, and attributes of ``self`` a method
+        # assigns a call's result to: what may hold an instance the file's code made.
+        self.call_bound: set[str] = set()
+        self.call_kept_attrs: set[str] = set()
         self._qual_cache: dict[ast.AST, str | None] = {}
         self.name_scopes: dict[ast.AST, Scope] = {}  # the scope of each node asked about
         # Facts derived by the subject modules (kinds, training, data...), computed once per file.
@@ -581,6 +588,8 @@ class Semantic:
             dest.bindings[target.id].append(
                 Binding(target.id, target, how, dest.node, value, index)
             )
+            if how == "assign" and type(value) is ast.Call:
+                self.call_bound.add(target.id)
         elif isinstance(target, ast.Tuple | ast.List):
             for i, elt in enumerate(target.elts):
                 if isinstance(elt, ast.Starred):
@@ -599,6 +608,8 @@ class Semantic:
             cls = self._enclosing_class_of_scope(scope)
             if cls is not None:
                 self.self_attr_values[(cls, target.attr)].append(value)
+                if type(value) is ast.Call:
+                    self.call_kept_attrs.add(target.attr)
 
     def _enclosing_class_of_scope(self, scope: Scope) -> ast.ClassDef | None:
         if isinstance(scope.node, FUNCTION_NODES) and scope.parent is not None:

@@ -197,6 +197,8 @@ def instance_method(
         return None
     owner = sem.owner(callee)
     receiver = callee.value
+    if not may_hold_instance(owner, receiver):
+        return None
     values: list[ast.expr | None] = []
     key: tuple[object, ...]
     if isinstance(receiver, ast.Name):
@@ -220,6 +222,15 @@ def instance_method(
         return None
     made = instance_class(owner, receiver)
     return None if made is None else _method(made[0], made[1], callee.attr)
+
+
+def may_hold_instance(sem: Semantic, receiver: ast.expr) -> bool:
+    """A quick test ``instance_method`` makes first: a name some assignment binds to a call's
+    result, or an attribute of ``self`` some method assigns one to (most receivers are modules,
+    parameters and ``self``: no lookup is made for them)."""
+    if isinstance(receiver, ast.Name):
+        return receiver.id in sem.call_bound
+    return isinstance(receiver, ast.Attribute) and receiver.attr in sem.call_kept_attrs
 
 
 def opaque_project_method(sem: Semantic, callee: ast.expr) -> bool:

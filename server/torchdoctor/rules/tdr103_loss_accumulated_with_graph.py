@@ -165,6 +165,8 @@ class LossAccumulatedWithGraph(Rule):
         sem = ctx.sem
         assert isinstance(call.func, ast.Attribute)
         meter = call.func.value
+        if not summaries.may_hold_instance(sem.owner(meter), meter):
+            return  # not an instance the code made: no method of it can be read
         on_self = isinstance(meter, ast.Attribute) and dotted(meter.value) == "self"
         if not on_self and not training.in_loop(sem, call):
             return  # neither kept across steps nor called again and again
