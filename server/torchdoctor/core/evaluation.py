@@ -938,24 +938,39 @@ def calls_train(ctx: Context, stmt: ast.stmt) -> bool:
     return False
 
 
-def called_without_grad(
-    ctx: Context,
-    func: ast.FunctionDef | ast.AsyncFunctionDef,
-    _seen: frozenset[ast.AST] = frozenset(),
-) -> bool:
+def called_without_grad(ctx: Context, func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """Whether a call of ``func`` runs with gradients off, or its result is backpropagated;
     also a call from a function of the file whose own call does (``_run_target`` called by
-    ``_translate_batch``, which ``translate_batch`` calls under ``torch.no_grad()``)."""
+    ``_translate_batch``, which ``translate_batch`` calls under ``torch.no_grad()``), up to five
+    callers up. Worked out once per function, each caller read once (breadth first)."""
     sem = ctx.sem
-    seen = _seen | {func}
-    for call in (*sem.calls_by_name.get(func.name, ()), *sem.calls_by_attr.get(func.name, ())):
-        if training.grad_disabled(sem, call) or backpropagated(ctx, call):
-            return True
-        caller = sem.enclosing_function(call)
-        if caller is not None and caller not in seen and len(seen) < 6:
-            if called_without_grad(ctx, caller, seen):
-                return True
-    return False
+    memo = sem.memo.setdefault("evaluation-called-without-grad", {})
+    assert isinstance(memo, dict)
+    known = memo.get(func)
+    if known is not None:
+        return known
+    found = False
+    level: list[ast.FunctionDef | ast.AsyncFunctionDef] = [func]
+    seen: set[ast.AST] = {func}
+    for _depth in range(6):  # the function, then its callers up to five levels up
+        callers: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+        for each in level:
+            named = (*sem.calls_by_name.get(each.name, ()), *sem.calls_by_attr.get(each.name, ()))
+            for call in named:
+                if training.grad_disabled(sem, call) or backpropagated(ctx, call):
+                    found = True
+                    break
+                caller = sem.enclosing_function(call)
+                if caller is not None and caller not in seen:
+                    seen.add(caller)
+                    callers.append(caller)
+            if found:
+                break
+        if found or not callers:
+            break
+        level = callers
+    memo[func] = found
+    return found
 
 
 def backpropagated(ctx: Context, call: ast.Call) -> bool:
