@@ -153,8 +153,17 @@ class LossAccumulatedWithGraph(Rule):
             if not trains and flow.returned:
                 continue  # terms of the loss a function returns (a loss module's forward)
             self._report(ctx, node, value, flow, tensor=held == summaries.TENSOR)
+        # Only a method of an instance the code made can keep what it is handed: the receiver
+        # is a name bound to a call's result or an attribute of ``self`` assigned one.
+        bound, kept = sem.call_bound, sem.call_kept_attrs
         for calls in list(sem.calls_by_attr.values()):
             for call in calls:
+                receiver = call.func.value  # type: ignore[attr-defined]  # calls of attributes
+                if type(receiver) is ast.Name:
+                    if receiver.id not in bound:
+                        continue
+                elif type(receiver) is not ast.Attribute or receiver.attr not in kept:
+                    continue
                 if call.args or call.keywords:
                     self._check_kept(ctx, call)
 
@@ -165,8 +174,6 @@ class LossAccumulatedWithGraph(Rule):
         sem = ctx.sem
         assert isinstance(call.func, ast.Attribute)
         meter = call.func.value
-        if not summaries.may_hold_instance(sem.owner(meter), meter):
-            return  # not an instance the code made: no method of it can be read
         on_self = isinstance(meter, ast.Attribute) and dotted(meter.value) == "self"
         if not on_self and not training.in_loop(sem, call):
             return  # neither kept across steps nor called again and again
