@@ -95,3 +95,43 @@ def test_a_cached_result_is_dropped_when_a_module_it_read_changes(td, project: P
     )
     final = td("check", "--output-format", "json", "train.py", cwd=project)
     assert [code for code, _row in _found(final)] == ["TDR105"]
+
+
+def test_a_loader_handed_to_the_project_backend_is_followed_to_the_epoch_loop(
+    td, tmp_path: Path
+) -> None:
+    # `make_backend` returns one of several backends: `distribute` cannot be read from train.py.
+    (tmp_path / "backends.py").write_text(
+        "class Local:\n    def distribute(self, model=None, data=None):\n        return model, data\n"
+        "BACKENDS = {'local': Local()}\ndef make_backend(name='local'):\n"
+        "    return BACKENDS[name]\n"
+    )
+    (tmp_path / "train.py").write_text(
+        "import torch\nfrom torch.utils.data import DataLoader, DistributedSampler\n"
+        "from backends import make_backend\nbackend = make_backend()\n"
+        "sampler = DistributedSampler(ds)\nloader = DataLoader(ds, batch_size=8, sampler=sampler)\n"
+        "model, dl = backend.distribute(model=net, data=loader)\n"
+        "for epoch in range(3):\n    for batch in dl:\n        step(batch)\n"
+    )
+    for locale, says in (
+        ("en", "`dl` (what `backend.distribute(...)` returns for `loader`):"),
+        ("zh", "`dl`（`backend.distribute(...)` 对 `loader` 返回的值）的"),
+    ):
+        run = td(
+            "check",
+            "--output-format",
+            "json",
+            "--no-cache",
+            "--locale",
+            locale,
+            "train.py",
+            cwd=tmp_path,
+        )
+        (finding,) = run.json()
+        assert (finding["code"], finding["location"]["row"]) == ("TDR502", 8)
+        assert says in finding["message"]
+        assert not finding["fix"]
+    # Alone, the backend is unknown: nothing says `dl` is the loader.
+    (tmp_path / "backends.py").unlink()
+    run = td("check", "--output-format", "json", "--no-cache", "train.py", cwd=tmp_path)
+    assert run.json() == []

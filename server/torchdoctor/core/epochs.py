@@ -54,6 +54,9 @@ class SampledLoader:
     inline_with_loader: ast.AST  # the DataLoader call (a fix must not precede it)
     guard_none: bool  # the sampler name may hold None (``... if distributed else None``)
     fixable: bool  # False when the sampler may be something else than a DistributedSampler
+    # For a name bound to what a method returns (``_Through``): that call, and the loader's
+    # name handed to it.
+    through: tuple[ast.Call, ast.Name] | None = None
 
 
 def shuffled_loaders(sem: Semantic) -> list[SampledLoader]:
@@ -110,6 +113,7 @@ def _loaders(sem: Semantic, call: ast.Call) -> list[SampledLoader]:
                 and not (returned and guard)
                 and not isinstance(own, ast.Subscript)
                 and not isinstance(target, _Through),
+                (target.call, target.loader) if isinstance(target, _Through) else None,
             )
         )
     return out
@@ -234,6 +238,8 @@ class _Through:
     the DataLoader and its body cannot be read (``summaries.opaque_project_method``)."""
 
     target: ast.Name
+    call: ast.Call  # the method's call
+    loader: ast.Name  # the loader's name, where it is bound
 
 
 def _handed_over(sem: Semantic, loader: ast.Name) -> list[_Through]:
@@ -262,7 +268,7 @@ def _handed_over(sem: Semantic, loader: ast.Name) -> list[_Through]:
         dest = assign.targets[0]
         for name in dest.elts if isinstance(dest, ast.Tuple | ast.List) else [dest]:
             if isinstance(name, ast.Name) and _iterated(sem, name):
-                out.append(_Through(name))
+                out.append(_Through(name, parent, loader))
     return out
 
 

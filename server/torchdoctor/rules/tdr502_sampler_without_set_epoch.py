@@ -116,6 +116,13 @@ class SamplerWithoutSetEpoch(Rule):
         header_end = node.iter if isinstance(node, ast.For | ast.AsyncFor) else node.test
         rng = Range(ctx.source.start(node), ctx.source.end(header_end))
         names = "`, `".join(ctx.segment(loader.target) for loader in loaders)
+        handed = [
+            (ctx.segment(loader.through[0].func), loader.through[1].id)
+            for loader in loaders
+            if loader.through is not None
+        ]
+        via_en = "".join(f" (what `{f}(...)` returns for `{n}`)" for f, n in handed[:1])
+        via_zh = "".join(f"（`{f}(...)` 对 `{n}` 返回的值）" for f, n in handed[:1])
         samplers = "`DistributedSampler`" + ("s" if len(loaders) > 1 else "")
         related = []
         origins: list[str] = []
@@ -147,9 +154,9 @@ class SamplerWithoutSetEpoch(Rule):
             rng,
             Text(
                 f"This epoch loop never calls `set_epoch` on the {samplers} of "
-                f"`{names}`: every epoch sees the samples in the same order"
+                f"`{names}`{via_en}: every epoch sees the samples in the same order"
                 + (f" (`DistributedSampler` created in {', '.join(origins)})" if origins else ""),
-                f"该 epoch 循环从未调用 `{names}` 的 `DistributedSampler` 的 `set_epoch`："
+                f"该 epoch 循环从未调用 `{names}`{via_zh or ' '}的 `DistributedSampler` 的 `set_epoch`："
                 "每个 epoch 的样本顺序都相同"
                 + (f"（`DistributedSampler` 创建于 {'、'.join(origins)}）" if origins else ""),
             ),
