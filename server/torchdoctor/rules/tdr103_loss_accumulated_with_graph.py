@@ -153,18 +153,15 @@ class LossAccumulatedWithGraph(Rule):
             if not trains and flow.returned:
                 continue  # terms of the loss a function returns (a loss module's forward)
             self._report(ctx, node, value, flow, tensor=held == summaries.TENSOR)
-        # Only a method of an instance the code made can keep what it is handed: the receiver
-        # is a name bound to a call's result or an attribute of ``self`` assigned one.
-        bound, kept = sem.call_bound, sem.call_kept_attrs
+        # Only a method of an instance the code made can keep what it is handed.
         for calls in list(sem.calls_by_attr.values()):
             for call in calls:
-                receiver = call.func.value  # type: ignore[attr-defined]  # calls of attributes
-                if type(receiver) is ast.Name:
-                    if receiver.id not in bound:
-                        continue
-                elif type(receiver) is not ast.Attribute or receiver.attr not in kept:
-                    continue
-                if call.args or call.keywords:
+                func = call.func
+                if (
+                    (call.args or call.keywords)
+                    and isinstance(func, ast.Attribute)
+                    and summaries.may_hold_instance(sem, func.value)
+                ):
                     self._check_kept(ctx, call)
 
     def _check_kept(self, ctx: Context, call: ast.Call) -> None:

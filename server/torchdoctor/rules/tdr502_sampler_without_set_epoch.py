@@ -116,13 +116,13 @@ class SamplerWithoutSetEpoch(Rule):
         header_end = node.iter if isinstance(node, ast.For | ast.AsyncFor) else node.test
         rng = Range(ctx.source.start(node), ctx.source.end(header_end))
         names = "`, `".join(ctx.segment(loader.target) for loader in loaders)
-        handed = [
-            (ctx.segment(loader.through[0].func), loader.through[1].id)
-            for loader in loaders
-            if loader.through is not None
-        ]
-        via_en = "".join(f" (what `{f}(...)` returns for `{n}`)" for f, n in handed[:1])
-        via_zh = "".join(f"（`{f}(...)` 对 `{n}` 返回的值）" for f, n in handed[:1])
+        # A loader followed through a method: which call returned it for which loader.
+        via_en = via_zh = ""
+        handed = next((loader.through for loader in loaders if loader.through), None)
+        if handed is not None:
+            callee, given = ctx.segment(handed[0].func), handed[1].id
+            via_en = f" (what `{callee}(...)` returns for `{given}`)"
+            via_zh = f"（`{callee}(...)` 对 `{given}` 返回的值）"
         samplers = "`DistributedSampler`" + ("s" if len(loaders) > 1 else "")
         related = []
         origins: list[str] = []
