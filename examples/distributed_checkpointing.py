@@ -35,7 +35,6 @@ def main() -> None:
     args = parse_args()
     dist.init_process_group("nccl")
     local_rank = int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(local_rank)
     torch.manual_seed(0)
 
     train_set = datasets.ImageFolder(

@@ -287,8 +287,10 @@ def group_calls(sem: Semantic) -> list[ast.Call]:
     return found
 
 
-# Calls that choose the process's current CUDA device.
-SET_DEVICE = frozenset({"torch.cuda.set_device", "torch.cuda.device"})
+# Calls that choose the process's current CUDA device, and context managers that choose it
+# for the code they enter (made without ``with``, they choose nothing).
+SET_DEVICE = frozenset({"torch.cuda.set_device", "torch.accelerator.set_device_index"})
+DEVICE_CONTEXTS = frozenset({"torch.cuda.device", "torch.accelerator.device_index"})
 
 
 def nccl_group(sem: Semantic) -> bool:
@@ -303,9 +305,11 @@ def nccl_group(sem: Semantic) -> bool:
 
 def chooses_cuda_device(sem: Semantic) -> bool:
     """Whether the file chooses the process's current CUDA device: it calls
-    ``torch.cuda.set_device`` or enters ``torch.cuda.device(...)``, calls a function of the
-    project that does (its summary), or names ``CUDA_VISIBLE_DEVICES`` (setting the variable
-    per process). Without any of these, a plain ``.cuda()`` means GPU 0 in every process."""
+    ``torch.cuda.set_device`` (``torch.accelerator.set_device_index``) or enters
+    ``torch.cuda.device(...)`` (``torch.accelerator.device_index(...)``) in a ``with``, calls a
+    function of the project that does either (its summary), or names ``CUDA_VISIBLE_DEVICES``
+    (setting the variable per process). Without any of these, a plain ``.cuda()`` means GPU 0
+    in every process."""
     key = "distributed-chooses-cuda-device"
     known = sem.memo.get(key)
     if isinstance(known, bool):
@@ -318,9 +322,11 @@ def chooses_cuda_device(sem: Semantic) -> bool:
         qual = sem.qualname(call.func) or ""
         if qual in SET_DEVICE:
             found = True
+        elif qual in DEVICE_CONTEXTS:
+            found = isinstance(sem.parent(call), ast.withitem)
         elif sem.project is not None and not qual.startswith("torch."):
             helper = summaries.called_summary(sem, call.func)
-            found = helper is not None and bool(helper.qualnames & SET_DEVICE)
+            found = helper is not None and bool(helper.qualnames & (SET_DEVICE | DEVICE_CONTEXTS))
         if found:
             break
     sem.memo[key] = found

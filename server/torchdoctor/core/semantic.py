@@ -1047,6 +1047,12 @@ class Semantic:
             out.append(binding)
         return out
 
+    def may_reach(self, name: str, at: ast.AST) -> list[Binding]:
+        """``reaching``, less the bindings made in another branch of an ``if`` (or ``match``)
+        than ``at``: a run that reaches ``at`` never made them (``model = model.cuda(gpu)``
+        under ``if args.gpu is not None:`` is not the model that its ``elif`` wraps)."""
+        return [b for b in self.reaching(name, at) if not self.exclusive_branches(b.node, at)]
+
     def _index_of(self, bindings: list[Binding], binding: Binding) -> int | None:
         """Where ``binding`` is in ``bindings`` (an index made once per list and length)."""
         known = self._binding_index.get(id(bindings))

@@ -19,29 +19,34 @@ _PIN_PY = "import torch\ndef pin(args):\n    torch.cuda.set_device(args.local_ra
 
 class DdpWithoutDeviceIds(Rule):
     """## What it does
-    Checks for `DistributedDataParallel(model)` without `device_ids=` where the model was
-    moved to one GPU chosen by the process's rank (`.cuda(local_rank)`, `.to(rank)`,
-    `.to(device)` with `device = torch.device("cuda", local_rank)`): the one-GPU-per-process
-    setup that PyTorch documents with `device_ids=[i]`.
+    Checks for `DistributedDataParallel(model)` without `device_ids=` in a one-GPU-per-process
+    script that never chooses the process's current GPU (`torch.cuda.set_device`).
+
+    The model is on a GPU chosen by the process's rank (`.cuda(local_rank)`, `.to(rank)`,
+    `.to(device)` with `device = torch.device("cuda", local_rank)`), or was moved with a plain
+    `.cuda()` in a file that sets up an NCCL process group; and nothing calls
+    `torch.cuda.set_device`, enters `torch.cuda.device(...)` or sets `CUDA_VISIBLE_DEVICES`, in
+    the file or in a project helper it calls.
 
     ## Why is this bad?
     For a module on a single GPU, `device_ids=[i]` tells DDP which device the process owns.
     With it, DDP moves the forward pass's inputs onto that device itself and sets
-    `output_device`; without it (`device_ids=None`) DDP moves nothing, so every input must
-    already sit on exactly the right GPU, and code that relies on the current device (a
-    `.cuda()` without an index, collectives with no device bound) falls back to GPU 0
-    unless `torch.cuda.set_device` was called: all ranks then create a context on GPU 0 or
-    hang in a collective. PyTorch's documentation and DDP tutorial construct DDP with
-    `device_ids=[rank]` for this setup. The code works when everything else is placed
-    correctly, so this rule is off by default.
+    `output_device`; without it (`device_ids=None`) DDP moves nothing, and whatever relies
+    on the current device (a `.cuda()` without an index, collectives and barriers with no
+    device bound, `torch.cuda` memory calls) uses GPU 0, since nothing chose another one:
+    every rank creates a CUDA context on GPU 0 and keeps memory there, or hangs in a
+    collective. A model moved with a plain `.cuda()` under NCCL is worse: every process puts
+    its whole model on GPU 0. PyTorch's documentation and DDP tutorial pair
+    `torch.cuda.set_device(rank)` with `device_ids=[rank]` for this setup.
 
     The model's GPU must be read from the file: models moved to a device that does not name
     a rank, spread over several GPUs, or kept on the CPU (where `device_ids` must stay
-    `None`) are not reported. A model moved with a plain `.cuda()` is reported only where
-    every process then lands on GPU 0: the file sets up an NCCL process group (one GPU per
-    process) and nothing chooses the process's GPU (`torch.cuda.set_device`,
-    `torch.cuda.device`, `CUDA_VISIBLE_DEVICES`, in the file or in a project helper it
-    calls); no edit is offered there, since the model has to move as well.
+    `None`) are not reported, nor are models moved in another branch of an `if` than the
+    wrap. Code that does choose the process's GPU is not reported: there DDP without
+    `device_ids` works as long as the inputs are placed, and a misplaced input fails loudly.
+    A plain `.cuda()` is reported only under an NCCL group (one GPU per process), where the
+    wrap runs as part of the file's program; no edit is offered there, since the model has to
+    move as well.
 
     ## Example
     ```python
@@ -69,8 +74,8 @@ class DdpWithoutDeviceIds(Rule):
 
     code = "TDR507"
     name = "ddp-without-device-ids"
-    severity = Severity.INFO
-    default = False
+    severity = Severity.WARNING
+    default = True
     fix_safety = Applicability.SUGGESTION
 
     VALID = (
@@ -104,6 +109,20 @@ class DdpWithoutDeviceIds(Rule):
         # A method of a class: its callers (elsewhere) may choose the GPU first.
         _DIST + "dist.init_process_group('nccl')\n"
         "class Trainer:\n    def wrap(self, net):\n        return DDP(net.cuda())\n",
+        # The process's GPU is chosen: inputs and collectives find it without `device_ids`.
+        _HEAD + "torch.cuda.set_device(local_rank)\nmodel = Net().cuda(local_rank)\n"
+        "model = DDP(model)\n",
+        _HEAD + "with torch.cuda.device(rank):\n    model = DDP(Net().to(rank))\n",
+        Valid(
+            _HEAD + "from dist_utils import pin\npin(args)\n"
+            "model = DDP(Net().cuda(args.local_rank))\n",
+            files=(("dist_utils.py", _PIN_PY),),
+        ),
+        # The rank's GPU is the other branch's: the wrapped model is on the current device
+        # (and no NCCL group says one GPU per process).
+        _HEAD + "def main(args):\n    model = Net()\n    if args.gpu is not None:\n"
+        "        model = model.cuda(args.gpu)\n    elif args.distributed:\n"
+        "        model.cuda()\n        model = DDP(model)\n",
     )
     INVALID = (
         Invalid(
@@ -142,6 +161,19 @@ class DdpWithoutDeviceIds(Rule):
             fixed=None,
             lines=(7,),
         ),
+        # `device_index` made without `with` chooses nothing; the rank's GPU from both
+        # branches of an `if` before the wrap.
+        Invalid(
+            _HEAD + "def run(rank, args):\n    torch.accelerator.device_index(rank)\n"
+            "    model = Net()\n    if args.sync_bn:\n"
+            "        model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)\n"
+            "    model.to(rank)\n    return DDP(model)\n",
+            fixed=_HEAD + "def run(rank, args):\n    torch.accelerator.device_index(rank)\n"
+            "    model = Net()\n    if args.sync_bn:\n"
+            "        model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)\n"
+            "    model.to(rank)\n    return DDP(model, device_ids=[rank])\n",
+            lines=(9,),
+        ),
         # A worker handed to `mp.spawn`, moved in place.
         Invalid(
             "import torch.multiprocessing as mp\n" + _DIST + "def worker(gpu):\n"
@@ -176,13 +208,18 @@ class DdpWithoutDeviceIds(Rule):
                         ),
                     )
                 continue
+            if chooses_cuda_device(ctx.sem):
+                continue  # the inputs' `.cuda()` and the collectives find the process's GPU
             ctx.report(
                 call,
                 Text(
                     "`DistributedDataParallel` of a model on one GPU per process without "
-                    f"`device_ids=`; pass `device_ids=[{device}]`",
-                    f"每进程一张 GPU 的模型在 `DistributedDataParallel` 中缺少 `device_ids=`；请传入 "
+                    "`device_ids=`, and nothing chooses this process's GPU: inputs moved with "
+                    "`.cuda()` and collectives use GPU 0 in every process; pass "
                     f"`device_ids=[{device}]`",
+                    f"每进程一张 GPU 的模型在 `DistributedDataParallel` 中缺少 `device_ids=`，且没有代码"
+                    "为本进程选择 GPU：用 `.cuda()` 移动的输入和集合通信在每个进程中都使用 GPU 0；"
+                    f"请传入 `device_ids=[{device}]`",
                 ),
                 fixes=[
                     Fix(
@@ -246,8 +283,9 @@ def _moves(ctx: Context, model: ast.expr, at: ast.Call, depth: int = 0) -> list[
             return _moves(ctx, model.args[0], at, depth + 1)
         return found
     if isinstance(model, ast.Name):
-        binding = sem.lookup(model.id, model)
-        if binding is None:
+        # What a run that reaches ``model`` may have bound: not a sibling branch's binding.
+        reaching = sem.may_reach(model.id, model)
+        if not reaching:
             return []
         name = model.id
         found = []
@@ -258,11 +296,13 @@ def _moves(ctx: Context, model: ast.expr, at: ast.Call, depth: int = 0) -> list[
                 dotted(move.func.value) == name
                 and isinstance(stmt, ast.Expr)
                 and stmt.value is move
-                and sem.lookup(name, move) is binding
                 and (move.lineno, move.col_offset) < (at.lineno, at.col_offset)
+                and not sem.exclusive_branches(move, at)
+                and any(b in reaching for b in sem.may_reach(name, move))
             ):
                 found.append(move)
         found.sort(key=lambda m: (m.lineno, m.col_offset), reverse=True)
+        binding = reaching[0]
         if binding.how == "assign" and binding.index is None and binding.value is not None:
             found += _moves(ctx, binding.value, at, depth + 1)
         return found
