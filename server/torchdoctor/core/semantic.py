@@ -414,7 +414,7 @@ class Semantic:
         self.call_bound: set[str] = set()
         self.call_kept_attrs: set[str] = set()
         self._qual_cache: dict[ast.AST, str | None] = {}
-        self.name_scopes: dict[ast.AST, Scope] = {}  # the scope of each node asked about
+        self.name_scopes: dict[ast.AST, Scope] = {}  # the scope of each statement asked about
         # Facts derived by the subject modules (kinds, training, data...), computed once per file.
         self.memo: dict[object, object] = {}
         self._function_cache: dict[ast.AST, ast.FunctionDef | ast.AsyncFunctionDef | None] = {}
@@ -883,15 +883,28 @@ class Semantic:
         known = self.name_scopes.get(node)
         if known is not None:
             return known
-        found = self.scopes[self.tree]
+        # Kept once per statement rather than once per node asked: a node's scope is the
+        # scope of the statement around it unless a scope (a lambda, a comprehension) lies
+        # between them.
+        scopes, known_scopes = self.scopes, self.name_scopes
+        found = scopes[self.tree]
         child = node
+        kept = node if isinstance(node, ast.stmt) else None
         for anc in self.ancestors(node):
-            scope = self.scopes.get(anc)
+            scope = scopes.get(anc)
             if scope is not None and not self._outside_scope(anc, child):
                 found = scope
                 break
+            if isinstance(anc, ast.stmt):
+                known = known_scopes.get(anc)
+                if known is not None:
+                    found = known
+                    break
+                if kept is None:
+                    kept = anc
             child = anc
-        self.name_scopes[node] = found
+        if kept is not None:
+            known_scopes[kept] = found
         return found
 
     def walk(self, node: ast.AST, *, into_functions: bool = False) -> Iterator[ast.AST]:
@@ -1128,26 +1141,41 @@ class Semantic:
             other = self._foreign(expr)
             if other is not None:
                 return other.qualname(expr, _depth)
+        if type(expr) is ast.Name:
+            # A name's answer is its binding's: an import's qualified name, or (kept once per
+            # binding, by its node) what a module-level alias assigned from a dotted name holds.
+            lookups: dict[object, Any] = self._lookups
+            binding = lookups.get(expr, _UNKNOWN)  # ``lookup``'s own key for a read
+            if binding is _UNKNOWN:
+                binding = self.lookup(expr.id, expr)
+            if binding is None:
+                return None
+            if binding.how == "import":
+                return binding.qualname
+            if not (
+                binding.how == "assign"
+                and binding.index is None
+                and isinstance(binding.value, ast.Name | ast.Attribute)
+                and binding.scope is self.tree
+            ):
+                return None
+            key = binding.node
+            cached = self._qual_cache.get(key, ...)
+            if cached is ...:
+                self._qual_cache[key] = None  # an alias of itself (``x = x``) names nothing
+                cached = self.qualname(binding.value, _depth + 1)
+                self._qual_cache[key] = cached
+            return cached
+        if type(expr) is not ast.Attribute:
+            return None
         cached = self._qual_cache.get(expr, ...)
         if cached is not ...:
             return cached
-        result: str | None = None
-        if isinstance(expr, ast.Name):
-            binding = self.lookup(expr.id, expr)
-            if binding is not None:
-                if binding.how == "import":
-                    result = binding.qualname
-                elif (
-                    binding.how == "assign"
-                    and binding.index is None
-                    and isinstance(binding.value, ast.Name | ast.Attribute)
-                    and binding.scope is self.tree
-                ):
-                    result = self.qualname(binding.value, _depth + 1)
-        elif isinstance(expr, ast.Attribute):
-            base = self.qualname(expr.value, _depth + 1)
-            if base is not None:
-                result = canonical(f"{base}.{expr.attr}")
+        assert isinstance(expr, ast.Attribute)
+        base = self.qualname(expr.value, _depth + 1)
+        if base is None:
+            return None  # not kept (most attributes: `model.train`): as quick to find again
+        result = canonical(f"{base}.{expr.attr}")
         self._qual_cache[expr] = result
         return result
 
@@ -1214,23 +1242,44 @@ class Semantic:
         a module, the assigned name for a module-level value)."""
         if _depth > 8:
             return None
+        if type(expr) is ast.Name:
+            # A name stands for what its binding stands for: kept once per binding (by the
+            # binding's node), not once per read of the name.
+            lookups: dict[object, Any] = self._lookups
+            # ``lookup``'s own key for a read (a node of another module is never one here)
+            binding = lookups.get(expr, _UNKNOWN)
+            if binding is _UNKNOWN:
+                binding = self.lookup(expr.id, expr)
+            if binding is None:
+                return None
+            if binding.how in ("def", "class"):
+                return self, binding.node
+            if binding.how != "import" or self.project is None:
+                return None
+            key = binding.node
+            if key in self._definitions:
+                return self._definitions[key]
+            self._definitions[key] = None  # recursion guard
+            found = self.binding_definition(binding)
+            self._definitions[key] = found
+            return found
+        if type(expr) is not ast.Attribute:
+            return None
         if expr in self._definitions:
             return self._definitions[expr]
-        self._definitions[expr] = None  # recursion guard
-        found: tuple[Semantic, ast.AST] | None = None
-        if isinstance(expr, ast.Name):
-            binding = self.lookup(expr.id, expr)
-            if binding is not None:
-                found = self.binding_definition(binding)
-        elif isinstance(expr, ast.Attribute):
-            base = self.definition(expr.value, _depth + 1)
-            if base is not None and isinstance(base[1], ast.Module):
-                other = base[0]
-                bindings = other.scopes[other.tree].bindings.get(expr.attr)
-                if bindings:
-                    found = other.binding_definition(bindings[-1])
-            if found is None:
-                found = self._submodule(expr)
+        assert isinstance(expr, ast.Attribute)
+        found = None
+        base = self.definition(expr.value, _depth + 1)
+        if base is not None and isinstance(base[1], ast.Module):
+            self._definitions[expr] = None  # recursion guard
+            other = base[0]
+            bindings = other.scopes[other.tree].bindings.get(expr.attr)
+            if bindings:
+                found = other.binding_definition(bindings[-1])
+        if found is None:
+            found = self._submodule(expr)
+            if found is None and base is None:
+                return None  # not kept: asked again, the answer is as quick to find
         self._definitions[expr] = found
         return found
 
